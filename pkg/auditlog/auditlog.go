@@ -1,0 +1,146 @@
+// Package auditlog is Lethe's audit table: hash-only audit events written by RAG apps, the
+// aggregator's durable request state, and deletion receipts linked into a per-tenant hash
+// chain.
+//
+// Nothing in the audit table is a raw identifier: events and receipts carry the subject's
+// keyed pseudonym (subject.Key.Pseudonym) and key id only. Writer is the way apps write
+// events; Verifier is the deletion.Store that proves, per request, that a subject's events
+// hold no raw identifier or PII pattern.
+//
+// Store is the storage seam. Its implementations (DirStore here, a DynamoDB store in
+// auditlog/dynamo) offer single-item conditional writes only, no transactions; Issue builds
+// exactly-once, crash-safe receipt issuing on top of them. Every implementation passes the
+// conformance suite in auditlogtest.
+package auditlog
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"time"
+
+	"github.com/lethe-erasure/lethe/pkg/event"
+)
+
+// Errors of Store methods. Test them with errors.Is.
+var (
+	ErrNotFound = errors.New("auditlog: not found")
+	ErrExists   = errors.New("auditlog: already exists")
+	ErrConflict = errors.New("auditlog: conflict")
+)
+
+// Event is one hash-only audit event. It holds no raw identifier.
+type Event struct {
+	EventID          string    `json:"event_id"` // unique per (tenant, subject hash); appending the same id twice is a no-op
+	TenantID         string    `json:"tenant_id"`
+	SubjectHash      string    `json:"subject_hash"`
+	KeyID            string    `json:"key_id"`
+	Type             string    `json:"type"` // e.g. "query", "retrieval", "erasure"
+	QueryFingerprint string    `json:"query_fingerprint,omitempty"`
+	ChunkIDs         []string  `json:"chunk_ids,omitempty"`
+	Model            string    `json:"model,omitempty"`
+	Path             string    `json:"path,omitempty"`
+	At               time.Time `json:"at"`
+}
+
+// Event types written by Writer.
+const (
+	TypeQuery = "query"
+)
+
+// Request is the aggregator's record of a request: event.Requested without identifiers.
+type Request struct {
+	RequestID        string      `json:"request_id"`
+	TenantID         string      `json:"tenant_id"`
+	SubjectHash      string      `json:"subject_hash"`
+	KeyID            string      `json:"key_id"`
+	Scope            event.Scope `json:"scope"`
+	Regulation       string      `json:"regulation"`
+	RequestedAt      time.Time   `json:"requested_at"`
+	DueAt            time.Time   `json:"due_at"`
+	InventoryVersion string      `json:"inventory_version"`
+	ExpectedStores   []string    `json:"expected_stores"`
+	Attempt          int         `json:"attempt"`
+}
+
+// RequestOf returns the identifier-free record of r. Identifiers and OnlyStores are dropped.
+func RequestOf(r *event.Requested) Request {
+	return Request{
+		RequestID:        r.RequestID,
+		TenantID:         r.TenantID,
+		SubjectHash:      r.SubjectHash,
+		KeyID:            r.KeyID,
+		Scope:            r.Scope,
+		Regulation:       r.Regulation,
+		RequestedAt:      r.RequestedAt,
+		DueAt:            r.DueAt,
+		InventoryVersion: r.InventoryVersion,
+		ExpectedStores:   append([]string(nil), r.ExpectedStores...),
+		Attempt:          r.Attempt,
+	}
+}
+
+// Head is the tip of a tenant's receipt chain: the last receipt linked into it. The zero
+// Head (Seq 0) means the tenant has no receipt yet.
+type Head struct {
+	Seq       int64         `json:"seq"`
+	Hash      string        `json:"hash"`
+	RequestID string        `json:"request_id"`
+	Receipt   event.Receipt `json:"receipt"`
+}
+
+// Store is the audit table. Implementations are safe for concurrent use, honour ctx, and
+// make each conditional write atomic on its own item (no multi-item transactions). Errors
+// other than the sentinels above are transient unless marked deletion.Permanent (a
+// malformed stored item, a request the backend rejects).
+type Store interface {
+	// AppendEvent stores e. Appending an event id already stored for the same tenant and
+	// subject hash is a no-op.
+	AppendEvent(ctx context.Context, e Event) error
+	// Events returns every event of the subject ordered by At then EventID, paginating
+	// internally. None is an empty result, not an error.
+	Events(ctx context.Context, tenant, subjectHash string) ([]Event, error)
+	// PutRequest inserts r, or replaces the stored request when r.Attempt >= its attempt.
+	// An older attempt is silently ignored.
+	PutRequest(ctx context.Context, r Request) error
+	// GetRequest returns the request or ErrNotFound.
+	GetRequest(ctx context.Context, requestID string) (Request, error)
+	// PutReport stores d keyed by (d.RequestID, d.Store); it replaces a stored report only
+	// when d.Attempt >= the stored attempt (a conditional write). An older attempt is
+	// silently ignored.
+	PutReport(ctx context.Context, d event.StoreDone) error
+	// Reports returns the reports of a request ordered by store name.
+	Reports(ctx context.Context, requestID string) ([]event.StoreDone, error)
+	// GetReceipt returns the receipt of a request or ErrNotFound.
+	GetReceipt(ctx context.Context, requestID string) (event.Receipt, error)
+	// PutReceipt creates the receipt of r.RequestID; ErrExists when one exists (the stored
+	// receipt is then left unchanged). Use Issue rather than calling it directly.
+	PutReceipt(ctx context.Context, r event.Receipt) error
+	// Receipts returns the tenant's receipts ordered by Seq.
+	Receipts(ctx context.Context, tenant string) ([]event.Receipt, error)
+	// Head returns the tip of the tenant's chain, the zero Head when it has none.
+	Head(ctx context.Context, tenant string) (Head, error)
+	// SwapHead replaces the tenant's head with h if the stored head's Seq is oldSeq (0: no
+	// head yet), else it fails with ErrConflict.
+	SwapHead(ctx context.Context, tenant string, oldSeq int64, h Head) error
+}
+
+// SortEvents orders events by At, then EventID.
+func SortEvents(evs []Event) {
+	sort.Slice(evs, func(i, j int) bool {
+		if !evs[i].At.Equal(evs[j].At) {
+			return evs[i].At.Before(evs[j].At)
+		}
+		return evs[i].EventID < evs[j].EventID
+	})
+}
+
+// SortReceipts orders receipts by Seq, then RequestID.
+func SortReceipts(rs []event.Receipt) {
+	sort.Slice(rs, func(i, j int) bool {
+		if rs[i].Seq != rs[j].Seq {
+			return rs[i].Seq < rs[j].Seq
+		}
+		return rs[i].RequestID < rs[j].RequestID
+	})
+}

@@ -1,0 +1,290 @@
+// Package auditlogtest is the conformance suite every auditlog.Store passes.
+//
+// Run exercises every Store method against a real backend, then Issue and VerifyChain on
+// top of it: concurrent issuing, a writer that crashed between linking the head and
+// writing its receipt, the read-order race Issue must avoid, and tampering. To tamper with
+// a stored receipt the suite needs the store to implement ReceiptOverwriter (test code
+// usually adds it in a _test.go file); without it the suite fails.
+package auditlogtest
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lethe-erasure/lethe/pkg/auditlog"
+	"github.com/lethe-erasure/lethe/pkg/event"
+)
+
+// ReceiptOverwriter replaces the stored receipt of r.RequestID unconditionally, bypassing
+// every check, as an attacker with write access to the table could. Only tests use it.
+type ReceiptOverwriter interface {
+	OverwriteReceipt(ctx context.Context, r event.Receipt) error
+}
+
+// EventCount is how many events the pagination test writes for one subject.
+const EventCount = 300
+
+// T0 is the base time of the suite's records.
+var T0 = time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)
+
+// Hash returns a pseudonym-shaped value (64 hex digits) for a label.
+func Hash(label string) string {
+	sum := sha256.Sum256([]byte(label))
+	return hex.EncodeToString(sum[:])
+}
+
+// Receipt returns an unissued receipt of request id in tenant with one store's evidence.
+func Receipt(tenant, id string) event.Receipt {
+	return event.Receipt{
+		ReceiptID: "rcpt-" + id, RequestID: id, TenantID: tenant, SubjectHash: Hash("subject-" + id), KeyID: "k1",
+		Scope: event.ScopeSubject, Regulation: "GDPR",
+		RequestedAt: T0, CompletedAt: T0.Add(1500 * time.Millisecond), DueAt: T0.Add(30 * 24 * time.Hour),
+		ElapsedMS: 1500, InventoryVersion: "v1",
+		Stores: []event.StoreEvidence{{
+			Store: "qdrant", Kind: "qdrant", Status: event.StatusDeleted, Deleted: 3,
+			Locations:    []event.LocationCount{{Location: "shopbot_" + tenant, Deleted: 3}},
+			Verification: event.Verification{Method: "exact count", Remaining: 0},
+		}},
+		Status: event.ReceiptComplete,
+	}
+}
+
+// Run runs the suite. newStore returns an empty store; the subtests run in parallel, each
+// on its own store.
+func Run(t *testing.T, newStore func(t *testing.T) auditlog.Store) {
+	tests := []struct {
+		name string
+		run  func(t *testing.T, s auditlog.Store)
+	}{
+		{"AppendEventIsIdempotent", testAppendEvent},
+		{"EventsPaginates", testEventsPaginate},
+		{"Requests", testRequests},
+		{"ReportsKeepTheLatestAttempt", testReports},
+		{"ReceiptsAreCreatedOnce", testReceipts},
+		{"SwapHead", testSwapHead},
+		{"IssueConcurrent", testIssueConcurrent},
+		{"IssueIsIdempotent", testIssueIdempotent},
+		{"IssueHealsCrashedWriter", testIssueHeals},
+		{"IssueReadsReceiptAfterHead", testIssueRace},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.run(t, newStore(t))
+		})
+	}
+	t.Run("VerifyChainDetectsTampering", func(t *testing.T) {
+		t.Parallel()
+		testTamper(t, newStore)
+	})
+}
+
+func testAppendEvent(t *testing.T, s auditlog.Store) {
+	ctx := context.Background()
+	e := auditlog.Event{
+		EventID: "e1", TenantID: "acme", SubjectHash: Hash("a"), KeyID: "k1", Type: "query",
+		QueryFingerprint: Hash("q"), ChunkIDs: []string{"c1", "c2"}, Model: "m", Path: "/v1/chat", At: T0,
+	}
+	must(t, s.AppendEvent(ctx, e))
+	again := e
+	again.Path = "/changed"
+	must(t, s.AppendEvent(ctx, again))
+	must(t, s.AppendEvent(ctx, auditlog.Event{EventID: "e1", TenantID: "acme", SubjectHash: Hash("b"), Type: "query", At: T0}))
+	must(t, s.AppendEvent(ctx, auditlog.Event{EventID: "e1", TenantID: "globex", SubjectHash: Hash("a"), Type: "query", At: T0}))
+
+	got, err := s.Events(ctx, "acme", Hash("a"))
+	must(t, err)
+	if len(got) != 1 || !sameJSON(got[0], e) {
+		t.Fatalf("Events after appending e1 twice = %s, want [%s]", js(got), js(e))
+	}
+	for _, k := range [][2]string{{"acme", Hash("b")}, {"globex", Hash("a")}} {
+		if got, err := s.Events(ctx, k[0], k[1]); err != nil || len(got) != 1 {
+			t.Errorf("Events(%s, subject) = %d events, %v; want 1 of its own", k[0], len(got), err)
+		}
+	}
+	if got, err := s.Events(ctx, "acme", Hash("nobody")); err != nil || len(got) != 0 {
+		t.Errorf("Events of an unknown subject = %d events, %v; want none", len(got), err)
+	}
+}
+
+func testEventsPaginate(t *testing.T, s auditlog.Store) {
+	ctx := context.Background()
+	h := Hash("many")
+	for i := EventCount - 1; i >= 0; i-- { // newest first: Events must sort
+		e := auditlog.Event{EventID: fmt.Sprintf("ev-%03d", i), TenantID: "acme", SubjectHash: h, KeyID: "k1",
+			Type: "retrieval", ChunkIDs: []string{fmt.Sprintf("chunk-%d", i)}, At: T0.Add(time.Duration(i) * time.Millisecond)}
+		must(t, s.AppendEvent(ctx, e))
+	}
+	must(t, s.AppendEvent(ctx, auditlog.Event{EventID: "other", TenantID: "acme", SubjectHash: Hash("other"), Type: "query", At: T0}))
+	got, err := s.Events(ctx, "acme", h)
+	must(t, err)
+	if len(got) != EventCount {
+		t.Fatalf("Events returned %d events, want %d", len(got), EventCount)
+	}
+	for i, e := range got {
+		if want := fmt.Sprintf("ev-%03d", i); e.EventID != want || !e.At.Equal(T0.Add(time.Duration(i)*time.Millisecond)) {
+			t.Fatalf("event %d is %s at %s, want %s in time order", i, e.EventID, e.At, want)
+		}
+	}
+}
+
+func testRequests(t *testing.T, s auditlog.Store) {
+	ctx := context.Background()
+	if _, err := s.GetRequest(ctx, "req-1"); !errors.Is(err, auditlog.ErrNotFound) {
+		t.Fatalf("GetRequest of an unknown request: %v, want ErrNotFound", err)
+	}
+	r := auditlog.RequestOf(&event.Requested{
+		RequestID: "req-1", TenantID: "acme", SubjectHash: Hash("a"), KeyID: "k1",
+		Identifiers: event.Identifiers{SubjectID: "raw-subject", SessionIDs: []string{"raw-session"}},
+		Scope:       event.ScopeSubject, Regulation: "GDPR", RequestedAt: T0, DueAt: T0.Add(time.Hour),
+		InventoryVersion: "v1", ExpectedStores: []string{"qdrant", "redis"}, Attempt: 1,
+	})
+	if b := js(r); strings.Contains(b, "raw-") {
+		t.Fatalf("RequestOf kept an identifier: %s", b)
+	}
+	steps := []struct {
+		attempt  int
+		version  string
+		wantVers string
+	}{
+		{1, "v1", "v1"},
+		{0, "older", "v1"}, // an older attempt is ignored without error
+		{2, "v2", "v2"},
+		{2, "v2-again", "v2-again"}, // the same attempt replaces
+		{1, "stale", "v2-again"},
+	}
+	for _, st := range steps {
+		r.Attempt, r.InventoryVersion = st.attempt, st.version
+		must(t, s.PutRequest(ctx, r))
+		got, err := s.GetRequest(ctx, "req-1")
+		must(t, err)
+		if got.InventoryVersion != st.wantVers {
+			t.Fatalf("after PutRequest(attempt %d, %s): stored %s (attempt %d), want %s", st.attempt, st.version, got.InventoryVersion, got.Attempt, st.wantVers)
+		}
+	}
+	got, _ := s.GetRequest(ctx, "req-1")
+	if got.RequestID != "req-1" || got.TenantID != "acme" || !got.DueAt.Equal(T0.Add(time.Hour)) || len(got.ExpectedStores) != 2 || got.Scope != event.ScopeSubject {
+		t.Errorf("stored request lost fields: %s", js(got))
+	}
+}
+
+func testReports(t *testing.T, s auditlog.Store) {
+	ctx := context.Background()
+	done := func(req, store string, attempt int, st event.Status) event.StoreDone {
+		return event.StoreDone{RequestID: req, TenantID: "acme", Store: store, Kind: store, Status: st, Attempt: attempt,
+			Locations:    []event.LocationCount{{Location: store + ":acme", Deleted: int64(attempt)}},
+			Verification: event.Verification{Method: "read back", Remaining: 0}, StartedAt: T0, FinishedAt: T0.Add(time.Second)}
+	}
+	if got, err := s.Reports(ctx, "req-1"); err != nil || len(got) != 0 {
+		t.Fatalf("Reports of an unknown request = %d, %v; want none", len(got), err)
+	}
+	must(t, s.PutReport(ctx, done("req-1", "redis", 1, event.StatusFailed)))
+	must(t, s.PutReport(ctx, done("req-1", "qdrant", 1, event.StatusDeleted)))
+	must(t, s.PutReport(ctx, done("req-2", "qdrant", 5, event.StatusDeleted)))
+	must(t, s.PutReport(ctx, done("req-1", "redis", 3, event.StatusDeleted)))
+	must(t, s.PutReport(ctx, done("req-1", "redis", 2, event.StatusFailed))) // older: kept silently
+	must(t, s.PutReport(ctx, done("req-1", "qdrant", 0, event.StatusFailed)))
+	got, err := s.Reports(ctx, "req-1")
+	must(t, err)
+	if len(got) != 2 || got[0].Store != "qdrant" || got[1].Store != "redis" {
+		t.Fatalf("Reports = %s, want qdrant and redis in store order", js(got))
+	}
+	if got[0].Attempt != 1 || got[0].Status != event.StatusDeleted || got[1].Attempt != 3 || got[1].Status != event.StatusDeleted {
+		t.Errorf("Reports kept the wrong attempts: %s", js(got))
+	}
+	if got[1].Deleted() != 3 || !got[1].FinishedAt.Equal(T0.Add(time.Second)) {
+		t.Errorf("report lost fields: %s", js(got[1]))
+	}
+	must(t, s.PutReport(ctx, done("req-1", "redis", 3, event.StatusNothingFound))) // same attempt replaces
+	if got, _ := s.Reports(ctx, "req-1"); len(got) != 2 || got[1].Status != event.StatusNothingFound {
+		t.Errorf("a report of the same attempt did not replace: %s", js(got))
+	}
+}
+
+func testReceipts(t *testing.T, s auditlog.Store) {
+	ctx := context.Background()
+	if _, err := s.GetReceipt(ctx, "req-a"); !errors.Is(err, auditlog.ErrNotFound) {
+		t.Fatalf("GetReceipt of an unknown request: %v, want ErrNotFound", err)
+	}
+	a, b, g := Receipt("acme", "req-a"), Receipt("acme", "req-b"), Receipt("globex", "req-g")
+	a.Seq, b.Seq, g.Seq = 1, 2, 1
+	must(t, s.PutReceipt(ctx, b))
+	must(t, s.PutReceipt(ctx, a))
+	must(t, s.PutReceipt(ctx, g))
+	forged := a
+	forged.Seq, forged.Stores = 7, nil
+	if err := s.PutReceipt(ctx, forged); !errors.Is(err, auditlog.ErrExists) {
+		t.Fatalf("second PutReceipt: %v, want ErrExists", err)
+	}
+	got, err := s.GetReceipt(ctx, "req-a")
+	must(t, err)
+	if !sameJSON(got, a) {
+		t.Fatalf("GetReceipt = %s, want the first receipt %s", js(got), js(a))
+	}
+	rs, err := s.Receipts(ctx, "acme")
+	must(t, err)
+	if len(rs) != 2 || rs[0].RequestID != "req-a" || rs[1].RequestID != "req-b" || !sameJSON(rs[1], b) {
+		t.Fatalf("Receipts(acme) = %s, want req-a then req-b, unchanged", js(rs))
+	}
+	if rs, err := s.Receipts(ctx, "globex"); err != nil || len(rs) != 1 || rs[0].RequestID != "req-g" {
+		t.Errorf("Receipts(globex) = %s, %v; want only its own", js(rs), err)
+	}
+	if rs, err := s.Receipts(ctx, "initech"); err != nil || len(rs) != 0 {
+		t.Errorf("Receipts of a tenant without receipts = %d, %v", len(rs), err)
+	}
+}
+
+func testSwapHead(t *testing.T, s auditlog.Store) {
+	ctx := context.Background()
+	h, err := s.Head(ctx, "acme")
+	if err != nil || h.Seq != 0 || h.Hash != "" {
+		t.Fatalf("Head of a new tenant = %+v, %v; want the zero Head", h, err)
+	}
+	r1 := Receipt("acme", "req-1")
+	r1.Seq, r1.Hash = 1, "h1"
+	h1 := auditlog.Head{Seq: 1, Hash: "h1", RequestID: "req-1", Receipt: r1}
+	if err := s.SwapHead(ctx, "acme", 1, h1); !errors.Is(err, auditlog.ErrConflict) {
+		t.Fatalf("SwapHead(old 1) with no head: %v, want ErrConflict", err)
+	}
+	must(t, s.SwapHead(ctx, "acme", 0, h1))
+	if err := s.SwapHead(ctx, "acme", 0, h1); !errors.Is(err, auditlog.ErrConflict) {
+		t.Fatalf("SwapHead(old 0) over a head: %v, want ErrConflict", err)
+	}
+	h2 := auditlog.Head{Seq: 2, Hash: "h2", RequestID: "req-2", Receipt: Receipt("acme", "req-2")}
+	if err := s.SwapHead(ctx, "acme", 2, h2); !errors.Is(err, auditlog.ErrConflict) {
+		t.Fatalf("SwapHead(old 2) over seq 1: %v, want ErrConflict", err)
+	}
+	must(t, s.SwapHead(ctx, "acme", 1, h2))
+	got, err := s.Head(ctx, "acme")
+	must(t, err)
+	if !sameJSON(got, h2) {
+		t.Fatalf("Head = %s, want %s", js(got), js(h2))
+	}
+	if got, _ := s.Head(ctx, "globex"); got.Seq != 0 {
+		t.Errorf("another tenant's head is %d, want 0", got.Seq)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func js(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprintf("%+v", v)
+	}
+	return string(b)
+}
+
+func sameJSON(a, b any) bool { return js(a) == js(b) }

@@ -1,0 +1,265 @@
+package auditlog
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/event"
+)
+
+// Errors of VerifyChain.
+var (
+	// ErrChainBroken marks a chain that fails verification: tampered, forged or lost
+	// receipts.
+	ErrChainBroken = errors.New("auditlog: receipt chain broken")
+	// ErrChainPending marks a chain whose head is one receipt ahead of the stored receipts
+	// and otherwise intact: an Issue is in flight or crashed between linking the head and
+	// writing the receipt. The next Issue for the tenant writes the missing receipt.
+	ErrChainPending = errors.New("auditlog: receipt chain has a pending receipt")
+)
+
+// maxIssueRounds bounds Issue's retries. Every lost round means another writer linked a
+// receipt, so the bound is only reached under extreme contention on one tenant.
+const maxIssueRounds = 256
+
+// canonicalReceipt is the canonical form HashReceipt hashes. Field order is fixed by this
+// declaration; changing it changes every hash.
+type canonicalReceipt struct {
+	V                int              `json:"v"`
+	ReceiptID        string           `json:"receipt_id"`
+	RequestID        string           `json:"request_id"`
+	TenantID         string           `json:"tenant_id"`
+	SubjectHash      string           `json:"subject_hash"`
+	KeyID            string           `json:"key_id"`
+	Scope            string           `json:"scope"`
+	Regulation       string           `json:"regulation"`
+	RequestedAt      string           `json:"requested_at"`
+	CompletedAt      string           `json:"completed_at"`
+	DueAt            string           `json:"due_at"`
+	ElapsedMS        int64            `json:"elapsed_ms"`
+	InventoryVersion string           `json:"inventory_version"`
+	Stores           []canonicalStore `json:"stores"`
+	AuditLogPII      bool             `json:"audit_log_pii"`
+	Status           string           `json:"status"`
+	Seq              int64            `json:"seq"`
+	PrevHash         string           `json:"prev_hash"`
+}
+
+type canonicalStore struct {
+	Store        string             `json:"store"`
+	Kind         string             `json:"kind"`
+	Status       string             `json:"status"`
+	Deleted      int64              `json:"deleted"`
+	Locations    []canonicalLoc     `json:"locations"`
+	Verification canonicalVerifying `json:"verification"`
+	Physical     string             `json:"physical"`
+}
+
+type canonicalLoc struct {
+	Location string `json:"location"`
+	Deleted  int64  `json:"deleted"`
+}
+
+type canonicalVerifying struct {
+	Method    string `json:"method"`
+	Remaining int64  `json:"remaining"`
+}
+
+// canonicalTime is t in UTC, truncated to milliseconds (the precision of the Avro
+// timestamp-millis fields on erasure.completed), in RFC 3339 with nanoseconds.
+func canonicalTime(t time.Time) string {
+	return t.UTC().Truncate(time.Millisecond).Format(time.RFC3339Nano)
+}
+
+// HashReceipt is the chain hash of r: lower-case hex SHA-256 over the canonical encoding of
+// every field of r except Hash (Seq and PrevHash included).
+//
+// The canonical encoding is encoding/json of a struct with this fixed field order:
+// v (format version, 1), receipt_id, request_id, tenant_id, subject_hash, key_id, scope,
+// regulation, requested_at, completed_at, due_at, elapsed_ms, inventory_version, stores
+// (in the receipt's order, each: store, kind, status, deleted, locations (each: location,
+// deleted), verification (method, remaining), physical), audit_log_pii, status, seq,
+// prev_hash. Times are UTC truncated to milliseconds, formatted RFC 3339 with nanoseconds
+// ("2025-01-02T03:04:05.678Z"); nil and empty lists both encode as []; strings follow
+// encoding/json (HTML-escaped <, > and &, invalid UTF-8 replaced by U+FFFD). So a receipt hashes
+// the same before and after an Avro or JSON round trip, on every run and platform.
+func HashReceipt(r event.Receipt) string {
+	c := canonicalReceipt{
+		V:                1,
+		ReceiptID:        r.ReceiptID,
+		RequestID:        r.RequestID,
+		TenantID:         r.TenantID,
+		SubjectHash:      r.SubjectHash,
+		KeyID:            r.KeyID,
+		Scope:            string(r.Scope),
+		Regulation:       r.Regulation,
+		RequestedAt:      canonicalTime(r.RequestedAt),
+		CompletedAt:      canonicalTime(r.CompletedAt),
+		DueAt:            canonicalTime(r.DueAt),
+		ElapsedMS:        r.ElapsedMS,
+		InventoryVersion: r.InventoryVersion,
+		Stores:           make([]canonicalStore, 0, len(r.Stores)),
+		AuditLogPII:      r.AuditLogPII,
+		Status:           r.Status,
+		Seq:              r.Seq,
+		PrevHash:         r.PrevHash,
+	}
+	for _, s := range r.Stores {
+		cs := canonicalStore{
+			Store: s.Store, Kind: s.Kind, Status: string(s.Status), Deleted: s.Deleted,
+			Locations:    make([]canonicalLoc, 0, len(s.Locations)),
+			Verification: canonicalVerifying{Method: s.Verification.Method, Remaining: s.Verification.Remaining},
+			Physical:     s.Physical,
+		}
+		for _, l := range s.Locations {
+			cs.Locations = append(cs.Locations, canonicalLoc{Location: l.Location, Deleted: l.Deleted})
+		}
+		c.Stores = append(c.Stores, cs)
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		panic("auditlog: canonical receipt encoding: " + err.Error()) // strings, ints and bools only
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// Issue issues exactly one receipt for r.RequestID and links it into the tenant's chain:
+// it sets Seq, PrevHash and Hash (overriding r's), truncates r's times to milliseconds, and
+// returns the issued receipt. When a receipt for the request exists, Issue returns it
+// unchanged, so calling it again (after a crash, on a redelivered event, from several
+// aggregator instances at once) is harmless.
+//
+// Issue is lock-free and uses single-item conditional writes only:
+//
+//	loop {
+//		h := Head(tenant)
+//		if h.RequestID == r.RequestID { PutReceipt(h.Receipt), ignoring ErrExists; return h.Receipt }
+//		if GetReceipt(r.RequestID) succeeds { return it }
+//		if h.Seq > 0 { PutReceipt(h.Receipt), ignoring ErrExists }  // help a writer that crashed after SwapHead
+//		next := r with Seq h.Seq+1, PrevHash h.Hash, Hash HashReceipt(next)
+//		SwapHead(tenant, h.Seq, head of next); on ErrConflict continue
+//		PutReceipt(next), ignoring ErrExists; return next
+//	}
+//
+// GetReceipt is read after Head on purpose: the head never moves past a receipt before
+// that receipt is stored (the helping step), so a request absent from the receipts after
+// the head was read is not in the chain up to that head, and the conditional swap places
+// it at most once. Reading GetReceipt first would let the head move past this request's
+// receipt in between and link it twice. Issue gives up after a bounded number of lost
+// races or when ctx ends (transient errors); a missing request or tenant id is Permanent.
+func Issue(ctx context.Context, s Store, r event.Receipt) (event.Receipt, error) {
+	if r.RequestID == "" || r.TenantID == "" {
+		return event.Receipt{}, deletion.Permanent(errors.New("auditlog: issue: receipt needs a request id and a tenant id"))
+	}
+	r.RequestedAt = r.RequestedAt.UTC().Truncate(time.Millisecond)
+	r.CompletedAt = r.CompletedAt.UTC().Truncate(time.Millisecond)
+	r.DueAt = r.DueAt.UTC().Truncate(time.Millisecond)
+	for range maxIssueRounds {
+		if err := ctx.Err(); err != nil {
+			return event.Receipt{}, fmt.Errorf("auditlog: issue: %w", err)
+		}
+		h, err := s.Head(ctx, r.TenantID)
+		if err != nil {
+			return event.Receipt{}, fmt.Errorf("auditlog: issue: read head: %w", err)
+		}
+		if h.Seq > 0 && h.RequestID == r.RequestID {
+			if err := putReceipt(ctx, s, h.Receipt); err != nil {
+				return event.Receipt{}, err
+			}
+			return h.Receipt, nil
+		}
+		got, err := s.GetReceipt(ctx, r.RequestID)
+		if err == nil {
+			return got, nil
+		}
+		if !errors.Is(err, ErrNotFound) {
+			return event.Receipt{}, fmt.Errorf("auditlog: issue: read receipt: %w", err)
+		}
+		if h.Seq > 0 {
+			if err := putReceipt(ctx, s, h.Receipt); err != nil {
+				return event.Receipt{}, err
+			}
+		}
+		next := r
+		next.Seq, next.PrevHash = h.Seq+1, h.Hash
+		next.Hash = HashReceipt(next)
+		err = s.SwapHead(ctx, r.TenantID, h.Seq, Head{Seq: next.Seq, Hash: next.Hash, RequestID: next.RequestID, Receipt: next})
+		if errors.Is(err, ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return event.Receipt{}, fmt.Errorf("auditlog: issue: swap head: %w", err)
+		}
+		if err := putReceipt(ctx, s, next); err != nil {
+			return event.Receipt{}, err
+		}
+		return next, nil
+	}
+	return event.Receipt{}, fmt.Errorf("auditlog: issue: head of the tenant's chain still contended after %d rounds", maxIssueRounds)
+}
+
+// putReceipt writes r unless a receipt for its request exists.
+func putReceipt(ctx context.Context, s Store, r event.Receipt) error {
+	if err := s.PutReceipt(ctx, r); err != nil && !errors.Is(err, ErrExists) {
+		return fmt.Errorf("auditlog: issue: write receipt: %w", err)
+	}
+	return nil
+}
+
+// VerifyChain checks the tenant's receipt chain: receipts ordered by Seq are numbered
+// 1..n without gap or duplicate, belong to the tenant, each Hash equals HashReceipt, each
+// PrevHash equals the previous receipt's Hash (empty for the first), and the head is the
+// last receipt. It returns nil for an intact chain (an empty chain with no head included),
+// an error wrapping ErrChainBroken that names the first break (seq and request id; no
+// personal data), ErrChainPending when only the newest receipt is still being written, or
+// a store error.
+func VerifyChain(ctx context.Context, s Store, tenant string) error {
+	rs, err := s.Receipts(ctx, tenant)
+	if err != nil {
+		return fmt.Errorf("auditlog: verify chain: %w", err)
+	}
+	prevHash := ""
+	for i, r := range rs {
+		want := int64(i + 1)
+		switch {
+		case i > 0 && r.Seq == rs[i-1].Seq:
+			return fmt.Errorf("%w: duplicate seq %d (requests %s and %s)", ErrChainBroken, r.Seq, rs[i-1].RequestID, r.RequestID)
+		case r.Seq != want:
+			return fmt.Errorf("%w: receipt of request %s has seq %d, want %d (missing or forged receipts)", ErrChainBroken, r.RequestID, r.Seq, want)
+		case r.TenantID != tenant:
+			return fmt.Errorf("%w: seq %d: receipt of request %s belongs to another tenant", ErrChainBroken, r.Seq, r.RequestID)
+		case r.Hash != HashReceipt(r):
+			return fmt.Errorf("%w: seq %d: receipt of request %s does not match its hash (tampered)", ErrChainBroken, r.Seq, r.RequestID)
+		case r.PrevHash != prevHash:
+			return fmt.Errorf("%w: seq %d: receipt of request %s does not link to the previous receipt's hash", ErrChainBroken, r.Seq, r.RequestID)
+		}
+		prevHash = r.Hash
+	}
+	h, err := s.Head(ctx, tenant)
+	if err != nil {
+		return fmt.Errorf("auditlog: verify chain: %w", err)
+	}
+	n := int64(len(rs))
+	switch {
+	case h.Seq == n && n == 0:
+		return nil
+	case h.Seq == n:
+		last := rs[n-1]
+		if h.Hash != last.Hash || h.RequestID != last.RequestID {
+			return fmt.Errorf("%w: head at seq %d does not match the receipt of request %s", ErrChainBroken, h.Seq, last.RequestID)
+		}
+		return nil
+	case h.Seq == n+1 && h.Receipt.Seq == h.Seq && h.Receipt.RequestID == h.RequestID &&
+		h.Hash == h.Receipt.Hash && h.Hash == HashReceipt(h.Receipt) && h.Receipt.PrevHash == prevHash:
+		return fmt.Errorf("%w: head at seq %d (request %s) has no stored receipt yet", ErrChainPending, h.Seq, h.RequestID)
+	default:
+		return fmt.Errorf("%w: head at seq %d, but the last receipt has seq %d", ErrChainBroken, h.Seq, n)
+	}
+}

@@ -1,0 +1,170 @@
+package dynamo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/lethe-erasure/lethe/pkg/auditlog"
+	"github.com/lethe-erasure/lethe/pkg/auditlog/auditlogtest"
+	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/testenv"
+)
+
+// OverwriteReceipt replaces the stored receipt unconditionally (auditlogtest.ReceiptOverwriter).
+func (s *Store) OverwriteReceipt(ctx context.Context, r event.Receipt) error {
+	item, err := record(reqPK(r.RequestID), "RECEIPT", r)
+	if err != nil {
+		return err
+	}
+	item["seq"] = num(r.Seq)
+	return s.put(ctx, "overwrite receipt", item, "", nil)
+}
+
+// counter counts DynamoDB Query calls on the wire.
+type counter struct {
+	base    http.RoundTripper
+	queries atomic.Int64
+}
+
+func (c *counter) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Header.Get("X-Amz-Target") == "DynamoDB_20120810.Query" {
+		c.queries.Add(1)
+	}
+	return c.base.RoundTrip(r)
+}
+
+type env struct {
+	client *dynamodb.Client
+	wire   *counter
+	tables atomic.Int64
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	url := testenv.Dynalite(t)
+	cfg, err := config.LoadDefaultConfig(context.Background(),
+		config.WithRegion("us-east-1"),
+		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wire := &counter{base: http.DefaultTransport}
+	client := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
+		o.BaseEndpoint = aws.String(url)
+		o.HTTPClient = &http.Client{Transport: wire, Timeout: 30 * time.Second}
+	})
+	return &env{client: client, wire: wire}
+}
+
+// store returns a Store on a new, empty table.
+func (e *env) store(t *testing.T, opts ...Option) *Store {
+	t.Helper()
+	s := New(e.client, fmt.Sprintf("audit-%d", e.tables.Add(1)), opts...)
+	if err := s.CreateTable(context.Background()); err != nil {
+		t.Fatalf("CreateTable: %v", err)
+	}
+	return s
+}
+
+func TestDynamo(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+
+	t.Run("Suite", func(t *testing.T) {
+		auditlogtest.Run(t, func(t *testing.T) auditlog.Store { return e.store(t, PageSize(25)) })
+	})
+
+	t.Run("EventsFollowsPages", func(t *testing.T) {
+		s := e.store(t, PageSize(40))
+		h := auditlogtest.Hash("paged")
+		for i := range 130 {
+			must(t, s.AppendEvent(ctx, auditlog.Event{EventID: fmt.Sprintf("e%03d", i), TenantID: "acme", SubjectHash: h, Type: "query", At: auditlogtest.T0}))
+		}
+		before := e.wire.queries.Load()
+		evs, err := s.Events(ctx, "acme", h)
+		must(t, err)
+		pages := e.wire.queries.Load() - before
+		if len(evs) != 130 || pages < 4 {
+			t.Fatalf("Events = %d events in %d pages, want 130 in at least 4 pages of 40", len(evs), pages)
+		}
+		all, err := New(e.client, s.table).Events(ctx, "acme", h) // default 1 MB pages
+		if err != nil || len(all) != 130 {
+			t.Fatalf("Events without a page size = %d, %v", len(all), err)
+		}
+	})
+
+	t.Run("CreateTableIsIdempotent", func(t *testing.T) {
+		s := e.store(t)
+		must(t, s.CreateTable(ctx))
+		out, err := e.client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(s.table)})
+		must(t, err)
+		td := out.Table
+		if td.TableStatus != types.TableStatusActive || len(td.KeySchema) != 2 || *td.KeySchema[0].AttributeName != "pk" || *td.KeySchema[1].AttributeName != "sk" {
+			t.Errorf("table = %s %+v", td.TableStatus, td.KeySchema)
+		}
+		if td.BillingModeSummary == nil || td.BillingModeSummary.BillingMode != types.BillingModePayPerRequest {
+			t.Errorf("billing mode = %+v, want PAY_PER_REQUEST", td.BillingModeSummary)
+		}
+	})
+
+	t.Run("KeysDoNotCollide", func(t *testing.T) {
+		s := e.store(t)
+		must(t, s.AppendEvent(ctx, auditlog.Event{EventID: "1", TenantID: "a#b", SubjectHash: "c", Type: "query", At: auditlogtest.T0}))
+		must(t, s.AppendEvent(ctx, auditlog.Event{EventID: "1", TenantID: "a", SubjectHash: "b#c", Type: "query", At: auditlogtest.T0}))
+		must(t, s.AppendEvent(ctx, auditlog.Event{EventID: "1", TenantID: "a", SubjectHash: "b%23c", Type: "query", At: auditlogtest.T0}))
+		for _, k := range [][2]string{{"a#b", "c"}, {"a", "b#c"}, {"a", "b%23c"}} {
+			evs, err := s.Events(ctx, k[0], k[1])
+			if err != nil || len(evs) != 1 || evs[0].TenantID != k[0] || evs[0].SubjectHash != k[1] {
+				t.Errorf("Events(%q, %q) = %+v, %v; want only its own event", k[0], k[1], evs, err)
+			}
+		}
+		must(t, s.PutReport(ctx, event.StoreDone{RequestID: "r#REPORT#x", Store: "y", Attempt: 1}))
+		if ds, err := s.Reports(ctx, "r"); err != nil || len(ds) != 0 {
+			t.Errorf("Reports(r) = %+v, %v; want none", ds, err)
+		}
+	})
+
+	t.Run("ErrorClasses", func(t *testing.T) {
+		missing := New(e.client, "no-such-table")
+		_, err := missing.GetRequest(ctx, "r")
+		if err == nil || errors.Is(err, auditlog.ErrNotFound) || deletion.IsPermanent(err) {
+			t.Errorf("missing table: %v, want a transient error", err)
+		}
+		t.Logf("missing table: %v", err)
+		invalid := New(e.client, "x") // table names have at least 3 characters
+		_, err = invalid.GetRequest(ctx, "r")
+		if !deletion.IsPermanent(err) {
+			t.Errorf("invalid table name: %v, want a permanent error", err)
+		}
+		t.Logf("invalid table name: %v", err)
+		s := e.store(t)
+		big := make([]string, 0, 5000)
+		for i := range cap(big) {
+			big = append(big, fmt.Sprintf("chunk-%0100d", i))
+		}
+		err = s.AppendEvent(ctx, auditlog.Event{EventID: "big", TenantID: "acme", SubjectHash: "h", ChunkIDs: big, At: auditlogtest.T0})
+		if !deletion.IsPermanent(err) {
+			t.Errorf("item over 400 KB: %v, want a permanent error", err)
+		}
+		t.Logf("item over 400 KB: %.200v", err)
+	})
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,136 @@
+package dynamo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/lethe-erasure/lethe/pkg/auditlog"
+	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/event"
+)
+
+// batchGetMax is BatchGetItem's limit of keys per call.
+const batchGetMax = 100
+
+// PutReceipt creates the receipt of r.RequestID, or fails with auditlog.ErrExists. Without
+// transactions it takes up to three single-item calls: a consistent read (ErrExists at
+// once when the receipt exists), the tenant's index entry, then the receipt with
+// attribute_not_exists. A crash between the last two leaves an index entry that Receipts
+// skips until the receipt is written; an entry that disagrees with the stored receipt
+// (a lost race to create it) is skipped as well.
+func (s *Store) PutReceipt(ctx context.Context, r event.Receipt) error {
+	if r.RequestID == "" || r.TenantID == "" {
+		return deletion.Permanent(errors.New("auditlog/dynamo: receipt needs a request id and a tenant id"))
+	}
+	var existing event.Receipt
+	switch err := s.get(ctx, "put receipt", reqPK(r.RequestID), "RECEIPT", &existing); {
+	case err == nil:
+		return auditlog.ErrExists
+	case !errors.Is(err, auditlog.ErrNotFound):
+		return err
+	}
+	idx := key(tenPK(r.TenantID), indexSK(r.Seq, r.RequestID))
+	idx["request_id"], idx["seq"] = str(r.RequestID), num(r.Seq)
+	if err := s.put(ctx, "put receipt index", idx, "", nil); err != nil {
+		return err
+	}
+	item, err := record(reqPK(r.RequestID), "RECEIPT", r)
+	if err != nil {
+		return err
+	}
+	item["seq"] = num(r.Seq)
+	err = s.put(ctx, "put receipt", item, "attribute_not_exists(pk)", nil)
+	if isConditionFailed(err) {
+		return auditlog.ErrExists
+	}
+	return err
+}
+
+func indexSK(seq int64, requestID string) string {
+	return fmt.Sprintf("RCPT#%020d#%s", seq, esc(requestID))
+}
+
+// Receipts returns the tenant's receipts ordered by Seq: it queries the tenant's index
+// entries, then reads the receipts they name in batches (strongly consistent) and keeps
+// those whose tenant and seq agree with the entry.
+func (s *Store) Receipts(ctx context.Context, tenant string) ([]event.Receipt, error) {
+	items, err := s.query(ctx, "receipts", tenPK(tenant), "RCPT#")
+	if err != nil {
+		return nil, err
+	}
+	seqs := map[string]map[int64]bool{} // request id -> seqs its index entries claim
+	var ids []string
+	for _, it := range items {
+		id, ok := it["request_id"].(*types.AttributeValueMemberS)
+		n, ok2 := it["seq"].(*types.AttributeValueMemberN)
+		if !ok || !ok2 {
+			return nil, deletion.Permanent(errors.New("auditlog/dynamo: malformed receipt index entry"))
+		}
+		seq, err := strconv.ParseInt(n.Value, 10, 64)
+		if err != nil {
+			return nil, deletion.Permanent(fmt.Errorf("auditlog/dynamo: malformed receipt index entry: %w", err))
+		}
+		if seqs[id.Value] == nil {
+			seqs[id.Value] = map[int64]bool{}
+			ids = append(ids, id.Value)
+		}
+		seqs[id.Value][seq] = true
+	}
+	var rs []event.Receipt
+	for start := 0; start < len(ids); start += batchGetMax {
+		got, err := s.batchGetReceipts(ctx, ids[start:min(start+batchGetMax, len(ids))])
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range got {
+			if r.TenantID == tenant && seqs[r.RequestID][r.Seq] {
+				rs = append(rs, r)
+			}
+		}
+	}
+	auditlog.SortReceipts(rs)
+	return rs, nil
+}
+
+// batchGetReceipts reads the receipts of ids (at most batchGetMax, no duplicates),
+// retrying unprocessed keys. Missing receipts are left out.
+func (s *Store) batchGetReceipts(ctx context.Context, ids []string) ([]event.Receipt, error) {
+	keys := make([]map[string]types.AttributeValue, len(ids))
+	for i, id := range ids {
+		keys[i] = key(reqPK(id), "RECEIPT")
+	}
+	req := map[string]types.KeysAndAttributes{s.table: {Keys: keys, ConsistentRead: aws.Bool(true)}}
+	var rs []event.Receipt
+	for rounds := 0; len(req) > 0; rounds++ {
+		if rounds == 20 {
+			return nil, errors.New("auditlog/dynamo: receipts: unprocessed keys after 20 rounds")
+		}
+		if rounds > 0 { // throttled: back off before retrying what was left
+			select {
+			case <-ctx.Done():
+				return nil, fmt.Errorf("auditlog/dynamo: receipts: %w", ctx.Err())
+			case <-time.After(min(time.Duration(1<<rounds)*10*time.Millisecond, time.Second)):
+			}
+		}
+		out, err := s.c.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
+		if err != nil {
+			return nil, classify("receipts", err)
+		}
+		for _, it := range out.Responses[s.table] {
+			var r event.Receipt
+			if err := decode(it, &r); err != nil {
+				return nil, err
+			}
+			rs = append(rs, r)
+		}
+		req = out.UnprocessedKeys
+	}
+	return rs, nil
+}

@@ -1,0 +1,141 @@
+package auditlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/inventory"
+)
+
+// PII patterns Verify looks for in every event field.
+var (
+	emailPattern = regexp.MustCompile(`[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}`)
+	phonePattern = regexp.MustCompile(`\+[0-9](?:[ .-]?[0-9]){7,14}`) // E.164-like: + and 8-15 digits
+)
+
+// Verifier is the deletion.Store of inventory kind "audit_log". The audit table holds keyed
+// pseudonyms only, by design, so there is nothing to erase; what Verify proves is that the
+// design held for the subject.
+//
+// What Verify checks, and what it does not: it loads every event stored under the
+// subject's pseudonym (Subject.Hash) in the tenant and counts the events in which any
+// field holds one of the subject's raw identifiers (its id or one of its known session
+// ids, matched exactly and case-sensitively), an email address or an international phone
+// number (+ and 8 to 15 digits). An identifier counts where it is not part of a longer
+// word: an edge of the identifier that is a letter or digit must not touch another letter
+// or digit, so "a" is not found in "chat" nor "cust-1" in "cust-10", while "cust-1" is
+// found in "/customers/cust-1/orders". The tenant id and subject hash fields are skipped
+// when they hold the expected values. Verify does not find events an app wrote under some
+// other pseudonym, identifiers it does not know, or identifiers transformed (encoded,
+// lower-cased) before they were written. For tenant scope it scans nothing and says so in
+// the method: per-subject identifiers are unknown there.
+//
+// Verifier is safe for concurrent use. Store errors are returned as they are classified by
+// the store.
+type Verifier struct {
+	s Store
+}
+
+var _ deletion.Store = (*Verifier)(nil)
+
+// NewVerifier returns the audit_log deletion.Store over s.
+func NewVerifier(s Store) *Verifier { return &Verifier{s: s} }
+
+// Erase deletes nothing and reports NoPIIByDesign with no locations.
+func (v *Verifier) Erase(ctx context.Context, st inventory.Store, s deletion.Subject) (deletion.Result, error) {
+	return deletion.Result{NoPIIByDesign: true}, ctx.Err()
+}
+
+// Verify counts the subject's events that hold a raw identifier or a PII pattern (see
+// Verifier). A subject-scope subject without a hash is a Permanent error.
+func (v *Verifier) Verify(ctx context.Context, st inventory.Store, s deletion.Subject) (event.Verification, error) {
+	if s.TenantScope() {
+		return event.Verification{Method: "tenant scope: audit events hold keyed pseudonyms only (not scanned)"}, nil
+	}
+	if s.Hash == "" {
+		return event.Verification{}, deletion.Permanent(errors.New("auditlog: verify: subject has no pseudonym"))
+	}
+	evs, err := v.s.Events(ctx, s.Tenant, s.Hash)
+	if err != nil {
+		return event.Verification{}, fmt.Errorf("auditlog: verify: %w", err)
+	}
+	ids := make([]string, 0, 1+len(s.Sessions))
+	for _, id := range append([]string{s.ID}, s.Sessions...) {
+		if id != "" {
+			ids = append(ids, id)
+		}
+	}
+	var n int64
+	for _, e := range evs {
+		if tainted(e, s, ids) {
+			n++
+		}
+	}
+	return event.Verification{
+		Method:    fmt.Sprintf("audit events scanned for raw identifiers and PII patterns: %d events", len(evs)),
+		Remaining: n,
+	}, nil
+}
+
+// tainted reports whether e holds one of ids (raw identifiers of s) or a PII pattern, by
+// the rules documented on Verifier.
+func tainted(e Event, s deletion.Subject, ids []string) bool {
+	fields := []string{e.EventID, e.KeyID, e.Type, e.QueryFingerprint, e.Model, e.Path}
+	if e.TenantID != s.Tenant {
+		fields = append(fields, e.TenantID)
+	}
+	if e.SubjectHash != s.Hash {
+		fields = append(fields, e.SubjectHash)
+	}
+	fields = append(fields, e.ChunkIDs...)
+	for _, f := range fields {
+		if f == "" {
+			continue
+		}
+		if emailPattern.MatchString(f) || phonePattern.MatchString(f) {
+			return true
+		}
+		for _, id := range ids {
+			if containsWord(f, id) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// containsWord reports whether id occurs in s such that an edge of id that is a letter or
+// digit does not touch a letter or digit of s.
+func containsWord(s, id string) bool {
+	first, _ := utf8.DecodeRuneInString(id)
+	last, _ := utf8.DecodeLastRuneInString(id)
+	needStart, needEnd := isWord(first), isWord(last)
+	for off := 0; off <= len(s)-len(id); {
+		i := strings.Index(s[off:], id)
+		if i < 0 {
+			return false
+		}
+		i += off
+		before, _ := utf8.DecodeLastRuneInString(s[:i])
+		after, _ := utf8.DecodeRuneInString(s[i+len(id):])
+		okStart := !needStart || i == 0 || !isWord(before)
+		okEnd := !needEnd || i+len(id) == len(s) || !isWord(after)
+		if okStart && okEnd {
+			return true
+		}
+		_, size := utf8.DecodeRuneInString(s[i:])
+		off = i + size
+	}
+	return false
+}
+
+func isWord(r rune) bool {
+	return unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.Is(unicode.Mn, r)
+}

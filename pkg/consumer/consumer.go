@@ -1,0 +1,358 @@
+// Package consumer runs a Handler over the records of Kafka topics in a consumer group.
+//
+// Delivery semantics: at least once, in order per partition. Each assigned partition has
+// its own goroutine; a record's offset is marked only after its Handler returned nil (the
+// Handler returns only once its side effect and its follow-up events were acknowledged) or
+// after the record was written to the dead-letter topic. Marked offsets are committed
+// periodically, on revoke and on shutdown; nothing is committed for lost partitions, so
+// their records are delivered again to the next owner. A transient error retries the same
+// record with capped exponential backoff, holding only its own partition (fetching pauses
+// there while the others go on); a permanent error (see IsPermanent) sends the record to
+// <topic>.dlq with the reason in headers, and the partition moves on. Run returns when ctx
+// is done, after in-flight handlers returned and marked offsets were committed.
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+
+	"github.com/lethe-erasure/lethe/pkg/broker"
+	"github.com/lethe-erasure/lethe/pkg/event"
+)
+
+// Handler processes one record. It must be idempotent: a record may be delivered again
+// after a crash or a rebalance. It returns nil only when every effect of the record,
+// including events it produces, was acknowledged.
+type Handler func(ctx context.Context, r *kgo.Record) error
+
+// Permanent is implemented by errors that retrying cannot fix.
+type Permanent interface{ Permanent() bool }
+
+// IsPermanent reports whether err is permanent: it or an error it wraps implements
+// Permanent and says so, or it is an event decoding error.
+func IsPermanent(err error) bool {
+	var p Permanent
+	if errors.As(err, &p) {
+		return p.Permanent()
+	}
+	return errors.Is(err, event.ErrMalformed) || errors.Is(err, event.ErrUnknownSchema)
+}
+
+// DLQ record headers.
+const (
+	HeaderReason    = "lethe.dlq.reason"
+	HeaderTopic     = "lethe.dlq.topic"
+	HeaderPartition = "lethe.dlq.partition"
+	HeaderOffset    = "lethe.dlq.offset"
+	HeaderGroup     = "lethe.dlq.group"
+	HeaderAt        = "lethe.dlq.at"
+)
+
+// Backoff is a capped exponential backoff.
+type Backoff struct {
+	Base, Max time.Duration
+}
+
+// Delay is the wait before retry n (n >= 1).
+func (b Backoff) Delay(n int) time.Duration {
+	d := b.Base
+	for i := 1; i < n && d < b.Max; i++ {
+		d *= 2
+	}
+	return min(d, b.Max)
+}
+
+// Config configures Run.
+type Config struct {
+	Broker  broker.Config
+	Group   string
+	Topics  []string
+	Backoff Backoff     // default 50ms..5s
+	Log     *zap.Logger // records are logged by topic, partition and offset only
+	// MaxRecordBytes: larger records go to the DLQ unread. Default 1 MiB.
+	MaxRecordBytes int
+	// Queue is how many records a partition may hold before its fetching pauses. Default 256.
+	Queue int
+}
+
+// Run consumes cfg.Topics in cfg.Group until ctx is done.
+func Run(ctx context.Context, cfg Config, h Handler) error {
+	if cfg.Backoff.Base == 0 {
+		cfg.Backoff = Backoff{Base: 50 * time.Millisecond, Max: 5 * time.Second}
+	}
+	if cfg.Log == nil {
+		cfg.Log = zap.NewNop()
+	}
+	if cfg.MaxRecordBytes == 0 {
+		cfg.MaxRecordBytes = 1 << 20
+	}
+	if cfg.Queue == 0 {
+		cfg.Queue = 256
+	}
+	r := &runner{cfg: cfg, h: h, parts: map[tp]*partition{}}
+	opts := append(cfg.Broker.Options(),
+		kgo.ConsumerGroup(cfg.Group),
+		kgo.ConsumeTopics(cfg.Topics...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.OnPartitionsAssigned(r.assigned),
+		kgo.OnPartitionsRevoked(r.revoked),
+		kgo.OnPartitionsLost(r.lost),
+		kgo.AutoCommitMarks(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.FetchMaxPartitionBytes(int32(cfg.MaxRecordBytes)*2),
+	)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("consumer: %w", err)
+	}
+	r.cl = cl
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	defer r.cancel()
+
+	go func() {
+		<-ctx.Done()
+		r.cancel() // stop handlers' retries; in-flight side effects finish or are redone
+	}()
+	for {
+		fetches := cl.PollRecords(ctx, 1000)
+		if fetches.IsClientClosed() || ctx.Err() != nil {
+			break
+		}
+		fetches.EachError(func(t string, p int32, err error) {
+			cfg.Log.Warn("fetch error", zap.String("topic", t), zap.Int32("partition", p), zap.Error(err))
+		})
+		fetches.EachPartition(func(p kgo.FetchTopicPartition) {
+			if len(p.Records) > 0 {
+				r.parts[tp{p.Topic, p.Partition}].push(p.Records)
+			}
+		})
+		cl.AllowRebalance()
+	}
+	r.stopAll()
+	cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := cl.CommitMarkedOffsets(cctx); err != nil {
+		cfg.Log.Warn("final commit failed", zap.Error(err))
+	}
+	cl.CloseAllowingRebalance() // leaves the group; the revoke callback commits again
+	return nil
+}
+
+type tp struct {
+	topic     string
+	partition int32
+}
+
+type runner struct {
+	cfg    Config
+	h      Handler
+	cl     *kgo.Client
+	ctx    context.Context
+	cancel context.CancelFunc
+	mu     sync.Mutex // guards parts against the final stopAll
+	parts  map[tp]*partition
+}
+
+func (r *runner) assigned(_ context.Context, cl *kgo.Client, assigned map[string][]int32) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for topic, ps := range assigned {
+		for _, p := range ps {
+			pc := &partition{r: r, tp: tp{topic, p}, wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
+			r.parts[pc.tp] = pc
+			go pc.run()
+		}
+	}
+}
+
+func (r *runner) revoked(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
+	r.stop(revoked)
+	if err := cl.CommitMarkedOffsets(ctx); err != nil {
+		r.cfg.Log.Warn("commit on revoke failed", zap.Error(err))
+	}
+}
+
+func (r *runner) lost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	r.stop(lost) // nothing to commit: the partitions belong to someone else now
+}
+
+func (r *runner) stop(m map[string][]int32) {
+	r.mu.Lock()
+	var stopping []*partition
+	for topic, ps := range m {
+		for _, p := range ps {
+			if pc := r.parts[tp{topic, p}]; pc != nil {
+				delete(r.parts, pc.tp)
+				stopping = append(stopping, pc)
+			}
+		}
+	}
+	r.mu.Unlock()
+	for _, pc := range stopping {
+		close(pc.quit)
+	}
+	for _, pc := range stopping {
+		<-pc.done
+	}
+}
+
+func (r *runner) stopAll() {
+	m := map[string][]int32{}
+	r.mu.Lock()
+	for k := range r.parts {
+		m[k.topic] = append(m[k.topic], k.partition)
+	}
+	r.mu.Unlock()
+	r.stop(m)
+}
+
+// partition processes one partition's records in order.
+type partition struct {
+	r      *runner
+	tp     tp
+	mu     sync.Mutex
+	queue  []*kgo.Record
+	paused bool
+	wake   chan struct{}
+	quit   chan struct{}
+	done   chan struct{}
+}
+
+func (p *partition) push(recs []*kgo.Record) {
+	p.mu.Lock()
+	p.queue = append(p.queue, recs...)
+	if !p.paused && len(p.queue) >= p.r.cfg.Queue {
+		p.paused = true
+		p.r.cl.PauseFetchPartitions(map[string][]int32{p.tp.topic: {p.tp.partition}})
+	}
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (p *partition) next() (*kgo.Record, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.queue) == 0 {
+		return nil, false
+	}
+	rec := p.queue[0]
+	p.queue[0] = nil
+	p.queue = p.queue[1:]
+	if p.paused && len(p.queue) <= p.r.cfg.Queue/2 {
+		p.paused = false
+		p.r.cl.ResumeFetchPartitions(map[string][]int32{p.tp.topic: {p.tp.partition}})
+	}
+	return rec, true
+}
+
+func (p *partition) run() {
+	defer close(p.done)
+	ctx, cancel := context.WithCancel(p.r.ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-p.quit:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	for {
+		rec, ok := p.next()
+		if !ok {
+			select {
+			case <-p.wake:
+				continue
+			case <-ctx.Done():
+				return
+			}
+		}
+		if !p.process(ctx, rec) {
+			return // stopped before the record was done: it is not marked
+		}
+		p.r.cl.MarkCommitRecords(rec)
+	}
+}
+
+// process handles rec until it succeeded or went to the DLQ (true), or ctx ended (false).
+func (p *partition) process(ctx context.Context, rec *kgo.Record) bool {
+	log := p.r.cfg.Log.With(zap.String("topic", rec.Topic), zap.Int32("partition", rec.Partition), zap.Int64("offset", rec.Offset))
+	for attempt := 1; ; attempt++ {
+		var err error
+		if len(rec.Value) > p.r.cfg.MaxRecordBytes {
+			err = oversized(len(rec.Value))
+		} else {
+			err = p.r.h(ctx, rec)
+		}
+		if err == nil {
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		if IsPermanent(err) {
+			log.Warn("record dead-lettered", zap.Error(err))
+			return p.deadLetter(ctx, rec, err)
+		}
+		d := p.r.cfg.Backoff.Delay(attempt)
+		log.Warn("record failed, retrying", zap.Int("attempt", attempt), zap.Duration("backoff", d), zap.Error(err))
+		if !sleep(ctx, d) {
+			return false
+		}
+	}
+}
+
+type oversized int
+
+func (o oversized) Error() string   { return fmt.Sprintf("record of %d bytes is over the limit", int(o)) }
+func (o oversized) Permanent() bool { return true }
+
+// deadLetter writes rec to <topic>.dlq, retrying until the write was acknowledged.
+func (p *partition) deadLetter(ctx context.Context, rec *kgo.Record, cause error) bool {
+	out := &kgo.Record{
+		Topic: event.DLQ(rec.Topic),
+		Key:   rec.Key,
+		Value: rec.Value,
+		Headers: append(append([]kgo.RecordHeader{}, rec.Headers...),
+			kgo.RecordHeader{Key: HeaderReason, Value: []byte(cause.Error())},
+			kgo.RecordHeader{Key: HeaderTopic, Value: []byte(rec.Topic)},
+			kgo.RecordHeader{Key: HeaderPartition, Value: []byte(strconv.Itoa(int(rec.Partition)))},
+			kgo.RecordHeader{Key: HeaderOffset, Value: []byte(strconv.FormatInt(rec.Offset, 10))},
+			kgo.RecordHeader{Key: HeaderGroup, Value: []byte(p.r.cfg.Group)},
+			kgo.RecordHeader{Key: HeaderAt, Value: []byte(time.Now().UTC().Format(time.RFC3339Nano))},
+		),
+	}
+	for attempt := 1; ; attempt++ {
+		err := p.r.cl.ProduceSync(ctx, out).FirstErr()
+		if err == nil {
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		p.r.cfg.Log.Error("dead-letter write failed, retrying", zap.String("topic", out.Topic), zap.Int("attempt", attempt), zap.Error(err))
+		if !sleep(ctx, p.r.cfg.Backoff.Delay(attempt)) {
+			return false
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

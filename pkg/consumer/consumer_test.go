@@ -1,0 +1,227 @@
+package consumer_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/lethe-erasure/lethe/pkg/broker"
+	"github.com/lethe-erasure/lethe/pkg/consumer"
+	"github.com/lethe-erasure/lethe/pkg/deletion"
+)
+
+func cluster(t *testing.T, topics ...string) broker.Config {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, append(topics, topics[0]+".dlq")...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return broker.Config{Brokers: c.ListenAddrs(), Partitions: 2}
+}
+
+func produce(t *testing.T, cfg broker.Config, recs ...*kgo.Record) {
+	t.Helper()
+	cl, err := cfg.NewProducer(kgo.DefaultProduceTopic("in"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func rec(p int32, v string) *kgo.Record { return &kgo.Record{Partition: p, Value: []byte(v)} }
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func consume(t *testing.T, cfg consumer.Config, h consumer.Handler) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- consumer.Run(ctx, cfg, h) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func readAll(t *testing.T, cfg broker.Config, topic string, n int) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var out []*kgo.Record
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for len(out) < n {
+		f := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d of %d records from %s", len(out), n, topic)
+		}
+		out = append(out, f.Records()...)
+	}
+	return out
+}
+
+// A record that failed transiently is retried in place, in order, while the other
+// partition goes on; a permanent failure goes to the DLQ with its reason and the
+// partition moves on.
+func TestRetryDLQAndPartitionIsolation(t *testing.T) {
+	cfg := cluster(t, "in")
+	produce(t, cfg, rec(0, "stuck"), rec(0, "after-stuck"), rec(1, "poison"), rec(1, "p1-a"), rec(1, "p1-b"))
+
+	var mu sync.Mutex
+	var seen []string
+	release := make(chan struct{})
+	var stuckTries atomic.Int32
+	h := func(ctx context.Context, r *kgo.Record) error {
+		v := string(r.Value)
+		switch v {
+		case "stuck":
+			select {
+			case <-release:
+			default:
+				stuckTries.Add(1)
+				return errors.New("store unavailable")
+			}
+		case "poison":
+			return deletion.Permanent(errors.New("cannot decode"))
+		}
+		mu.Lock()
+		seen = append(seen, v)
+		mu.Unlock()
+		return nil
+	}
+	stop := consume(t, consumer.Config{Broker: cfg, Group: "g", Topics: []string{"in"}, Backoff: consumer.Backoff{Base: time.Millisecond, Max: 4 * time.Millisecond}}, h)
+	defer stop()
+
+	waitFor(t, "partition 1 to finish while partition 0 is stuck", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen) == 2
+	})
+	if stuckTries.Load() < 2 {
+		t.Errorf("stuck record tried %d times", stuckTries.Load())
+	}
+	mu.Lock()
+	if fmt.Sprint(seen) != "[p1-a p1-b]" {
+		t.Errorf("seen %v", seen)
+	}
+	mu.Unlock()
+	close(release)
+	waitFor(t, "partition 0 to drain in order", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen) == 4
+	})
+	mu.Lock()
+	if seen[2] != "stuck" || seen[3] != "after-stuck" {
+		t.Errorf("partition 0 order: %v", seen)
+	}
+	mu.Unlock()
+
+	dlq := readAll(t, cfg, "in.dlq", 1)
+	if string(dlq[0].Value) != "poison" {
+		t.Fatalf("dlq value %q", dlq[0].Value)
+	}
+	h2 := map[string]string{}
+	for _, hd := range dlq[0].Headers {
+		h2[hd.Key] = string(hd.Value)
+	}
+	if h2[consumer.HeaderReason] != "cannot decode" || h2[consumer.HeaderTopic] != "in" || h2[consumer.HeaderPartition] != "1" || h2[consumer.HeaderGroup] != "g" {
+		t.Errorf("dlq headers %v", h2)
+	}
+}
+
+// Offsets are committed only for records whose handler returned: a new member of the
+// group resumes after the last handled record and receives the unhandled one again.
+func TestCommitsOnlyHandledRecords(t *testing.T) {
+	cfg := cluster(t, "in")
+	produce(t, cfg, rec(0, "a"), rec(0, "b"), rec(0, "c"))
+	got := make(chan string, 10)
+	ccfg := consumer.Config{Broker: cfg, Group: "g", Topics: []string{"in"}, Backoff: consumer.Backoff{Base: time.Millisecond, Max: time.Millisecond}}
+	stop := consume(t, ccfg, func(ctx context.Context, r *kgo.Record) error {
+		if string(r.Value) == "c" {
+			<-ctx.Done() // crash in the middle of "c"
+			return ctx.Err()
+		}
+		got <- string(r.Value)
+		return nil
+	})
+	for _, want := range []string{"a", "b"} {
+		if v := <-got; v != want {
+			t.Fatalf("got %q, want %q", v, want)
+		}
+	}
+	stop()
+
+	var again []string
+	var mu sync.Mutex
+	stop = consume(t, ccfg, func(ctx context.Context, r *kgo.Record) error {
+		mu.Lock()
+		again = append(again, string(r.Value))
+		mu.Unlock()
+		return nil
+	})
+	defer stop()
+	waitFor(t, "redelivery of c", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(again) >= 1
+	})
+	time.Sleep(50 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(again) != "[c]" {
+		t.Errorf("second member got %v, want [c]", again)
+	}
+}
+
+func TestOversizedRecordIsDeadLettered(t *testing.T) {
+	cfg := cluster(t, "in")
+	produce(t, cfg, &kgo.Record{Partition: 0, Value: make([]byte, 2048)}, rec(0, "ok"))
+	got := make(chan string, 2)
+	stop := consume(t, consumer.Config{Broker: cfg, Group: "g", Topics: []string{"in"}, MaxRecordBytes: 1024}, func(ctx context.Context, r *kgo.Record) error {
+		got <- string(r.Value)
+		return nil
+	})
+	defer stop()
+	if v := <-got; v != "ok" {
+		t.Fatalf("handler got %q", v)
+	}
+	dlq := readAll(t, cfg, "in.dlq", 1)
+	if len(dlq[0].Value) != 2048 {
+		t.Errorf("dlq record has %d bytes", len(dlq[0].Value))
+	}
+}
+
+func TestBackoffIsCapped(t *testing.T) {
+	b := consumer.Backoff{Base: 10 * time.Millisecond, Max: 100 * time.Millisecond}
+	for n, want := range map[int]time.Duration{1: 10 * time.Millisecond, 2: 20 * time.Millisecond, 4: 80 * time.Millisecond, 5: 100 * time.Millisecond, 50: 100 * time.Millisecond} {
+		if got := b.Delay(n); got != want {
+			t.Errorf("Delay(%d) = %v, want %v", n, got, want)
+		}
+	}
+}

@@ -1,0 +1,215 @@
+// Package datasetstore is the deletion.Store of inventory kind "dataset": labelled
+// evaluation datasets, CSV files with a header row and JSONL files with one JSON object per
+// line, kept in S3 (versioned or not) or in a local directory.
+//
+// An inventory prefix names where the datasets of a tenant live: "s3://bucket/key-prefix"
+// for S3, "file://path" or a plain relative "path" for the directory backend (relative to
+// the dataset root, never outside it). Prefixes are expanded with the tenant only; a prefix
+// naming {subject} or {session} is refused, so no raw identifier reaches an object name or a
+// reported location. Every object under a prefix whose name ends in .csv or .jsonl is a
+// dataset; other objects are ignored.
+//
+// Subject scope: a row belongs to the subject when one of its subject columns equals the
+// subject id, or one of its session columns equals one of the subject's session ids,
+// exactly (after CSV or JSON decoding; JSON columns may hold an array, any element
+// matching). Erase streams each dataset, rewrites those holding such rows without them (every
+// other row byte for byte, atomically, only if the object did not change meanwhile) and, in
+// a versioned bucket, deletes every older version that still holds such rows. It reports,
+// per expanded prefix, the rows removed from current objects and, for S3, under
+// "<prefix> (old versions)", the older versions it deleted besides the one its own rewrite
+// superseded (whose rows are already counted). A dataset that does not parse is never
+// rewritten or deleted: the erasure goes on with the other objects and then fails with a
+// deletion.Permanent error naming the object.
+//
+// Tenant scope: Erase deletes every dataset object under the prefixes, all versions and
+// delete markers included, reporting the current objects under "<prefix>" and the older
+// versions under "<prefix> (old versions)".
+//
+// Verify re-reads every current object and every remaining version and counts the
+// subject's rows (tenant scope: the dataset objects and versions left). Erase and Verify are
+// idempotent and safe for concurrent use; errors other than the permanent ones described
+// are transient.
+package datasetstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/subject"
+)
+
+// Verification methods.
+const (
+	MethodRows    = "dataset re-read current and all versions"
+	MethodObjects = "dataset list current objects and all versions"
+)
+
+// oldVersions is appended to a location to report the older versions deleted there.
+const oldVersions = " (old versions)"
+
+// Store erases data subjects from datasets. It is safe for concurrent use.
+type Store struct {
+	s3  *s3.Client
+	dir Bucket
+}
+
+var _ deletion.Store = (*Store)(nil)
+
+// New returns a Store that serves "s3://" prefixes through s3c and "file://" or relative
+// prefixes below the directory dirRoot. Either may be zero (nil, "") when the inventory has
+// no such prefix; a prefix without its backend fails permanently.
+func New(s3c *s3.Client, dirRoot string) *Store {
+	s := &Store{s3: s3c}
+	if dirRoot != "" {
+		s.dir = NewDir(dirRoot)
+	}
+	return s
+}
+
+// location is one expanded prefix.
+type location struct {
+	name   string // the prefix with the tenant filled in, as reported
+	bucket Bucket
+	prefix string // key prefix inside bucket
+}
+
+// locations expands and resolves the prefixes of st for s.
+func (s *Store) locations(st inventory.Store, subj deletion.Subject) ([]location, error) {
+	if st.Kind != inventory.KindDataset {
+		return nil, deletion.Permanent(fmt.Errorf("dataset store %q: kind %q is not %q", st.Name, st.Kind, inventory.KindDataset))
+	}
+	if err := subject.ValidateTenant(subj.Tenant); err != nil {
+		return nil, deletion.Permanent(fmt.Errorf("dataset store %q: %w", st.Name, err))
+	}
+	if len(st.Locators.Prefixes) == 0 {
+		return nil, deletion.Permanent(fmt.Errorf("dataset store %q: no prefixes", st.Name))
+	}
+	var out []location
+	for _, tmpl := range st.Locators.Prefixes {
+		for _, p := range []string{inventory.Subject, inventory.Session} {
+			if inventory.Uses(tmpl, p) {
+				return nil, deletion.Permanent(fmt.Errorf("dataset store %q: prefix %q names %s: identifiers must not reach object names", st.Name, tmpl, p))
+			}
+		}
+		if subj.TenantScope() && inventory.Uses(tmpl, inventory.SubjectHash) {
+			return nil, deletion.Permanent(fmt.Errorf("dataset store %q: prefix %q names %s, which a tenant erasure cannot fill", st.Name, tmpl, inventory.SubjectHash))
+		}
+		name := inventory.Expand(tmpl, inventory.Vars{Tenant: subj.Tenant, SubjectHash: subj.Hash}, nil)
+		l, err := s.resolve(name)
+		if err != nil {
+			return nil, deletion.Permanent(fmt.Errorf("dataset store %q: prefix %q: %w", st.Name, tmpl, err))
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// resolve maps an expanded prefix to its bucket and key prefix.
+func (s *Store) resolve(name string) (location, error) {
+	scheme, rest, ok := strings.Cut(name, "://")
+	if !ok {
+		scheme, rest = "file", name
+	}
+	switch scheme {
+	case "s3":
+		bucket, key, _ := strings.Cut(rest, "/")
+		if bucket == "" {
+			return location{}, errors.New("no bucket")
+		}
+		if s.s3 == nil {
+			return location{}, errors.New("no s3 client configured")
+		}
+		return location{name: name, bucket: NewS3(s.s3, bucket), prefix: key}, nil
+	case "file":
+		if s.dir == nil {
+			return location{}, errors.New("no dataset directory configured")
+		}
+		if rest != "" && !fs.ValidPath(strings.TrimSuffix(rest, "/")) {
+			return location{}, errors.New("path must be relative, clean and inside the dataset root")
+		}
+		return location{name: name, bucket: s.dir, prefix: rest}, nil
+	}
+	return location{}, fmt.Errorf("unsupported scheme %q", scheme)
+}
+
+// matcherFor builds the row matcher of a subject-scope request.
+func matcherFor(st inventory.Store, subj deletion.Subject) (*matcher, error) {
+	m := newMatcher(st.Locators.SubjectColumns, st.Locators.SessionColumns, subj.ID, subj.Sessions)
+	if m.id == "" && len(m.sessions) == 0 {
+		return nil, deletion.Permanent(fmt.Errorf("dataset store %q: subject has neither an id nor a session", st.Name))
+	}
+	return m, nil
+}
+
+// Erase removes s from the datasets of st; see the package documentation for what it
+// deletes and reports. On error the result holds the locations completed so far.
+func (s *Store) Erase(ctx context.Context, st inventory.Store, subj deletion.Subject) (deletion.Result, error) {
+	var res deletion.Result
+	locs, err := s.locations(st, subj)
+	if err != nil {
+		return res, err
+	}
+	var m *matcher
+	if !subj.TenantScope() {
+		if m, err = matcherFor(st, subj); err != nil {
+			return res, err
+		}
+	}
+	var bad []error
+	for _, l := range locs {
+		var c counts
+		if subj.TenantScope() {
+			c, err = dropAll(ctx, l)
+		} else {
+			c, err = eraseRows(ctx, l, m)
+		}
+		res.Locations = append(res.Locations, event.LocationCount{Location: l.name, Deleted: c.current})
+		if c.versioned {
+			res.Locations = append(res.Locations, event.LocationCount{Location: l.name + oldVersions, Deleted: c.old})
+		}
+		bad = append(bad, c.malformed...)
+		if err != nil {
+			return res, fmt.Errorf("dataset store %q: %w", st.Name, err)
+		}
+	}
+	if len(bad) > 0 {
+		return res, deletion.Permanent(fmt.Errorf("dataset store %q: %w", st.Name, errors.Join(bad...)))
+	}
+	return res, nil
+}
+
+// Verify counts what of s remains in the datasets of st: matching rows in every current
+// object and remaining version, or, for a tenant, the dataset objects and versions left. A
+// dataset that does not parse makes it fail permanently: it cannot prove anything about it.
+func (s *Store) Verify(ctx context.Context, st inventory.Store, subj deletion.Subject) (event.Verification, error) {
+	v := event.Verification{Method: MethodRows}
+	if subj.TenantScope() {
+		v.Method = MethodObjects
+	}
+	locs, err := s.locations(st, subj)
+	if err != nil {
+		return v, err
+	}
+	var m *matcher
+	if !subj.TenantScope() {
+		if m, err = matcherFor(st, subj); err != nil {
+			return v, err
+		}
+	}
+	for _, l := range locs {
+		n, err := remaining(ctx, l, m)
+		if err != nil {
+			return v, fmt.Errorf("dataset store %q: verify: %w", st.Name, err)
+		}
+		v.Remaining += n
+	}
+	return v, nil
+}

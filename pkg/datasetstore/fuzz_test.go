@@ -1,0 +1,158 @@
+package datasetstore
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// FuzzFilterRows checks, against the standard library's own parsers, that filtering keeps
+// every row that does not belong to the target, byte for byte and in order, drops every row
+// that does, and counts what it dropped. Seed corpus: testdata/fuzz/FuzzFilterRows.
+func FuzzFilterRows(f *testing.F) {
+	f.Add([]byte("customer_id,session_id\na,s\nab,t\n\"a\",\"x\ny\"\n"), "a", "t", false)
+	f.Add([]byte(`{"customer_id":"a"}`+"\n"+`{"customer_id":["ab","A"],"session_id":"s"}`+"\n"), "a", "s", true)
+	f.Fuzz(func(t *testing.T, data []byte, target, session string, jsonl bool) {
+		m := newMatcher([]string{"customer_id"}, []string{"session_id"}, target, []string{session})
+		isID := func(v string) bool { return target != "" && v == target }
+		isSession := func(v string) bool { return session != "" && v == session }
+		fm := formatCSV
+		if jsonl {
+			fm = formatJSONL
+		}
+		var out bytes.Buffer
+		n, err := filter(fm, bytes.NewReader(data), &out, m)
+		if err != nil {
+			if !errors.Is(err, errMalformed) {
+				t.Fatalf("error that is not errMalformed: %v", err)
+			}
+			return
+		}
+		if jsonl {
+			checkJSONL(t, data, out.Bytes(), n, isID, isSession)
+			return
+		}
+		checkCSV(t, data, out.Bytes(), n, isID, isSession)
+	})
+}
+
+func checkCSV(t *testing.T, in, out []byte, n int, isID, isSession func(string) bool) {
+	recs, err := csv.NewReader(bytes.NewReader(in)).ReadAll()
+	if err != nil {
+		t.Fatalf("filter accepted input the reference rejects: %v", err)
+	}
+	var want [][]string
+	var subj, sess []int // every column of the name: a duplicated column matches in any copy
+	for i, rec := range recs {
+		if i == 0 {
+			for j, name := range rec {
+				if j == 0 {
+					name = strings.TrimPrefix(name, "\ufeff")
+				}
+				if name == "customer_id" {
+					subj = append(subj, j)
+				}
+				if name == "session_id" {
+					sess = append(sess, j)
+				}
+			}
+			want = append(want, rec)
+			continue
+		}
+		mine := slices.ContainsFunc(subj, func(j int) bool { return isID(rec[j]) }) ||
+			slices.ContainsFunc(sess, func(j int) bool { return isSession(rec[j]) })
+		if !mine {
+			want = append(want, rec)
+		}
+	}
+	got, err := csv.NewReader(bytes.NewReader(out)).ReadAll()
+	if err != nil {
+		t.Fatalf("output does not parse: %v\n%q", err, out)
+	}
+	if !slices.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("output rows differ\ngot  %q\nwant %q", got, want)
+	}
+	if n != len(recs)-len(want) {
+		t.Fatalf("reported %d dropped, dropped %d", n, len(recs)-len(want))
+	}
+}
+
+func checkJSONL(t *testing.T, in, out []byte, n int, isID, isSession func(string) bool) {
+	lines := strings.SplitAfter(string(in), "\n")
+	rest, dropped := string(out), 0
+	for _, line := range lines {
+		if line == "" {
+			continue
+		}
+		mine, dup := refMatchJSON(t, line, isID, isSession)
+		if strings.HasPrefix(rest, line) && !mine {
+			rest = rest[len(line):]
+			continue
+		}
+		// The line was dropped: it must belong to the target (or hold a duplicated key, one
+		// of whose values may belong to the target though the reference sees only the last).
+		if !mine && !dup {
+			t.Fatalf("dropped a line of someone else: %q", line)
+		}
+		if strings.HasPrefix(rest, line) {
+			t.Fatalf("kept a line of the target: %q", line)
+		}
+		dropped++
+	}
+	if rest != "" {
+		t.Fatalf("output has bytes that are no kept input line: %q", rest)
+	}
+	if n != dropped {
+		t.Fatalf("reported %d dropped, dropped %d", n, dropped)
+	}
+}
+
+// refMatchJSON decodes one line with encoding/json into a map and reports whether it
+// belongs to the target, and whether the object has a duplicated key.
+func refMatchJSON(t *testing.T, line string, isID, isSession func(string) bool) (mine, dup bool) {
+	if strings.TrimSpace(line) == "" {
+		return false, false
+	}
+	dec := json.NewDecoder(strings.NewReader(line))
+	dec.UseNumber()
+	var obj map[string]any
+	if err := dec.Decode(&obj); err != nil {
+		t.Fatalf("filter accepted a line the reference rejects: %v", err)
+	}
+	has := func(v any, eq func(string) bool) bool {
+		one := func(v any) bool {
+			switch v := v.(type) {
+			case string:
+				return eq(v)
+			case json.Number:
+				return eq(string(v))
+			}
+			return false
+		}
+		if list, ok := v.([]any); ok {
+			return slices.ContainsFunc(list, one)
+		}
+		return one(v)
+	}
+	mine = has(obj["customer_id"], isID) || has(obj["session_id"], isSession)
+	// Count the top-level keys to spot duplicates.
+	keys := 0
+	dec = json.NewDecoder(strings.NewReader(line))
+	_, _ = dec.Token()
+	for dec.More() {
+		if _, err := dec.Token(); err != nil {
+			break
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil && err != io.EOF {
+			break
+		}
+		keys++
+	}
+	return mine, keys != len(obj)
+}

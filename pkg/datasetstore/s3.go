@@ -1,0 +1,184 @@
+package datasetstore
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/lethe-erasure/lethe/pkg/deletion"
+)
+
+// s3Bucket is one S3 bucket. Rewrites are staged in a temporary file so that objects of any
+// size stream and the upload has a known length; they replace the object only if its ETag
+// is unchanged (If-Match).
+type s3Bucket struct {
+	client *s3.Client
+	name   string
+}
+
+// NewS3 returns the bucket named name behind client. It lists versions, so it serves
+// versioned and unversioned buckets alike (an unversioned bucket has only current objects).
+// It is safe for concurrent use.
+func NewS3(client *s3.Client, name string) Versioned {
+	return &s3Bucket{client: client, name: name}
+}
+
+func (b *s3Bucket) List(ctx context.Context, prefix string, fn func(string) error) error {
+	p := s3.NewListObjectsV2Paginator(b.client, &s3.ListObjectsV2Input{Bucket: &b.name, Prefix: &prefix})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return b.wrap("list", err)
+		}
+		for _, o := range page.Contents {
+			if err := fn(aws.ToString(o.Key)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (b *s3Bucket) Get(ctx context.Context, key string) (*Object, error) {
+	return b.get(ctx, key, "")
+}
+
+func (b *s3Bucket) GetVersion(ctx context.Context, key, id string) (*Object, error) {
+	return b.get(ctx, key, id)
+}
+
+func (b *s3Bucket) get(ctx context.Context, key, id string) (*Object, error) {
+	in := &s3.GetObjectInput{Bucket: &b.name, Key: &key}
+	if id != "" {
+		in.VersionId = &id
+	}
+	out, err := b.client.GetObject(ctx, in)
+	if err != nil {
+		return nil, b.wrap("get "+key, err)
+	}
+	return &Object{
+		Body:        out.Body,
+		Token:       aws.ToString(out.ETag),
+		VersionID:   aws.ToString(out.VersionId),
+		ContentType: aws.ToString(out.ContentType),
+		Metadata:    out.Metadata,
+	}, nil
+}
+
+func (b *s3Bucket) Put(ctx context.Context, key string, prev *Object, write func(io.Writer) error) error {
+	tmp, err := os.CreateTemp("", "lethe-dataset-*")
+	if err != nil {
+		return fmt.Errorf("stage rewrite: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	bw := bufio.NewWriterSize(tmp, 64<<10)
+	if err := write(bw); err != nil {
+		return err
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("stage rewrite: %w", err)
+	}
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("stage rewrite: %w", err)
+	}
+	in := &s3.PutObjectInput{Bucket: &b.name, Key: &key, Body: tmp}
+	if prev != nil {
+		if prev.Token != "" {
+			in.IfMatch = aws.String(prev.Token)
+		}
+		if prev.ContentType != "" {
+			in.ContentType = aws.String(prev.ContentType)
+		}
+		in.Metadata = prev.Metadata
+	}
+	if _, err := b.client.PutObject(ctx, in); err != nil {
+		return b.wrap("put "+key, err)
+	}
+	return nil
+}
+
+func (b *s3Bucket) Delete(ctx context.Context, key string) error {
+	if _, err := b.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &b.name, Key: &key}); err != nil {
+		return b.wrap("delete "+key, err)
+	}
+	return nil
+}
+
+func (b *s3Bucket) DeleteVersion(ctx context.Context, key, id string) error {
+	if id == "null" || id == "" {
+		// The null version of an unversioned or suspended bucket: a plain delete removes it.
+		return b.Delete(ctx, key)
+	}
+	_, err := b.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &b.name, Key: &key, VersionId: &id})
+	if err != nil {
+		return b.wrap("delete version of "+key, err)
+	}
+	return nil
+}
+
+func (b *s3Bucket) ListVersions(ctx context.Context, prefix string) ([]Version, error) {
+	in := &s3.ListObjectVersionsInput{Bucket: &b.name, Prefix: &prefix}
+	var out []Version
+	for {
+		page, err := b.client.ListObjectVersions(ctx, in)
+		if err != nil {
+			var api smithy.APIError
+			if errors.As(err, &api) && api.ErrorCode() == "NotImplemented" {
+				return nil, errNoVersions
+			}
+			return nil, b.wrap("list versions", err)
+		}
+		for _, v := range page.Versions {
+			out = append(out, Version{Key: aws.ToString(v.Key), ID: aws.ToString(v.VersionId), Latest: aws.ToBool(v.IsLatest)})
+		}
+		for _, d := range page.DeleteMarkers {
+			out = append(out, Version{Key: aws.ToString(d.Key), ID: aws.ToString(d.VersionId), Latest: aws.ToBool(d.IsLatest), DeleteMarker: true})
+		}
+		if !aws.ToBool(page.IsTruncated) {
+			return out, nil
+		}
+		if page.NextKeyMarker == nil && page.NextVersionIdMarker == nil {
+			return nil, fmt.Errorf("list versions of bucket %s: truncated page without a next marker", b.name)
+		}
+		in.KeyMarker, in.VersionIdMarker = page.NextKeyMarker, page.NextVersionIdMarker
+	}
+}
+
+// permanentCodes are S3 errors that retrying cannot fix: the inventory names a bucket that
+// does not exist or that Lethe may not touch.
+var permanentCodes = map[string]bool{
+	"NoSuchBucket":      true,
+	"InvalidBucketName": true,
+	"AccessDenied":      true,
+}
+
+// wrap classifies an S3 error: a missing object or version wraps ErrNotFound, a failed
+// If-Match wraps ErrConflict (transient), a configuration error is permanent.
+func (b *s3Bucket) wrap(op string, err error) error {
+	err = fmt.Errorf("s3 bucket %s: %s: %w", b.name, op, err)
+	var nsk *types.NoSuchKey
+	var api smithy.APIError
+	switch {
+	case errors.As(err, &nsk):
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	case errors.As(err, &api):
+		switch code := api.ErrorCode(); {
+		case code == "NoSuchKey" || code == "NoSuchVersion" || code == "NotFound":
+			return fmt.Errorf("%w: %w", ErrNotFound, err)
+		case code == "PreconditionFailed" || code == "ConditionalRequestConflict":
+			return fmt.Errorf("%w: %w", ErrConflict, err)
+		case permanentCodes[code]:
+			return deletion.Permanent(err)
+		}
+	}
+	return err
+}

@@ -1,0 +1,175 @@
+package event
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+
+	"github.com/hamba/avro/v2"
+	"github.com/hamba/avro/v2/soe"
+
+	"github.com/lethe-erasure/lethe/schemas"
+)
+
+// Errors returned by Decode. Both are permanent: the record will never decode.
+var (
+	ErrUnknownSchema = errors.New("event: unknown schema fingerprint")
+	ErrMalformed     = errors.New("event: malformed record")
+)
+
+// schemaFiles lists the schema names in dependency order (later ones use named types of
+// earlier ones).
+var schemaFiles = []string{"intake", "requested", "store_done", "completed"}
+
+// Type is one event type's codec: the current schema and every released writer schema.
+type Type struct {
+	name    string
+	current avro.Schema
+	header  []byte                 // SOE header of the current schema
+	writers map[string]avro.Schema // fingerprint -> writer schema
+}
+
+// Codecs of the four event types.
+var (
+	Intake    = mustType("intake")
+	Request   = mustType("requested")
+	Done      = mustType("store_done")
+	Completed = mustType("completed")
+)
+
+// Name is the schema file name of t ("intake", "requested", ...).
+func (t *Type) Name() string { return t.name }
+
+// Schema is t's current schema.
+func (t *Type) Schema() avro.Schema { return t.current }
+
+// Encode writes v in single-object encoding with the current schema.
+func (t *Type) Encode(v any) ([]byte, error) {
+	body, err := avro.Marshal(t.current, v)
+	if err != nil {
+		return nil, fmt.Errorf("event: encode %s: %w", t.name, err)
+	}
+	return append(append(make([]byte, 0, len(t.header)+len(body)), t.header...), body...), nil
+}
+
+// Decode reads a single-object encoded record written with any released version of t's
+// schema into v. It fails with ErrUnknownSchema or ErrMalformed.
+func (t *Type) Decode(data []byte, v any) error {
+	fp, body, err := soe.ParseHeader(data)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrMalformed, t.name, err)
+	}
+	writer, ok := t.writers[string(fp)]
+	if !ok {
+		return fmt.Errorf("%w: %s %x", ErrUnknownSchema, t.name, fp)
+	}
+	schema := t.current
+	if writer != t.current {
+		schema, err = avro.NewSchemaCompatibility().Resolve(t.current, writer)
+		if err != nil {
+			return fmt.Errorf("%w: %s: resolve: %v", ErrUnknownSchema, t.name, err)
+		}
+	}
+	if err := avro.Unmarshal(schema, body, v); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrMalformed, t.name, err)
+	}
+	return nil
+}
+
+func mustType(name string) *Type {
+	cur, err := Current()
+	if err != nil {
+		panic(err)
+	}
+	rel, err := Released()
+	if err != nil {
+		panic(err)
+	}
+	t := &Type{name: name, current: cur[name], writers: map[string]avro.Schema{}}
+	if t.header, err = soe.BuildHeader(t.current); err != nil {
+		panic(err)
+	}
+	for _, s := range append(rel[name], t.current) {
+		fp, err := soe.ComputeFingerprint(s)
+		if err != nil {
+			panic(err)
+		}
+		if bytes.Equal(fp, t.header[2:]) {
+			s = t.current
+		}
+		t.writers[string(fp)] = s
+	}
+	return t
+}
+
+// Current parses the current schemas, by name.
+func Current() (map[string]avro.Schema, error) {
+	files := make([]string, len(schemaFiles))
+	for i, n := range schemaFiles {
+		files[i] = n + ".avsc"
+	}
+	return parseAll(files)
+}
+
+// Released parses every released schema version, by name, oldest first.
+func Released() (map[string][]avro.Schema, error) {
+	versions := map[string][]string{}
+	maxV := 0
+	for _, n := range schemaFiles {
+		entries, err := fs.ReadDir(schemas.FS, path.Join("released", n))
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range entries {
+			versions[n] = append(versions[n], e.Name())
+		}
+		sort.Slice(versions[n], func(i, j int) bool { return versionNum(versions[n][i]) < versionNum(versions[n][j]) })
+		maxV = max(maxV, len(versions[n]))
+	}
+	// Version k of every schema is parsed with the version-k (or latest older) schemas of
+	// the names before it, so named types resolve as they were released.
+	out := map[string][]avro.Schema{}
+	for k := 0; k < maxV; k++ {
+		var files []string
+		for _, n := range schemaFiles {
+			vs := versions[n]
+			files = append(files, path.Join("released", n, vs[min(k, len(vs)-1)]))
+		}
+		parsed, err := parseAll(files)
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range schemaFiles {
+			if k < len(versions[n]) {
+				out[n] = append(out[n], parsed[n])
+			}
+		}
+	}
+	return out, nil
+}
+
+func versionNum(file string) int {
+	var v int
+	fmt.Sscanf(file, "v%d.avsc", &v)
+	return v
+}
+
+func parseAll(files []string) (map[string]avro.Schema, error) {
+	cache := &avro.SchemaCache{}
+	out := map[string]avro.Schema{}
+	for i, f := range files {
+		b, err := fs.ReadFile(schemas.FS, f)
+		if err != nil {
+			return nil, err
+		}
+		s, err := avro.ParseBytesWithCache(b, "", cache)
+		if err != nil {
+			return nil, fmt.Errorf("event: parse %s: %w", f, err)
+		}
+		out[schemaFiles[i]] = s
+	}
+	return out, nil
+}

@@ -1,0 +1,172 @@
+// Package event defines Lethe's events and their Avro wire format.
+//
+// The Avro schemas in the schemas module are the source of truth; the Go types here mirror
+// them field for field (avro tags). Records are written in Avro single-object encoding:
+// two magic bytes, the writer schema's CRC-64-AVRO fingerprint, then the body. A reader
+// decodes any released version of a schema (resolving it to the current one) and rejects
+// records whose fingerprint it does not know with ErrUnknownSchema.
+package event
+
+import "time"
+
+// Default topic names.
+const (
+	TopicIntake    = "erasure.intake"
+	TopicRequested = "erasure.requested"
+	TopicStoreDone = "erasure.store.done"
+	TopicCompleted = "erasure.completed"
+)
+
+// DLQ returns the dead-letter topic of topic.
+func DLQ(topic string) string { return topic + ".dlq" }
+
+// Scope says what a request erases.
+type Scope string
+
+// Scopes.
+const (
+	ScopeSubject Scope = "SUBJECT" // one data subject of a tenant
+	ScopeTenant  Scope = "TENANT"  // the whole tenant (offboarding)
+)
+
+// Status is one store's outcome.
+type Status string
+
+// Store statuses.
+const (
+	StatusDeleted      Status = "DELETED"          // data was found, erased and verified gone
+	StatusNothingFound Status = "NOTHING_FOUND"    // no data found; verified none remains
+	StatusNoPII        Status = "NO_PII_BY_DESIGN" // the store holds only pseudonyms, verified
+	StatusFailed       Status = "FAILED"           // erasure or verification failed
+)
+
+// Succeeded reports whether s counts towards a complete receipt.
+func (s Status) Succeeded() bool { return s != StatusFailed && s != "" }
+
+// IntakeRequest is what an upstream app publishes on erasure.intake. It holds raw identifiers.
+type IntakeRequest struct {
+	TenantID       string    `avro:"tenant_id" json:"tenant_id"`
+	SubjectID      string    `avro:"subject_id" json:"subject_id"`
+	SessionIDs     []string  `avro:"session_ids" json:"session_ids"`
+	Regulation     string    `avro:"regulation" json:"regulation"`
+	Scope          Scope     `avro:"scope" json:"scope"`
+	IdempotencyKey string    `avro:"idempotency_key" json:"idempotency_key"`
+	Source         string    `avro:"source" json:"source"`
+	SubmittedAt    time.Time `avro:"submitted_at" json:"submitted_at"`
+}
+
+// Identifiers are the raw identifiers a deleter needs to find a subject's data.
+type Identifiers struct {
+	SubjectID  string   `avro:"subject_id" json:"-"`
+	SessionIDs []string `avro:"session_ids" json:"-"`
+}
+
+// Requested is a validated, stamped request on erasure.requested. Its Identifiers are
+// personal data; every other field is safe to log.
+type Requested struct {
+	RequestID        string      `avro:"request_id" json:"request_id"`
+	TenantID         string      `avro:"tenant_id" json:"tenant_id"`
+	SubjectHash      string      `avro:"subject_hash" json:"subject_hash"`
+	KeyID            string      `avro:"key_id" json:"key_id"`
+	Identifiers      Identifiers `avro:"identifiers" json:"-"`
+	Scope            Scope       `avro:"scope" json:"scope"`
+	Regulation       string      `avro:"regulation" json:"regulation"`
+	RequestedAt      time.Time   `avro:"requested_at" json:"requested_at"`
+	DueAt            time.Time   `avro:"due_at" json:"due_at"`
+	InventoryVersion string      `avro:"inventory_version" json:"inventory_version"`
+	ExpectedStores   []string    `avro:"expected_stores" json:"expected_stores"`
+	OnlyStores       []string    `avro:"only_stores" json:"only_stores,omitempty"`
+	Attempt          int         `avro:"attempt" json:"attempt"`
+}
+
+// Acts reports whether store must act on r: it is expected and, for a re-drive, selected.
+func (r *Requested) Acts(store string) bool {
+	if !contains(r.ExpectedStores, store) {
+		return false
+	}
+	return len(r.OnlyStores) == 0 || contains(r.OnlyStores, store)
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// LocationCount is how many items were deleted at one location (a locator with the tenant
+// filled in, never the subject).
+type LocationCount struct {
+	Location string `avro:"location" json:"location"`
+	Deleted  int64  `avro:"deleted" json:"deleted"`
+}
+
+// Verification is the read-back proof of an erasure.
+type Verification struct {
+	Method    string `avro:"method" json:"method"`
+	Remaining int64  `avro:"remaining" json:"remaining"`
+}
+
+// StoreDone is one inventory store's outcome for one request. It holds no raw identifier.
+type StoreDone struct {
+	RequestID    string          `avro:"request_id" json:"request_id"`
+	TenantID     string          `avro:"tenant_id" json:"tenant_id"`
+	Store        string          `avro:"store" json:"store"`
+	Kind         string          `avro:"kind" json:"kind"`
+	Status       Status          `avro:"status" json:"status"`
+	Locations    []LocationCount `avro:"locations" json:"locations"`
+	Verification Verification    `avro:"verification" json:"verification"`
+	Physical     string          `avro:"physical" json:"physical,omitempty"`
+	Attempt      int             `avro:"attempt" json:"attempt"`
+	StartedAt    time.Time       `avro:"started_at" json:"started_at"`
+	FinishedAt   time.Time       `avro:"finished_at" json:"finished_at"`
+	Error        string          `avro:"error" json:"error,omitempty"`
+}
+
+// Deleted is the sum of the per-location counts.
+func (d *StoreDone) Deleted() int64 {
+	var n int64
+	for _, l := range d.Locations {
+		n += l.Deleted
+	}
+	return n
+}
+
+// StoreEvidence is one store's part of a receipt.
+type StoreEvidence struct {
+	Store        string          `avro:"store" json:"store"`
+	Kind         string          `avro:"kind" json:"kind"`
+	Status       Status          `avro:"status" json:"status"`
+	Deleted      int64           `avro:"deleted" json:"deleted"`
+	Locations    []LocationCount `avro:"locations" json:"locations"`
+	Verification Verification    `avro:"verification" json:"verification"`
+	Physical     string          `avro:"physical" json:"physical,omitempty"`
+}
+
+// Receipt status values.
+const ReceiptComplete = "COMPLETE"
+
+// Receipt is the deletion receipt: non-PII evidence that every expected store verified the
+// subject gone. Seq, PrevHash and Hash chain it to the tenant's previous receipt.
+type Receipt struct {
+	ReceiptID        string          `avro:"receipt_id" json:"receipt_id"`
+	RequestID        string          `avro:"request_id" json:"request_id"`
+	TenantID         string          `avro:"tenant_id" json:"tenant_id"`
+	SubjectHash      string          `avro:"subject_hash" json:"subject_hash"`
+	KeyID            string          `avro:"key_id" json:"key_id"`
+	Scope            Scope           `avro:"scope" json:"scope"`
+	Regulation       string          `avro:"regulation" json:"regulation"`
+	RequestedAt      time.Time       `avro:"requested_at" json:"requested_at"`
+	CompletedAt      time.Time       `avro:"completed_at" json:"completed_at"`
+	DueAt            time.Time       `avro:"due_at" json:"due_at"`
+	ElapsedMS        int64           `avro:"elapsed_ms" json:"elapsed_ms"`
+	InventoryVersion string          `avro:"inventory_version" json:"inventory_version"`
+	Stores           []StoreEvidence `avro:"stores" json:"stores"`
+	AuditLogPII      bool            `avro:"audit_log_pii" json:"audit_log_pii"`
+	Status           string          `avro:"status" json:"status"`
+	Seq              int64           `avro:"seq" json:"seq"`
+	PrevHash         string          `avro:"prev_hash" json:"prev_hash"`
+	Hash             string          `avro:"hash" json:"hash"`
+}

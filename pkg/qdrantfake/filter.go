@@ -1,0 +1,343 @@
+package qdrantfake
+
+import (
+	"fmt"
+
+	"github.com/qdrant/go-client/qdrant"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// pred reports whether a point (its id, when ids are known, and its payload) passes.
+type pred func(k *pointKey, payload map[string]*qdrant.Value) bool
+
+// compile turns a filter into a predicate with Qdrant's semantics (see
+// lib/segment/src/payload_storage/query_checker.rs): every must condition, at least one
+// should condition when there are any, at least min_count of min_should, no must_not
+// condition. A nil or empty filter passes every point. Conditions the emulator does not
+// implement fail compilation with codes.Unimplemented, malformed ones with
+// codes.InvalidArgument, so no request half-applies.
+func compile(f *qdrant.Filter) (pred, error) {
+	if f == nil {
+		return func(*pointKey, map[string]*qdrant.Value) bool { return true }, nil
+	}
+	must, err := compileAll(f.GetMust())
+	if err != nil {
+		return nil, err
+	}
+	should, err := compileAll(f.GetShould())
+	if err != nil {
+		return nil, err
+	}
+	mustNot, err := compileAll(f.GetMustNot())
+	if err != nil {
+		return nil, err
+	}
+	var minShould []pred
+	var minCount int
+	if ms := f.GetMinShould(); ms != nil {
+		if minShould, err = compileAll(ms.GetConditions()); err != nil {
+			return nil, err
+		}
+		minCount = int(ms.GetMinCount())
+	}
+	return func(k *pointKey, p map[string]*qdrant.Value) bool {
+		if len(should) > 0 && !anyOf(should, k, p) {
+			return false
+		}
+		if minShould != nil {
+			n := 0
+			for _, c := range minShould {
+				if n >= minCount {
+					break
+				}
+				if c(k, p) {
+					n++
+				}
+			}
+			if n < minCount {
+				return false
+			}
+		}
+		for _, c := range must {
+			if !c(k, p) {
+				return false
+			}
+		}
+		for _, c := range mustNot {
+			if c(k, p) {
+				return false
+			}
+		}
+		return true
+	}, nil
+}
+
+func anyOf(ps []pred, k *pointKey, p map[string]*qdrant.Value) bool {
+	for _, c := range ps {
+		if c(k, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func compileAll(cs []*qdrant.Condition) ([]pred, error) {
+	out := make([]pred, 0, len(cs))
+	for _, c := range cs {
+		p, err := compileCondition(c)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func compileCondition(c *qdrant.Condition) (pred, error) {
+	switch v := c.GetConditionOneOf().(type) {
+	case *qdrant.Condition_Filter:
+		return compile(v.Filter)
+	case *qdrant.Condition_Field:
+		return compileField(v.Field)
+	case *qdrant.Condition_HasId:
+		ids := map[pointKey]bool{}
+		for _, id := range v.HasId.GetHasId() {
+			k, err := keyOf(id)
+			if err != nil {
+				return nil, status.Error(codes.InvalidArgument, err.Error())
+			}
+			ids[k] = true
+		}
+		// Inside a nested condition ids are unknown (k == nil): Qdrant answers false.
+		return func(k *pointKey, _ map[string]*qdrant.Value) bool { return k != nil && ids[*k] }, nil
+	case *qdrant.Condition_IsEmpty:
+		path, err := parsePath(v.IsEmpty.GetKey())
+		if err != nil {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+		return func(_ *pointKey, p map[string]*qdrant.Value) bool {
+			for _, x := range valuesAt(p, path) {
+				if !isNull(x) && !(x.GetListValue() != nil && len(x.GetListValue().GetValues()) == 0) {
+					return false
+				}
+			}
+			return true
+		}, nil
+	case *qdrant.Condition_IsNull:
+		path, err := parsePath(v.IsNull.GetKey())
+		if err != nil {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+		return func(_ *pointKey, p map[string]*qdrant.Value) bool {
+			for _, x := range valuesAt(p, path) {
+				if isNull(x) {
+					return true
+				}
+			}
+			return false
+		}, nil
+	case *qdrant.Condition_Nested:
+		key := v.Nested.GetKey()
+		if len(key) < 2 || key[len(key)-2:] != "[]" {
+			key += "[]"
+		}
+		path, err := parsePath(key)
+		if err != nil {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+		inner, err := compile(v.Nested.GetFilter())
+		if err != nil {
+			return nil, err
+		}
+		return func(_ *pointKey, p map[string]*qdrant.Value) bool {
+			for _, x := range valuesAt(p, path) {
+				if st := x.GetStructValue(); st != nil && inner(nil, st.GetFields()) {
+					return true
+				}
+			}
+			return false
+		}, nil
+	case *qdrant.Condition_HasVector:
+		return nil, status.Error(codes.Unimplemented, "qdrantfake: has_vector condition is not implemented")
+	default:
+		return nil, status.Error(codes.InvalidArgument, "Wrong input: Malformed Condition type")
+	}
+}
+
+// compileField mirrors FieldCondition's ValueChecker: when the key holds no value the
+// condition passes only for is_empty=true or is_null=false; otherwise it passes when any
+// value passes, an array value passing when any of its elements does.
+func compileField(fc *qdrant.FieldCondition) (pred, error) {
+	path, err := parsePath(fc.GetKey())
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if fc.GetGeoBoundingBox() != nil || fc.GetGeoRadius() != nil || fc.GetGeoPolygon() != nil ||
+		fc.GetValuesCount() != nil || fc.GetDatetimeRange() != nil {
+		return nil, status.Error(codes.Unimplemented, "qdrantfake: geo, values_count and datetime_range conditions are not implemented")
+	}
+	var check func(*qdrant.Value) bool // on one value, arrays included
+	onEmpty := false
+	switch {
+	case fc.IsEmpty != nil:
+		want := *fc.IsEmpty
+		onEmpty = want
+		check = func(x *qdrant.Value) bool {
+			if isNull(x) {
+				return want
+			}
+			if l := x.GetListValue(); l != nil {
+				return (len(l.GetValues()) == 0) == want
+			}
+			return !want
+		}
+	case fc.IsNull != nil:
+		want := *fc.IsNull
+		onEmpty = !want
+		check = func(x *qdrant.Value) bool {
+			if isNull(x) {
+				return want
+			}
+			if l := x.GetListValue(); l != nil {
+				for _, e := range l.GetValues() {
+					if isNull(e) {
+						return want
+					}
+				}
+			}
+			return !want
+		}
+	case fc.GetMatch() != nil || fc.GetRange() != nil:
+		m, err := compileMatch(fc.GetMatch())
+		if err != nil {
+			return nil, err
+		}
+		r := fc.GetRange()
+		one := func(x *qdrant.Value) bool { return (m != nil && m(x)) || (r != nil && inRange(r, x)) }
+		check = func(x *qdrant.Value) bool {
+			if l := x.GetListValue(); l != nil {
+				for _, e := range l.GetValues() {
+					if one(e) {
+						return true
+					}
+				}
+				return false
+			}
+			return one(x)
+		}
+	default:
+		return nil, status.Error(codes.InvalidArgument, "Wrong input: Malformed FieldCondition: no condition given")
+	}
+	return func(_ *pointKey, p map[string]*qdrant.Value) bool {
+		vals := valuesAt(p, path)
+		if len(vals) == 0 {
+			return onEmpty
+		}
+		for _, x := range vals {
+			if check(x) {
+				return true
+			}
+		}
+		return false
+	}, nil
+}
+
+// compileMatch returns the check of one (non-array) value against m, or nil for no match.
+func compileMatch(m *qdrant.Match) (func(*qdrant.Value) bool, error) {
+	if m == nil {
+		return nil, nil
+	}
+	switch v := m.GetMatchValue().(type) {
+	case *qdrant.Match_Keyword:
+		return func(x *qdrant.Value) bool { s, ok := str(x); return ok && s == v.Keyword }, nil
+	case *qdrant.Match_Integer:
+		return func(x *qdrant.Value) bool { n, ok := integer(x); return ok && n == v.Integer }, nil
+	case *qdrant.Match_Boolean:
+		return func(x *qdrant.Value) bool {
+			b, ok := x.GetKind().(*qdrant.Value_BoolValue)
+			return ok && b.BoolValue == v.Boolean
+		}, nil
+	case *qdrant.Match_Keywords:
+		set := setOf(v.Keywords.GetStrings())
+		return func(x *qdrant.Value) bool { s, ok := str(x); return ok && set[s] }, nil
+	case *qdrant.Match_Integers:
+		set := setOf(v.Integers.GetIntegers())
+		return func(x *qdrant.Value) bool { n, ok := integer(x); return ok && set[n] }, nil
+	case *qdrant.Match_ExceptKeywords:
+		set := setOf(v.ExceptKeywords.GetStrings())
+		return func(x *qdrant.Value) bool {
+			if isNull(x) {
+				return false
+			}
+			s, ok := str(x)
+			return !ok || !set[s]
+		}, nil
+	case *qdrant.Match_ExceptIntegers:
+		set := setOf(v.ExceptIntegers.GetIntegers())
+		return func(x *qdrant.Value) bool {
+			if isNull(x) {
+				return false
+			}
+			n, ok := integer(x)
+			return !ok || !set[n]
+		}, nil
+	case *qdrant.Match_Text, *qdrant.Match_Phrase, *qdrant.Match_TextAny:
+		return nil, status.Error(codes.Unimplemented, "qdrantfake: full-text match is not implemented")
+	default:
+		return nil, status.Error(codes.InvalidArgument, "Wrong input: Malformed Match condition")
+	}
+}
+
+func inRange(r *qdrant.Range, x *qdrant.Value) bool {
+	var f float64
+	switch v := x.GetKind().(type) {
+	case *qdrant.Value_IntegerValue:
+		f = float64(v.IntegerValue)
+	case *qdrant.Value_DoubleValue:
+		f = v.DoubleValue
+	default:
+		return false
+	}
+	return (r.Lt == nil || f < *r.Lt) && (r.Gt == nil || f > *r.Gt) &&
+		(r.Lte == nil || f <= *r.Lte) && (r.Gte == nil || f >= *r.Gte)
+}
+
+func isNull(x *qdrant.Value) bool {
+	if x == nil || x.GetKind() == nil {
+		return true
+	}
+	_, ok := x.GetKind().(*qdrant.Value_NullValue)
+	return ok
+}
+
+func str(x *qdrant.Value) (string, bool) {
+	v, ok := x.GetKind().(*qdrant.Value_StringValue)
+	if !ok {
+		return "", false
+	}
+	return v.StringValue, true
+}
+
+// integer reports x as an int64 only when it was sent as one: like serde_json's as_i64,
+// a double never matches an integer condition.
+func integer(x *qdrant.Value) (int64, bool) {
+	v, ok := x.GetKind().(*qdrant.Value_IntegerValue)
+	if !ok {
+		return 0, false
+	}
+	return v.IntegerValue, true
+}
+
+func setOf[T comparable](xs []T) map[T]bool {
+	m := make(map[T]bool, len(xs))
+	for _, x := range xs {
+		m[x] = true
+	}
+	return m
+}
+
+// notFound is Qdrant's error for a missing collection.
+func notFound(name string) error {
+	return status.Error(codes.NotFound, fmt.Sprintf("Not found: Collection `%s` doesn't exist!", name))
+}

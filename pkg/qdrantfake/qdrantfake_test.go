@@ -1,0 +1,223 @@
+package qdrantfake_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/qdrant/go-client/qdrant"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/lethe-erasure/lethe/pkg/qdrantfake"
+)
+
+// start runs an emulator and returns it with an official client connected over TCP.
+func start(t *testing.T) (*qdrantfake.Server, *qdrant.Client) {
+	t.Helper()
+	srv, err := qdrantfake.Start(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	if !strings.HasPrefix(srv.Addr(), "127.0.0.1:") || srv.Port() == 0 || srv.Host() != "127.0.0.1" {
+		t.Fatalf("addr %q host %q port %d", srv.Addr(), srv.Host(), srv.Port())
+	}
+	c, err := qdrant.NewClient(&qdrant.Config{Host: srv.Host(), Port: srv.Port()}) // runs the version check
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return srv, c
+}
+
+func createCollection(t *testing.T, c *qdrant.Client, name string) {
+	t.Helper()
+	err := c.CreateCollection(context.Background(), &qdrant.CreateCollection{
+		CollectionName: name,
+		VectorsConfig:  qdrant.NewVectorsConfig(&qdrant.VectorParams{Size: 4, Distance: qdrant.Distance_Cosine}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func pt(id *qdrant.PointId, payload map[string]any) *qdrant.PointStruct {
+	return &qdrant.PointStruct{Id: id, Payload: qdrant.NewValueMap(payload), Vectors: qdrant.NewVectors(0.1, 0.2, 0.3, 0.4)}
+}
+
+func upsert(t *testing.T, c *qdrant.Client, coll string, pts ...*qdrant.PointStruct) {
+	t.Helper()
+	if _, err := c.Upsert(context.Background(), &qdrant.UpsertPoints{CollectionName: coll, Points: pts, Wait: qdrant.PtrOf(true)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func idString(id *qdrant.PointId) string {
+	if u := id.GetUuid(); u != "" {
+		return u
+	}
+	return fmt.Sprint(id.GetNum())
+}
+
+func scrollAll(t *testing.T, c *qdrant.Client, coll string, f *qdrant.Filter) []string {
+	t.Helper()
+	pts, err := c.Scroll(context.Background(), &qdrant.ScrollPoints{CollectionName: coll, Filter: f, Limit: qdrant.PtrOf(uint32(100))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, p := range pts {
+		ids = append(ids, idString(p.GetId()))
+	}
+	return ids
+}
+
+func count(t *testing.T, c *qdrant.Client, coll string, f *qdrant.Filter) int {
+	t.Helper()
+	n, err := c.Count(context.Background(), &qdrant.CountPoints{CollectionName: coll, Filter: f, Exact: qdrant.PtrOf(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int(n)
+}
+
+func TestMissingCollectionIsNotFound(t *testing.T) {
+	_, c := start(t)
+	ctx := context.Background()
+	calls := map[string]func() error{
+		"count":  func() error { _, err := c.Count(ctx, &qdrant.CountPoints{CollectionName: "nope"}); return err },
+		"scroll": func() error { _, err := c.Scroll(ctx, &qdrant.ScrollPoints{CollectionName: "nope"}); return err },
+		"get":    func() error { _, err := c.Get(ctx, &qdrant.GetPoints{CollectionName: "nope"}); return err },
+		"info":   func() error { _, err := c.GetCollectionInfo(ctx, "nope"); return err },
+		"upsert": func() error {
+			_, err := c.Upsert(ctx, &qdrant.UpsertPoints{CollectionName: "nope", Points: []*qdrant.PointStruct{pt(qdrant.NewIDNum(1), nil)}})
+			return err
+		},
+		"delete": func() error {
+			_, err := c.Delete(ctx, &qdrant.DeletePoints{CollectionName: "nope", Points: qdrant.NewPointsSelectorFilter(must(red()))})
+			return err
+		},
+		"index": func() error {
+			_, err := c.CreateFieldIndex(ctx, &qdrant.CreateFieldIndexCollection{CollectionName: "nope", FieldName: "f", FieldType: qdrant.FieldType_FieldTypeKeyword.Enum()})
+			return err
+		},
+	}
+	for name, call := range calls {
+		err := call()
+		if status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), "Collection `nope` doesn't exist!") {
+			t.Errorf("%s: %v, want NotFound", name, err)
+		}
+	}
+}
+
+func TestUnsupportedIsUnimplemented(t *testing.T) {
+	_, c := start(t)
+	seedCities(t, c)
+	ctx := context.Background()
+	_, err := c.GetPointsClient().Search(ctx, &qdrant.SearchPoints{CollectionName: "cities", Vector: []float32{1, 2, 3, 4}, Limit: 3})
+	if status.Code(err) != codes.Unimplemented {
+		t.Errorf("search: %v", err)
+	}
+	_, err = c.Query(ctx, &qdrant.QueryPoints{CollectionName: "cities", Query: qdrant.NewQuery(1, 2, 3, 4)})
+	if status.Code(err) != codes.Unimplemented {
+		t.Errorf("query: %v", err)
+	}
+	for name, f := range map[string]*qdrant.Filter{
+		"text":         must(qdrant.NewMatchText("city", "Lon")),
+		"values_count": must(qdrant.NewValuesCount("tags", &qdrant.ValuesCount{Gt: qdrant.PtrOf(uint64(1))})),
+		"nested text":  should(qdrant.NewFilterAsCondition(mustNot(qdrant.NewMatchText("city", "x")))),
+	} {
+		if _, err := c.Count(ctx, &qdrant.CountPoints{CollectionName: "cities", Filter: f}); status.Code(err) != codes.Unimplemented {
+			t.Errorf("%s: %v", name, err)
+		}
+		_, err := c.Delete(ctx, &qdrant.DeletePoints{CollectionName: "cities", Points: qdrant.NewPointsSelectorFilter(f)})
+		if status.Code(err) != codes.Unimplemented {
+			t.Errorf("delete %s: %v", name, err)
+		}
+	}
+	if n := count(t, c, "cities", nil); n != 6 {
+		t.Errorf("refused deletes removed points: %d left", n)
+	}
+}
+
+func TestCollectionLifecycle(t *testing.T) {
+	_, c := start(t)
+	ctx := context.Background()
+	createCollection(t, c, "a")
+	err := c.CreateCollection(ctx, &qdrant.CreateCollection{CollectionName: "a"})
+	if status.Code(err) != codes.AlreadyExists {
+		t.Errorf("duplicate create: %v", err)
+	}
+	if err := c.CreateCollection(ctx, &qdrant.CreateCollection{CollectionName: "a/b"}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("bad name: %v", err)
+	}
+	upsert(t, c, "a", pt(qdrant.NewIDNum(1), map[string]any{"k": "v"}), pt(qdrant.NewIDNum(2), map[string]any{"k": []any{"v", "w"}}))
+	if _, err := c.CreateFieldIndex(ctx, &qdrant.CreateFieldIndexCollection{CollectionName: "a", FieldName: "k", FieldType: qdrant.FieldType_FieldTypeKeyword.Enum()}); err != nil {
+		t.Fatal(err)
+	}
+	info, err := c.GetCollectionInfo(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.GetPointsCount() != 2 || info.GetPayloadSchema()["k"].GetDataType() != qdrant.PayloadSchemaType_Keyword ||
+		info.GetConfig().GetParams().GetVectorsConfig().GetParams().GetSize() != 4 {
+		t.Errorf("info = %v", info)
+	}
+	names, err := c.ListCollections(ctx)
+	if err != nil || !slices.Equal(names, []string{"a"}) {
+		t.Errorf("list = %v, %v", names, err)
+	}
+	if ok, err := c.CollectionExists(ctx, "a"); !ok || err != nil {
+		t.Errorf("exists = %v, %v", ok, err)
+	}
+	if err := c.DeleteCollection(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := c.CollectionExists(ctx, "a"); ok || err != nil {
+		t.Errorf("exists after delete = %v, %v", ok, err)
+	}
+	if err := c.DeleteCollection(ctx, "a"); err == nil {
+		t.Error("deleting a missing collection reported success")
+	}
+	createCollection(t, c, "a")
+	if n := count(t, c, "a", nil); n != 0 {
+		t.Errorf("re-created collection has %d points", n)
+	}
+}
+
+func TestConcurrentWritesAndReads(t *testing.T) {
+	_, c := start(t)
+	ctx := context.Background()
+	createCollection(t, c, "cc")
+	if _, err := c.CreateFieldIndex(ctx, &qdrant.CreateFieldIndexCollection{CollectionName: "cc", FieldName: "w", FieldType: qdrant.FieldType_FieldTypeKeyword.Enum()}); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 50 {
+				id := uint64(w*1000 + i)
+				if _, err := c.Upsert(ctx, &qdrant.UpsertPoints{CollectionName: "cc", Points: []*qdrant.PointStruct{pt(qdrant.NewIDNum(id), map[string]any{"w": fmt.Sprint(w)})}}); err != nil {
+					t.Error(err)
+					return
+				}
+				if _, err := c.Count(ctx, &qdrant.CountPoints{CollectionName: "cc", Filter: must(qdrant.NewMatch("w", fmt.Sprint(w)))}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for w := range 8 {
+		if n := count(t, c, "cc", must(qdrant.NewMatch("w", fmt.Sprint(w)))); n != 50 {
+			t.Errorf("writer %d: %d points", w, n)
+		}
+	}
+}

@@ -1,0 +1,302 @@
+// Package qdrantfake is an in-process Qdrant for tests and the standalone mode: a gRPC
+// server implementing the parts of Qdrant's API that Lethe's deleter and demo seeder use,
+// for the unmodified official client (github.com/qdrant/go-client) over a real TCP
+// listener.
+//
+// It follows Qdrant's semantics where it implements them: filters with must / should /
+// must_not / min_should, nested filters, keyword / integer / bool / any / except matches,
+// numeric ranges, has_id, is_empty, is_null and nested conditions, with a condition on an
+// array payload passing when any element does; scroll in ascending id order (every numeric
+// id before every UUID) with next_page_offset; exact counts; deletes by ids or by filter;
+// codes.NotFound with Qdrant's message for a missing collection. Everything else — vector
+// search and query, text matches, geo, aliases, snapshots — answers codes.Unimplemented.
+// Writes are applied before the call returns, so wait=true and wait=false differ only in
+// the reported status.
+//
+// Keyword payload indexes created with CreateFieldIndex are kept as value -> ids maps, so
+// a count, scroll or delete whose filter matches an indexed keyword costs in proportion to
+// the matches, not to the collection; any other filter scans. Data lives in memory only.
+// A Server is safe for concurrent use.
+package qdrantfake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/qdrant/go-client/qdrant"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+)
+
+// Version is the Qdrant version the emulator reports in its health check.
+const Version = "1.17.1"
+
+// Server is the emulator. Create it with New (then Serve) or Start.
+type Server struct {
+	grpc     *grpc.Server
+	examined atomic.Uint64
+	opID     atomic.Uint64
+
+	mu          sync.RWMutex
+	collections map[string]*collection
+	lis         net.Listener
+}
+
+// New returns a server that is not yet listening.
+func New() *Server {
+	s := &Server{collections: map[string]*collection{}}
+	s.grpc = grpc.NewServer(
+		grpc.MaxRecvMsgSize(64<<20),
+		// The official client pings every 10 s even when idle.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+	)
+	qdrant.RegisterQdrantServer(s.grpc, healthService{})
+	qdrant.RegisterCollectionsServer(s.grpc, &collectionsService{s: s})
+	qdrant.RegisterPointsServer(s.grpc, &pointsService{s: s})
+	return s
+}
+
+// Start listens on a free port of 127.0.0.1 and serves in the background until Close is
+// called or ctx is done.
+func Start(ctx context.Context) (*Server, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("qdrantfake: listen: %w", err)
+	}
+	s := New()
+	s.setListener(l)
+	go func() { _ = s.grpc.Serve(l) }()
+	context.AfterFunc(ctx, s.Close)
+	return s, nil
+}
+
+// Serve serves on l until Close; it returns nil after Close.
+func (s *Server) Serve(l net.Listener) error {
+	s.setListener(l)
+	if err := s.grpc.Serve(l); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		return fmt.Errorf("qdrantfake: serve: %w", err)
+	}
+	return nil
+}
+
+func (s *Server) setListener(l net.Listener) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lis = l
+}
+
+// Addr is the listening address ("127.0.0.1:port"), or "" before Serve.
+func (s *Server) Addr() string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.lis == nil {
+		return ""
+	}
+	return s.lis.Addr().String()
+}
+
+// Host is the listening host, for qdrant.Config.Host.
+func (s *Server) Host() string {
+	h, _, _ := net.SplitHostPort(s.Addr())
+	return h
+}
+
+// Port is the listening port, for qdrant.Config.Port (0 before Serve).
+func (s *Server) Port() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.lis == nil {
+		return 0
+	}
+	if t, ok := s.lis.Addr().(*net.TCPAddr); ok {
+		return t.Port
+	}
+	return 0
+}
+
+// Config returns a client configuration for this server.
+func (s *Server) Config() *qdrant.Config {
+	return &qdrant.Config{Host: s.Host(), Port: s.Port(), SkipCompatibilityCheck: true}
+}
+
+// Close stops the server at once, failing calls in flight. It is idempotent.
+func (s *Server) Close() { s.grpc.Stop() }
+
+// PointsExamined is how many points all calls so far checked against a filter: a measure
+// of whether payload indexes were used.
+func (s *Server) PointsExamined() uint64 { return s.examined.Load() }
+
+// get returns the live collection name or a NotFound status.
+func (s *Server) get(name string) (*collection, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	c, ok := s.collections[name]
+	if !ok {
+		return nil, notFound(name)
+	}
+	return c, nil
+}
+
+// read runs fn on the collection name under its read lock.
+func (s *Server) read(name string, fn func(c *collection) error) error {
+	c, err := s.get(name)
+	if err != nil {
+		return err
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.dropped {
+		return notFound(name)
+	}
+	return fn(c)
+}
+
+// write runs fn on the collection name under its write lock.
+func (s *Server) write(name string, fn func(c *collection) error) error {
+	c, err := s.get(name)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.dropped {
+		return notFound(name)
+	}
+	return fn(c)
+}
+
+type healthService struct {
+	qdrant.UnimplementedQdrantServer
+}
+
+func (healthService) HealthCheck(context.Context, *qdrant.HealthCheckRequest) (*qdrant.HealthCheckReply, error) {
+	return &qdrant.HealthCheckReply{Title: "qdrant - vector search engine", Version: Version}, nil
+}
+
+type collectionsService struct {
+	qdrant.UnimplementedCollectionsServer
+	s *Server
+}
+
+func validName(name string) error {
+	if name == "" || len(name) > 255 || strings.ContainsAny(name, "<>:\"/\\|?*\x00") {
+		return status.Errorf(codes.InvalidArgument, "Validation error in body: [collection_name: value %q is invalid]", name)
+	}
+	return nil
+}
+
+func (cs *collectionsService) Create(_ context.Context, req *qdrant.CreateCollection) (*qdrant.CollectionOperationResponse, error) {
+	name := req.GetCollectionName()
+	if err := validName(name); err != nil {
+		return nil, err
+	}
+	s := cs.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.collections[name]; ok {
+		return nil, status.Errorf(codes.AlreadyExists, "Wrong input: Collection `%s` already exists!", name)
+	}
+	params := &qdrant.CollectionParams{ShardNumber: 1, VectorsConfig: req.GetVectorsConfig(), SparseVectorsConfig: req.GetSparseVectorsConfig()}
+	s.collections[name] = newCollection(name, params, &s.examined)
+	return &qdrant.CollectionOperationResponse{Result: true}, nil
+}
+
+// Delete drops a collection; like Qdrant it answers false, not an error, when there is none.
+func (cs *collectionsService) Delete(_ context.Context, req *qdrant.DeleteCollection) (*qdrant.CollectionOperationResponse, error) {
+	s := cs.s
+	s.mu.Lock()
+	c, ok := s.collections[req.GetCollectionName()]
+	delete(s.collections, req.GetCollectionName())
+	s.mu.Unlock()
+	if !ok {
+		return &qdrant.CollectionOperationResponse{Result: false}, nil
+	}
+	c.mu.Lock()
+	c.dropped = true
+	c.mu.Unlock()
+	return &qdrant.CollectionOperationResponse{Result: true}, nil
+}
+
+func (cs *collectionsService) List(context.Context, *qdrant.ListCollectionsRequest) (*qdrant.ListCollectionsResponse, error) {
+	s := cs.s
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := &qdrant.ListCollectionsResponse{}
+	for name := range s.collections {
+		out.Collections = append(out.Collections, &qdrant.CollectionDescription{Name: name})
+	}
+	return out, nil
+}
+
+func (cs *collectionsService) CollectionExists(_ context.Context, req *qdrant.CollectionExistsRequest) (*qdrant.CollectionExistsResponse, error) {
+	_, err := cs.s.get(req.GetCollectionName())
+	return &qdrant.CollectionExistsResponse{Result: &qdrant.CollectionExists{Exists: err == nil}}, nil
+}
+
+func (cs *collectionsService) Get(_ context.Context, req *qdrant.GetCollectionInfoRequest) (*qdrant.GetCollectionInfoResponse, error) {
+	var info *qdrant.CollectionInfo
+	err := cs.s.read(req.GetCollectionName(), func(c *collection) error {
+		n := uint64(len(c.points))
+		schema := map[string]*qdrant.PayloadSchemaInfo{}
+		for field, t := range c.schema {
+			si := &qdrant.PayloadSchemaInfo{DataType: schemaType(t)}
+			if ids := c.keyword[field]; ids != nil {
+				indexed := uint64(0)
+				for _, set := range ids {
+					indexed += uint64(len(set))
+				}
+				si.Points = &indexed
+			}
+			schema[field] = si
+		}
+		info = &qdrant.CollectionInfo{
+			Status:          qdrant.CollectionStatus_Green,
+			OptimizerStatus: &qdrant.OptimizerStatus{Ok: true},
+			SegmentsCount:   1,
+			Config: &qdrant.CollectionConfig{
+				Params:          c.params,
+				HnswConfig:      &qdrant.HnswConfigDiff{},
+				OptimizerConfig: &qdrant.OptimizersConfigDiff{},
+				WalConfig:       &qdrant.WalConfigDiff{},
+			},
+			PayloadSchema:       schema,
+			PointsCount:         &n,
+			IndexedVectorsCount: new(uint64),
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &qdrant.GetCollectionInfoResponse{Result: info}, nil
+}
+
+func schemaType(t qdrant.FieldType) qdrant.PayloadSchemaType {
+	switch t {
+	case qdrant.FieldType_FieldTypeKeyword:
+		return qdrant.PayloadSchemaType_Keyword
+	case qdrant.FieldType_FieldTypeInteger:
+		return qdrant.PayloadSchemaType_Integer
+	case qdrant.FieldType_FieldTypeFloat:
+		return qdrant.PayloadSchemaType_Float
+	case qdrant.FieldType_FieldTypeGeo:
+		return qdrant.PayloadSchemaType_Geo
+	case qdrant.FieldType_FieldTypeText:
+		return qdrant.PayloadSchemaType_Text
+	case qdrant.FieldType_FieldTypeBool:
+		return qdrant.PayloadSchemaType_Bool
+	case qdrant.FieldType_FieldTypeDatetime:
+		return qdrant.PayloadSchemaType_Datetime
+	case qdrant.FieldType_FieldTypeUuid:
+		return qdrant.PayloadSchemaType_Uuid
+	}
+	return qdrant.PayloadSchemaType_UnknownType
+}

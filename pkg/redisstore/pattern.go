@@ -1,0 +1,299 @@
+package redisstore
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/inventory"
+)
+
+// Delimiter separates the parts of a key. KeyPart escapes it inside identifiers.
+const Delimiter = ':'
+
+// KeyPart encodes an identifier (tenant, subject id, session id) for use as one part of a
+// Redis key: it percent-encodes the key delimiter ':' as "%3A" and '%' as "%25" and leaves
+// every other byte alone. The encoding is injective and its output never contains ':', so
+// the part of a key between two delimiters names exactly one identifier. Applications that
+// write keys Lethe erases must build them with KeyPart (or Key).
+func KeyPart(id string) string {
+	if !strings.ContainsAny(id, ":%") {
+		return id
+	}
+	var b strings.Builder
+	b.Grow(len(id) + 8)
+	for i := 0; i < len(id); i++ {
+		switch id[i] {
+		case ':':
+			b.WriteString("%3A")
+		case '%':
+			b.WriteString("%25")
+		default:
+			b.WriteByte(id[i])
+		}
+	}
+	return b.String()
+}
+
+// Key builds a concrete key from a key template of the inventory: every placeholder is
+// replaced by the KeyPart of its value and a trailing '*' wildcard by suffix (a template
+// without one names a single key and ignores suffix). An
+// application uses it to write keys that the store's patterns match exactly.
+func Key(tmpl string, v inventory.Vars, suffix string) string {
+	if t, ok := strings.CutSuffix(tmpl, "*"); ok {
+		return inventory.Expand(t, v, KeyPart) + suffix
+	}
+	return inventory.Expand(tmpl, v, KeyPart)
+}
+
+// globEscape quotes every Redis glob metacharacter of s so that a pattern holding it
+// matches s only.
+func globEscape(s string) string {
+	if !strings.ContainsAny(s, `*?[]\`) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 4)
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '*', '?', '[', ']', '\\':
+			b.WriteByte('\\')
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// patternOf returns the SCAN pattern of a key template for one set of values: every value
+// is KeyPart-encoded and glob-escaped; the template's trailing '*' stays a wildcard.
+func patternOf(tmpl string, v inventory.Vars) string {
+	return inventory.Expand(tmpl, v, func(s string) string { return globEscape(KeyPart(s)) })
+}
+
+// tenantPattern returns the SCAN pattern of tmpl covering every subject of tenant.
+func tenantPattern(tmpl, tenant string) string {
+	v := inventory.Vars{Tenant: globEscape(KeyPart(tenant)), Subject: "*", SubjectHash: "*", Session: "*"}
+	return inventory.Expand(tmpl, v, nil)
+}
+
+var placeholders = []string{inventory.Tenant, inventory.Subject, inventory.SubjectHash, inventory.Session}
+
+// Validate checks that st is a redis inventory store whose key and index templates this
+// package can match exactly: each placeholder must be followed by the delimiter ':' or end
+// the template, so that a KeyPart-encoded value (which holds no ':') fills exactly one part
+// of the key. "session:{tenant}:{subject}:*" passes; "session:{tenant}:{subject}*" fails
+// because subject "a" would match subject "ab". Validate is cheap and side-effect free.
+func Validate(st inventory.Store) error {
+	if st.Kind != inventory.KindRedis {
+		return fmt.Errorf("redisstore: store %q has kind %q, not %q", st.Name, st.Kind, inventory.KindRedis)
+	}
+	if len(st.Locators.Keys) == 0 {
+		return fmt.Errorf("redisstore: store %q has no key templates", st.Name)
+	}
+	tmpls := append([]string{}, st.Locators.Keys...)
+	if st.Locators.Index != "" {
+		tmpls = append(tmpls, st.Locators.Index)
+	}
+	for i, t := range tmpls {
+		if !inventory.Uses(t, inventory.Subject) && !inventory.Uses(t, inventory.SubjectHash) && !inventory.Uses(t, inventory.Session) {
+			return fmt.Errorf("redisstore: store %q: template %q names no subject, hash or session", st.Name, t)
+		}
+		if j := strings.IndexAny(t, `*?[\`); j >= 0 && (j != len(t)-1 || i == len(st.Locators.Keys)) {
+			return fmt.Errorf("redisstore: store %q: template %q: only a trailing '*' of a key template may be a wildcard", st.Name, t)
+		}
+		for _, p := range placeholders {
+			for off := 0; ; {
+				j := strings.Index(t[off:], p)
+				if j < 0 {
+					break
+				}
+				end := off + j + len(p)
+				if end < len(t) && t[end] != Delimiter {
+					return fmt.Errorf("redisstore: store %q: template %q: %s must be followed by %q or end the template", st.Name, t, p, Delimiter)
+				}
+				off = end
+			}
+		}
+	}
+	return nil
+}
+
+// pattern is one SCAN pattern and the key template (location) it was expanded from.
+type pattern struct {
+	glob string
+	loc  int
+}
+
+// plan is what an erasure or a verification of one subject in one store touches.
+type plan struct {
+	locations []string  // key templates with the tenant filled in, one per Locators.Keys
+	patterns  []pattern // SCAN patterns, exact for the subject (or the tenant)
+	indexes   []string  // exact index set names (subject scope)
+	indexGlob string    // pattern of the tenant's index sets (tenant scope), or ""
+}
+
+// errEmpty marks a request whose identifiers cannot fill a template.
+var errEmpty = errors.New("identifier needed by a template is empty")
+
+// newPlan expands st's templates for s. Errors are permanent: retrying cannot fix them.
+func newPlan(st inventory.Store, s deletion.Subject) (plan, error) {
+	if err := Validate(st); err != nil {
+		return plan{}, deletion.Permanent(err)
+	}
+	if s.Tenant == "" {
+		return plan{}, deletion.Permanent(fmt.Errorf("redisstore: store %q: tenant: %w", st.Name, errEmpty))
+	}
+	var p plan
+	for i, tmpl := range st.Locators.Keys {
+		p.locations = append(p.locations, strings.ReplaceAll(tmpl, inventory.Tenant, s.Tenant))
+		if s.TenantScope() {
+			p.patterns = append(p.patterns, pattern{glob: tenantPattern(tmpl, s.Tenant), loc: i})
+			continue
+		}
+		vs, err := expansions(tmpl, s)
+		if err != nil {
+			return plan{}, deletion.Permanent(fmt.Errorf("redisstore: store %q: key template %q: %w", st.Name, p.locations[i], err))
+		}
+		for _, v := range vs {
+			p.patterns = append(p.patterns, pattern{glob: patternOf(tmpl, v), loc: i})
+		}
+	}
+	if idx := st.Locators.Index; idx != "" {
+		if s.TenantScope() {
+			p.indexGlob = tenantPattern(idx, s.Tenant)
+			return p, nil
+		}
+		vs, err := expansions(idx, s)
+		if err != nil {
+			return plan{}, deletion.Permanent(fmt.Errorf("redisstore: store %q: index template: %w", st.Name, err))
+		}
+		for _, v := range vs {
+			p.indexes = append(p.indexes, inventory.Expand(idx, v, KeyPart))
+		}
+	}
+	return p, nil
+}
+
+// expansions returns the values tmpl is expanded with for s: once, or once per non-empty
+// session when tmpl uses {session} (none when s has no session).
+func expansions(tmpl string, s deletion.Subject) ([]inventory.Vars, error) {
+	if inventory.Uses(tmpl, inventory.Subject) && s.ID == "" {
+		return nil, fmt.Errorf("subject id: %w", errEmpty)
+	}
+	if inventory.Uses(tmpl, inventory.SubjectHash) && s.Hash == "" {
+		return nil, fmt.Errorf("subject hash: %w", errEmpty)
+	}
+	if !inventory.Uses(tmpl, inventory.Session) {
+		return []inventory.Vars{s.Vars("")}, nil
+	}
+	var out []inventory.Vars
+	seen := map[string]bool{}
+	for _, ses := range s.Sessions {
+		if ses == "" || seen[ses] {
+			continue
+		}
+		seen[ses] = true
+		out = append(out, s.Vars(ses))
+	}
+	return out, nil
+}
+
+// match returns the location of the first pattern of p that key matches, or -1.
+func (p plan) match(key string) int {
+	for _, pt := range p.patterns {
+		if globMatch(pt.glob, key) {
+			return pt.loc
+		}
+	}
+	return -1
+}
+
+// globMatch reports whether s matches the Redis glob pattern (the semantics of Redis's
+// stringmatchlen: '*', '?', '[...]' with '^' and ranges, '\' quoting the next byte).
+func globMatch(pattern, s string) bool {
+	return globMatchDepth(pattern, s, 0)
+}
+
+func globMatchDepth(p, s string, depth int) bool {
+	if depth > 1000 {
+		return false
+	}
+	for len(p) > 0 && len(s) > 0 {
+		switch p[0] {
+		case '*':
+			for len(p) > 1 && p[1] == '*' {
+				p = p[1:]
+			}
+			if len(p) == 1 {
+				return true
+			}
+			for ; len(s) > 0; s = s[1:] {
+				if globMatchDepth(p[1:], s, depth+1) {
+					return true
+				}
+			}
+			return false
+		case '?':
+			s = s[1:]
+		case '[':
+			p = p[1:]
+			not := len(p) > 0 && p[0] == '^'
+			if not {
+				p = p[1:]
+			}
+			matched := false
+			for {
+				if len(p) == 0 {
+					p = " " // Redis backs up onto the last byte; the loop's p[1:] then ends it
+					break
+				}
+				if p[0] == '\\' && len(p) >= 2 {
+					p = p[1:]
+					if p[0] == s[0] {
+						matched = true
+					}
+				} else if p[0] == ']' {
+					break
+				} else if len(p) >= 3 && p[1] == '-' {
+					lo, hi := p[0], p[2]
+					if lo > hi {
+						lo, hi = hi, lo
+					}
+					if s[0] >= lo && s[0] <= hi {
+						matched = true
+					}
+					p = p[2:]
+				} else if p[0] == s[0] {
+					matched = true
+				}
+				p = p[1:]
+			}
+			if not {
+				matched = !matched
+			}
+			if !matched {
+				return false
+			}
+			s = s[1:]
+		case '\\':
+			if len(p) >= 2 {
+				p = p[1:]
+			}
+			fallthrough
+		default:
+			if p[0] != s[0] {
+				return false
+			}
+			s = s[1:]
+		}
+		p = p[1:]
+		if len(s) == 0 {
+			for len(p) > 0 && p[0] == '*' {
+				p = p[1:]
+			}
+			break
+		}
+	}
+	return len(p) == 0 && len(s) == 0
+}

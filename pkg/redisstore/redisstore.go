@@ -1,0 +1,331 @@
+// Package redisstore erases data subjects from inventory stores of kind "redis" (session
+// history, query caches, agent graph state) with github.com/redis/go-redis/v9.
+//
+// # Key contract
+//
+// Key templates such as "session:{tenant}:{subject}:*" name where a subject's keys live.
+// Applications write keys with every identifier encoded by KeyPart (or built with Key),
+// which percent-encodes the delimiter ':' and '%'. Every placeholder of a template is
+// followed by ':' or ends the template (Validate), so an encoded identifier fills exactly
+// one part of a key and the pattern built for subject "x" can never match a key of subject
+// "x:y" ("session:t:x:*" does not match "session:t:x%3Ay:1"), nor "ab", nor a subject whose
+// id holds glob metacharacters: values are KeyPart-encoded, then glob-escaped, and only the
+// template's own trailing '*' is a wildcard. Keys written with raw identifiers that hold ':'
+// are outside the contract and may be missed or, for the longer id, attributed to a prefix.
+//
+// An optional per-subject index (Locators.Index, e.g. "idx:{tenant}:{subject}") is a Redis
+// set listing the subject's key names, written by the application beside the keys (see
+// Index). Several inventory stores may share one index: the reference stores "redis" and
+// "langgraph" both use "idx:{tenant}:{subject}".
+//
+// # Erase
+//
+// Erase first reads the index, keeps only the members that one of the store's own patterns
+// matches (checked again in Go, so a key the patterns do not cover is never deleted), and
+// in one MULTI (a plain pipeline on Redis Cluster or Ring, where keys span slots) UNLINKs
+// them and SREMs them from the index. Members of other stores stay listed; Redis deletes
+// the index set itself once it is empty. It then always runs the fallback for keys the
+// index does not list: SCAN MATCH on every primary (never KEYS) and UNLINK in pipelined
+// batches. The counts are the sum of UNLINK replies per key template, so they are exact
+// even though SCAN may return a key twice. Erasing is idempotent. For a tenant-scope
+// request every subject placeholder becomes a wildcard and every index set of the tenant
+// is pruned the same way.
+//
+// # Verify
+//
+// Verify scans every pattern on every primary afresh and counts the distinct keys of the
+// subject that remain, plus the names the index still lists for this store: a listed name
+// holds the identifier even when its key is gone.
+//
+// # Errors
+//
+// Network errors, timeouts, LOADING, TRYAGAIN, CLUSTERDOWN, MASTERDOWN, READONLY and BUSY
+// are transient; NOPERM, NOAUTH, WRONGPASS, WRONGTYPE (an index that is not a set), unknown
+// commands and templates outside the contract are deletion.Permanent. Error messages and
+// locations name templates with the tenant filled in, never an identifier.
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/inventory"
+)
+
+// VerifyMethod is the Method of every Verification this package returns.
+const VerifyMethod = "redis scan MATCH on every primary"
+
+const (
+	scanCount   = 1000 // COUNT hint of each SCAN call
+	unlinkBatch = 500  // keys per pipelined UNLINK batch
+)
+
+// Store is a deletion.Store for inventory stores of kind "redis". It is safe for
+// concurrent use; the client is the caller's to close.
+type Store struct {
+	client redis.UniversalClient
+}
+
+var _ deletion.Store = (*Store)(nil)
+
+// New returns a Store over client: a *redis.Client, *redis.ClusterClient (every master is
+// scanned) or *redis.Ring (every shard is scanned).
+func New(client redis.UniversalClient) *Store { return &Store{client: client} }
+
+// Erase deletes every key of s that st's templates cover, first through the index, then by
+// scanning every primary, and reports the deleted count per key template. See the package
+// documentation for the contract.
+func (r *Store) Erase(ctx context.Context, st inventory.Store, s deletion.Subject) (deletion.Result, error) {
+	p, err := newPlan(st, s)
+	if err != nil {
+		return deletion.Result{}, err
+	}
+	t := &tally{n: make([]int64, len(p.locations))}
+	indexes, err := r.indexes(ctx, p)
+	if err != nil {
+		return deletion.Result{}, err
+	}
+	for _, idx := range indexes {
+		if err := r.eraseIndexed(ctx, p, idx, t); err != nil {
+			return deletion.Result{}, err
+		}
+	}
+	for _, pt := range p.patterns {
+		if err := r.scanDelete(ctx, p, pt, t); err != nil {
+			return deletion.Result{}, classify("scan and unlink "+p.locations[pt.loc], err)
+		}
+	}
+	res := deletion.Result{Locations: make([]event.LocationCount, len(p.locations))}
+	for i, loc := range p.locations {
+		res.Locations[i] = event.LocationCount{Location: loc, Deleted: t.n[i]}
+	}
+	return res, nil
+}
+
+// Verify counts the distinct keys of s that st's patterns find on every primary, plus the
+// names st's index still lists for those patterns. It changes nothing.
+func (r *Store) Verify(ctx context.Context, st inventory.Store, s deletion.Subject) (event.Verification, error) {
+	p, err := newPlan(st, s)
+	if err != nil {
+		return event.Verification{}, err
+	}
+	var mu sync.Mutex
+	found := map[string]struct{}{}
+	for _, pt := range p.patterns {
+		err := r.forEachPrimary(ctx, func(ctx context.Context, node redis.Cmdable) error {
+			return scan(ctx, node, pt.glob, "", func(keys []string) error {
+				mu.Lock()
+				defer mu.Unlock()
+				for _, k := range keys {
+					if p.match(k) >= 0 {
+						found[k] = struct{}{}
+					}
+				}
+				return nil
+			})
+		})
+		if err != nil {
+			return event.Verification{}, classify("scan "+p.locations[pt.loc], err)
+		}
+	}
+	indexes, err := r.indexes(ctx, p)
+	if err != nil {
+		return event.Verification{}, err
+	}
+	for _, idx := range indexes {
+		members, err := r.client.SMembers(ctx, idx).Result()
+		if err != nil {
+			return event.Verification{}, classify("read index", err)
+		}
+		for _, m := range members {
+			if p.match(m) >= 0 {
+				found[m] = struct{}{}
+			}
+		}
+	}
+	return event.Verification{Method: VerifyMethod, Remaining: int64(len(found))}, nil
+}
+
+// tally sums deleted keys per location; forEachPrimary may add concurrently.
+type tally struct {
+	mu sync.Mutex
+	n  []int64
+}
+
+func (t *tally) add(loc int, n int64) {
+	t.mu.Lock()
+	t.n[loc] += n
+	t.mu.Unlock()
+}
+
+// forEachPrimary calls fn for every primary that holds keys: each master of a cluster
+// (concurrently), each shard of a ring, or the single server.
+func (r *Store) forEachPrimary(ctx context.Context, fn func(ctx context.Context, node redis.Cmdable) error) error {
+	switch c := r.client.(type) {
+	case *redis.ClusterClient:
+		return c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return fn(ctx, n) })
+	case *redis.Ring:
+		return c.ForEachShard(ctx, func(ctx context.Context, n *redis.Client) error { return fn(ctx, n) })
+	default:
+		return fn(ctx, r.client)
+	}
+}
+
+// pipeline returns a MULTI pipeline where all keys live on one server, a plain pipeline
+// where they may span slots or shards.
+func (r *Store) pipeline() redis.Pipeliner {
+	switch r.client.(type) {
+	case *redis.ClusterClient, *redis.Ring:
+		return r.client.Pipeline()
+	default:
+		return r.client.TxPipeline()
+	}
+}
+
+// scan calls fn with each page of keys that SCAN MATCH glob (of type typ, when set) returns
+// from node, until the cursor comes back to 0.
+func scan(ctx context.Context, node redis.Cmdable, glob, typ string, fn func([]string) error) error {
+	var cursor uint64
+	for {
+		var keys []string
+		var err error
+		if typ != "" {
+			keys, cursor, err = node.ScanType(ctx, cursor, glob, scanCount, typ).Result()
+		} else {
+			keys, cursor, err = node.Scan(ctx, cursor, glob, scanCount).Result()
+		}
+		if err != nil {
+			return err
+		}
+		if len(keys) > 0 {
+			if err := fn(keys); err != nil {
+				return err
+			}
+		}
+		if cursor == 0 {
+			return nil
+		}
+	}
+}
+
+// indexes returns the index sets to read: the subject's own, or every set of the tenant
+// that the index template covers.
+func (r *Store) indexes(ctx context.Context, p plan) ([]string, error) {
+	if p.indexGlob == "" {
+		return p.indexes, nil
+	}
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	var out []string
+	err := r.forEachPrimary(ctx, func(ctx context.Context, node redis.Cmdable) error {
+		return scan(ctx, node, p.indexGlob, "set", func(keys []string) error {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, k := range keys {
+				if !seen[k] && globMatch(p.indexGlob, k) {
+					seen[k] = true
+					out = append(out, k)
+				}
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, classify("scan index sets", err)
+	}
+	return out, nil
+}
+
+// eraseIndexed unlinks the members of index idx that p covers and removes them from idx.
+func (r *Store) eraseIndexed(ctx context.Context, p plan, idx string, t *tally) error {
+	members, err := r.client.SMembers(ctx, idx).Result()
+	if err != nil {
+		return classify("read index", err)
+	}
+	var keys []string
+	var locs []int
+	for _, m := range members {
+		if loc := p.match(m); loc >= 0 {
+			keys = append(keys, m)
+			locs = append(locs, loc)
+		}
+	}
+	for len(keys) > 0 {
+		n := min(len(keys), unlinkBatch)
+		pipe := r.pipeline()
+		cmds := make([]*redis.IntCmd, n)
+		rem := make([]any, n)
+		for i, k := range keys[:n] {
+			cmds[i] = pipe.Unlink(ctx, k)
+			rem[i] = k
+		}
+		pipe.SRem(ctx, idx, rem...)
+		if all, err := pipe.Exec(ctx); err != nil {
+			return classify("unlink indexed keys", cause(all, err))
+		}
+		for i, c := range cmds {
+			t.add(locs[i], c.Val())
+		}
+		keys, locs = keys[n:], locs[n:]
+	}
+	return nil
+}
+
+// scanDelete scans every primary for pt and unlinks, in pipelined batches, the keys that
+// p covers (checked in Go), adding the UNLINK replies to t.
+func (r *Store) scanDelete(ctx context.Context, p plan, pt pattern, t *tally) error {
+	return r.forEachPrimary(ctx, func(ctx context.Context, node redis.Cmdable) error {
+		batch := make([]string, 0, unlinkBatch)
+		seen := make(map[string]bool, unlinkBatch)
+		flush := func() error {
+			if len(batch) == 0 {
+				return nil
+			}
+			pipe := r.client.Pipeline()
+			cmds := make([]*redis.IntCmd, len(batch))
+			for i, k := range batch {
+				cmds[i] = pipe.Unlink(ctx, k)
+			}
+			if all, err := pipe.Exec(ctx); err != nil {
+				return cause(all, err)
+			}
+			var n int64
+			for _, c := range cmds {
+				n += c.Val()
+			}
+			t.add(pt.loc, n)
+			batch = batch[:0]
+			clear(seen)
+			return nil
+		}
+		err := scan(ctx, node, pt.glob, "", func(keys []string) error {
+			for _, k := range keys {
+				// A key SCAN returns twice within a batch is unlinked once; across batches the
+				// second UNLINK replies 0, so the count stays exact either way.
+				if seen[k] || !globMatch(pt.glob, k) {
+					continue
+				}
+				seen[k] = true
+				batch = append(batch, k)
+				if len(batch) == unlinkBatch {
+					if err := flush(); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		return flush()
+	})
+}
+
+// opError names the operation that failed without any identifier.
+func opError(op string, err error) error { return fmt.Errorf("redisstore: %s: %w", op, err) }

@@ -1,0 +1,147 @@
+// Package subject validates the identifiers of a data subject and turns them into keyed,
+// tenant-scoped pseudonyms.
+//
+// A pseudonym is HMAC-SHA-256(key, tenant ‖ subject) in hex, where ‖ is an unambiguous
+// length-prefixed concatenation, so the same person in two tenants gets two unlinkable
+// pseudonyms and no pair of (tenant, subject) collides with another. The key id travels
+// beside every pseudonym so the key can rotate. The key itself is never printed: Key has no
+// exported fields and its String and GoString methods mask it.
+package subject
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"os"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// MinKeyLen is the shortest pseudonym key accepted, in bytes.
+const MinKeyLen = 32
+
+// Limits on identifiers.
+const (
+	MaxTenantLen  = 63
+	MaxSubjectLen = 256
+	MaxSessions   = 1000
+)
+
+// ErrInvalid marks an identifier that fails validation.
+var ErrInvalid = errors.New("invalid identifier")
+
+// Key is a pseudonym key with its id. The zero Key is unusable.
+type Key struct {
+	id     string
+	secret []byte
+}
+
+// NewKey returns a key, or an error if the secret is shorter than MinKeyLen or id is empty.
+func NewKey(id string, secret []byte) (Key, error) {
+	if id == "" {
+		return Key{}, errors.New("subject: key id is empty")
+	}
+	if len(secret) < MinKeyLen {
+		return Key{}, fmt.Errorf("subject: key %q is %d bytes, need at least %d", id, len(secret), MinKeyLen)
+	}
+	return Key{id: id, secret: append([]byte(nil), secret...)}, nil
+}
+
+// KeyFromEnv loads the key from the environment: the secret from $LETHE_HMAC_KEY or from
+// the file named by $LETHE_HMAC_KEY_FILE, the id from $LETHE_HMAC_KEY_ID (default "k1").
+func KeyFromEnv() (Key, error) {
+	id := os.Getenv("LETHE_HMAC_KEY_ID")
+	if id == "" {
+		id = "k1"
+	}
+	secret := os.Getenv("LETHE_HMAC_KEY")
+	if f := os.Getenv("LETHE_HMAC_KEY_FILE"); secret == "" && f != "" {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return Key{}, fmt.Errorf("subject: read key file: %w", err)
+		}
+		secret = strings.TrimRight(string(b), "\r\n")
+	}
+	if secret == "" {
+		return Key{}, errors.New("subject: no pseudonym key: set LETHE_HMAC_KEY or LETHE_HMAC_KEY_FILE (at least 32 bytes)")
+	}
+	return NewKey(id, []byte(secret))
+}
+
+// ID is the key id.
+func (k Key) ID() string { return k.id }
+
+// String masks the secret.
+func (k Key) String() string { return fmt.Sprintf("key(%s, ****)", k.id) }
+
+// GoString masks the secret.
+func (k Key) GoString() string { return k.String() }
+
+// Pseudonym is the keyed, tenant-scoped pseudonym of subject in tenant.
+func (k Key) Pseudonym(tenant, subject string) string {
+	return k.sum(tenant, subject)
+}
+
+// Fingerprint is the keyed hash of a query: (tenant, subject, session, text).
+func (k Key) Fingerprint(tenant, subject, session, text string) string {
+	return k.sum(tenant, subject, session, text)
+}
+
+func (k Key) sum(parts ...string) string {
+	if len(k.secret) == 0 {
+		panic("subject: zero Key used")
+	}
+	m := hmac.New(sha256.New, k.secret)
+	writeParts(m, parts...)
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// writeParts writes each part length-prefixed so that no two part lists share an encoding.
+func writeParts(h hash.Hash, parts ...string) {
+	var n [binary.MaxVarintLen64]byte
+	for _, p := range parts {
+		h.Write(n[:binary.PutUvarint(n[:], uint64(len(p)))])
+		h.Write([]byte(p))
+	}
+}
+
+// ValidateTenant checks a tenant id: 1–63 characters of [a-z0-9_-], starting with a letter
+// or digit. Tenant ids become collection names, key prefixes and object prefixes, so nothing
+// else is allowed.
+func ValidateTenant(t string) error {
+	if t == "" || len(t) > MaxTenantLen {
+		return fmt.Errorf("%w: tenant_id must be 1-%d characters", ErrInvalid, MaxTenantLen)
+	}
+	for i, r := range t {
+		ok := r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || i > 0 && (r == '_' || r == '-')
+		if !ok {
+			return fmt.Errorf("%w: tenant_id may hold only a-z, 0-9, '_' and '-', starting with a letter or digit", ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// ValidateID checks a subject or session id: non-empty, at most MaxSubjectLen bytes, valid
+// UTF-8, no control characters. Any other character, glob metacharacters and delimiters
+// included, is allowed: stores escape identifiers so they match only themselves.
+func ValidateID(field, id string) error {
+	switch {
+	case id == "":
+		return fmt.Errorf("%w: %s is empty", ErrInvalid, field)
+	case len(id) > MaxSubjectLen:
+		return fmt.Errorf("%w: %s is longer than %d bytes", ErrInvalid, field, MaxSubjectLen)
+	case !utf8.ValidString(id):
+		return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalid, field)
+	}
+	for _, r := range id {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("%w: %s holds a control character", ErrInvalid, field)
+		}
+	}
+	return nil
+}

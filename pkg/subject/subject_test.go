@@ -1,0 +1,105 @@
+package subject
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func testKey(t *testing.T) Key {
+	t.Helper()
+	k, err := NewKey("k1", []byte(strings.Repeat("s", 32)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func TestNewKeyRejectsShortSecrets(t *testing.T) {
+	for _, n := range []int{0, 1, 31} {
+		if _, err := NewKey("k", make([]byte, n)); err == nil {
+			t.Errorf("secret of %d bytes accepted", n)
+		}
+	}
+	if _, err := NewKey("", make([]byte, 32)); err == nil {
+		t.Error("empty key id accepted")
+	}
+}
+
+func TestPseudonymIsKeyedAndTenantScoped(t *testing.T) {
+	k := testKey(t)
+	k2, _ := NewKey("k2", []byte(strings.Repeat("t", 32)))
+	a := k.Pseudonym("shop", "alice@example.com")
+	if len(a) != 64 || strings.Contains(a, "alice") {
+		t.Fatalf("pseudonym %q", a)
+	}
+	if a != k.Pseudonym("shop", "alice@example.com") {
+		t.Error("not deterministic")
+	}
+	for name, other := range map[string]string{
+		"other tenant":     k.Pseudonym("shop2", "alice@example.com"),
+		"other key":        k2.Pseudonym("shop", "alice@example.com"),
+		"shifted boundary": k.Pseudonym("sho", "palice@example.com"),
+	} {
+		if other == a {
+			t.Errorf("%s gives the same pseudonym", name)
+		}
+	}
+	if k.Fingerprint("a", "b", "c", "d") == k.Fingerprint("a", "b", "cd", "") {
+		t.Error("fingerprint parts are ambiguous")
+	}
+}
+
+func TestKeyNeverPrints(t *testing.T) {
+	k := testKey(t)
+	for _, s := range []string{fmt.Sprint(k), fmt.Sprintf("%v %+v %#v %s", k, k, k, k)} {
+		if strings.Contains(s, "ssss") {
+			t.Fatalf("secret printed: %s", s)
+		}
+	}
+}
+
+func TestKeyFromEnv(t *testing.T) {
+	t.Setenv("LETHE_HMAC_KEY", "")
+	t.Setenv("LETHE_HMAC_KEY_FILE", "")
+	if _, err := KeyFromEnv(); err == nil {
+		t.Error("missing key accepted")
+	}
+	t.Setenv("LETHE_HMAC_KEY", "short")
+	if _, err := KeyFromEnv(); err == nil {
+		t.Error("short key accepted")
+	}
+	t.Setenv("LETHE_HMAC_KEY", strings.Repeat("x", 32))
+	t.Setenv("LETHE_HMAC_KEY_ID", "2026-11")
+	k, err := KeyFromEnv()
+	if err != nil || k.ID() != "2026-11" {
+		t.Fatalf("KeyFromEnv = %v, %v", k, err)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for _, tc := range []struct {
+		tenant string
+		ok     bool
+	}{
+		{"shop", true}, {"shop_2-b", true}, {"9lives", true},
+		{"", false}, {"Shop", false}, {"../etc", false}, {"a/b", false}, {"{tenant}", false},
+		{"a b", false}, {"-a", false}, {strings.Repeat("a", 64), false}, {"é", false},
+	} {
+		if err := ValidateTenant(tc.tenant); (err == nil) != tc.ok || err != nil && !errors.Is(err, ErrInvalid) {
+			t.Errorf("ValidateTenant(%q) = %v", tc.tenant, err)
+		}
+	}
+	for _, tc := range []struct {
+		id string
+		ok bool
+	}{
+		{"alice", true}, {"a*b?[c]\\:d", true}, {"Zoë", true}, {"用户", true},
+		{"", false}, {"a\nb", false}, {"a\x00", false}, {"\xff", false}, {strings.Repeat("a", 257), false},
+	} {
+		if err := ValidateID("subject_id", tc.id); (err == nil) != tc.ok {
+			t.Errorf("ValidateID(%q) = %v", tc.id, err)
+		}
+	}
+}
