@@ -1,0 +1,171 @@
+// Package aggregator joins the per-store reports of each request into its receipt.
+//
+// It consumes erasure.requested (to learn the expected stores and the due date) and
+// erasure.store.done, records both durably in the audit table, and when every expected
+// store has reported success with zero remaining, issues exactly one receipt
+// (auditlog.Issue: conditional writes, crash- and race-safe) and publishes it on
+// erasure.completed. Handling is idempotent: a redelivered record rewrites the same state
+// and, for a completed request, publishes the same receipt again; consumers of
+// erasure.completed deduplicate by request id. The offset is marked only after the receipt
+// and its event were acknowledged.
+package aggregator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+
+	"github.com/lethe-erasure/lethe/pkg/auditlog"
+	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/worker"
+)
+
+// Aggregator turns store reports into receipts.
+type Aggregator struct {
+	Store          auditlog.Store
+	Producer       worker.Producer
+	RequestedTopic string // default event.TopicRequested
+	CompletedTopic string // default event.TopicCompleted
+	Log            *zap.Logger
+	Now            func() time.Time
+}
+
+// Handle is the consumer.Handler for erasure.requested and erasure.store.done.
+func (a *Aggregator) Handle(ctx context.Context, rec *kgo.Record) error {
+	var requestID string
+	if rec.Topic == or(a.RequestedTopic, event.TopicRequested) {
+		var req event.Requested
+		if err := event.Request.Decode(rec.Value, &req); err != nil {
+			return err
+		}
+		if err := validRequest(&req); err != nil {
+			return err
+		}
+		if err := a.Store.PutRequest(ctx, auditlog.RequestOf(&req)); err != nil {
+			return fmt.Errorf("aggregator: record request: %w", err)
+		}
+		requestID = req.RequestID
+	} else {
+		var d event.StoreDone
+		if err := event.Done.Decode(rec.Value, &d); err != nil {
+			return err
+		}
+		if d.RequestID == "" || d.Store == "" {
+			return deletion.Permanent(errors.New("aggregator: store report without request_id or store"))
+		}
+		if err := a.Store.PutReport(ctx, d); err != nil {
+			return fmt.Errorf("aggregator: record report: %w", err)
+		}
+		requestID = d.RequestID
+	}
+	return a.complete(ctx, requestID)
+}
+
+func validRequest(r *event.Requested) error {
+	if r.RequestID == "" || r.TenantID == "" || len(r.ExpectedStores) == 0 {
+		return deletion.Permanent(errors.New("aggregator: request without request_id, tenant_id or expected stores"))
+	}
+	return nil
+}
+
+// complete issues and publishes the receipt of requestID if every expected store succeeded.
+func (a *Aggregator) complete(ctx context.Context, requestID string) error {
+	req, err := a.Store.GetRequest(ctx, requestID)
+	if errors.Is(err, auditlog.ErrNotFound) {
+		return nil // reports came before the request; its own record completes it
+	}
+	if err != nil {
+		return fmt.Errorf("aggregator: load request: %w", err)
+	}
+	reports, err := a.Store.Reports(ctx, requestID)
+	if err != nil {
+		return fmt.Errorf("aggregator: load reports: %w", err)
+	}
+	r, ok := Build(req, reports, a.now())
+	if !ok {
+		return nil
+	}
+	issued, err := auditlog.Issue(ctx, a.Store, r)
+	if err != nil {
+		return fmt.Errorf("aggregator: issue receipt: %w", err)
+	}
+	b, err := event.Completed.Encode(&issued)
+	if err != nil {
+		return fmt.Errorf("aggregator: encode receipt: %w", err)
+	}
+	out := &kgo.Record{Topic: or(a.CompletedTopic, event.TopicCompleted), Key: []byte(requestID), Value: b}
+	if err := a.Producer.ProduceSync(ctx, out).FirstErr(); err != nil {
+		return fmt.Errorf("aggregator: publish receipt: %w", err)
+	}
+	if issued.ReceiptID == r.ReceiptID {
+		a.log().Info("receipt issued", zap.String("request_id", requestID), zap.String("tenant", req.TenantID),
+			zap.String("subject_hash", req.SubjectHash), zap.Int64("seq", issued.Seq), zap.Int64("elapsed_ms", issued.ElapsedMS))
+	}
+	return nil
+}
+
+// Build returns the receipt of req when every expected store has a successful report with
+// nothing remaining; ok is false otherwise. Stores appear in the order of ExpectedStores.
+func Build(req auditlog.Request, reports []event.StoreDone, now time.Time) (r event.Receipt, ok bool) {
+	byStore := map[string]event.StoreDone{}
+	for _, d := range reports {
+		byStore[d.Store] = d
+	}
+	r = event.Receipt{
+		ReceiptID:        uuid.NewString(),
+		RequestID:        req.RequestID,
+		TenantID:         req.TenantID,
+		SubjectHash:      req.SubjectHash,
+		KeyID:            req.KeyID,
+		Scope:            req.Scope,
+		Regulation:       req.Regulation,
+		RequestedAt:      req.RequestedAt,
+		CompletedAt:      now,
+		DueAt:            req.DueAt,
+		ElapsedMS:        now.Sub(req.RequestedAt).Milliseconds(),
+		InventoryVersion: req.InventoryVersion,
+		Status:           event.ReceiptComplete,
+	}
+	for _, name := range req.ExpectedStores {
+		d, found := byStore[name]
+		if !found || !d.Status.Succeeded() || d.Verification.Remaining != 0 {
+			return event.Receipt{}, false
+		}
+		if d.Kind == inventory.KindAuditLog && d.Status != event.StatusNoPII {
+			return event.Receipt{}, false
+		}
+		r.Stores = append(r.Stores, event.StoreEvidence{
+			Store: d.Store, Kind: d.Kind, Status: d.Status, Deleted: d.Deleted(),
+			Locations: d.Locations, Verification: d.Verification, Physical: d.Physical,
+		})
+	}
+	return r, true
+}
+
+func (a *Aggregator) log() *zap.Logger {
+	if a.Log == nil {
+		return zap.NewNop()
+	}
+	return a.Log
+}
+
+func (a *Aggregator) now() time.Time {
+	if a.Now == nil {
+		return time.Now().UTC()
+	}
+	return a.Now()
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

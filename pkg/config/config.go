@@ -1,0 +1,207 @@
+// Package config loads a Lethe service's configuration from the environment and builds
+// the clients it names. Every setting has a default for a local stack; secrets are read
+// from the environment or files and never printed (String masks them).
+//
+//	LETHE_KAFKA_BROKERS      seed brokers, comma separated           127.0.0.1:9092
+//	LETHE_KAFKA_PARTITIONS   partitions of topics a service creates  6
+//	LETHE_INVENTORY          inventory YAML file                      the embedded reference inventory
+//	LETHE_HMAC_KEY[_FILE]    pseudonym key (>= 32 bytes)              required
+//	LETHE_HMAC_KEY_ID        its id                                   k1
+//	LETHE_HTTP_ADDR          intake listen address                    127.0.0.1:8080
+//	LETHE_SLA                due-date windows, e.g. GDPR=720h         GDPR 30d, LGPD 15d, PDPA 30d, CCPA 45d
+//	LETHE_QDRANT_ADDR        Qdrant gRPC host:port                    127.0.0.1:6334
+//	LETHE_QDRANT_API_KEY     Qdrant API key                           none
+//	LETHE_REDIS_ADDRS        Redis addresses (several: a cluster)     127.0.0.1:6379
+//	LETHE_REDIS_USERNAME, LETHE_REDIS_PASSWORD                        none
+//	LETHE_S3_ENDPOINT        S3 endpoint (MinIO, tests); empty = AWS  none
+//	LETHE_DATASET_DIR        root of directory datasets               none
+//	LETHE_AUDIT_TABLE        DynamoDB audit table                     none (then LETHE_AUDIT_DIR)
+//	LETHE_AUDIT_DIR          embedded audit store directory           ./data/audit
+//	LETHE_DYNAMODB_ENDPOINT  DynamoDB endpoint (DynamoDB Local, tests) none
+//	LETHE_LOG_LEVEL          debug, info, warn, error                 info
+//
+// AWS credentials and region come from the AWS default chain (AWS_REGION, AWS_PROFILE,
+// web identity, instance roles).
+package config
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/qdrant/go-client/qdrant"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/lethe-erasure/lethe/pkg/auditlog"
+	"github.com/lethe-erasure/lethe/pkg/auditlog/dynamo"
+	"github.com/lethe-erasure/lethe/pkg/broker"
+	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/subject"
+)
+
+// Config is a service's configuration.
+type Config struct {
+	Service          string
+	Broker           broker.Config
+	InventoryFile    string
+	Inventory        *inventory.Inventory
+	Key              subject.Key
+	HTTPAddr         string
+	QdrantAddr       string
+	qdrantAPIKey     string
+	RedisAddrs       []string
+	RedisUsername    string
+	redisPassword    string
+	S3Endpoint       string
+	DatasetDir       string
+	AuditTable       string
+	AuditDir         string
+	DynamoDBEndpoint string
+	LogLevel         string
+}
+
+// FromEnv loads the configuration of service. It fails without a valid pseudonym key or
+// with an invalid inventory.
+func FromEnv(service string) (*Config, error) {
+	c := &Config{
+		Service:          service,
+		Broker:           broker.FromEnv("lethe-" + service),
+		InventoryFile:    os.Getenv("LETHE_INVENTORY"),
+		HTTPAddr:         env("LETHE_HTTP_ADDR", "127.0.0.1:8080"),
+		QdrantAddr:       env("LETHE_QDRANT_ADDR", "127.0.0.1:6334"),
+		qdrantAPIKey:     os.Getenv("LETHE_QDRANT_API_KEY"),
+		RedisAddrs:       strings.Split(env("LETHE_REDIS_ADDRS", "127.0.0.1:6379"), ","),
+		RedisUsername:    os.Getenv("LETHE_REDIS_USERNAME"),
+		redisPassword:    os.Getenv("LETHE_REDIS_PASSWORD"),
+		S3Endpoint:       os.Getenv("LETHE_S3_ENDPOINT"),
+		DatasetDir:       os.Getenv("LETHE_DATASET_DIR"),
+		AuditTable:       os.Getenv("LETHE_AUDIT_TABLE"),
+		AuditDir:         env("LETHE_AUDIT_DIR", "data/audit"),
+		DynamoDBEndpoint: os.Getenv("LETHE_DYNAMODB_ENDPOINT"),
+		LogLevel:         env("LETHE_LOG_LEVEL", "info"),
+	}
+	var err error
+	if c.Key, err = subject.KeyFromEnv(); err != nil {
+		return nil, err
+	}
+	if c.InventoryFile == "" {
+		c.Inventory = inventory.Reference()
+	} else if c.Inventory, err = inventory.Load(c.InventoryFile); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func env(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// String prints the configuration with secrets masked.
+func (c *Config) String() string {
+	inv := c.InventoryFile
+	if inv == "" {
+		inv = "embedded reference"
+	}
+	mask := func(s string) string {
+		if s == "" {
+			return "none"
+		}
+		return "****"
+	}
+	return fmt.Sprintf("service=%s brokers=%s inventory=%s (version %s, %d stores) key=%s http=%s qdrant=%s qdrant_api_key=%s redis=%s redis_password=%s s3_endpoint=%s dataset_dir=%s audit=%s",
+		c.Service, strings.Join(c.Broker.Brokers, ","), inv, c.Inventory.Version, len(c.Inventory.Stores), c.Key,
+		c.HTTPAddr, c.QdrantAddr, mask(c.qdrantAPIKey), strings.Join(c.RedisAddrs, ","), mask(c.redisPassword),
+		c.S3Endpoint, c.DatasetDir, c.auditName())
+}
+
+func (c *Config) auditName() string {
+	if c.AuditTable != "" {
+		return "dynamodb:" + c.AuditTable
+	}
+	return "dir:" + c.AuditDir
+}
+
+// Logger returns a JSON logger at LogLevel, tagged with the service name.
+func (c *Config) Logger() (*zap.Logger, error) {
+	lvl, err := zapcore.ParseLevel(c.LogLevel)
+	if err != nil {
+		return nil, fmt.Errorf("config: LETHE_LOG_LEVEL: %w", err)
+	}
+	zc := zap.NewProductionConfig()
+	zc.Level = zap.NewAtomicLevelAt(lvl)
+	zc.Sampling = nil
+	l, err := zc.Build()
+	if err != nil {
+		return nil, err
+	}
+	return l.With(zap.String("service", c.Service)), nil
+}
+
+// Qdrant connects to Qdrant over gRPC.
+func (c *Config) Qdrant() (*qdrant.Client, error) {
+	host, port, err := net.SplitHostPort(c.QdrantAddr)
+	if err != nil {
+		return nil, fmt.Errorf("config: LETHE_QDRANT_ADDR: %w", err)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		return nil, fmt.Errorf("config: LETHE_QDRANT_ADDR port: %w", err)
+	}
+	return qdrant.NewClient(&qdrant.Config{Host: host, Port: p, APIKey: c.qdrantAPIKey, SkipCompatibilityCheck: true})
+}
+
+// Redis returns a client: a cluster client for several addresses, else a single-node one.
+func (c *Config) Redis() redis.UniversalClient {
+	return redis.NewUniversalClient(&redis.UniversalOptions{
+		Addrs: c.RedisAddrs, Username: c.RedisUsername, Password: c.redisPassword,
+		IsClusterMode: len(c.RedisAddrs) > 1,
+	})
+}
+
+func (c *Config) aws(ctx context.Context) (aws.Config, error) {
+	return awsconfig.LoadDefaultConfig(ctx)
+}
+
+// S3 returns an S3 client (path-style when an endpoint is set).
+func (c *Config) S3(ctx context.Context) (*s3.Client, error) {
+	ac, err := c.aws(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("config: aws: %w", err)
+	}
+	return s3.NewFromConfig(ac, func(o *s3.Options) {
+		if c.S3Endpoint != "" {
+			o.BaseEndpoint = aws.String(c.S3Endpoint)
+			o.UsePathStyle = true
+		}
+	}), nil
+}
+
+// AuditStore opens the audit table: DynamoDB when AuditTable is set, else the embedded
+// directory store.
+func (c *Config) AuditStore(ctx context.Context) (auditlog.Store, error) {
+	if c.AuditTable == "" {
+		return auditlog.OpenDir(c.AuditDir)
+	}
+	ac, err := c.aws(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("config: aws: %w", err)
+	}
+	client := dynamodb.NewFromConfig(ac, func(o *dynamodb.Options) {
+		if c.DynamoDBEndpoint != "" {
+			o.BaseEndpoint = aws.String(c.DynamoDBEndpoint)
+		}
+	})
+	return dynamo.New(client, c.AuditTable), nil
+}

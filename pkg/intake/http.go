@@ -1,0 +1,235 @@
+package intake
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/lethe-erasure/lethe/pkg/auditlog"
+	"github.com/lethe-erasure/lethe/pkg/event"
+)
+
+// MaxBodyBytes bounds a request body.
+const MaxBodyBytes = 64 << 10
+
+// SubmitRequest is the body of POST /v1/erasures.
+type SubmitRequest struct {
+	TenantID   string      `json:"tenant_id"`
+	SubjectID  string      `json:"subject_id"`
+	SessionIDs []string    `json:"session_ids"`
+	Regulation string      `json:"regulation"`
+	Scope      event.Scope `json:"scope"`
+}
+
+// Accepted is the 202 answer of POST /v1/erasures.
+type Accepted struct {
+	RequestID   string    `json:"request_id"`
+	SubjectHash string    `json:"subject_hash"`
+	KeyID       string    `json:"key_id"`
+	DueAt       time.Time `json:"due_at"`
+	StatusURL   string    `json:"status_url"`
+	ReceiptURL  string    `json:"receipt_url"`
+}
+
+// Request states in Status.
+const (
+	StatePending    = "PENDING"     // accepted, no store has reported
+	StateInProgress = "IN_PROGRESS" // some stores reported
+	StateFailed     = "FAILED"      // a store reported FAILED (re-drive it)
+	StateComplete   = "COMPLETE"    // the receipt exists
+)
+
+// StoreState is one store's part of Status. Status is PENDING until it reports.
+type StoreState struct {
+	Store     string       `json:"store"`
+	Status    event.Status `json:"status"`
+	Deleted   int64        `json:"deleted"`
+	Remaining int64        `json:"remaining"`
+	Attempt   int          `json:"attempt,omitempty"`
+	Error     string       `json:"error,omitempty"`
+}
+
+// Status is the answer of GET /v1/erasures/{id}. It holds no raw identifier.
+type Status struct {
+	RequestID        string       `json:"request_id"`
+	TenantID         string       `json:"tenant_id"`
+	SubjectHash      string       `json:"subject_hash"`
+	KeyID            string       `json:"key_id"`
+	Scope            event.Scope  `json:"scope"`
+	Regulation       string       `json:"regulation"`
+	State            string       `json:"state"`
+	RequestedAt      time.Time    `json:"requested_at"`
+	DueAt            time.Time    `json:"due_at"`
+	Overdue          bool         `json:"overdue"`
+	InventoryVersion string       `json:"inventory_version"`
+	Stores           []StoreState `json:"stores"`
+	ReceiptID        string       `json:"receipt_id,omitempty"`
+}
+
+// Pending is the store state before a report.
+const Pending event.Status = "PENDING"
+
+// Handler serves the intake API:
+//
+//	POST /v1/erasures               submit (202 with Accepted; 400, 409, 413, 503 with {"error"})
+//	GET  /v1/erasures/{id}          status (200 with Status; 404)
+//	GET  /v1/erasures/{id}/receipt  receipt (200 with event.Receipt; 404 until it exists)
+//	GET  /healthz                   liveness
+func (s *Service) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/erasures", s.handleSubmit)
+	mux.HandleFunc("GET /v1/erasures/{id}", s.handleStatus)
+	mux.HandleFunc("GET /v1/erasures/{id}/receipt", s.handleReceipt)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
+	return mux
+}
+
+func (s *Service) handleSubmit(w http.ResponseWriter, r *http.Request) {
+	var body SubmitRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body is larger than %d bytes", MaxBodyBytes))
+			return
+		}
+		writeError(w, http.StatusBadRequest, "body is not a valid erasure request: "+jsonReason(err))
+		return
+	}
+	if dec.More() {
+		writeError(w, http.StatusBadRequest, "body holds more than one JSON value")
+		return
+	}
+	req, err := s.Submit(r.Context(), event.IntakeRequest{
+		TenantID: body.TenantID, SubjectID: body.SubjectID, SessionIDs: body.SessionIDs,
+		Regulation: body.Regulation, Scope: body.Scope, IdempotencyKey: r.Header.Get("Idempotency-Key"),
+		Source: "http", SubmittedAt: s.now(),
+	})
+	switch {
+	case errors.Is(err, ErrInvalid):
+		writeError(w, http.StatusBadRequest, err.Error())
+	case errors.Is(err, ErrConflict):
+		writeError(w, http.StatusConflict, err.Error())
+	case errors.Is(err, ErrUnavailable):
+		writeError(w, http.StatusServiceUnavailable, ErrUnavailable.Error())
+	case err != nil:
+		s.log().Error("submit failed", zap.Error(err))
+		writeError(w, http.StatusInternalServerError, "internal error")
+	default:
+		writeJSON(w, http.StatusAccepted, Accepted{
+			RequestID: req.RequestID, SubjectHash: req.SubjectHash, KeyID: req.KeyID, DueAt: req.DueAt,
+			StatusURL: "/v1/erasures/" + req.RequestID, ReceiptURL: "/v1/erasures/" + req.RequestID + "/receipt",
+		})
+	}
+}
+
+// jsonReason describes a decoding error without echoing the body (it may hold identifiers).
+func jsonReason(err error) string {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		return fmt.Sprintf("syntax error at byte %d", syn.Offset)
+	case errors.As(err, &typ):
+		return fmt.Sprintf("field %q must be %s", typ.Field, typ.Type)
+	case err.Error() == "EOF":
+		return "empty body"
+	}
+	msg := err.Error()
+	if len(msg) > 80 {
+		msg = msg[:80]
+	}
+	return msg // "json: unknown field \"x\"" and the like name fields, not values
+}
+
+// Status returns the status of requestID.
+func (s *Service) Status(ctx context.Context, requestID string) (Status, error) {
+	req, err := s.Store.GetRequest(ctx, requestID)
+	if err != nil {
+		return Status{}, err
+	}
+	reports, err := s.Store.Reports(ctx, requestID)
+	if err != nil {
+		return Status{}, err
+	}
+	st := Status{
+		RequestID: req.RequestID, TenantID: req.TenantID, SubjectHash: req.SubjectHash, KeyID: req.KeyID,
+		Scope: req.Scope, Regulation: req.Regulation, RequestedAt: req.RequestedAt, DueAt: req.DueAt,
+		InventoryVersion: req.InventoryVersion, State: StatePending,
+	}
+	byStore := map[string]event.StoreDone{}
+	for _, d := range reports {
+		byStore[d.Store] = d
+	}
+	for _, name := range req.ExpectedStores {
+		d, ok := byStore[name]
+		if !ok {
+			st.Stores = append(st.Stores, StoreState{Store: name, Status: Pending})
+			continue
+		}
+		st.State = StateInProgress
+		st.Stores = append(st.Stores, StoreState{Store: name, Status: d.Status, Deleted: d.Deleted(),
+			Remaining: d.Verification.Remaining, Attempt: d.Attempt, Error: d.Error})
+	}
+	for _, ss := range st.Stores {
+		if ss.Status == event.StatusFailed {
+			st.State = StateFailed
+		}
+	}
+	rc, err := s.Store.GetReceipt(ctx, requestID)
+	switch {
+	case err == nil:
+		st.State, st.ReceiptID = StateComplete, rc.ReceiptID
+	case !errors.Is(err, auditlog.ErrNotFound):
+		return Status{}, err
+	}
+	st.Overdue = st.State != StateComplete && s.now().After(req.DueAt)
+	return st, nil
+}
+
+func (s *Service) handleStatus(w http.ResponseWriter, r *http.Request) {
+	st, err := s.Status(r.Context(), r.PathValue("id"))
+	if s.lookupFailed(w, err) {
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (s *Service) handleReceipt(w http.ResponseWriter, r *http.Request) {
+	rc, err := s.Store.GetReceipt(r.Context(), r.PathValue("id"))
+	if s.lookupFailed(w, err) {
+		return
+	}
+	writeJSON(w, http.StatusOK, rc)
+}
+
+func (s *Service) lookupFailed(w http.ResponseWriter, err error) bool {
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, auditlog.ErrNotFound):
+		writeError(w, http.StatusNotFound, "no such request, or no receipt yet")
+	default:
+		s.log().Error("lookup failed", zap.Error(err))
+		writeError(w, http.StatusServiceUnavailable, "state store unavailable")
+	}
+	return true
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, map[string]string{"error": msg})
+}

@@ -1,0 +1,250 @@
+// Package intake accepts erasure requests, over HTTP and from erasure.intake, and serves
+// their status and receipts.
+//
+// A request is validated at the edge (tenant ids are strict, subject and session ids are
+// any non-empty, valid UTF-8 without control characters), pseudonymised with the keyed
+// pseudonym, stamped with the inventory version, the stores that must report and the due
+// date of its regulation, and published on erasure.requested. Submit returns only after the
+// broker acknowledged the event. With an idempotency key, the request id is derived from
+// (tenant, key): submitting again returns the same request without publishing it twice,
+// and reusing a key for another subject is a conflict.
+package intake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+
+	"github.com/lethe-erasure/lethe/pkg/auditlog"
+	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/subject"
+	"github.com/lethe-erasure/lethe/pkg/worker"
+)
+
+// Errors of Submit.
+var (
+	ErrInvalid     = subject.ErrInvalid                                     // the request is malformed (400)
+	ErrConflict    = errors.New("idempotency key used for another request") // (409)
+	ErrUnavailable = errors.New("request not accepted: broker unavailable") // (503)
+)
+
+// Policy maps a regulation (upper case) to the time allowed to complete an erasure.
+type Policy map[string]time.Duration
+
+// DefaultPolicy holds the legal windows: GDPR Art. 12(3) one month, LGPD 15 days, PDPA
+// 30 days, CCPA 45 days.
+func DefaultPolicy() Policy {
+	return Policy{"GDPR": 30 * 24 * time.Hour, "LGPD": 15 * 24 * time.Hour, "PDPA": 30 * 24 * time.Hour, "CCPA": 45 * 24 * time.Hour}
+}
+
+// PolicyFromEnv returns DefaultPolicy overridden by $LETHE_SLA ("GDPR=720h,LGPD=360h").
+func PolicyFromEnv() (Policy, error) {
+	p := DefaultPolicy()
+	env := os.Getenv("LETHE_SLA")
+	if env == "" {
+		return p, nil
+	}
+	for _, kv := range strings.Split(env, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		d, err := time.ParseDuration(v)
+		if !ok || err != nil || d <= 0 {
+			return nil, fmt.Errorf("intake: LETHE_SLA entry %q: want REGULATION=duration", kv)
+		}
+		p[strings.ToUpper(k)] = d
+	}
+	return p, nil
+}
+
+// Service is the intake.
+type Service struct {
+	Key            subject.Key
+	Inventory      *inventory.Inventory
+	Producer       worker.Producer
+	Store          auditlog.Store // request state and receipts
+	Policy         Policy
+	RequestedTopic string // default event.TopicRequested
+	Log            *zap.Logger
+	Now            func() time.Time
+}
+
+// Validate checks in and normalises its regulation and scope.
+func (s *Service) Validate(in *event.IntakeRequest) error {
+	if err := subject.ValidateTenant(in.TenantID); err != nil {
+		return err
+	}
+	in.Regulation = strings.ToUpper(strings.TrimSpace(in.Regulation))
+	if _, ok := s.Policy[in.Regulation]; !ok {
+		known := make([]string, 0, len(s.Policy))
+		for k := range s.Policy {
+			known = append(known, k)
+		}
+		sort.Strings(known)
+		return fmt.Errorf("%w: regulation must be one of %s", ErrInvalid, strings.Join(known, ", "))
+	}
+	switch in.Scope {
+	case "", event.ScopeSubject:
+		in.Scope = event.ScopeSubject
+		if err := subject.ValidateID("subject_id", in.SubjectID); err != nil {
+			return err
+		}
+	case event.ScopeTenant:
+		if in.SubjectID != "" || len(in.SessionIDs) > 0 {
+			return fmt.Errorf("%w: a TENANT scope request names no subject_id or session_ids", ErrInvalid)
+		}
+	default:
+		return fmt.Errorf("%w: scope must be SUBJECT or TENANT", ErrInvalid)
+	}
+	if len(in.SessionIDs) > subject.MaxSessions {
+		return fmt.Errorf("%w: more than %d session_ids", ErrInvalid, subject.MaxSessions)
+	}
+	for _, id := range in.SessionIDs {
+		if err := subject.ValidateID("session_ids[]", id); err != nil {
+			return err
+		}
+	}
+	if len(in.IdempotencyKey) > 200 {
+		return fmt.Errorf("%w: idempotency key is longer than 200 bytes", ErrInvalid)
+	}
+	return nil
+}
+
+// Submit validates in, publishes the stamped request and returns it once acknowledged.
+func (s *Service) Submit(ctx context.Context, in event.IntakeRequest) (event.Requested, error) {
+	if err := s.Validate(&in); err != nil {
+		return event.Requested{}, err
+	}
+	now := s.now()
+	req := event.Requested{
+		RequestID:        s.requestID(in),
+		TenantID:         in.TenantID,
+		KeyID:            s.Key.ID(),
+		Identifiers:      event.Identifiers{SubjectID: in.SubjectID, SessionIDs: append([]string{}, in.SessionIDs...)},
+		Scope:            in.Scope,
+		Regulation:       in.Regulation,
+		RequestedAt:      now,
+		DueAt:            now.Add(s.Policy[in.Regulation]),
+		InventoryVersion: s.Inventory.Version,
+		ExpectedStores:   s.Inventory.Names(),
+		OnlyStores:       []string{},
+		Attempt:          1,
+	}
+	if in.Scope == event.ScopeTenant {
+		req.SubjectHash = s.Key.Pseudonym(in.TenantID, "") // the tenant itself
+	} else {
+		req.SubjectHash = s.Key.Pseudonym(in.TenantID, in.SubjectID)
+	}
+	if in.IdempotencyKey != "" {
+		prev, err := s.Store.GetRequest(ctx, req.RequestID)
+		switch {
+		case err == nil && (prev.SubjectHash != req.SubjectHash || prev.Scope != req.Scope || prev.Regulation != req.Regulation):
+			return event.Requested{}, ErrConflict
+		case err == nil:
+			req.RequestedAt, req.DueAt, req.InventoryVersion, req.ExpectedStores = prev.RequestedAt, prev.DueAt, prev.InventoryVersion, prev.ExpectedStores
+			return req, nil // already accepted
+		case !errors.Is(err, auditlog.ErrNotFound):
+			return event.Requested{}, fmt.Errorf("intake: %w", err)
+		}
+	}
+	if err := s.publish(ctx, &req); err != nil {
+		return event.Requested{}, err
+	}
+	if err := s.Store.PutRequest(ctx, auditlog.RequestOf(&req)); err != nil {
+		// The aggregator records it from the event too; status may lag until then.
+		s.log().Warn("request state not recorded", zap.String("request_id", req.RequestID), zap.Error(err))
+	}
+	s.log().Info("erasure requested", zap.String("request_id", req.RequestID), zap.String("tenant", req.TenantID),
+		zap.String("subject_hash", req.SubjectHash), zap.String("regulation", req.Regulation), zap.String("scope", string(req.Scope)),
+		zap.String("source", in.Source))
+	return req, nil
+}
+
+func (s *Service) publish(ctx context.Context, req *event.Requested) error {
+	b, err := event.Request.Encode(req)
+	if err != nil {
+		return fmt.Errorf("intake: encode: %w", err)
+	}
+	rec := &kgo.Record{Topic: s.requestedTopic(), Key: []byte(req.RequestID), Value: b}
+	if err := s.Producer.ProduceSync(ctx, rec).FirstErr(); err != nil {
+		s.log().Error("publish failed", zap.String("request_id", req.RequestID), zap.Error(err))
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	return nil
+}
+
+// Redrive publishes requestID again under the same id with a higher attempt, for every
+// store or only the named ones. The raw identifiers must be supplied again: Lethe keeps
+// none outside erasure.requested.
+func (s *Service) Redrive(ctx context.Context, requestID string, ids event.Identifiers, stores []string) (event.Requested, error) {
+	prev, err := s.Store.GetRequest(ctx, requestID)
+	if err != nil {
+		return event.Requested{}, err
+	}
+	req := event.Requested{
+		RequestID: prev.RequestID, TenantID: prev.TenantID, SubjectHash: prev.SubjectHash, KeyID: prev.KeyID,
+		Identifiers: ids, Scope: prev.Scope, Regulation: prev.Regulation, RequestedAt: prev.RequestedAt,
+		DueAt: prev.DueAt, InventoryVersion: prev.InventoryVersion, ExpectedStores: prev.ExpectedStores,
+		OnlyStores: append([]string{}, stores...), Attempt: prev.Attempt + 1,
+	}
+	if prev.Scope == event.ScopeSubject && s.Key.Pseudonym(prev.TenantID, ids.SubjectID) != prev.SubjectHash {
+		return event.Requested{}, fmt.Errorf("%w: the identifiers do not match the request's subject", ErrInvalid)
+	}
+	if err := s.publish(ctx, &req); err != nil {
+		return event.Requested{}, err
+	}
+	if err := s.Store.PutRequest(ctx, auditlog.RequestOf(&req)); err != nil {
+		s.log().Warn("request state not recorded", zap.String("request_id", req.RequestID), zap.Error(err))
+	}
+	return req, nil
+}
+
+// HandleIntake is the consumer.Handler for erasure.intake. Invalid requests are permanent
+// errors: the consumer dead-letters them with the reason.
+func (s *Service) HandleIntake(ctx context.Context, rec *kgo.Record) error {
+	var in event.IntakeRequest
+	if err := event.Intake.Decode(rec.Value, &in); err != nil {
+		return err
+	}
+	_, err := s.Submit(ctx, in)
+	if errors.Is(err, ErrInvalid) || errors.Is(err, ErrConflict) {
+		return deletion.Permanent(err)
+	}
+	return err
+}
+
+func (s *Service) requestID(in event.IntakeRequest) string {
+	if in.IdempotencyKey == "" {
+		return "er_" + strings.ReplaceAll(uuid.NewString(), "-", "")
+	}
+	return "er_" + s.Key.Fingerprint(in.TenantID, "idempotency-key", in.IdempotencyKey, "")[:32]
+}
+
+func (s *Service) requestedTopic() string {
+	if s.RequestedTopic == "" {
+		return event.TopicRequested
+	}
+	return s.RequestedTopic
+}
+
+func (s *Service) log() *zap.Logger {
+	if s.Log == nil {
+		return zap.NewNop()
+	}
+	return s.Log
+}
+
+func (s *Service) now() time.Time {
+	if s.Now == nil {
+		return time.Now().UTC().Truncate(time.Millisecond)
+	}
+	return s.Now()
+}

@@ -1,0 +1,180 @@
+// Package worker is the runtime of a deleter service: it turns erasure.requested records
+// into erasures of the inventory stores it serves and one erasure.store.done per store.
+//
+// For each request, the worker acts on every inventory store whose kind it serves and that
+// the request expects (for a re-drive, only the selected ones), in parallel. Each store is
+// erased and then verified by reading back; transient errors are retried with capped
+// backoff within a budget, after which, as for permanent errors, the store reports FAILED
+// with the reason. Handle returns only after every erasure.store.done was acknowledged by
+// the broker, so the consumer marks the request's offset after the side effects and their
+// reports; a redelivered request erases again (a no-op) and reports again.
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+
+	"github.com/lethe-erasure/lethe/pkg/consumer"
+	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/inventory"
+)
+
+// Producer publishes records and waits for their acknowledgement (a *kgo.Client).
+type Producer interface {
+	ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults
+}
+
+// Worker erases data subjects from the inventory stores of the kinds in Stores.
+type Worker struct {
+	Inventory *inventory.Inventory
+	Stores    map[string]deletion.Store // by inventory kind
+	Producer  Producer
+	DoneTopic string           // default event.TopicStoreDone
+	Attempts  int              // tries per store before FAILED; default 5
+	Backoff   consumer.Backoff // between tries; default 100ms..2s
+	Log       *zap.Logger
+	Now       func() time.Time
+}
+
+// Handle is the consumer.Handler for erasure.requested.
+func (w *Worker) Handle(ctx context.Context, rec *kgo.Record) error {
+	var req event.Requested
+	if err := event.Request.Decode(rec.Value, &req); err != nil {
+		return err // permanent: the consumer dead-letters it
+	}
+	if req.RequestID == "" || req.TenantID == "" {
+		return deletion.Permanent(errors.New("worker: request without request_id or tenant_id"))
+	}
+	stores := w.targets(&req)
+	if len(stores) == 0 {
+		return nil
+	}
+	subj := deletion.Subject{
+		Tenant:   req.TenantID,
+		ID:       req.Identifiers.SubjectID,
+		Hash:     req.SubjectHash,
+		Sessions: req.Identifiers.SessionIDs,
+		Scope:    req.Scope,
+	}
+	reports := make([]*kgo.Record, len(stores))
+	var wg sync.WaitGroup
+	for i, st := range stores {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			done := w.erase(ctx, &req, st, subj)
+			b, err := event.Done.Encode(&done)
+			if err != nil {
+				panic(err) // our own event always encodes
+			}
+			reports[i] = &kgo.Record{Topic: w.doneTopic(), Key: []byte(req.RequestID), Value: b}
+		}()
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if err := w.Producer.ProduceSync(ctx, reports...).FirstErr(); err != nil {
+		return fmt.Errorf("worker: publish store reports: %w", err)
+	}
+	return nil
+}
+
+// targets are the inventory stores this worker acts on for req.
+func (w *Worker) targets(req *event.Requested) []inventory.Store {
+	var out []inventory.Store
+	for _, st := range w.Inventory.Stores {
+		if _, ok := w.Stores[st.Kind]; ok && req.Acts(st.Name) {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// erase erases and verifies one store, retrying transient errors, and returns its report.
+func (w *Worker) erase(ctx context.Context, req *event.Requested, st inventory.Store, subj deletion.Subject) event.StoreDone {
+	impl := w.Stores[st.Kind]
+	start := w.now()
+	log := w.log().With(zap.String("request_id", req.RequestID), zap.String("tenant", req.TenantID),
+		zap.String("subject_hash", req.SubjectHash), zap.String("store", st.Name))
+	done := event.StoreDone{
+		RequestID: req.RequestID, TenantID: req.TenantID, Store: st.Name, Kind: st.Kind,
+		Attempt: req.Attempt, StartedAt: start, Physical: st.Physical, Locations: []event.LocationCount{},
+	}
+	var res deletion.Result
+	var ver event.Verification
+	var err error
+	attempts := w.Attempts
+	if attempts <= 0 {
+		attempts = 5
+	}
+	for try := 1; try <= attempts; try++ {
+		res, err = impl.Erase(ctx, st, subj)
+		if err == nil {
+			ver, err = impl.Verify(ctx, st, subj)
+		}
+		if err == nil || deletion.IsPermanent(err) || ctx.Err() != nil || try == attempts {
+			break
+		}
+		d := w.backoff().Delay(try)
+		log.Warn("store erase failed, retrying", zap.Int("attempt", try), zap.Duration("backoff", d), zap.Error(err))
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+		}
+	}
+	done.FinishedAt = w.now()
+	if err != nil {
+		done.Status = event.StatusFailed
+		done.Error = err.Error()
+		done.Verification = event.Verification{Method: "not verified", Remaining: -1}
+		log.Error("store erase failed", zap.Bool("permanent", deletion.IsPermanent(err)), zap.Error(err))
+		return done
+	}
+	if res.Locations != nil {
+		done.Locations = res.Locations
+	}
+	done.Verification = ver
+	done.Status = deletion.StatusOf(res, ver)
+	if done.Status == event.StatusFailed {
+		done.Error = fmt.Sprintf("verification found %d items remaining", ver.Remaining)
+	}
+	log.Info("store erased", zap.String("status", string(done.Status)), zap.Int64("deleted", res.Deleted()),
+		zap.Int64("remaining", ver.Remaining), zap.Duration("took", done.FinishedAt.Sub(start)))
+	return done
+}
+
+func (w *Worker) doneTopic() string {
+	if w.DoneTopic == "" {
+		return event.TopicStoreDone
+	}
+	return w.DoneTopic
+}
+
+func (w *Worker) backoff() consumer.Backoff {
+	if w.Backoff.Base == 0 {
+		return consumer.Backoff{Base: 100 * time.Millisecond, Max: 2 * time.Second}
+	}
+	return w.Backoff
+}
+
+func (w *Worker) log() *zap.Logger {
+	if w.Log == nil {
+		return zap.NewNop()
+	}
+	return w.Log
+}
+
+func (w *Worker) now() time.Time {
+	if w.Now == nil {
+		return time.Now().UTC()
+	}
+	return w.Now()
+}

@@ -1,0 +1,26 @@
+// Command qdrant-deleter erases data subjects from every inventory store of kind "qdrant": it consumes
+// erasure.requested, erases and verifies by reading back, and publishes one
+// erasure.store.done per store. Configuration: see package config.
+package main
+
+import (
+	"context"
+
+	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/qdrantstore"
+	"github.com/lethe-erasure/lethe/pkg/service"
+	"github.com/lethe-erasure/lethe/pkg/worker"
+)
+
+func main() {
+	service.Main("qdrant-deleter", func(ctx context.Context, env service.Env) ([]service.Group, func(context.Context) error, error) {
+		client, err := env.Config.Qdrant()
+		if err != nil {
+			return nil, nil, err
+		}
+		store := qdrantstore.New(client)
+		w := &worker.Worker{Inventory: env.Config.Inventory, Stores: map[string]deletion.Store{"qdrant": store}, Producer: env.Producer, Log: env.Log}
+		return []service.Group{{Name: "lethe-qdrant-deleter", Topics: []string{event.TopicRequested}, Handler: w.Handle}}, nil, nil
+	})
+}

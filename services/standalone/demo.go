@@ -1,0 +1,387 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/qdrant/go-client/qdrant"
+
+	"github.com/lethe-erasure/lethe/pkg/auditlog"
+	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/intake"
+	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/qdrantstore"
+	"github.com/lethe-erasure/lethe/pkg/redisstore"
+)
+
+// The demo tenant and its customers. The first customer asks for erasure; her older
+// session predates the customer_id payload field, so its chunks carry only session_id.
+const demoTenant = "vastralaya"
+
+type customer struct {
+	id       string
+	sessions []string // the last one is legacy: its chunks carry only the session id
+}
+
+var (
+	target     = customer{"anna.schmidt@example.de", []string{"sess-2026-11-a1", "sess-2025-10-legacy"}}
+	bystanders = []customer{
+		{"ravi.kumar@example.in", []string{"sess-2026-11-r1", "sess-2025-09-r0"}},
+		{"anna.schmidt@example.de.evil", []string{"sess-2026-11-a1x", "sess-2025-10-legacyx"}}, // a longer id
+		{"cust-*", []string{"sess-*", "sess-?"}},                                               // glob metacharacters
+	}
+)
+
+func (c customer) subject(k interface{ Pseudonym(t, s string) string }) deletion.Subject {
+	return deletion.Subject{Tenant: demoTenant, ID: c.id, Hash: k.Pseudonym(demoTenant, c.id), Sessions: c.sessions, Scope: event.ScopeSubject}
+}
+
+// demo seeds the stores, erases the target customer over HTTP and checks the result.
+func (a *app) demo(ctx context.Context, stdout, stderr io.Writer) error {
+	if err := a.seed(ctx); err != nil {
+		return fmt.Errorf("seed: %w", err)
+	}
+	before, err := a.footprints(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "seeded tenant %q: customer %s has %s\n", demoTenant, a.key.Pseudonym(demoTenant, target.id)[:12], before[target.id])
+
+	start := time.Now()
+	acc, err := a.submit(ctx)
+	if err != nil {
+		return err
+	}
+	accepted := time.Since(start)
+	fmt.Fprintf(stderr, "accepted %s in %s (due %s)\n", acc.RequestID, accepted.Round(time.Microsecond), acc.DueAt.Format(time.RFC3339))
+	receipt, err := a.await(ctx, acc.RequestID, stderr)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "receipt in %s after submission (%d ms from request to receipt)\n", time.Since(start).Round(time.Microsecond), receipt.ElapsedMS)
+
+	after, err := a.footprints(ctx)
+	if err != nil {
+		return err
+	}
+	problems := check(receipt, a.inventory, before, after)
+	line, err := json.Marshal(receipt)
+	if err != nil {
+		return err
+	}
+	if len(problems) > 0 {
+		fmt.Fprintln(stdout, string(line))
+		return fmt.Errorf("demo failed:\n  %s", strings.Join(problems, "\n  "))
+	}
+	fmt.Fprintf(stderr, "re-checked every store: customer gone (%s; the audit log keeps hash-only events by design), %d other customers intact\n", after[target.id], len(bystanders))
+	fmt.Fprintln(stdout, string(line))
+	return nil
+}
+
+// footprint counts one customer's items per store, read back through each store's
+// verification (the number of the customer's items present) and, for the audit log, the
+// customer's hash-only events.
+type footprint map[string]int64
+
+func (f footprint) String() string {
+	var parts []string
+	for _, k := range []string{"qdrant", "redis", "langgraph", "dataset", "audit_log"} {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, f[k]))
+	}
+	return strings.Join(parts, " ")
+}
+
+func (a *app) footprints(ctx context.Context) (map[string]footprint, error) {
+	out := map[string]footprint{}
+	for _, c := range append([]customer{target}, bystanders...) {
+		s := c.subject(a.key)
+		fp := footprint{}
+		for _, st := range a.inventory.Stores {
+			if st.Kind == inventory.KindAuditLog {
+				evs, err := a.stack.Audit.Events(ctx, demoTenant, s.Hash)
+				if err != nil {
+					return nil, err
+				}
+				fp[st.Name] = int64(len(evs))
+				continue
+			}
+			v, err := a.stores[st.Kind].Verify(ctx, st, s)
+			if err != nil {
+				return nil, fmt.Errorf("read back %s: %w", st.Name, err)
+			}
+			fp[st.Name] = v.Remaining
+			if st.Kind == inventory.KindDataset {
+				// Verify counts rows in every object version; erasing a customer rightly
+				// deletes old versions that also hold others' rows, so others are compared
+				// on the current objects.
+				fp[st.Name+allVersions] = v.Remaining
+				if fp[st.Name], err = a.currentRows(ctx, c); err != nil {
+					return nil, err
+				}
+			}
+		}
+		out[c.id] = fp
+	}
+	return out, nil
+}
+
+const allVersions = " (all versions)"
+
+// currentRows counts the rows of c in the current dataset objects of the demo tenant.
+func (a *app) currentRows(ctx context.Context, c customer) (int64, error) {
+	list, err := a.stack.S3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(DatasetBucket), Prefix: aws.String(demoTenant + "/")})
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, o := range list.Contents {
+		obj, err := a.stack.S3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(DatasetBucket), Key: o.Key})
+		if err != nil {
+			return 0, err
+		}
+		b, err := io.ReadAll(obj.Body)
+		obj.Body.Close()
+		if err != nil {
+			return 0, err
+		}
+		var rows [][]string
+		if strings.HasSuffix(*o.Key, ".csv") {
+			if rows, err = csv.NewReader(bytes.NewReader(b)).ReadAll(); err != nil {
+				return 0, err
+			}
+			rows = rows[1:] // header: customer_id, session_id, ...
+		} else {
+			for _, line := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
+				var m map[string]any
+				if err := json.Unmarshal(line, &m); err != nil {
+					return 0, err
+				}
+				id, _ := m["customer_id"].(string)
+				sess, _ := m["session_id"].(string)
+				rows = append(rows, []string{id, sess})
+			}
+		}
+		for _, r := range rows {
+			if r[0] == c.id || slices.Contains(c.sessions, r[1]) {
+				n++
+			}
+		}
+	}
+	return n, nil
+}
+
+// check lists what is wrong with the outcome.
+func check(r event.Receipt, inv *inventory.Inventory, before, after map[string]footprint) []string {
+	var bad []string
+	if r.Status != event.ReceiptComplete {
+		bad = append(bad, "receipt status "+r.Status)
+	}
+	if len(r.Stores) != len(inv.Stores) {
+		bad = append(bad, fmt.Sprintf("receipt has %d stores, inventory %d", len(r.Stores), len(inv.Stores)))
+	}
+	for _, s := range r.Stores {
+		if s.Verification.Remaining != 0 {
+			bad = append(bad, fmt.Sprintf("receipt: %s remaining %d", s.Store, s.Verification.Remaining))
+		}
+	}
+	for _, st := range inv.Stores {
+		if st.Kind != inventory.KindAuditLog && before[target.id][st.Name] == 0 {
+			bad = append(bad, fmt.Sprintf("seed: the customer had no data in %s", st.Name))
+		}
+		if st.Kind != inventory.KindAuditLog && after[target.id][st.Name]+after[target.id][st.Name+allVersions] != 0 {
+			bad = append(bad, fmt.Sprintf("%s: %d items of the customer remain", st.Name, after[target.id][st.Name]+after[target.id][st.Name+allVersions]))
+		}
+		for _, c := range bystanders {
+			if after[c.id][st.Name] != before[c.id][st.Name] || before[c.id][st.Name] == 0 {
+				bad = append(bad, fmt.Sprintf("%s: another customer had %d items, now %d", st.Name, before[c.id][st.Name], after[c.id][st.Name]))
+			}
+		}
+	}
+	return bad
+}
+
+func (a *app) submit(ctx context.Context) (intake.Accepted, error) {
+	body, _ := json.Marshal(intake.SubmitRequest{TenantID: demoTenant, SubjectID: target.id, SessionIDs: target.sessions, Regulation: "GDPR"})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, a.baseURL+"/v1/erasures", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", "demo-"+time.Now().UTC().Format(time.RFC3339Nano))
+	var acc intake.Accepted
+	if err := doJSON(req, http.StatusAccepted, &acc); err != nil {
+		return acc, fmt.Errorf("submit: %w", err)
+	}
+	return acc, nil
+}
+
+// await polls the request's status, printing each store's progress, until the receipt
+// exists, a store failed, or 30 s passed.
+func (a *app) await(ctx context.Context, id string, stderr io.Writer) (event.Receipt, error) {
+	seen := map[string]event.Status{}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		var st intake.Status
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, a.baseURL+"/v1/erasures/"+id, nil)
+		err := doJSON(req, http.StatusOK, &st)
+		if err != nil && !errors.Is(err, errNotFound) {
+			return event.Receipt{}, fmt.Errorf("status: %w", err)
+		}
+		for _, s := range st.Stores {
+			if seen[s.Store] != s.Status && s.Status != intake.Pending {
+				seen[s.Store] = s.Status
+				fmt.Fprintf(stderr, "  %-10s %-16s deleted %-4d remaining %d\n", s.Store, s.Status, s.Deleted, s.Remaining)
+			}
+		}
+		switch st.State {
+		case intake.StateComplete:
+			var r event.Receipt
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, a.baseURL+"/v1/erasures/"+id+"/receipt", nil)
+			return r, doJSON(req, http.StatusOK, &r)
+		case intake.StateFailed:
+			return event.Receipt{}, fmt.Errorf("request %s failed: %+v", id, st.Stores)
+		}
+		select {
+		case <-ctx.Done():
+			return event.Receipt{}, fmt.Errorf("no receipt for %s: %w", id, ctx.Err())
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+var errNotFound = errors.New("not found")
+
+func doJSON(req *http.Request, want int, v any) error {
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode == http.StatusNotFound {
+		return errNotFound
+	}
+	if resp.StatusCode != want {
+		return fmt.Errorf("%s %s: %s: %s", req.Method, req.URL.Path, resp.Status, bytes.TrimSpace(b))
+	}
+	return json.Unmarshal(b, v)
+}
+
+// seed writes every customer's data into the five stores, as the RAG app would.
+func (a *app) seed(ctx context.Context) error {
+	for _, st := range a.inventory.OfKinds(inventory.KindQdrant) {
+		if err := a.seedQdrant(ctx, st); err != nil {
+			return err
+		}
+	}
+	for _, st := range a.inventory.OfKinds(inventory.KindRedis) {
+		if err := a.seedRedis(ctx, st); err != nil {
+			return err
+		}
+	}
+	if err := a.seedDatasets(ctx); err != nil {
+		return err
+	}
+	w := auditlog.NewWriter(a.stack.Audit, a.key)
+	for _, c := range append([]customer{target}, bystanders...) {
+		for i, q := range []string{"do you have this kurta in blue?", "where is my order?", "return policy for sarees"} {
+			if err := w.Query(ctx, demoTenant, c.id, c.sessions[i%len(c.sessions)], q, []string{fmt.Sprintf("chunk-%d", i)}, "gpt-4o-mini", "/v1/chat"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// seedQdrant writes 30 chunks per customer tagged with customer_id and session_id, and 17
+// legacy chunks tagged only with the old session id (47 in all, as in the seeds' story).
+func (a *app) seedQdrant(ctx context.Context, st inventory.Store) error {
+	q := a.stack.Qdrant
+	for _, tmpl := range st.Locators.Collections {
+		coll := inventory.Expand(tmpl, inventory.Vars{Tenant: demoTenant}, nil)
+		err := q.CreateCollection(ctx, &qdrant.CreateCollection{CollectionName: coll,
+			VectorsConfig: qdrant.NewVectorsConfig(&qdrant.VectorParams{Size: 4, Distance: qdrant.Distance_Cosine})})
+		if err != nil {
+			return fmt.Errorf("qdrant create collection: %w", err)
+		}
+		if err := qdrantstore.New(q).EnsureIndexes(ctx, st, demoTenant); err != nil {
+			return err
+		}
+		var points []*qdrant.PointStruct
+		id := uint64(1)
+		for _, c := range append([]customer{target}, bystanders...) {
+			for i := 0; i < 47; i++ {
+				payload := map[string]any{"text": fmt.Sprintf("chunk %d of a product answer", i)}
+				if i < 30 {
+					payload["customer_id"] = c.id
+					payload["session_id"] = c.sessions[0]
+				} else {
+					payload["session_id"] = c.sessions[len(c.sessions)-1]
+				}
+				points = append(points, &qdrant.PointStruct{Id: qdrant.NewIDNum(id), Vectors: qdrant.NewVectors(0.1, 0.2, 0.3, float32(i)), Payload: qdrant.NewValueMap(payload)})
+				id++
+			}
+		}
+		if _, err := q.Upsert(ctx, &qdrant.UpsertPoints{CollectionName: coll, Points: points, Wait: aws.Bool(true)}); err != nil {
+			return fmt.Errorf("qdrant upsert: %w", err)
+		}
+	}
+	return nil
+}
+
+// seedRedis writes each customer's keys for st (4 per session, as the app does), listing
+// the current session's keys in the per-customer index and leaving the legacy ones unindexed.
+func (a *app) seedRedis(ctx context.Context, st inventory.Store) error {
+	for _, c := range append([]customer{target}, bystanders...) {
+		s := c.subject(a.key)
+		for si, sess := range c.sessions {
+			var keys []string
+			for _, tmpl := range st.Locators.Keys {
+				for i := 0; i < 2; i++ {
+					k := redisstore.Key(tmpl, s.Vars(sess), fmt.Sprintf("%s:%d", redisstore.KeyPart(sess), i))
+					if err := a.stack.Redis.Set(ctx, k, "turn", 0).Err(); err != nil {
+						return err
+					}
+					keys = append(keys, k)
+				}
+			}
+			if si == 0 {
+				if err := redisstore.Index(ctx, a.stack.Redis, st, s, keys...); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// seedDatasets writes the tenant's evaluation datasets twice (so the bucket holds an older
+// version with the customer's row as well): a CSV labelled set and a JSONL one.
+func (a *app) seedDatasets(ctx context.Context) error {
+	for version := 1; version <= 2; version++ {
+		var csv, jsonl strings.Builder
+		csv.WriteString("customer_id,session_id,question,ground_truth,faithfulness\n")
+		for _, c := range append([]customer{target}, bystanders...) {
+			fmt.Fprintf(&csv, "%q,%q,\"is this kurta, in blue, available?\",\"yes, sizes S-XL\",0.9%d\n", c.id, c.sessions[0], version)
+			fmt.Fprintf(&csv, ",%q,\"legacy question\",\"legacy answer\",0.7\n", c.sessions[len(c.sessions)-1])
+			line, _ := json.Marshal(map[string]any{"customer_id": c.id, "session_id": c.sessions[0], "query": "where is my order?", "label": "order_status", "v": version})
+			jsonl.Write(append(line, '\n'))
+		}
+		for key, body := range map[string]string{demoTenant + "/ragas_eval.csv": csv.String(), demoTenant + "/intent_labels.jsonl": jsonl.String()} {
+			if _, err := a.stack.S3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(DatasetBucket), Key: aws.String(key), Body: strings.NewReader(body)}); err != nil {
+				return fmt.Errorf("s3 put: %w", err)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
+	"github.com/qdrant/go-client/qdrant"
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/lethe-erasure/lethe/pkg/auditlog"
+	"github.com/lethe-erasure/lethe/pkg/broker"
+	"github.com/lethe-erasure/lethe/pkg/qdrantfake"
+	"github.com/lethe-erasure/lethe/pkg/service"
+)
+
+// DatasetBucket is the versioned bucket of the embedded S3.
+const DatasetBucket = "lethe-datasets"
+
+// stack is the embedded stand-in for each production component: a kfake Kafka cluster,
+// the Qdrant emulator, redis-server (miniredis when none is installed), gofakes3 over HTTP
+// with versioning, and the directory audit store.
+type stack struct {
+	Broker    broker.Config
+	Qdrant    *qdrant.Client
+	Redis     redis.UniversalClient
+	RedisKind string
+	S3        *s3.Client
+	Audit     auditlog.Store
+	closers   []func()
+}
+
+func (s *stack) Close() {
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		s.closers[i]()
+	}
+}
+
+func startStack(ctx context.Context, dataDir string) (_ *stack, err error) {
+	s := &stack{}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, service.Topics...))
+	if err != nil {
+		return nil, fmt.Errorf("kafka: %w", err)
+	}
+	s.closers = append(s.closers, kc.Close)
+	s.Broker = broker.Config{Brokers: kc.ListenAddrs(), ClientID: "lethe-standalone", Partitions: 3}
+
+	qs, err := qdrantfake.Start(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("qdrant emulator: %w", err)
+	}
+	s.closers = append(s.closers, qs.Close)
+	if s.Qdrant, err = qdrant.NewClient(qs.Config()); err != nil {
+		return nil, fmt.Errorf("qdrant client: %w", err)
+	}
+	s.closers = append(s.closers, func() { s.Qdrant.Close() })
+
+	addr, stop, err := startRedis(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	s.closers = append(s.closers, stop)
+	s.Redis = redis.NewClient(&redis.Options{Addr: addr})
+	s.closers = append(s.closers, func() { s.Redis.Close() })
+	s.RedisKind = "redis-server"
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		s.RedisKind = "miniredis (no redis-server on PATH)"
+	}
+
+	if s.S3, err = startS3(ctx, s); err != nil {
+		return nil, fmt.Errorf("s3: %w", err)
+	}
+	if s.Audit, err = auditlog.OpenDir(filepath.Join(dataDir, "audit")); err != nil {
+		return nil, fmt.Errorf("audit store: %w", err)
+	}
+	return s, nil
+}
+
+// startRedis starts redis-server on a free port, or miniredis when it is not installed.
+func startRedis(dataDir string) (addr string, stop func(), err error) {
+	bin, lookErr := exec.LookPath("redis-server")
+	if lookErr != nil {
+		m, err := miniredis.Run()
+		if err != nil {
+			return "", nil, fmt.Errorf("miniredis: %w", err)
+		}
+		return m.Addr(), m.Close, nil
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	dir := filepath.Join(dataDir, "redis")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", nil, err
+	}
+	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)
+	if err := cmd.Start(); err != nil {
+		return "", nil, fmt.Errorf("redis-server: %w", err)
+	}
+	stop = func() { cmd.Process.Kill(); cmd.Wait() }
+	addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return addr, stop, nil
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return "", nil, errors.New("redis-server did not start listening")
+		}
+	}
+}
+
+// startS3 serves gofakes3 over HTTP on a loopback port and creates the versioned bucket.
+func startS3(ctx context.Context, s *stack) (*s3.Client, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{Handler: gofakes3.New(s3mem.New()).Server(), ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(l)
+	s.closers = append(s.closers, func() { srv.Close() })
+	client := s3.New(s3.Options{
+		BaseEndpoint: aws.String("http://" + l.Addr().String()),
+		Region:       "us-east-1",
+		Credentials:  credentials.NewStaticCredentialsProvider("lethe", "lethe-local", ""),
+		UsePathStyle: true,
+	})
+	if _, err := client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(DatasetBucket)}); err != nil {
+		return nil, err
+	}
+	_, err = client.PutBucketVersioning(ctx, &s3.PutBucketVersioningInput{
+		Bucket:                  aws.String(DatasetBucket),
+		VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusEnabled},
+	})
+	return client, err
+}
