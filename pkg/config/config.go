@@ -17,6 +17,7 @@
 //	LETHE_DATASET_DIR        root of directory datasets               none
 //	LETHE_AUDIT_TABLE        DynamoDB audit table                     none (then LETHE_AUDIT_DIR)
 //	LETHE_AUDIT_DIR          embedded audit store directory           ./data/audit
+//	LETHE_AUDIT_CREATE_TABLE create the DynamoDB table if missing     false
 //	LETHE_DYNAMODB_ENDPOINT  DynamoDB endpoint (DynamoDB Local, tests) none
 //	LETHE_LOG_LEVEL          debug, info, warn, error                 info
 //
@@ -65,6 +66,7 @@ type Config struct {
 	DatasetDir       string
 	AuditTable       string
 	AuditDir         string
+	AuditCreateTable bool
 	DynamoDBEndpoint string
 	LogLevel         string
 }
@@ -86,6 +88,7 @@ func FromEnv(service string) (*Config, error) {
 		DatasetDir:       os.Getenv("LETHE_DATASET_DIR"),
 		AuditTable:       os.Getenv("LETHE_AUDIT_TABLE"),
 		AuditDir:         env("LETHE_AUDIT_DIR", "data/audit"),
+		AuditCreateTable: os.Getenv("LETHE_AUDIT_CREATE_TABLE") == "true",
 		DynamoDBEndpoint: os.Getenv("LETHE_DYNAMODB_ENDPOINT"),
 		LogLevel:         env("LETHE_LOG_LEVEL", "info"),
 	}
@@ -203,5 +206,11 @@ func (c *Config) AuditStore(ctx context.Context) (auditlog.Store, error) {
 			o.BaseEndpoint = aws.String(c.DynamoDBEndpoint)
 		}
 	})
-	return dynamo.New(client, c.AuditTable), nil
+	store := dynamo.New(client, c.AuditTable)
+	if c.AuditCreateTable {
+		if err := store.CreateTable(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return store, nil
 }

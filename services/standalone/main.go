@@ -84,20 +84,45 @@ type app struct {
 	intake    *intake.Service
 	stores    map[string]deletion.Store // by kind
 	baseURL   string
+	dataDir   string
 	log       *zap.Logger
+	cancel    context.CancelFunc
+	group     *errgroup.Group
+	closers   []func()
 }
 
 func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error {
+	a, err := start(ctx, o, stderr)
+	if err != nil {
+		return err
+	}
+	if !o.demo {
+		<-ctx.Done()
+		return a.stop()
+	}
+	err = a.demo(ctx, stdout, stderr)
+	return errors.Join(err, a.stop())
+}
+
+// start starts the embedded components and every service.
+func start(ctx context.Context, o options, stderr io.Writer) (_ *app, err error) {
+	a := &app{}
+	defer func() {
+		if err != nil {
+			a.close()
+		}
+	}()
 	if o.dataDir == "" {
 		dir, err := os.MkdirTemp("", "lethe-standalone-")
 		if err != nil {
-			return err
+			return nil, err
 		}
 		o.dataDir = dir
 		if o.demo {
-			defer os.RemoveAll(dir)
+			a.closers = append(a.closers, func() { os.RemoveAll(dir) })
 		}
 	}
+	a.dataDir = o.dataDir
 	if o.httpAddr == "" {
 		o.httpAddr = os.Getenv("LETHE_HTTP_ADDR")
 		if o.demo {
@@ -106,38 +131,36 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 			o.httpAddr = "127.0.0.1:8080"
 		}
 	}
-	key, err := loadKey(stderr)
-	if err != nil {
-		return err
+	if a.key, err = loadKey(stderr); err != nil {
+		return nil, err
 	}
-	log, err := newLogger(o, stderr)
-	if err != nil {
-		return err
+	if a.log, err = newLogger(o, stderr); err != nil {
+		return nil, err
 	}
-	defer log.Sync()
-	inv := inventory.Reference()
+	a.inventory = inventory.Reference()
 	if f := os.Getenv("LETHE_INVENTORY"); f != "" {
-		if inv, err = inventory.Load(f); err != nil {
-			return err
+		if a.inventory, err = inventory.Load(f); err != nil {
+			return nil, err
 		}
+	}
+	policy, err := intake.PolicyFromEnv()
+	if err != nil {
+		return nil, err
 	}
 	st, err := startStack(ctx, o.dataDir)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer st.Close()
+	a.stack = st
+	a.closers = append(a.closers, st.Close)
 	prod, err := st.Broker.NewProducer()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer prod.Close()
+	a.closers = append(a.closers, prod.Close)
 
-	a := &app{stack: st, inventory: inv, key: key, log: log}
-	policy, err := intake.PolicyFromEnv()
-	if err != nil {
-		return err
-	}
-	a.intake = &intake.Service{Key: key, Inventory: inv, Producer: prod, Store: st.Audit, Policy: policy, Log: log.With(zap.String("service", "intake"))}
+	log, inv := a.log, a.inventory
+	a.intake = &intake.Service{Key: a.key, Inventory: inv, Producer: prod, Store: st.Audit, Policy: policy, Log: log.With(zap.String("service", "intake"))}
 	a.stores = map[string]deletion.Store{
 		inventory.KindQdrant:   qdrantstore.New(st.Qdrant),
 		inventory.KindRedis:    redisstore.New(st.Redis),
@@ -159,14 +182,15 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 
 	l, err := net.Listen("tcp", o.httpAddr)
 	if err != nil {
-		return fmt.Errorf("intake listener: %w", err)
+		return nil, fmt.Errorf("intake listener: %w", err)
 	}
 	a.baseURL = "http://" + l.Addr().String()
 	srv := &http.Server{Handler: a.intake.Handler(), ReadHeaderTimeout: 5 * time.Second}
 
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	runCtx, cancel := context.WithCancel(context.Background())
+	a.cancel = cancel
 	g, gctx := errgroup.WithContext(runCtx)
+	a.group = g
 	for _, grp := range groups {
 		g.Go(func() error {
 			return consumer.Run(gctx, consumer.Config{Broker: st.Broker, Group: grp.Name, Topics: grp.Topics, Log: log.With(zap.String("group", grp.Name))}, grp.Handler)
@@ -180,21 +204,28 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	})
 	g.Go(func() error {
 		<-gctx.Done()
-		srv.Close()
-		return nil
+		return srv.Close()
 	})
 	fmt.Fprintf(stderr, "lethe standalone: intake on %s, kafka %v, qdrant emulator, %s, gofakes3 (versioned bucket %s), audit store in %s\n",
 		a.baseURL, st.Broker.Brokers, st.RedisKind, DatasetBucket, filepath.Join(o.dataDir, "audit"))
+	return a, nil
+}
 
-	if !o.demo {
-		return g.Wait()
+// stop stops every service, waits for them and releases the components.
+func (a *app) stop() error {
+	a.cancel()
+	err := a.group.Wait()
+	a.close()
+	return err
+}
+
+func (a *app) close() {
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		a.closers[i]()
 	}
-	demoErr := a.demo(ctx, stdout, stderr)
-	cancel()
-	if err := g.Wait(); err != nil && demoErr == nil {
-		demoErr = err
+	if a.log != nil {
+		a.log.Sync()
 	}
-	return demoErr
 }
 
 // loadKey reads the pseudonym key from the environment, or generates a throwaway one when

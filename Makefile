@@ -1,0 +1,42 @@
+# Lethe. The two commands: `make run` (the demo on embedded components) and `make test`.
+SHELL := /bin/bash
+MODULES := $(shell go list -m -f '{{.Dir}}' 2>/dev/null)
+DYNALITE := .tools/node_modules/dynalite/cli.js
+GOTEST_FLAGS ?= -count=1 -timeout 10m
+
+.PHONY: run serve test vet build-modules tools fuzz clean
+
+## run: erase one demo customer from all five stores on embedded components; prints the receipt
+run:
+	go run ./services/standalone -demo
+
+## serve: run every service in one process on embedded components (intake on 127.0.0.1:8080)
+serve:
+	go run ./services/standalone
+
+## test: vet, build every module on its own, and run every module's tests (needs redis-server and node)
+test: tools vet build-modules
+	@set -e; for m in $(MODULES); do echo "== go test $${m#$(CURDIR)/}"; (cd $$m && go test $(GOTEST_FLAGS) ./...); done
+
+vet:
+	@set -e; for m in $(MODULES); do (cd $$m && go vet ./...); done
+	@test -z "$$(gofmt -l $(MODULES))" || { echo "gofmt needed:"; gofmt -l $(MODULES); exit 1; }
+
+## build-modules: build each module with GOWORK=off, proving every go.mod is complete
+build-modules:
+	@set -e; for m in $(MODULES); do (cd $$m && GOWORK=off go build -o /dev/null ./... ); done
+
+## tools: install dynalite (DynamoDB for tests) into .tools
+tools: $(DYNALITE)
+$(DYNALITE):
+	npm install --prefix .tools --no-audit --no-fund --silent dynalite@4.0.0
+
+## fuzz: run each fuzz target briefly (FUZZTIME, default 10s)
+FUZZTIME ?= 10s
+fuzz:
+	@set -e; cd pkg; for p in $$(grep -rl '^func Fuzz' --include='*_test.go' . | xargs -n1 dirname | sort -u); do \
+	  for f in $$(grep -h '^func Fuzz' $$p/*_test.go | sed 's/func \(Fuzz[A-Za-z0-9_]*\).*/\1/'); do \
+	    echo "== $$p $$f"; go test $$p -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME); done; done
+
+clean:
+	rm -rf .tools .bench

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/service"
+)
+
+// rawIdentifiers are every raw identifier the demo uses.
+func rawIdentifiers() []string {
+	var ids []string
+	for _, c := range append([]customer{target}, bystanders...) {
+		ids = append(ids, c.id)
+		ids = append(ids, c.sessions...)
+	}
+	return ids
+}
+
+// TestDemoEndToEnd runs the whole pipeline, from an HTTP request to the receipt, on the
+// embedded stack, then reads everything Lethe wrote — logs, every topic but
+// erasure.requested (the one topic that carries identifiers by design), the audit store
+// on disk and the printed receipt — and fails on any raw identifier.
+func TestDemoEndToEnd(t *testing.T) {
+	t.Setenv("LETHE_HMAC_KEY", "")
+	t.Setenv("LETHE_HMAC_KEY_FILE", "")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	a, err := start(ctx, options{demo: true, verbose: true, dataDir: t.TempDir()}, &stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.demo(ctx, &stdout, &stderr); err != nil {
+		a.stop()
+		t.Fatalf("demo: %v\n%s", err, stderr.String())
+	}
+
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	var r event.Receipt
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
+		t.Fatalf("last stdout line is not a receipt: %v", err)
+	}
+	if r.Status != event.ReceiptComplete || r.Seq != 1 || r.Hash == "" || r.AuditLogPII {
+		t.Errorf("receipt %+v", r)
+	}
+	want := map[string]event.Status{"qdrant": event.StatusDeleted, "redis": event.StatusDeleted, "langgraph": event.StatusDeleted, "dataset": event.StatusDeleted, "audit_log": event.StatusNoPII}
+	for _, s := range r.Stores {
+		if want[s.Store] != s.Status || s.Verification.Remaining != 0 {
+			t.Errorf("store %s: %s remaining %d", s.Store, s.Status, s.Verification.Remaining)
+		}
+		delete(want, s.Store)
+	}
+	if len(want) != 0 {
+		t.Errorf("stores missing from the receipt: %v", want)
+	}
+	if r.Stores[0].Deleted != 47 {
+		t.Errorf("qdrant deleted %d chunks, want 47 (30 tagged + 17 legacy session-only)", r.Stores[0].Deleted)
+	}
+
+	// Everything Lethe wrote besides erasure.requested.
+	written := map[string][]byte{"stdout": stdout.Bytes(), "logs and stderr": stderr.Bytes()}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(a.stack.Broker.Brokers...), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.ConsumeTopics(service.Topics...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]int{}
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline) && counts[event.TopicCompleted] == 0; {
+		pctx, pcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		cl.PollFetches(pctx).EachRecord(func(rec *kgo.Record) {
+			counts[rec.Topic]++
+			if rec.Topic == event.TopicRequested {
+				return
+			}
+			var b bytes.Buffer
+			b.Write(rec.Key)
+			b.Write(rec.Value)
+			for _, h := range rec.Headers {
+				b.WriteString(h.Key)
+				b.Write(h.Value)
+			}
+			written["topic "+rec.Topic] = append(written["topic "+rec.Topic], b.Bytes()...)
+		})
+		pcancel()
+	}
+	cl.Close()
+	if counts[event.TopicStoreDone] != 5 || counts[event.TopicCompleted] != 1 || counts[event.TopicRequested] != 1 {
+		t.Errorf("records per topic: %v", counts)
+	}
+	for _, dlq := range []string{event.DLQ(event.TopicIntake), event.DLQ(event.TopicRequested), event.DLQ(event.TopicStoreDone)} {
+		if counts[dlq] != 0 {
+			t.Errorf("%d records dead-lettered on %s", counts[dlq], dlq)
+		}
+	}
+	if err := a.stop(); err != nil {
+		t.Errorf("stop: %v", err)
+	}
+	filepath.WalkDir(filepath.Join(a.dataDir, "audit"), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			b, _ := os.ReadFile(p)
+			written["audit store "+filepath.Base(p)] = b
+		}
+		return nil
+	})
+	if len(written) < 5 {
+		t.Fatalf("read too little to judge: %d sources", len(written))
+	}
+	for where, b := range written {
+		for _, id := range rawIdentifiers() {
+			if bytes.Contains(b, []byte(id)) {
+				t.Errorf("raw identifier %q found in %s", id, where)
+			}
+		}
+	}
+	if !bytes.Contains(stderr.Bytes(), []byte(`"subject_hash"`)) {
+		t.Error("logs carry no subject_hash field: are logs captured?")
+	}
+}
