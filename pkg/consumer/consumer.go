@@ -97,6 +97,8 @@ func Run(ctx context.Context, cfg Config, h Handler) error {
 		cfg.Queue = 256
 	}
 	r := &runner{cfg: cfg, h: h, parts: map[tp]*partition{}}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	defer r.cancel()
 	opts := append(cfg.Broker.Options(),
 		kgo.ConsumerGroup(cfg.Group),
 		kgo.ConsumeTopics(cfg.Topics...),
@@ -112,9 +114,6 @@ func Run(ctx context.Context, cfg Config, h Handler) error {
 	if err != nil {
 		return fmt.Errorf("consumer: %w", err)
 	}
-	r.cl = cl
-	r.ctx, r.cancel = context.WithCancel(context.Background())
-	defer r.cancel()
 
 	go func() {
 		<-ctx.Done()
@@ -129,8 +128,11 @@ func Run(ctx context.Context, cfg Config, h Handler) error {
 			cfg.Log.Warn("fetch error", zap.String("topic", t), zap.Int32("partition", p), zap.Error(err))
 		})
 		fetches.EachPartition(func(p kgo.FetchTopicPartition) {
-			if len(p.Records) > 0 {
-				r.parts[tp{p.Topic, p.Partition}].push(p.Records)
+			r.mu.Lock()
+			pc := r.parts[tp{p.Topic, p.Partition}]
+			r.mu.Unlock()
+			if pc != nil && len(p.Records) > 0 {
+				pc.push(p.Records)
 			}
 		})
 		cl.AllowRebalance()
@@ -153,10 +155,9 @@ type tp struct {
 type runner struct {
 	cfg    Config
 	h      Handler
-	cl     *kgo.Client
 	ctx    context.Context
 	cancel context.CancelFunc
-	mu     sync.Mutex // guards parts against the final stopAll
+	mu     sync.Mutex // guards parts: group callbacks may run outside the poll loop
 	parts  map[tp]*partition
 }
 
@@ -165,7 +166,7 @@ func (r *runner) assigned(_ context.Context, cl *kgo.Client, assigned map[string
 	defer r.mu.Unlock()
 	for topic, ps := range assigned {
 		for _, p := range ps {
-			pc := &partition{r: r, tp: tp{topic, p}, wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
+			pc := &partition{r: r, cl: cl, tp: tp{topic, p}, wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
 			r.parts[pc.tp] = pc
 			go pc.run()
 		}
@@ -216,6 +217,7 @@ func (r *runner) stopAll() {
 // partition processes one partition's records in order.
 type partition struct {
 	r      *runner
+	cl     *kgo.Client
 	tp     tp
 	mu     sync.Mutex
 	queue  []*kgo.Record
@@ -230,7 +232,7 @@ func (p *partition) push(recs []*kgo.Record) {
 	p.queue = append(p.queue, recs...)
 	if !p.paused && len(p.queue) >= p.r.cfg.Queue {
 		p.paused = true
-		p.r.cl.PauseFetchPartitions(map[string][]int32{p.tp.topic: {p.tp.partition}})
+		p.cl.PauseFetchPartitions(map[string][]int32{p.tp.topic: {p.tp.partition}})
 	}
 	p.mu.Unlock()
 	select {
@@ -250,7 +252,7 @@ func (p *partition) next() (*kgo.Record, bool) {
 	p.queue = p.queue[1:]
 	if p.paused && len(p.queue) <= p.r.cfg.Queue/2 {
 		p.paused = false
-		p.r.cl.ResumeFetchPartitions(map[string][]int32{p.tp.topic: {p.tp.partition}})
+		p.cl.ResumeFetchPartitions(map[string][]int32{p.tp.topic: {p.tp.partition}})
 	}
 	return rec, true
 }
@@ -279,7 +281,7 @@ func (p *partition) run() {
 		if !p.process(ctx, rec) {
 			return // stopped before the record was done: it is not marked
 		}
-		p.r.cl.MarkCommitRecords(rec)
+		p.cl.MarkCommitRecords(rec)
 	}
 }
 
@@ -332,7 +334,7 @@ func (p *partition) deadLetter(ctx context.Context, rec *kgo.Record, cause error
 		),
 	}
 	for attempt := 1; ; attempt++ {
-		err := p.r.cl.ProduceSync(ctx, out).FirstErr()
+		err := p.cl.ProduceSync(ctx, out).FirstErr()
 		if err == nil {
 			return true
 		}

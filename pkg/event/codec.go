@@ -66,6 +66,9 @@ func (t *Type) Decode(data []byte, v any) error {
 	if !ok {
 		return fmt.Errorf("%w: %s %x", ErrUnknownSchema, t.name, fp)
 	}
+	if err := validate(writer, body); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrMalformed, t.name, err)
+	}
 	schema := t.current
 	if writer != t.current {
 		schema, err = avro.NewSchemaCompatibility().Resolve(t.current, writer)

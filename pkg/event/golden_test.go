@@ -1,0 +1,195 @@
+package event
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current samples")
+
+// at is a fixed UTC instant with millisecond precision (timestamp-millis keeps no more).
+func at(day, hour, minute, second, milli int) time.Time {
+	return time.Date(2026, time.November, day, hour, minute, second, milli*int(time.Millisecond), time.UTC)
+}
+
+// golden is one event type with a fully populated sample value; every field is non-zero so
+// that a field the codec drops or mangles shows up in the round trip.
+type golden struct {
+	typ    *Type
+	sample any             // pointer to the sample value
+	fresh  func() any      // a new zero value to decode into
+	deref  func(v any) any // *T -> T, for comparisons
+}
+
+func goldens() []golden {
+	return []golden{
+		{
+			typ: Intake,
+			sample: &IntakeRequest{
+				TenantID:       "acme",
+				SubjectID:      "cust-42",
+				SessionIDs:     []string{"sess-1", "sess-2"},
+				Regulation:     "GDPR",
+				Scope:          ScopeSubject,
+				IdempotencyKey: "idem-0001",
+				Source:         "shopbot",
+				SubmittedAt:    at(30, 9, 15, 30, 123),
+			},
+			fresh: func() any { return new(IntakeRequest) },
+			deref: func(v any) any { return *v.(*IntakeRequest) },
+		},
+		{
+			typ: Request,
+			sample: &Requested{
+				RequestID:   "req-0001",
+				TenantID:    "acme",
+				SubjectHash: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+				KeyID:       "key-2026-11",
+				Identifiers: Identifiers{
+					SubjectID:  "cust-42",
+					SessionIDs: []string{"sess-1", "sess-2"},
+				},
+				Scope:            ScopeTenant,
+				Regulation:       "GDPR",
+				RequestedAt:      at(30, 9, 15, 31, 7),
+				DueAt:            at(30, 9, 15, 31, 7).AddDate(0, 0, 30),
+				InventoryVersion: "2026-11-30.1",
+				ExpectedStores:   []string{"qdrant", "redis", "langgraph", "dataset", "audit_log"},
+				OnlyStores:       []string{"redis"},
+				Attempt:          2,
+			},
+			fresh: func() any { return new(Requested) },
+			deref: func(v any) any { return *v.(*Requested) },
+		},
+		{
+			typ: Done,
+			sample: &StoreDone{
+				RequestID: "req-0001",
+				TenantID:  "acme",
+				Store:     "redis",
+				Kind:      "redis",
+				Status:    StatusFailed,
+				Locations: []LocationCount{
+					{Location: "session:acme:{subject}:*", Deleted: 12},
+					{Location: "cache:acme:{subject}:*", Deleted: 3},
+				},
+				Verification: Verification{Method: "scan", Remaining: 1},
+				Physical:     "AOF keeps values until rewrite",
+				Attempt:      3,
+				StartedAt:    at(30, 9, 15, 32, 0),
+				FinishedAt:   at(30, 9, 15, 32, 999),
+				Error:        "verify: 1 key remains",
+			},
+			fresh: func() any { return new(StoreDone) },
+			deref: func(v any) any { return *v.(*StoreDone) },
+		},
+		{
+			typ: Completed,
+			sample: &Receipt{
+				ReceiptID:        "rcpt-0001",
+				RequestID:        "req-0001",
+				TenantID:         "acme",
+				SubjectHash:      "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+				KeyID:            "key-2026-11",
+				Scope:            ScopeSubject,
+				Regulation:       "GDPR",
+				RequestedAt:      at(30, 9, 15, 31, 7),
+				CompletedAt:      at(30, 9, 16, 0, 500),
+				DueAt:            at(30, 9, 15, 31, 7).AddDate(0, 0, 30),
+				ElapsedMS:        29493,
+				InventoryVersion: "2026-11-30.1",
+				Stores: []StoreEvidence{
+					{
+						Store: "qdrant", Kind: "qdrant", Status: StatusDeleted, Deleted: 5,
+						Locations:    []LocationCount{{Location: "shopbot_acme", Deleted: 5}},
+						Verification: Verification{Method: "count", Remaining: 0x7fffffff},
+						Physical:     "vacuum pending",
+					},
+					{
+						Store: "audit_log", Kind: "audit_log", Status: StatusNoPII, Deleted: -1,
+						Locations:    []LocationCount{{Location: "audit", Deleted: -1}},
+						Verification: Verification{Method: "by-design", Remaining: -1},
+						Physical:     "pseudonyms only",
+					},
+				},
+				AuditLogPII: true,
+				Status:      ReceiptComplete,
+				Seq:         3,
+				PrevHash:    "ab12",
+				Hash:        "cd34",
+			},
+			fresh: func() any { return new(Receipt) },
+			deref: func(v any) any { return *v.(*Receipt) },
+		},
+	}
+}
+
+func TestGolden(t *testing.T) {
+	for _, g := range goldens() {
+		t.Run(g.typ.Name(), func(t *testing.T) {
+			assertPopulated(t, reflect.ValueOf(g.sample).Elem(), g.typ.Name())
+
+			got, err := g.typ.Encode(g.sample)
+			if err != nil {
+				t.Fatalf("Encode: %v", err)
+			}
+			file := filepath.Join("testdata", g.typ.Name()+".golden")
+			if *update {
+				if err := os.WriteFile(file, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatalf("%v (run go test ./event -run TestGolden -update to create it)", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("encoding of %s changed:\n got %x\nwant %x\n"+
+					"if the change is intended and TestSchemaEvolution passes, run go test ./event -run TestGolden -update",
+					g.typ.Name(), got, want)
+			}
+
+			decoded := g.fresh()
+			if err := g.typ.Decode(want, decoded); err != nil {
+				t.Fatalf("Decode golden: %v", err)
+			}
+			if !reflect.DeepEqual(g.deref(decoded), g.deref(g.sample)) {
+				t.Errorf("decoded golden differs from sample:\n got %+v\nwant %+v", g.deref(decoded), g.deref(g.sample))
+			}
+		})
+	}
+}
+
+// assertPopulated fails for every zero field of v (recursively through structs and slice
+// elements), so a field added to an event type must also be added to its sample.
+func assertPopulated(t *testing.T, v reflect.Value, path string) {
+	t.Helper()
+	switch v.Kind() {
+	case reflect.Struct:
+		if _, ok := v.Interface().(time.Time); ok {
+			if v.IsZero() {
+				t.Errorf("sample field %s is zero", path)
+			}
+			return
+		}
+		for i := 0; i < v.NumField(); i++ {
+			assertPopulated(t, v.Field(i), path+"."+v.Type().Field(i).Name)
+		}
+	case reflect.Slice:
+		if v.Len() == 0 {
+			t.Errorf("sample field %s is empty", path)
+		}
+		for i := 0; i < v.Len(); i++ {
+			assertPopulated(t, v.Index(i), path+"[]")
+		}
+	default:
+		if v.IsZero() {
+			t.Errorf("sample field %s is zero", path)
+		}
+	}
+}
