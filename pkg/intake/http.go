@@ -1,12 +1,16 @@
 package intake
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 
@@ -80,6 +84,12 @@ const Pending event.Status = "PENDING"
 //	GET  /v1/erasures/{id}          status (200 with Status; 404)
 //	GET  /v1/erasures/{id}/receipt  receipt (200 with event.Receipt; 404 until it exists)
 //	GET  /healthz                   liveness
+//
+// A submitted body is one JSON object of at most MaxBodyBytes (larger bodies are 413
+// whatever they hold) with only the fields of SubmitRequest. It must be valid UTF-8 and
+// must not escape a lone UTF-16 surrogate (\ud800): encoding/json would silently replace
+// either by U+FFFD, and the request would then erase and pseudonymise another identifier
+// than the one sent, so such bodies are 400. No answer echoes an identifier.
 func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/erasures", s.handleSubmit)
@@ -90,19 +100,28 @@ func (s *Service) Handler() http.Handler {
 }
 
 func (s *Service) handleSubmit(w http.ResponseWriter, r *http.Request) {
-	var body SubmitRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&body); err != nil {
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body is larger than %d bytes", MaxBodyBytes))
 			return
 		}
+		writeError(w, http.StatusBadRequest, "body could not be read")
+		return
+	}
+	if !utf8.Valid(raw) || loneSurrogate(raw) {
+		writeError(w, http.StatusBadRequest, "body is not valid UTF-8 (or escapes a lone UTF-16 surrogate)")
+		return
+	}
+	var body SubmitRequest
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil {
 		writeError(w, http.StatusBadRequest, "body is not a valid erasure request: "+jsonReason(err))
 		return
 	}
-	if dec.More() {
+	if _, err := dec.Token(); err != io.EOF {
 		writeError(w, http.StatusBadRequest, "body holds more than one JSON value")
 		return
 	}
@@ -146,6 +165,48 @@ func jsonReason(err error) string {
 		msg = msg[:80]
 	}
 	return msg // "json: unknown field \"x\"" and the like name fields, not values
+}
+
+// loneSurrogate reports whether the JSON text b holds a \u escape of a UTF-16 surrogate
+// that is not half of a high-low pair. Backslashes outside strings are syntax errors the
+// decoder reports, so b is scanned escape by escape.
+func loneSurrogate(b []byte) bool {
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\\' {
+			continue
+		}
+		if i+1 >= len(b) || b[i+1] != 'u' {
+			i++ // a one-character escape such as \\ or \"
+			continue
+		}
+		r, ok := hex4(b[i+2:])
+		switch {
+		case !ok:
+			i++ // malformed: the decoder reports it
+		case r >= 0xdc00 && r <= 0xdfff:
+			return true
+		case r >= 0xd800 && r <= 0xdbff:
+			if len(b) < i+12 || b[i+6] != '\\' || b[i+7] != 'u' {
+				return true
+			}
+			if lo, ok := hex4(b[i+8:]); !ok || lo < 0xdc00 || lo > 0xdfff {
+				return true
+			}
+			i += 11
+		default:
+			i += 5
+		}
+	}
+	return false
+}
+
+// hex4 parses the four hex digits at the start of b.
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(b[:4]), 16, 16)
+	return rune(n), err == nil
 }
 
 // Status returns the status of requestID.

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -55,12 +56,13 @@ func PolicyFromEnv() (Policy, error) {
 		return p, nil
 	}
 	for _, kv := range strings.Split(env, ",") {
-		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
-		d, err := time.ParseDuration(v)
-		if !ok || err != nil || d <= 0 {
+		k, v, ok := strings.Cut(kv, "=")
+		k = strings.ToUpper(strings.TrimSpace(k))
+		d, err := time.ParseDuration(strings.TrimSpace(v))
+		if !ok || k == "" || err != nil || d <= 0 {
 			return nil, fmt.Errorf("intake: LETHE_SLA entry %q: want REGULATION=duration", kv)
 		}
-		p[strings.ToUpper(k)] = d
+		p[k] = d
 	}
 	return p, nil
 }
@@ -183,10 +185,16 @@ func (s *Service) publish(ctx context.Context, req *event.Requested) error {
 
 // Redrive publishes requestID again under the same id with a higher attempt, for every
 // store or only the named ones. The raw identifiers must be supplied again: Lethe keeps
-// none outside erasure.requested.
+// none outside erasure.requested. It fails with an error wrapping auditlog.ErrNotFound for
+// an unknown request, ErrInvalid when the identifiers are invalid or are not the request's
+// subject's (a TENANT request takes none) or a store is not one the request expects, and
+// ErrUnavailable when the broker did not acknowledge the event.
 func (s *Service) Redrive(ctx context.Context, requestID string, ids event.Identifiers, stores []string) (event.Requested, error) {
 	prev, err := s.Store.GetRequest(ctx, requestID)
 	if err != nil {
+		return event.Requested{}, err
+	}
+	if err := validRedrive(prev, ids, stores); err != nil {
 		return event.Requested{}, err
 	}
 	req := event.Requested{
@@ -205,6 +213,28 @@ func (s *Service) Redrive(ctx context.Context, requestID string, ids event.Ident
 		s.log().Warn("request state not recorded", zap.String("request_id", req.RequestID), zap.Error(err))
 	}
 	return req, nil
+}
+
+// validRedrive checks the identifiers and stores of a re-drive of prev; the subject's
+// pseudonym is checked by the caller.
+func validRedrive(prev auditlog.Request, ids event.Identifiers, stores []string) error {
+	if prev.Scope == event.ScopeTenant && (ids.SubjectID != "" || len(ids.SessionIDs) > 0) {
+		return fmt.Errorf("%w: a TENANT scope request names no subject_id or session_ids", ErrInvalid)
+	}
+	if len(ids.SessionIDs) > subject.MaxSessions {
+		return fmt.Errorf("%w: more than %d session_ids", ErrInvalid, subject.MaxSessions)
+	}
+	for _, id := range ids.SessionIDs {
+		if err := subject.ValidateID("session_ids[]", id); err != nil {
+			return err
+		}
+	}
+	for _, st := range stores {
+		if !slices.Contains(prev.ExpectedStores, st) {
+			return fmt.Errorf("%w: store %q is not one the request expects", ErrInvalid, st)
+		}
+	}
+	return nil
 }
 
 // HandleIntake is the consumer.Handler for erasure.intake. Invalid requests are permanent

@@ -5,7 +5,9 @@
 // the request expects (for a re-drive, only the selected ones), in parallel. Each store is
 // erased and then verified by reading back; transient errors are retried with capped
 // backoff within a budget, after which, as for permanent errors, the store reports FAILED
-// with the reason. Handle returns only after every erasure.store.done was acknowledged by
+// with the reason. A report's counts sum every erase that succeeded, so a retry after a
+// failed verification (which finds nothing left to erase) does not lose what the earlier
+// try deleted. Handle returns only after every erasure.store.done was acknowledged by
 // the broker, so the consumer marks the request's offset after the side effects and their
 // reports; a redelivered request erases again (a no-op) and reports again.
 package worker
@@ -14,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -111,6 +114,9 @@ func (w *Worker) erase(ctx context.Context, req *event.Requested, st inventory.S
 	var res deletion.Result
 	var ver event.Verification
 	var err error
+	// deleted sums what every successful Erase deleted: when a verification fails after
+	// an erase, the retried erase finds nothing, but the report must count the first one.
+	var deleted []event.LocationCount
 	attempts := w.Attempts
 	if attempts <= 0 {
 		attempts = 5
@@ -118,6 +124,7 @@ func (w *Worker) erase(ctx context.Context, req *event.Requested, st inventory.S
 	for try := 1; try <= attempts; try++ {
 		res, err = impl.Erase(ctx, st, subj)
 		if err == nil {
+			deleted = addCounts(deleted, res.Locations)
 			ver, err = impl.Verify(ctx, st, subj)
 		}
 		if err == nil || deletion.IsPermanent(err) || ctx.Err() != nil || try == attempts {
@@ -138,8 +145,9 @@ func (w *Worker) erase(ctx context.Context, req *event.Requested, st inventory.S
 		log.Error("store erase failed", zap.Bool("permanent", deletion.IsPermanent(err)), zap.Error(err))
 		return done
 	}
-	if res.Locations != nil {
-		done.Locations = res.Locations
+	res.Locations = deleted
+	if deleted != nil {
+		done.Locations = deleted
 	}
 	done.Verification = ver
 	done.Status = deletion.StatusOf(res, ver)
@@ -149,6 +157,19 @@ func (w *Worker) erase(ctx context.Context, req *event.Requested, st inventory.S
 	log.Info("store erased", zap.String("status", string(done.Status)), zap.Int64("deleted", res.Deleted()),
 		zap.Int64("remaining", ver.Remaining), zap.Duration("took", done.FinishedAt.Sub(start)))
 	return done
+}
+
+// addCounts adds the counts of add to sum, location by location, keeping first-seen order.
+func addCounts(sum, add []event.LocationCount) []event.LocationCount {
+	for _, l := range add {
+		i := slices.IndexFunc(sum, func(s event.LocationCount) bool { return s.Location == l.Location })
+		if i < 0 {
+			sum = append(sum, l)
+			continue
+		}
+		sum[i].Deleted += l.Deleted
+	}
+	return sum
 }
 
 func (w *Worker) doneTopic() string {
