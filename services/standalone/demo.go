@@ -19,6 +19,7 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/embedded"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/intake"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
@@ -57,7 +58,7 @@ func (a *app) demo(ctx context.Context, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "seeded tenant %q: customer %s has %s\n", demoTenant, a.key.Pseudonym(demoTenant, target.id)[:12], before[target.id])
+	fmt.Fprintf(stderr, "seeded tenant %q: customer %s has %s\n", demoTenant, a.Key.Pseudonym(demoTenant, target.id)[:12], before[target.id])
 
 	start := time.Now()
 	acc, err := a.submit(ctx)
@@ -76,7 +77,7 @@ func (a *app) demo(ctx context.Context, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	problems := check(receipt, a.inventory, before, after)
+	problems := check(receipt, a.Inventory, before, after)
 	line, err := json.Marshal(receipt)
 	if err != nil {
 		return err
@@ -106,18 +107,18 @@ func (f footprint) String() string {
 func (a *app) footprints(ctx context.Context) (map[string]footprint, error) {
 	out := map[string]footprint{}
 	for _, c := range append([]customer{target}, bystanders...) {
-		s := c.subject(a.key)
+		s := c.subject(a.Key)
 		fp := footprint{}
-		for _, st := range a.inventory.Stores {
+		for _, st := range a.Inventory.Stores {
 			if st.Kind == inventory.KindAuditLog {
-				evs, err := a.stack.Audit.Events(ctx, demoTenant, s.Hash)
+				evs, err := a.Stack.Audit.Events(ctx, demoTenant, s.Hash)
 				if err != nil {
 					return nil, err
 				}
 				fp[st.Name] = int64(len(evs))
 				continue
 			}
-			v, err := a.stores[st.Kind].Verify(ctx, st, s)
+			v, err := a.Stores[st.Kind].Verify(ctx, st, s)
 			if err != nil {
 				return nil, fmt.Errorf("read back %s: %w", st.Name, err)
 			}
@@ -141,13 +142,13 @@ const allVersions = " (all versions)"
 
 // currentRows counts the rows of c in the current dataset objects of the demo tenant.
 func (a *app) currentRows(ctx context.Context, c customer) (int64, error) {
-	list, err := a.stack.S3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(DatasetBucket), Prefix: aws.String(demoTenant + "/")})
+	list, err := a.Stack.S3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(embedded.DatasetBucket), Prefix: aws.String(demoTenant + "/")})
 	if err != nil {
 		return 0, err
 	}
 	var n int64
 	for _, o := range list.Contents {
-		obj, err := a.stack.S3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(DatasetBucket), Key: o.Key})
+		obj, err := a.Stack.S3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(embedded.DatasetBucket), Key: o.Key})
 		if err != nil {
 			return 0, err
 		}
@@ -214,7 +215,7 @@ func check(r event.Receipt, inv *inventory.Inventory, before, after map[string]f
 
 func (a *app) submit(ctx context.Context) (intake.Accepted, error) {
 	body, _ := json.Marshal(intake.SubmitRequest{TenantID: demoTenant, SubjectID: target.id, SessionIDs: target.sessions, Regulation: "GDPR"})
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, a.baseURL+"/v1/erasures", bytes.NewReader(body))
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, a.BaseURL+"/v1/erasures", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", "demo-"+time.Now().UTC().Format(time.RFC3339Nano))
 	var acc intake.Accepted
@@ -232,7 +233,7 @@ func (a *app) await(ctx context.Context, id string, stderr io.Writer) (event.Rec
 	defer cancel()
 	for {
 		var st intake.Status
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, a.baseURL+"/v1/erasures/"+id, nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, a.BaseURL+"/v1/erasures/"+id, nil)
 		err := doJSON(req, http.StatusOK, &st)
 		if err != nil && !errors.Is(err, errNotFound) {
 			return event.Receipt{}, fmt.Errorf("status: %w", err)
@@ -246,7 +247,7 @@ func (a *app) await(ctx context.Context, id string, stderr io.Writer) (event.Rec
 		switch st.State {
 		case intake.StateComplete:
 			var r event.Receipt
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, a.baseURL+"/v1/erasures/"+id+"/receipt", nil)
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, a.BaseURL+"/v1/erasures/"+id+"/receipt", nil)
 			return r, doJSON(req, http.StatusOK, &r)
 		case intake.StateFailed:
 			return event.Receipt{}, fmt.Errorf("request %s failed: %+v", id, st.Stores)
@@ -279,12 +280,12 @@ func doJSON(req *http.Request, want int, v any) error {
 
 // seed writes every customer's data into the five stores, as the RAG app would.
 func (a *app) seed(ctx context.Context) error {
-	for _, st := range a.inventory.OfKinds(inventory.KindQdrant) {
+	for _, st := range a.Inventory.OfKinds(inventory.KindQdrant) {
 		if err := a.seedQdrant(ctx, st); err != nil {
 			return err
 		}
 	}
-	for _, st := range a.inventory.OfKinds(inventory.KindRedis) {
+	for _, st := range a.Inventory.OfKinds(inventory.KindRedis) {
 		if err := a.seedRedis(ctx, st); err != nil {
 			return err
 		}
@@ -292,7 +293,7 @@ func (a *app) seed(ctx context.Context) error {
 	if err := a.seedDatasets(ctx); err != nil {
 		return err
 	}
-	w := auditlog.NewWriter(a.stack.Audit, a.key)
+	w := auditlog.NewWriter(a.Stack.Audit, a.Key)
 	for _, c := range append([]customer{target}, bystanders...) {
 		for i, q := range []string{"do you have this kurta in blue?", "where is my order?", "return policy for sarees"} {
 			if err := w.Query(ctx, demoTenant, c.id, c.sessions[i%len(c.sessions)], q, []string{fmt.Sprintf("chunk-%d", i)}, "gpt-4o-mini", "/v1/chat"); err != nil {
@@ -306,7 +307,7 @@ func (a *app) seed(ctx context.Context) error {
 // seedQdrant writes 30 chunks per customer tagged with customer_id and session_id, and 17
 // legacy chunks tagged only with the old session id (47 in all, as in the seeds' story).
 func (a *app) seedQdrant(ctx context.Context, st inventory.Store) error {
-	q := a.stack.Qdrant
+	q := a.Stack.Qdrant
 	for _, tmpl := range st.Locators.Collections {
 		coll := inventory.Expand(tmpl, inventory.Vars{Tenant: demoTenant}, nil)
 		err := q.CreateCollection(ctx, &qdrant.CreateCollection{CollectionName: coll,
@@ -343,20 +344,20 @@ func (a *app) seedQdrant(ctx context.Context, st inventory.Store) error {
 // the current session's keys in the per-customer index and leaving the legacy ones unindexed.
 func (a *app) seedRedis(ctx context.Context, st inventory.Store) error {
 	for _, c := range append([]customer{target}, bystanders...) {
-		s := c.subject(a.key)
+		s := c.subject(a.Key)
 		for si, sess := range c.sessions {
 			var keys []string
 			for _, tmpl := range st.Locators.Keys {
 				for i := 0; i < 2; i++ {
 					k := redisstore.Key(tmpl, s.Vars(sess), fmt.Sprintf("%s:%d", redisstore.KeyPart(sess), i))
-					if err := a.stack.Redis.Set(ctx, k, "turn", 0).Err(); err != nil {
+					if err := a.Stack.Redis.Set(ctx, k, "turn", 0).Err(); err != nil {
 						return err
 					}
 					keys = append(keys, k)
 				}
 			}
 			if si == 0 {
-				if err := redisstore.Index(ctx, a.stack.Redis, st, s, keys...); err != nil {
+				if err := redisstore.Index(ctx, a.Stack.Redis, st, s, keys...); err != nil {
 					return err
 				}
 			}
@@ -378,7 +379,7 @@ func (a *app) seedDatasets(ctx context.Context) error {
 			jsonl.Write(append(line, '\n'))
 		}
 		for key, body := range map[string]string{demoTenant + "/ragas_eval.csv": csv.String(), demoTenant + "/intent_labels.jsonl": jsonl.String()} {
-			if _, err := a.stack.S3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(DatasetBucket), Key: aws.String(key), Body: strings.NewReader(body)}); err != nil {
+			if _, err := a.Stack.S3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(embedded.DatasetBucket), Key: aws.String(key), Body: strings.NewReader(body)}); err != nil {
 				return fmt.Errorf("s3 put: %w", err)
 			}
 		}

@@ -18,31 +18,18 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"syscall"
-	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
-	"golang.org/x/sync/errgroup"
 
-	"github.com/lethe-erasure/lethe/pkg/aggregator"
-	"github.com/lethe-erasure/lethe/pkg/auditlog"
-	"github.com/lethe-erasure/lethe/pkg/consumer"
-	"github.com/lethe-erasure/lethe/pkg/datasetstore"
-	"github.com/lethe-erasure/lethe/pkg/deletion"
-	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/embedded"
 	"github.com/lethe-erasure/lethe/pkg/intake"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
-	"github.com/lethe-erasure/lethe/pkg/qdrantstore"
-	"github.com/lethe-erasure/lethe/pkg/redisstore"
-	"github.com/lethe-erasure/lethe/pkg/service"
 	"github.com/lethe-erasure/lethe/pkg/subject"
-	"github.com/lethe-erasure/lethe/pkg/worker"
 )
 
 func main() {
@@ -76,19 +63,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// app is the running standalone process.
+// app is the running standalone process: the embedded system and the demo's view of it.
 type app struct {
-	stack     *stack
-	inventory *inventory.Inventory
-	key       subject.Key
-	intake    *intake.Service
-	stores    map[string]deletion.Store // by kind
-	baseURL   string
-	dataDir   string
-	log       *zap.Logger
-	cancel    context.CancelFunc
-	group     *errgroup.Group
-	closers   []func()
+	*embedded.System
+	log *zap.Logger
 }
 
 func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error {
@@ -98,48 +76,38 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	}
 	if !o.demo {
 		<-ctx.Done()
-		return a.stop()
+		return a.Stop()
 	}
 	err = a.demo(ctx, stdout, stderr)
-	return errors.Join(err, a.stop())
+	return errors.Join(err, a.Stop())
 }
 
-// start starts the embedded components and every service.
-func start(ctx context.Context, o options, stderr io.Writer) (_ *app, err error) {
-	a := &app{}
-	defer func() {
-		if err != nil {
-			a.close()
-		}
-	}()
-	if o.dataDir == "" {
+// start starts the embedded system with the process's configuration.
+func start(ctx context.Context, o options, stderr io.Writer) (*app, error) {
+	if o.dataDir == "" && !o.demo {
 		dir, err := os.MkdirTemp("", "lethe-standalone-")
 		if err != nil {
 			return nil, err
 		}
 		o.dataDir = dir
-		if o.demo {
-			a.closers = append(a.closers, func() { os.RemoveAll(dir) })
-		}
 	}
-	a.dataDir = o.dataDir
-	if o.httpAddr == "" {
+	if o.httpAddr == "" && !o.demo {
 		o.httpAddr = os.Getenv("LETHE_HTTP_ADDR")
-		if o.demo {
-			o.httpAddr = "127.0.0.1:0"
-		} else if o.httpAddr == "" {
+		if o.httpAddr == "" {
 			o.httpAddr = "127.0.0.1:8080"
 		}
 	}
-	if a.key, err = loadKey(stderr); err != nil {
+	key, err := loadKey(stderr)
+	if err != nil {
 		return nil, err
 	}
-	if a.log, err = newLogger(o, stderr); err != nil {
+	log, err := newLogger(o, stderr)
+	if err != nil {
 		return nil, err
 	}
-	a.inventory = inventory.Reference()
+	inv := inventory.Reference()
 	if f := os.Getenv("LETHE_INVENTORY"); f != "" {
-		if a.inventory, err = inventory.Load(f); err != nil {
+		if inv, err = inventory.Load(f); err != nil {
 			return nil, err
 		}
 	}
@@ -147,85 +115,14 @@ func start(ctx context.Context, o options, stderr io.Writer) (_ *app, err error)
 	if err != nil {
 		return nil, err
 	}
-	st, err := startStack(ctx, o.dataDir)
+	sys, err := embedded.Start(ctx, embedded.Options{Key: key, DataDir: o.dataDir, HTTPAddr: o.httpAddr, Inventory: inv, Policy: policy, Log: log})
 	if err != nil {
 		return nil, err
 	}
-	a.stack = st
-	a.closers = append(a.closers, st.Close)
-	prod, err := st.Broker.NewProducer()
-	if err != nil {
-		return nil, err
-	}
-	a.closers = append(a.closers, prod.Close)
-
-	log, inv := a.log, a.inventory
-	a.intake = &intake.Service{Key: a.key, Inventory: inv, Producer: prod, Store: st.Audit, Policy: policy, Log: log.With(zap.String("service", "intake"))}
-	a.stores = map[string]deletion.Store{
-		inventory.KindQdrant:   qdrantstore.New(st.Qdrant),
-		inventory.KindRedis:    redisstore.New(st.Redis),
-		inventory.KindDataset:  datasetstore.New(st.S3, filepath.Join(o.dataDir, "datasets")),
-		inventory.KindAuditLog: auditlog.NewVerifier(st.Audit),
-	}
-	groups := []service.Group{
-		{Name: "lethe-intake", Topics: []string{event.TopicIntake}, Handler: a.intake.HandleIntake},
-		{Name: "lethe-aggregator", Topics: []string{event.TopicRequested, event.TopicStoreDone},
-			Handler: (&aggregator.Aggregator{Store: st.Audit, Producer: prod, Log: log.With(zap.String("service", "aggregator"))}).Handle},
-	}
-	for _, d := range []struct{ kind, name string }{
-		{inventory.KindQdrant, "qdrant-deleter"}, {inventory.KindRedis, "redis-deleter"},
-		{inventory.KindDataset, "dataset-deleter"}, {inventory.KindAuditLog, "audit-verifier"},
-	} {
-		w := &worker.Worker{Inventory: inv, Stores: map[string]deletion.Store{d.kind: a.stores[d.kind]}, Producer: prod, Log: log.With(zap.String("service", d.name))}
-		groups = append(groups, service.Group{Name: "lethe-" + d.name, Topics: []string{event.TopicRequested}, Handler: w.Handle})
-	}
-
-	l, err := net.Listen("tcp", o.httpAddr)
-	if err != nil {
-		return nil, fmt.Errorf("intake listener: %w", err)
-	}
-	a.baseURL = "http://" + l.Addr().String()
-	srv := &http.Server{Handler: a.intake.Handler(), ReadHeaderTimeout: 5 * time.Second}
-
-	runCtx, cancel := context.WithCancel(context.Background())
-	a.cancel = cancel
-	g, gctx := errgroup.WithContext(runCtx)
-	a.group = g
-	for _, grp := range groups {
-		g.Go(func() error {
-			return consumer.Run(gctx, consumer.Config{Broker: st.Broker, Group: grp.Name, Topics: grp.Topics, Log: log.With(zap.String("group", grp.Name))}, grp.Handler)
-		})
-	}
-	g.Go(func() error {
-		if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
-			return err
-		}
-		return nil
-	})
-	g.Go(func() error {
-		<-gctx.Done()
-		return srv.Close()
-	})
+	st := sys.Stack
 	fmt.Fprintf(stderr, "lethe standalone: intake on %s, kafka %v, qdrant emulator, %s, gofakes3 (versioned bucket %s), audit store in %s\n",
-		a.baseURL, st.Broker.Brokers, st.RedisKind, DatasetBucket, filepath.Join(o.dataDir, "audit"))
-	return a, nil
-}
-
-// stop stops every service, waits for them and releases the components.
-func (a *app) stop() error {
-	a.cancel()
-	err := a.group.Wait()
-	a.close()
-	return err
-}
-
-func (a *app) close() {
-	for i := len(a.closers) - 1; i >= 0; i-- {
-		a.closers[i]()
-	}
-	if a.log != nil {
-		a.log.Sync()
-	}
+		sys.BaseURL, st.Broker.Brokers, st.RedisKind, embedded.DatasetBucket, filepath.Join(sys.DataDir, "audit"))
+	return &app{System: sys, log: log}, nil
 }
 
 // loadKey reads the pseudonym key from the environment, or generates a throwaway one when
@@ -244,7 +141,7 @@ func loadKey(stderr io.Writer) (subject.Key, error) {
 func newLogger(o options, stderr io.Writer) (*zap.Logger, error) {
 	var w zapcore.WriteSyncer = zapcore.AddSync(stderr)
 	if !o.verbose && o.demo {
-		f, err := os.OpenFile(filepath.Join(o.dataDir, "lethe.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		f, err := os.CreateTemp("", "lethe-demo-*.log")
 		if err != nil {
 			return nil, err
 		}

@@ -42,7 +42,7 @@ func TestDemoEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := a.demo(ctx, &stdout, &stderr); err != nil {
-		a.stop()
+		a.Stop()
 		t.Fatalf("demo: %v\n%s", err, stderr.String())
 	}
 
@@ -70,7 +70,7 @@ func TestDemoEndToEnd(t *testing.T) {
 
 	// Everything Lethe wrote besides erasure.requested.
 	written := map[string][]byte{"stdout": stdout.Bytes(), "logs and stderr": stderr.Bytes()}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(a.stack.Broker.Brokers...), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(a.Stack.Broker.Brokers...), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.ConsumeTopics(service.Topics...))
 	if err != nil {
 		t.Fatal(err)
@@ -103,10 +103,10 @@ func TestDemoEndToEnd(t *testing.T) {
 			t.Errorf("%d records dead-lettered on %s", counts[dlq], dlq)
 		}
 	}
-	if err := a.stop(); err != nil {
+	if err := a.Stop(); err != nil {
 		t.Errorf("stop: %v", err)
 	}
-	filepath.WalkDir(filepath.Join(a.dataDir, "audit"), func(p string, d fs.DirEntry, err error) error {
+	filepath.WalkDir(filepath.Join(a.DataDir, "audit"), func(p string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
 			b, _ := os.ReadFile(p)
 			written["audit store "+filepath.Base(p)] = b

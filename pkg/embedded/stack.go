@@ -1,4 +1,10 @@
-package main
+// Package embedded runs all of Lethe in one process on embedded stand-ins for each
+// production component: a kfake Kafka cluster (the real wire protocol), the Qdrant
+// emulator over gRPC, a redis-server child process (miniredis when none is installed),
+// gofakes3 over HTTP with a versioned bucket, and the directory audit store. The intake,
+// the four deleters and the aggregator are wired exactly as the separate services are.
+// It serves the standalone command, end-to-end tests, the CLI's tests and benchmarks.
+package embedded
 
 import (
 	"context"
@@ -32,10 +38,10 @@ import (
 // DatasetBucket is the versioned bucket of the embedded S3.
 const DatasetBucket = "lethe-datasets"
 
-// stack is the embedded stand-in for each production component: a kfake Kafka cluster,
+// Stack is the embedded stand-in for each production component: a kfake Kafka cluster,
 // the Qdrant emulator, redis-server (miniredis when none is installed), gofakes3 over HTTP
 // with versioning, and the directory audit store.
-type stack struct {
+type Stack struct {
 	Broker    broker.Config
 	Qdrant    *qdrant.Client
 	Redis     redis.UniversalClient
@@ -45,14 +51,16 @@ type stack struct {
 	closers   []func()
 }
 
-func (s *stack) Close() {
+// Close stops every component.
+func (s *Stack) Close() {
 	for i := len(s.closers) - 1; i >= 0; i-- {
 		s.closers[i]()
 	}
 }
 
-func startStack(ctx context.Context, dataDir string) (_ *stack, err error) {
-	s := &stack{}
+// StartStack starts the components; redis-server keeps its files under dataDir.
+func StartStack(ctx context.Context, dataDir string) (_ *Stack, err error) {
+	s := &Stack{}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -135,7 +143,7 @@ func startRedis(dataDir string) (addr string, stop func(), err error) {
 }
 
 // startS3 serves gofakes3 over HTTP on a loopback port and creates the versioned bucket.
-func startS3(ctx context.Context, s *stack) (*s3.Client, error) {
+func startS3(ctx context.Context, s *Stack) (*s3.Client, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err

@@ -1,0 +1,164 @@
+package embedded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/lethe-erasure/lethe/pkg/aggregator"
+	"github.com/lethe-erasure/lethe/pkg/auditlog"
+	"github.com/lethe-erasure/lethe/pkg/consumer"
+	"github.com/lethe-erasure/lethe/pkg/datasetstore"
+	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/intake"
+	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/qdrantstore"
+	"github.com/lethe-erasure/lethe/pkg/redisstore"
+	"github.com/lethe-erasure/lethe/pkg/service"
+	"github.com/lethe-erasure/lethe/pkg/subject"
+	"github.com/lethe-erasure/lethe/pkg/worker"
+)
+
+// Options configure Start. Key is required; the rest have defaults.
+type Options struct {
+	Key       subject.Key
+	DataDir   string               // audit store, redis files and datasets; default a new temporary directory, removed by Stop
+	HTTPAddr  string               // intake listen address; default 127.0.0.1:0
+	Inventory *inventory.Inventory // default the reference inventory
+	Policy    intake.Policy        // default intake.DefaultPolicy()
+	Log       *zap.Logger          // default no logging
+	Instances int                  // consumer instances per deleter group; default 1
+}
+
+// System is a running Lethe: the components and every service.
+type System struct {
+	Stack     *Stack
+	Inventory *inventory.Inventory
+	Key       subject.Key
+	Intake    *intake.Service
+	Stores    map[string]deletion.Store // by inventory kind
+	BaseURL   string                    // of the intake HTTP API
+	DataDir   string
+
+	cancel  context.CancelFunc
+	group   *errgroup.Group
+	closers []func()
+}
+
+// Deleters maps each inventory kind to the service that serves it.
+var Deleters = []struct{ Kind, Name string }{
+	{inventory.KindQdrant, "qdrant-deleter"}, {inventory.KindRedis, "redis-deleter"},
+	{inventory.KindDataset, "dataset-deleter"}, {inventory.KindAuditLog, "audit-verifier"},
+}
+
+// Start starts the components and every service. Stop releases them.
+func Start(ctx context.Context, o Options) (_ *System, err error) {
+	sys := &System{Key: o.Key, Inventory: o.Inventory}
+	defer func() {
+		if err != nil {
+			sys.close()
+		}
+	}()
+	if o.DataDir == "" {
+		if o.DataDir, err = os.MkdirTemp("", "lethe-"); err != nil {
+			return nil, err
+		}
+		dir := o.DataDir
+		sys.closers = append(sys.closers, func() { os.RemoveAll(dir) })
+	}
+	sys.DataDir = o.DataDir
+	if sys.Inventory == nil {
+		sys.Inventory = inventory.Reference()
+	}
+	if o.Policy == nil {
+		o.Policy = intake.DefaultPolicy()
+	}
+	if o.HTTPAddr == "" {
+		o.HTTPAddr = "127.0.0.1:0"
+	}
+	log := o.Log
+	if log == nil {
+		log = zap.NewNop()
+	}
+	st, err := StartStack(ctx, o.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	sys.Stack = st
+	sys.closers = append(sys.closers, st.Close)
+	prod, err := st.Broker.NewProducer()
+	if err != nil {
+		return nil, err
+	}
+	sys.closers = append(sys.closers, prod.Close)
+
+	sys.Intake = &intake.Service{Key: o.Key, Inventory: sys.Inventory, Producer: prod, Store: st.Audit, Policy: o.Policy, Log: log.With(zap.String("service", "intake"))}
+	sys.Stores = map[string]deletion.Store{
+		inventory.KindQdrant:   qdrantstore.New(st.Qdrant),
+		inventory.KindRedis:    redisstore.New(st.Redis),
+		inventory.KindDataset:  datasetstore.New(st.S3, filepath.Join(o.DataDir, "datasets")),
+		inventory.KindAuditLog: auditlog.NewVerifier(st.Audit),
+	}
+	groups := []service.Group{
+		{Name: "lethe-intake", Topics: []string{event.TopicIntake}, Handler: sys.Intake.HandleIntake},
+		{Name: "lethe-aggregator", Topics: []string{event.TopicRequested, event.TopicStoreDone},
+			Handler: (&aggregator.Aggregator{Store: st.Audit, Producer: prod, Log: log.With(zap.String("service", "aggregator"))}).Handle},
+	}
+	for _, d := range Deleters {
+		w := &worker.Worker{Inventory: sys.Inventory, Stores: map[string]deletion.Store{d.Kind: sys.Stores[d.Kind]}, Producer: prod, Log: log.With(zap.String("service", d.Name))}
+		for range max(o.Instances, 1) {
+			groups = append(groups, service.Group{Name: "lethe-" + d.Name, Topics: []string{event.TopicRequested}, Handler: w.Handle})
+		}
+	}
+
+	l, err := net.Listen("tcp", o.HTTPAddr)
+	if err != nil {
+		return nil, fmt.Errorf("intake listener: %w", err)
+	}
+	sys.BaseURL = "http://" + l.Addr().String()
+	srv := &http.Server{Handler: sys.Intake.Handler(), ReadHeaderTimeout: 5 * time.Second}
+
+	runCtx, cancel := context.WithCancel(context.Background())
+	sys.cancel = cancel
+	g, gctx := errgroup.WithContext(runCtx)
+	sys.group = g
+	for _, grp := range groups {
+		g.Go(func() error {
+			return consumer.Run(gctx, consumer.Config{Broker: st.Broker, Group: grp.Name, Topics: grp.Topics, Log: log.With(zap.String("group", grp.Name))}, grp.Handler)
+		})
+	}
+	g.Go(func() error {
+		if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		return srv.Close()
+	})
+	return sys, nil
+}
+
+// Stop stops every service, waits for them and releases the components.
+func (s *System) Stop() error {
+	s.cancel()
+	err := s.group.Wait()
+	s.close()
+	return err
+}
+
+func (s *System) close() {
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		s.closers[i]()
+	}
+}
