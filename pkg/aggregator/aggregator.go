@@ -24,6 +24,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/metrics"
 	"github.com/lethe-erasure/lethe/pkg/worker"
 )
 
@@ -34,6 +35,7 @@ type Aggregator struct {
 	RequestedTopic string // default event.TopicRequested
 	CompletedTopic string // default event.TopicCompleted
 	Log            *zap.Logger
+	Metrics        *metrics.Metrics // nil records nothing
 	Now            func() time.Time
 }
 
@@ -105,6 +107,9 @@ func (a *Aggregator) complete(ctx context.Context, requestID string) error {
 		return fmt.Errorf("aggregator: publish receipt: %w", err)
 	}
 	if issued.ReceiptID == r.ReceiptID {
+		m := metrics.Or(a.Metrics)
+		m.Receipts.WithLabelValues(req.TenantID).Inc()
+		m.ErasureDuration.Observe(issued.CompletedAt.Sub(issued.RequestedAt).Seconds())
 		a.log().Info("receipt issued", zap.String("request_id", requestID), zap.String("tenant", req.TenantID),
 			zap.String("subject_hash", req.SubjectHash), zap.Int64("seq", issued.Seq), zap.Int64("elapsed_ms", issued.ElapsedMS))
 	}

@@ -105,6 +105,10 @@ type Store interface {
 	PutRequest(ctx context.Context, r Request) error
 	// GetRequest returns the request or ErrNotFound.
 	GetRequest(ctx context.Context, requestID string) (Request, error)
+	// ListRequests returns every stored request of the tenant ("" for every tenant), each
+	// once in its latest stored attempt, ordered by RequestedAt then RequestID, paginating
+	// internally. None is an empty result, not an error.
+	ListRequests(ctx context.Context, tenant string) ([]Request, error)
 	// PutReport stores d keyed by (d.RequestID, d.Store); it replaces a stored report only
 	// when d.Attempt >= the stored attempt (a conditional write). An older attempt is
 	// silently ignored.
@@ -132,6 +136,16 @@ func SortEvents(evs []Event) {
 			return evs[i].At.Before(evs[j].At)
 		}
 		return evs[i].EventID < evs[j].EventID
+	})
+}
+
+// SortRequests orders requests by RequestedAt, then RequestID.
+func SortRequests(rs []Request) {
+	sort.Slice(rs, func(i, j int) bool {
+		if !rs[i].RequestedAt.Equal(rs[j].RequestedAt) {
+			return rs[i].RequestedAt.Before(rs[j].RequestedAt)
+		}
+		return rs[i].RequestID < rs[j].RequestID
 	})
 }
 

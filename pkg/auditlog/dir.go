@@ -127,6 +127,34 @@ func (s *DirStore) GetRequest(ctx context.Context, requestID string) (Request, e
 	return r, nil
 }
 
+// ListRequests returns the tenant's requests ("" for every tenant) ordered by RequestedAt
+// then RequestID. It reads every stored request: the directory store serves one
+// deployment's requests, not a table's worth.
+func (s *DirStore) ListRequests(ctx context.Context, tenant string) ([]Request, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	dir := filepath.Join(s.root, "requests")
+	files, err := listDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("auditlog: list requests: %w", err)
+	}
+	rs := []Request{}
+	for _, f := range files {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		var r Request
+		if err := readJSON(filepath.Join(dir, f), &r); err != nil {
+			return nil, fmt.Errorf("auditlog: list requests: %w", err)
+		}
+		if tenant == "" || r.TenantID == tenant {
+			rs = append(rs, r)
+		}
+	}
+	SortRequests(rs)
+	return rs, nil
+}
+
 // PutReport stores d unless a report of a later attempt is stored for its request and store.
 func (s *DirStore) PutReport(ctx context.Context, d event.StoreDone) error {
 	if d.RequestID == "" || d.Store == "" {

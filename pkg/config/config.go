@@ -8,6 +8,7 @@
 //	LETHE_HMAC_KEY[_FILE]    pseudonym key (>= 32 bytes)              required
 //	LETHE_HMAC_KEY_ID        its id                                   k1
 //	LETHE_HTTP_ADDR          intake listen address                    127.0.0.1:8080
+//	LETHE_METRICS_ADDR       /metrics, /healthz, /readyz              127.0.0.1:9090
 //	LETHE_SLA                due-date windows, e.g. GDPR=720h         GDPR 30d, LGPD 15d, PDPA 30d, CCPA 45d
 //	LETHE_QDRANT_ADDR        Qdrant gRPC host:port                    127.0.0.1:6334
 //	LETHE_QDRANT_API_KEY     Qdrant API key                           none
@@ -57,6 +58,7 @@ type Config struct {
 	Inventory        *inventory.Inventory
 	Key              subject.Key
 	HTTPAddr         string
+	MetricsAddr      string
 	QdrantAddr       string
 	qdrantAPIKey     string
 	RedisAddrs       []string
@@ -79,6 +81,7 @@ func FromEnv(service string) (*Config, error) {
 		Broker:           broker.FromEnv("lethe-" + service),
 		InventoryFile:    os.Getenv("LETHE_INVENTORY"),
 		HTTPAddr:         env("LETHE_HTTP_ADDR", "127.0.0.1:8080"),
+		MetricsAddr:      env("LETHE_METRICS_ADDR", "127.0.0.1:9090"),
 		QdrantAddr:       env("LETHE_QDRANT_ADDR", "127.0.0.1:6334"),
 		qdrantAPIKey:     os.Getenv("LETHE_QDRANT_API_KEY"),
 		RedisAddrs:       strings.Split(env("LETHE_REDIS_ADDRS", "127.0.0.1:6379"), ","),
@@ -123,9 +126,9 @@ func (c *Config) String() string {
 		}
 		return "****"
 	}
-	return fmt.Sprintf("service=%s brokers=%s inventory=%s (version %s, %d stores) key=%s http=%s qdrant=%s qdrant_api_key=%s redis=%s redis_password=%s s3_endpoint=%s dataset_dir=%s audit=%s",
+	return fmt.Sprintf("service=%s brokers=%s inventory=%s (version %s, %d stores) key=%s http=%s metrics=%s qdrant=%s qdrant_api_key=%s redis=%s redis_password=%s s3_endpoint=%s dataset_dir=%s audit=%s",
 		c.Service, strings.Join(c.Broker.Brokers, ","), inv, c.Inventory.Version, len(c.Inventory.Stores), c.Key,
-		c.HTTPAddr, c.QdrantAddr, mask(c.qdrantAPIKey), strings.Join(c.RedisAddrs, ","), mask(c.redisPassword),
+		c.HTTPAddr, c.MetricsAddr, c.QdrantAddr, mask(c.qdrantAPIKey), strings.Join(c.RedisAddrs, ","), mask(c.redisPassword),
 		c.S3Endpoint, c.DatasetDir, c.auditName())
 }
 

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/broker"
 	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/metrics"
 )
 
 // Handler processes one record. It must be idempotent: a record may be delivered again
@@ -80,6 +82,8 @@ type Config struct {
 	MaxRecordBytes int
 	// Queue is how many records a partition may hold before its fetching pauses. Default 256.
 	Queue int
+	// Metrics records retries, dead-lettered records and lag; nil records nothing.
+	Metrics *metrics.Metrics
 }
 
 // Run consumes cfg.Topics in cfg.Group until ctx is done.
@@ -96,7 +100,8 @@ func Run(ctx context.Context, cfg Config, h Handler) error {
 	if cfg.Queue == 0 {
 		cfg.Queue = 256
 	}
-	r := &runner{cfg: cfg, h: h, parts: map[tp]*partition{}}
+	cfg.Metrics = metrics.Or(cfg.Metrics)
+	r := &runner{cfg: cfg, h: h, parts: map[tp]*partition{}, lag: map[tp]int64{}}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	defer r.cancel()
 	opts := append(cfg.Broker.Options(),
@@ -132,6 +137,7 @@ func Run(ctx context.Context, cfg Config, h Handler) error {
 			pc := r.parts[tp{p.Topic, p.Partition}]
 			r.mu.Unlock()
 			if pc != nil && len(p.Records) > 0 {
+				pc.hw.Store(p.HighWatermark)
 				pc.push(p.Records)
 			}
 		})
@@ -157,8 +163,27 @@ type runner struct {
 	h      Handler
 	ctx    context.Context
 	cancel context.CancelFunc
-	mu     sync.Mutex // guards parts: group callbacks may run outside the poll loop
+	mu     sync.Mutex // guards parts and lag: group callbacks may run outside the poll loop
 	parts  map[tp]*partition
+	lag    map[tp]int64
+}
+
+// setLag records a partition's lag (nil: the partition left) and updates the topic's gauge.
+func (r *runner) setLag(k tp, lag *int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if lag == nil {
+		delete(r.lag, k)
+	} else {
+		r.lag[k] = *lag
+	}
+	var sum int64
+	for o, l := range r.lag {
+		if o.topic == k.topic {
+			sum += l
+		}
+	}
+	r.cfg.Metrics.ConsumerLag.WithLabelValues(r.cfg.Group, k.topic).Set(float64(sum))
 }
 
 func (r *runner) assigned(_ context.Context, cl *kgo.Client, assigned map[string][]int32) {
@@ -201,6 +226,7 @@ func (r *runner) stop(m map[string][]int32) {
 	}
 	for _, pc := range stopping {
 		<-pc.done
+		r.setLag(pc.tp, nil)
 	}
 }
 
@@ -222,6 +248,7 @@ type partition struct {
 	mu     sync.Mutex
 	queue  []*kgo.Record
 	paused bool
+	hw     atomic.Int64 // high watermark seen in the last fetch
 	wake   chan struct{}
 	quit   chan struct{}
 	done   chan struct{}
@@ -282,6 +309,8 @@ func (p *partition) run() {
 			return // stopped before the record was done: it is not marked
 		}
 		p.cl.MarkCommitRecords(rec)
+		lag := max(p.hw.Load()-rec.Offset-1, 0)
+		p.r.setLag(p.tp, &lag)
 	}
 }
 
@@ -303,8 +332,13 @@ func (p *partition) process(ctx context.Context, rec *kgo.Record) bool {
 		}
 		if IsPermanent(err) {
 			log.Warn("record dead-lettered", zap.Error(err))
-			return p.deadLetter(ctx, rec, err)
+			ok := p.deadLetter(ctx, rec, err)
+			if ok {
+				p.r.cfg.Metrics.DLQRecords.WithLabelValues(p.r.cfg.Group, rec.Topic).Inc()
+			}
+			return ok
 		}
+		p.r.cfg.Metrics.ConsumerRetries.WithLabelValues(p.r.cfg.Group, rec.Topic).Inc()
 		d := p.r.cfg.Backoff.Delay(attempt)
 		log.Warn("record failed, retrying", zap.Int("attempt", attempt), zap.Duration("backoff", d), zap.Error(err))
 		if !sleep(ctx, d) {

@@ -15,12 +15,14 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/aggregator"
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
+	"github.com/lethe-erasure/lethe/pkg/auth"
 	"github.com/lethe-erasure/lethe/pkg/consumer"
 	"github.com/lethe-erasure/lethe/pkg/datasetstore"
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/intake"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/metrics"
 	"github.com/lethe-erasure/lethe/pkg/qdrantstore"
 	"github.com/lethe-erasure/lethe/pkg/redisstore"
 	"github.com/lethe-erasure/lethe/pkg/service"
@@ -37,6 +39,8 @@ type Options struct {
 	Policy    intake.Policy        // default intake.DefaultPolicy()
 	Log       *zap.Logger          // default no logging
 	Instances int                  // consumer instances per deleter group; default 1
+	Auth      *auth.Authenticator  // intake authentication; nil: none
+	Limiter   *auth.Limiter        // per-tenant submission rate; nil: unlimited
 }
 
 // System is a running Lethe: the components and every service.
@@ -46,8 +50,9 @@ type System struct {
 	Key       subject.Key
 	Intake    *intake.Service
 	Stores    map[string]deletion.Store // by inventory kind
-	BaseURL   string                    // of the intake HTTP API
+	BaseURL   string                    // of the intake HTTP API, which also serves /metrics and /readyz
 	DataDir   string
+	Metrics   *metrics.Metrics
 
 	cancel  context.CancelFunc
 	group   *errgroup.Group
@@ -62,7 +67,8 @@ var Deleters = []struct{ Kind, Name string }{
 
 // Start starts the components and every service. Stop releases them.
 func Start(ctx context.Context, o Options) (_ *System, err error) {
-	sys := &System{Key: o.Key, Inventory: o.Inventory}
+	sys := &System{Key: o.Key, Inventory: o.Inventory, Metrics: metrics.New()}
+	m := sys.Metrics
 	defer func() {
 		if err != nil {
 			sys.close()
@@ -101,7 +107,7 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 	}
 	sys.closers = append(sys.closers, prod.Close)
 
-	sys.Intake = &intake.Service{Key: o.Key, Inventory: sys.Inventory, Producer: prod, Store: st.Audit, Policy: o.Policy, Log: log.With(zap.String("service", "intake"))}
+	sys.Intake = &intake.Service{Key: o.Key, Inventory: sys.Inventory, Producer: prod, Store: st.Audit, Policy: o.Policy, Log: log.With(zap.String("service", "intake")), Metrics: m, Auth: o.Auth, Limiter: o.Limiter}
 	sys.Stores = map[string]deletion.Store{
 		inventory.KindQdrant:   qdrantstore.New(st.Qdrant),
 		inventory.KindRedis:    redisstore.New(st.Redis),
@@ -111,10 +117,10 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 	groups := []service.Group{
 		{Name: "lethe-intake", Topics: []string{event.TopicIntake}, Handler: sys.Intake.HandleIntake},
 		{Name: "lethe-aggregator", Topics: []string{event.TopicRequested, event.TopicStoreDone},
-			Handler: (&aggregator.Aggregator{Store: st.Audit, Producer: prod, Log: log.With(zap.String("service", "aggregator"))}).Handle},
+			Handler: (&aggregator.Aggregator{Store: st.Audit, Producer: prod, Log: log.With(zap.String("service", "aggregator")), Metrics: m}).Handle},
 	}
 	for _, d := range Deleters {
-		w := &worker.Worker{Inventory: sys.Inventory, Stores: map[string]deletion.Store{d.Kind: sys.Stores[d.Kind]}, Producer: prod, Log: log.With(zap.String("service", d.Name))}
+		w := &worker.Worker{Inventory: sys.Inventory, Stores: map[string]deletion.Store{d.Kind: sys.Stores[d.Kind]}, Producer: prod, Log: log.With(zap.String("service", d.Name)), Metrics: m}
 		for range max(o.Instances, 1) {
 			groups = append(groups, service.Group{Name: "lethe-" + d.Name, Topics: []string{event.TopicRequested}, Handler: w.Handle})
 		}
@@ -125,7 +131,16 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 		return nil, fmt.Errorf("intake listener: %w", err)
 	}
 	sys.BaseURL = "http://" + l.Addr().String()
-	srv := &http.Server{Handler: sys.Intake.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	mux := http.NewServeMux()
+	mux.Handle("/", sys.Intake.Handler())
+	health := m.Handler(metrics.Check{Name: "kafka", Fn: prod.Ping},
+		metrics.Check{Name: "redis", Fn: func(ctx context.Context) error { return st.Redis.Ping(ctx).Err() }},
+		metrics.Check{Name: "qdrant", Fn: func(ctx context.Context) error { _, err := st.Qdrant.HealthCheck(ctx); return err }},
+		service.AuditCheck(st.Audit))
+	for _, p := range []string{"GET /metrics", "GET /readyz", "GET /healthz"} {
+		mux.Handle(p, health)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 
 	runCtx, cancel := context.WithCancel(context.Background())
 	sys.cancel = cancel
@@ -133,9 +148,11 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 	sys.group = g
 	for _, grp := range groups {
 		g.Go(func() error {
-			return consumer.Run(gctx, consumer.Config{Broker: st.Broker, Group: grp.Name, Topics: grp.Topics, Log: log.With(zap.String("group", grp.Name))}, grp.Handler)
+			return consumer.Run(gctx, consumer.Config{Broker: st.Broker, Group: grp.Name, Topics: grp.Topics, Log: log.With(zap.String("group", grp.Name)), Metrics: m}, grp.Handler)
 		})
 	}
+	watchdog := &aggregator.Watchdog{Store: st.Audit, Producer: prod, Interval: time.Second, Log: log.With(zap.String("service", "aggregator")), Metrics: m}
+	g.Go(func() error { return watchdog.Run(gctx) })
 	g.Go(func() error {
 		if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
 			return err

@@ -22,7 +22,7 @@ var (
 
 // schemaFiles lists the schema names in dependency order (later ones use named types of
 // earlier ones).
-var schemaFiles = []string{"intake", "requested", "store_done", "completed"}
+var schemaFiles = []string{"intake", "requested", "store_done", "completed", "overdue"}
 
 // Type is one event type's codec: the current schema and every released writer schema.
 type Type struct {
@@ -38,6 +38,7 @@ var (
 	Request   = mustType("requested")
 	Done      = mustType("store_done")
 	Completed = mustType("completed")
+	Overdues  = mustType("overdue")
 )
 
 // Name is the schema file name of t ("intake", "requested", ...).

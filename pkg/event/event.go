@@ -15,6 +15,7 @@ const (
 	TopicRequested = "erasure.requested"
 	TopicStoreDone = "erasure.store.done"
 	TopicCompleted = "erasure.completed"
+	TopicOverdue   = "erasure.overdue"
 )
 
 // DLQ returns the dead-letter topic of topic.
@@ -169,4 +170,17 @@ type Receipt struct {
 	Seq              int64           `avro:"seq" json:"seq"`
 	PrevHash         string          `avro:"prev_hash" json:"prev_hash"`
 	Hash             string          `avro:"hash" json:"hash"`
+}
+
+// Overdue says an open request crossed Threshold percent of its window.
+type Overdue struct {
+	RequestID     string    `avro:"request_id" json:"request_id"`
+	TenantID      string    `avro:"tenant_id" json:"tenant_id"`
+	SubjectHash   string    `avro:"subject_hash" json:"subject_hash"`
+	Regulation    string    `avro:"regulation" json:"regulation"`
+	RequestedAt   time.Time `avro:"requested_at" json:"requested_at"`
+	DueAt         time.Time `avro:"due_at" json:"due_at"`
+	Threshold     int       `avro:"threshold" json:"threshold"`
+	PendingStores []string  `avro:"pending_stores" json:"pending_stores"`
+	At            time.Time `avro:"at" json:"at"`
 }

@@ -126,6 +126,22 @@ func goldens() []golden {
 			fresh: func() any { return new(Receipt) },
 			deref: func(v any) any { return *v.(*Receipt) },
 		},
+		{
+			typ: Overdues,
+			sample: &Overdue{
+				RequestID:     "req-0001",
+				TenantID:      "acme",
+				SubjectHash:   "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+				Regulation:    "LGPD",
+				RequestedAt:   at(30, 9, 15, 31, 7),
+				DueAt:         at(30, 9, 15, 31, 7).AddDate(0, 0, 15),
+				Threshold:     80,
+				PendingStores: []string{"dataset"},
+				At:            at(30, 9, 16, 0, 500),
+			},
+			fresh: func() any { return new(Overdue) },
+			deref: func(v any) any { return *v.(*Overdue) },
+		},
 	}
 }
 

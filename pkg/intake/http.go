@@ -15,7 +15,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
+	"github.com/lethe-erasure/lethe/pkg/auth"
 	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/metrics"
 )
 
 // MaxBodyBytes bounds a request body.
@@ -83,6 +85,8 @@ const Pending event.Status = "PENDING"
 //	POST /v1/erasures               submit (202 with Accepted; 400, 409, 413, 503 with {"error"})
 //	GET  /v1/erasures/{id}          status (200 with Status; 404)
 //	GET  /v1/erasures/{id}/receipt  receipt (200 with event.Receipt; 404 until it exists)
+//	GET  /v1/erasures               list: ?tenant=&state=&overdue=true&limit= (200 {"requests": [Status]})
+//	POST /v1/erasures/{id}/retry    re-drive with RetryRequest (202; 400, 404, 503)
 //	GET  /healthz                   liveness
 //
 // A submitted body is one JSON object of at most MaxBodyBytes (larger bodies are 413
@@ -92,51 +96,66 @@ const Pending event.Status = "PENDING"
 // than the one sent, so such bodies are 400. No answer echoes an identifier.
 func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/erasures", s.handleSubmit)
-	mux.HandleFunc("GET /v1/erasures/{id}", s.handleStatus)
-	mux.HandleFunc("GET /v1/erasures/{id}/receipt", s.handleReceipt)
+	mux.HandleFunc("POST /v1/erasures", s.authenticate(s.handleSubmit))
+	mux.HandleFunc("GET /v1/erasures", s.authenticate(s.handleList))
+	mux.HandleFunc("GET /v1/erasures/{id}", s.authenticate(s.handleStatus))
+	mux.HandleFunc("POST /v1/erasures/{id}/retry", s.authenticate(s.handleRetry))
+	mux.HandleFunc("GET /v1/erasures/{id}/receipt", s.authenticate(s.handleReceipt))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
 	return mux
 }
 
-func (s *Service) handleSubmit(w http.ResponseWriter, r *http.Request) {
+// decodeBody reads one JSON object of at most MaxBodyBytes with only the fields of v, or
+// answers the refusal and returns false.
+func (s *Service) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body is larger than %d bytes", MaxBodyBytes))
-			return
+			s.reject(w, http.StatusRequestEntityTooLarge, metrics.ReasonTooLarge, fmt.Sprintf("body is larger than %d bytes", MaxBodyBytes))
+			return false
 		}
-		writeError(w, http.StatusBadRequest, "body could not be read")
-		return
+		s.reject(w, http.StatusBadRequest, metrics.ReasonInvalid, "body could not be read")
+		return false
 	}
 	if !utf8.Valid(raw) || loneSurrogate(raw) {
-		writeError(w, http.StatusBadRequest, "body is not valid UTF-8 (or escapes a lone UTF-16 surrogate)")
-		return
+		s.reject(w, http.StatusBadRequest, metrics.ReasonInvalid, "body is not valid UTF-8 (or escapes a lone UTF-16 surrogate)")
+		return false
 	}
-	var body SubmitRequest
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&body); err != nil {
-		writeError(w, http.StatusBadRequest, "body is not a valid erasure request: "+jsonReason(err))
-		return
+	if err := dec.Decode(v); err != nil {
+		s.reject(w, http.StatusBadRequest, metrics.ReasonInvalid, "body is not a valid request: "+jsonReason(err))
+		return false
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		writeError(w, http.StatusBadRequest, "body holds more than one JSON value")
+		s.reject(w, http.StatusBadRequest, metrics.ReasonInvalid, "body holds more than one JSON value")
+		return false
+	}
+	return true
+}
+
+func (s *Service) handleSubmit(w http.ResponseWriter, r *http.Request) {
+	var body SubmitRequest
+	if !s.decodeBody(w, r, &body) || !s.authorize(w, r, body.TenantID) || !s.limit(w, body.TenantID) {
 		return
+	}
+	source := "http"
+	if p, ok := auth.PrincipalFrom(r.Context()); ok {
+		source = p.Name
 	}
 	req, err := s.Submit(r.Context(), event.IntakeRequest{
 		TenantID: body.TenantID, SubjectID: body.SubjectID, SessionIDs: body.SessionIDs,
 		Regulation: body.Regulation, Scope: body.Scope, IdempotencyKey: r.Header.Get("Idempotency-Key"),
-		Source: "http", SubmittedAt: s.now(),
+		Source: source, SubmittedAt: s.now(),
 	})
 	switch {
 	case errors.Is(err, ErrInvalid):
-		writeError(w, http.StatusBadRequest, err.Error())
+		s.reject(w, http.StatusBadRequest, metrics.ReasonInvalid, err.Error())
 	case errors.Is(err, ErrConflict):
-		writeError(w, http.StatusConflict, err.Error())
+		s.reject(w, http.StatusConflict, metrics.ReasonConflict, err.Error())
 	case errors.Is(err, ErrUnavailable):
-		writeError(w, http.StatusServiceUnavailable, ErrUnavailable.Error())
+		s.reject(w, http.StatusServiceUnavailable, metrics.ReasonUnavailable, ErrUnavailable.Error())
 	case err != nil:
 		s.log().Error("submit failed", zap.Error(err))
 		writeError(w, http.StatusInternalServerError, "internal error")
@@ -146,6 +165,12 @@ func (s *Service) handleSubmit(w http.ResponseWriter, r *http.Request) {
 			StatusURL: "/v1/erasures/" + req.RequestID, ReceiptURL: "/v1/erasures/" + req.RequestID + "/receipt",
 		})
 	}
+}
+
+// reject answers a refused submission and counts it by reason.
+func (s *Service) reject(w http.ResponseWriter, code int, reason, msg string) {
+	metrics.Or(s.Metrics).Rejected.WithLabelValues(reason).Inc()
+	writeError(w, code, msg)
 }
 
 // jsonReason describes a decoding error without echoing the body (it may hold identifiers).
@@ -256,14 +281,18 @@ func (s *Service) Status(ctx context.Context, requestID string) (Status, error) 
 
 func (s *Service) handleStatus(w http.ResponseWriter, r *http.Request) {
 	st, err := s.Status(r.Context(), r.PathValue("id"))
-	if s.lookupFailed(w, err) {
+	if s.lookupFailed(w, err) || !s.authorize(w, r, st.TenantID) {
 		return
 	}
 	writeJSON(w, http.StatusOK, st)
 }
 
 func (s *Service) handleReceipt(w http.ResponseWriter, r *http.Request) {
-	rc, err := s.Store.GetReceipt(r.Context(), r.PathValue("id"))
+	req, err := s.Store.GetRequest(r.Context(), r.PathValue("id"))
+	if s.lookupFailed(w, err) || !s.authorize(w, r, req.TenantID) {
+		return
+	}
+	rc, err := s.Store.GetReceipt(r.Context(), req.RequestID)
 	if s.lookupFailed(w, err) {
 		return
 	}

@@ -25,9 +25,11 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
+	"github.com/lethe-erasure/lethe/pkg/auth"
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/metrics"
 	"github.com/lethe-erasure/lethe/pkg/subject"
 	"github.com/lethe-erasure/lethe/pkg/worker"
 )
@@ -76,6 +78,9 @@ type Service struct {
 	Policy         Policy
 	RequestedTopic string // default event.TopicRequested
 	Log            *zap.Logger
+	Metrics        *metrics.Metrics    // nil records nothing
+	Auth           *auth.Authenticator // nil: no authentication (every caller may act for every tenant)
+	Limiter        *auth.Limiter       // per-tenant submission rate; nil: unlimited
 	Now            func() time.Time
 }
 
@@ -167,6 +172,7 @@ func (s *Service) Submit(ctx context.Context, in event.IntakeRequest) (event.Req
 	s.log().Info("erasure requested", zap.String("request_id", req.RequestID), zap.String("tenant", req.TenantID),
 		zap.String("subject_hash", req.SubjectHash), zap.String("regulation", req.Regulation), zap.String("scope", string(req.Scope)),
 		zap.String("source", in.Source))
+	metrics.Or(s.Metrics).Requests.WithLabelValues(req.TenantID, req.Regulation, in.Source).Inc()
 	return req, nil
 }
 
@@ -244,11 +250,30 @@ func (s *Service) HandleIntake(ctx context.Context, rec *kgo.Record) error {
 	if err := event.Intake.Decode(rec.Value, &in); err != nil {
 		return err
 	}
+	if s.Auth != nil {
+		p, err := s.Auth.AuthenticateHeader(header(rec, auth.RecordHeader))
+		if err == nil {
+			err = p.Authorize(in.TenantID)
+		}
+		if err != nil {
+			return deletion.Permanent(fmt.Errorf("intake: record refused: %w", err))
+		}
+		in.Source = p.Name // the authenticated producer, not what the record claims
+	}
 	_, err := s.Submit(ctx, in)
 	if errors.Is(err, ErrInvalid) || errors.Is(err, ErrConflict) {
 		return deletion.Permanent(err)
 	}
 	return err
+}
+
+func header(rec *kgo.Record, key string) string {
+	for _, h := range rec.Headers {
+		if strings.EqualFold(h.Key, key) {
+			return string(h.Value)
+		}
+	}
+	return ""
 }
 
 func (s *Service) requestID(in event.IntakeRequest) string {

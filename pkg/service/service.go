@@ -5,6 +5,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -14,23 +15,34 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/broker"
 	"github.com/lethe-erasure/lethe/pkg/config"
 	"github.com/lethe-erasure/lethe/pkg/consumer"
 	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/metrics"
 )
 
 // Topics are every topic Lethe uses, dead-letter topics included.
 var Topics = []string{
-	event.TopicIntake, event.TopicRequested, event.TopicStoreDone, event.TopicCompleted,
+	event.TopicIntake, event.TopicRequested, event.TopicStoreDone, event.TopicCompleted, event.TopicOverdue,
 	event.DLQ(event.TopicIntake), event.DLQ(event.TopicRequested), event.DLQ(event.TopicStoreDone),
 }
 
-// Env is what a service's run function gets.
+// Env is what a service's build function gets.
 type Env struct {
 	Config   *config.Config
 	Log      *zap.Logger
 	Producer *kgo.Client
+	Metrics  *metrics.Metrics
+}
+
+// Spec is what a service runs: its consumer groups, other work (such as an HTTP server)
+// and the readiness checks of its stores. The broker check is always included.
+type Spec struct {
+	Groups []Group
+	Run    func(ctx context.Context) error
+	Checks []metrics.Check
 }
 
 // Group is one consumer group a service runs.
@@ -40,16 +52,17 @@ type Group struct {
 	Handler consumer.Handler
 }
 
-// Main runs service: build groups with the Env, run them (and extra, if any) until a
-// signal, and exit non-zero on error. It is the whole of a service's main function.
-func Main(service string, build func(ctx context.Context, env Env) ([]Group, func(ctx context.Context) error, error)) {
+// Main runs service: build its Spec with the Env, serve metrics and health on
+// LETHE_METRICS_ADDR, run everything until SIGINT or SIGTERM, and exit non-zero on error.
+// It is the whole of a service's main function.
+func Main(service string, build func(ctx context.Context, env Env) (Spec, error)) {
 	if err := run(service, build); err != nil {
 		fmt.Fprintf(os.Stderr, "lethe %s: %v\n", service, err)
 		os.Exit(1)
 	}
 }
 
-func run(service string, build func(ctx context.Context, env Env) ([]Group, func(ctx context.Context) error, error)) error {
+func run(service string, build func(ctx context.Context, env Env) (Spec, error)) error {
 	cfg, err := config.FromEnv(service)
 	if err != nil {
 		return err
@@ -71,21 +84,35 @@ func run(service string, build func(ctx context.Context, env Env) ([]Group, func
 	if err := broker.EnsureTopics(ctx, prod, cfg.Broker.Partitions, Topics...); err != nil {
 		return err
 	}
-	env := Env{Config: cfg, Log: log, Producer: prod}
-	groups, extra, err := build(ctx, env)
+	env := Env{Config: cfg, Log: log, Producer: prod, Metrics: metrics.New()}
+	spec, err := build(ctx, env)
 	if err != nil {
 		return err
 	}
 	g, gctx := errgroup.WithContext(ctx)
-	for _, grp := range groups {
+	for _, grp := range spec.Groups {
 		g.Go(func() error {
-			return consumer.Run(gctx, consumer.Config{Broker: cfg.Broker, Group: grp.Name, Topics: grp.Topics, Log: log}, grp.Handler)
+			return consumer.Run(gctx, consumer.Config{Broker: cfg.Broker, Group: grp.Name, Topics: grp.Topics, Log: log, Metrics: env.Metrics}, grp.Handler)
 		})
 	}
-	if extra != nil {
-		g.Go(func() error { return extra(gctx) })
+	if spec.Run != nil {
+		g.Go(func() error { return spec.Run(gctx) })
 	}
+	checks := append([]metrics.Check{{Name: "kafka", Fn: prod.Ping}}, spec.Checks...)
+	g.Go(func() error { return env.Metrics.Serve(gctx, cfg.MetricsAddr, checks...) })
+	log.Info("serving metrics and health", zap.String("addr", cfg.MetricsAddr))
 	err = g.Wait()
 	log.Info("stopped", zap.Error(err))
 	return err
+}
+
+// AuditCheck is the readiness check of the audit table: a read that must answer.
+func AuditCheck(s auditlog.Store) metrics.Check {
+	return metrics.Check{Name: "audit", Fn: func(ctx context.Context) error {
+		_, err := s.GetRequest(ctx, "readiness-probe")
+		if errors.Is(err, auditlog.ErrNotFound) {
+			return nil
+		}
+		return err
+	}}
 }

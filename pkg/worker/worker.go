@@ -27,6 +27,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/metrics"
 )
 
 // Producer publishes records and waits for their acknowledgement (a *kgo.Client).
@@ -43,6 +44,7 @@ type Worker struct {
 	Attempts  int              // tries per store before FAILED; default 5
 	Backoff   consumer.Backoff // between tries; default 100ms..2s
 	Log       *zap.Logger
+	Metrics   *metrics.Metrics // nil records nothing
 	Now       func() time.Time
 }
 
@@ -102,12 +104,17 @@ func (w *Worker) targets(req *event.Requested) []inventory.Store {
 }
 
 // erase erases and verifies one store, retrying transient errors, and returns its report.
-func (w *Worker) erase(ctx context.Context, req *event.Requested, st inventory.Store, subj deletion.Subject) event.StoreDone {
+func (w *Worker) erase(ctx context.Context, req *event.Requested, st inventory.Store, subj deletion.Subject) (done event.StoreDone) {
 	impl := w.Stores[st.Kind]
 	start := w.now()
+	m := metrics.Or(w.Metrics)
+	defer func() {
+		m.StoreOutcomes.WithLabelValues(st.Name, st.Kind, string(done.Status)).Inc()
+		m.StoreDuration.WithLabelValues(st.Name, st.Kind).Observe(done.FinishedAt.Sub(start).Seconds())
+	}()
 	log := w.log().With(zap.String("request_id", req.RequestID), zap.String("tenant", req.TenantID),
 		zap.String("subject_hash", req.SubjectHash), zap.String("store", st.Name))
-	done := event.StoreDone{
+	done = event.StoreDone{
 		RequestID: req.RequestID, TenantID: req.TenantID, Store: st.Name, Kind: st.Kind,
 		Attempt: req.Attempt, StartedAt: start, Physical: st.Physical, Locations: []event.LocationCount{},
 	}
@@ -131,6 +138,7 @@ func (w *Worker) erase(ctx context.Context, req *event.Requested, st inventory.S
 			break
 		}
 		d := w.backoff().Delay(try)
+		m.StoreRetries.WithLabelValues(st.Name, st.Kind).Inc()
 		log.Warn("store erase failed, retrying", zap.Int("attempt", try), zap.Duration("backoff", d), zap.Error(err))
 		select {
 		case <-time.After(d):

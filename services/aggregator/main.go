@@ -8,16 +8,21 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/aggregator"
 	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/metrics"
 	"github.com/lethe-erasure/lethe/pkg/service"
 )
 
 func main() {
-	service.Main("aggregator", func(ctx context.Context, env service.Env) ([]service.Group, func(context.Context) error, error) {
+	service.Main("aggregator", func(ctx context.Context, env service.Env) (service.Spec, error) {
 		store, err := env.Config.AuditStore(ctx)
 		if err != nil {
-			return nil, nil, err
+			return service.Spec{}, err
 		}
-		agg := &aggregator.Aggregator{Store: store, Producer: env.Producer, Log: env.Log}
-		return []service.Group{{Name: "lethe-aggregator", Topics: []string{event.TopicRequested, event.TopicStoreDone}, Handler: agg.Handle}}, nil, nil
+		agg := &aggregator.Aggregator{Store: store, Producer: env.Producer, Log: env.Log, Metrics: env.Metrics}
+		return service.Spec{
+			Groups: []service.Group{{Name: "lethe-aggregator", Topics: []string{event.TopicRequested, event.TopicStoreDone}, Handler: agg.Handle}},
+			Run:    (&aggregator.Watchdog{Store: store, Producer: env.Producer, Log: env.Log, Metrics: env.Metrics}).Run,
+			Checks: []metrics.Check{service.AuditCheck(store)},
+		}, nil
 	})
 }

@@ -9,18 +9,22 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/datasetstore"
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/metrics"
 	"github.com/lethe-erasure/lethe/pkg/service"
 	"github.com/lethe-erasure/lethe/pkg/worker"
 )
 
 func main() {
-	service.Main("dataset-deleter", func(ctx context.Context, env service.Env) ([]service.Group, func(context.Context) error, error) {
+	service.Main("dataset-deleter", func(ctx context.Context, env service.Env) (service.Spec, error) {
 		client, err := env.Config.S3(ctx)
 		if err != nil {
-			return nil, nil, err
+			return service.Spec{}, err
 		}
 		store := datasetstore.New(client, env.Config.DatasetDir)
-		w := &worker.Worker{Inventory: env.Config.Inventory, Stores: map[string]deletion.Store{"dataset": store}, Producer: env.Producer, Log: env.Log}
-		return []service.Group{{Name: "lethe-dataset-deleter", Topics: []string{event.TopicRequested}, Handler: w.Handle}}, nil, nil
+		w := &worker.Worker{Inventory: env.Config.Inventory, Stores: map[string]deletion.Store{"dataset": store}, Producer: env.Producer, Log: env.Log, Metrics: env.Metrics}
+		return service.Spec{
+			Groups: []service.Group{{Name: "lethe-dataset-deleter", Topics: []string{event.TopicRequested}, Handler: w.Handle}},
+			Checks: []metrics.Check{datasetstore.Check(client, env.Config.Inventory)},
+		}, nil
 	})
 }

@@ -11,22 +11,34 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/lethe-erasure/lethe/pkg/auth"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/intake"
+	"github.com/lethe-erasure/lethe/pkg/metrics"
 	"github.com/lethe-erasure/lethe/pkg/service"
 )
 
 func main() {
-	service.Main("intake", func(ctx context.Context, env service.Env) ([]service.Group, func(context.Context) error, error) {
+	service.Main("intake", func(ctx context.Context, env service.Env) (service.Spec, error) {
 		policy, err := intake.PolicyFromEnv()
 		if err != nil {
-			return nil, nil, err
+			return service.Spec{}, err
 		}
 		store, err := env.Config.AuditStore(ctx)
 		if err != nil {
-			return nil, nil, err
+			return service.Spec{}, err
 		}
-		svc := &intake.Service{Key: env.Config.Key, Inventory: env.Config.Inventory, Producer: env.Producer, Store: store, Policy: policy, Log: env.Log}
+		authn, err := auth.FromEnv()
+		if err != nil {
+			return service.Spec{}, err
+		}
+		limiter, err := auth.LimiterFromEnv()
+		if err != nil {
+			return service.Spec{}, err
+		}
+		env.Log.Info("access", zap.Stringer("auth", authn), zap.Stringer("rate_limit", limiter))
+		svc := &intake.Service{Key: env.Config.Key, Inventory: env.Config.Inventory, Producer: env.Producer, Store: store,
+			Policy: policy, Log: env.Log, Metrics: env.Metrics, Auth: authn, Limiter: limiter}
 		serve := func(ctx context.Context) error {
 			srv := &http.Server{Addr: env.Config.HTTPAddr, Handler: svc.Handler(), ReadHeaderTimeout: 5 * time.Second}
 			go func() {
@@ -41,6 +53,10 @@ func main() {
 			}
 			return nil
 		}
-		return []service.Group{{Name: "lethe-intake", Topics: []string{event.TopicIntake}, Handler: svc.HandleIntake}}, serve, nil
+		return service.Spec{
+			Groups: []service.Group{{Name: "lethe-intake", Topics: []string{event.TopicIntake}, Handler: svc.HandleIntake}},
+			Run:    serve,
+			Checks: []metrics.Check{service.AuditCheck(store)},
+		}, nil
 	})
 }

@@ -8,19 +8,23 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/metrics"
 	"github.com/lethe-erasure/lethe/pkg/qdrantstore"
 	"github.com/lethe-erasure/lethe/pkg/service"
 	"github.com/lethe-erasure/lethe/pkg/worker"
 )
 
 func main() {
-	service.Main("qdrant-deleter", func(ctx context.Context, env service.Env) ([]service.Group, func(context.Context) error, error) {
+	service.Main("qdrant-deleter", func(ctx context.Context, env service.Env) (service.Spec, error) {
 		client, err := env.Config.Qdrant()
 		if err != nil {
-			return nil, nil, err
+			return service.Spec{}, err
 		}
 		store := qdrantstore.New(client)
-		w := &worker.Worker{Inventory: env.Config.Inventory, Stores: map[string]deletion.Store{"qdrant": store}, Producer: env.Producer, Log: env.Log}
-		return []service.Group{{Name: "lethe-qdrant-deleter", Topics: []string{event.TopicRequested}, Handler: w.Handle}}, nil, nil
+		w := &worker.Worker{Inventory: env.Config.Inventory, Stores: map[string]deletion.Store{"qdrant": store}, Producer: env.Producer, Log: env.Log, Metrics: env.Metrics}
+		return service.Spec{
+			Groups: []service.Group{{Name: "lethe-qdrant-deleter", Topics: []string{event.TopicRequested}, Handler: w.Handle}},
+			Checks: []metrics.Check{{Name: "qdrant", Fn: func(ctx context.Context) error { _, err := client.HealthCheck(ctx); return err }}},
+		}, nil
 	})
 }

@@ -8,15 +8,20 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/metrics"
 	"github.com/lethe-erasure/lethe/pkg/redisstore"
 	"github.com/lethe-erasure/lethe/pkg/service"
 	"github.com/lethe-erasure/lethe/pkg/worker"
 )
 
 func main() {
-	service.Main("redis-deleter", func(ctx context.Context, env service.Env) ([]service.Group, func(context.Context) error, error) {
-		store := redisstore.New(env.Config.Redis())
-		w := &worker.Worker{Inventory: env.Config.Inventory, Stores: map[string]deletion.Store{"redis": store}, Producer: env.Producer, Log: env.Log}
-		return []service.Group{{Name: "lethe-redis-deleter", Topics: []string{event.TopicRequested}, Handler: w.Handle}}, nil, nil
+	service.Main("redis-deleter", func(ctx context.Context, env service.Env) (service.Spec, error) {
+		client := env.Config.Redis()
+		store := redisstore.New(client)
+		w := &worker.Worker{Inventory: env.Config.Inventory, Stores: map[string]deletion.Store{"redis": store}, Producer: env.Producer, Log: env.Log, Metrics: env.Metrics}
+		return service.Spec{
+			Groups: []service.Group{{Name: "lethe-redis-deleter", Topics: []string{event.TopicRequested}, Handler: w.Handle}},
+			Checks: []metrics.Check{{Name: "redis", Fn: func(ctx context.Context) error { return client.Ping(ctx).Err() }}},
+		}, nil
 	})
 }

@@ -26,6 +26,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/lethe-erasure/lethe/pkg/auth"
 	"github.com/lethe-erasure/lethe/pkg/embedded"
 	"github.com/lethe-erasure/lethe/pkg/intake"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
@@ -115,7 +116,16 @@ func start(ctx context.Context, o options, stderr io.Writer) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
-	sys, err := embedded.Start(ctx, embedded.Options{Key: key, DataDir: o.dataDir, HTTPAddr: o.httpAddr, Inventory: inv, Policy: policy, Log: log})
+	authn, err := loadAuth(stderr)
+	if err != nil {
+		return nil, err
+	}
+	limiter, err := auth.LimiterFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	sys, err := embedded.Start(ctx, embedded.Options{Key: key, DataDir: o.dataDir, HTTPAddr: o.httpAddr, Inventory: inv, Policy: policy, Log: log,
+		Auth: authn, Limiter: limiter})
 	if err != nil {
 		return nil, err
 	}
@@ -123,6 +133,18 @@ func start(ctx context.Context, o options, stderr io.Writer) (*app, error) {
 	fmt.Fprintf(stderr, "lethe standalone: intake on %s, kafka %v, qdrant emulator, %s, gofakes3 (versioned bucket %s), audit store in %s\n",
 		sys.BaseURL, st.Broker.Brokers, st.RedisKind, embedded.DatasetBucket, filepath.Join(sys.DataDir, "audit"))
 	return &app{System: sys, log: log}, nil
+}
+
+// loadAuth configures authentication from the environment when credentials are
+// configured there; otherwise the standalone intake accepts every caller and says so.
+func loadAuth(stderr io.Writer) (*auth.Authenticator, error) {
+	for _, v := range []string{"LETHE_TOKENS", "LETHE_TOKENS_FILE", "LETHE_JWKS_FILE", "LETHE_JWT_HS256_SECRET", "LETHE_JWT_HS256_SECRET_FILE", "LETHE_AUTH_DISABLED"} {
+		if os.Getenv(v) != "" {
+			return auth.FromEnv()
+		}
+	}
+	fmt.Fprintln(stderr, "lethe standalone: no LETHE_TOKENS or JWT settings; the intake accepts unauthenticated requests")
+	return nil, nil
 }
 
 // loadKey reads the pseudonym key from the environment, or generates a throwaway one when

@@ -66,6 +66,7 @@ func Run(t *testing.T, newStore func(t *testing.T) auditlog.Store) {
 		{"AppendEventIsIdempotent", testAppendEvent},
 		{"EventsPaginates", testEventsPaginate},
 		{"Requests", testRequests},
+		{"ListRequests", testListRequests},
 		{"ReportsKeepTheLatestAttempt", testReports},
 		{"ReceiptsAreCreatedOnce", testReceipts},
 		{"SwapHead", testSwapHead},

@@ -8,6 +8,8 @@
 //	pk                               sk                        holds
 //	EVT#<tenant>#<subject hash>      EVT#<event id>            an audit event
 //	REQ#<request id>                 REQUEST                   the request (attempt)
+//	REQIDX#<tenant>                  <requested at>#<request id>   request index entry
+//	REQIDX                           <requested at>#<request id>   request index entry (all tenants)
 //	REQ#<request id>                 REPORT#<store>            a store's report (attempt)
 //	REQ#<request id>                 RECEIPT                   the receipt (seq)
 //	TEN#<tenant>                     HEAD                      the chain's head (seq)
@@ -130,10 +132,15 @@ func (s *Store) Events(ctx context.Context, tenant, subjectHash string) ([]audit
 	return evs, nil
 }
 
-// PutRequest inserts r or replaces the stored request when r.Attempt >= its attempt.
+// PutRequest inserts r or replaces the stored request when r.Attempt >= its attempt. It
+// writes r's index entries (see ListRequests) before the request itself, so a crash in
+// between leaves entries that ListRequests skips until the request is written.
 func (s *Store) PutRequest(ctx context.Context, r auditlog.Request) error {
 	if r.RequestID == "" {
 		return deletion.Permanent(errors.New("auditlog/dynamo: request needs a request id"))
+	}
+	if err := s.putRequestIndex(ctx, r); err != nil {
+		return err
 	}
 	return s.putAttempt(ctx, "put request", reqPK(r.RequestID), "REQUEST", r, r.Attempt)
 }
@@ -248,15 +255,18 @@ func (s *Store) get(ctx context.Context, op, pk, sk string, v any) error {
 	return decode(out.Item, v)
 }
 
-// query returns every item of pk whose sk starts with prefix, following LastEvaluatedKey.
+// query returns every item of pk whose sk starts with prefix ("": every item of pk),
+// following LastEvaluatedKey.
 func (s *Store) query(ctx context.Context, op, pk, prefix string) ([]map[string]types.AttributeValue, error) {
 	in := &dynamodb.QueryInput{
-		TableName:              aws.String(s.table),
-		KeyConditionExpression: aws.String("pk = :pk AND begins_with(sk, :p)"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pk": str(pk), ":p": str(prefix),
-		},
-		ConsistentRead: aws.Bool(true),
+		TableName:                 aws.String(s.table),
+		KeyConditionExpression:    aws.String("pk = :pk AND begins_with(sk, :p)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(pk), ":p": str(prefix)},
+		ConsistentRead:            aws.Bool(true),
+	}
+	if prefix == "" {
+		in.KeyConditionExpression = aws.String("pk = :pk")
+		delete(in.ExpressionAttributeValues, ":p")
 	}
 	if s.pageSize > 0 {
 		in.Limit = aws.Int32(s.pageSize)

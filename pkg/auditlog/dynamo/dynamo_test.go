@@ -105,6 +105,39 @@ func TestDynamo(t *testing.T) {
 		}
 	})
 
+	t.Run("ListRequestsFollowsPagesAndSkipsOrphans", func(t *testing.T) {
+		s := e.store(t, PageSize(40))
+		const n = 230 // three BatchGetItem calls of at most 100 keys
+		for i := range n {
+			r := auditlog.Request{RequestID: fmt.Sprintf("r%03d", i), TenantID: "acme", Attempt: 1,
+				RequestedAt: auditlogtest.T0.Add(time.Duration(n-i) * time.Millisecond)}
+			must(t, s.PutRequest(ctx, r))
+		}
+		// A writer that crashed after the index entries, before the request.
+		orphan := auditlog.Request{RequestID: "crashed", TenantID: "acme", RequestedAt: auditlogtest.T0}
+		must(t, s.putRequestIndex(ctx, orphan))
+		before := e.wire.queries.Load()
+		for _, tenant := range []string{"acme", ""} {
+			got, err := s.ListRequests(ctx, tenant)
+			must(t, err)
+			if len(got) != n {
+				t.Fatalf("ListRequests(%q) = %d requests, want %d (the orphan entry skipped)", tenant, len(got), n)
+			}
+			for i, r := range got {
+				if want := fmt.Sprintf("r%03d", n-1-i); r.RequestID != want {
+					t.Fatalf("ListRequests(%q)[%d] = %s, want %s (time order)", tenant, i, r.RequestID, want)
+				}
+			}
+		}
+		if pages := e.wire.queries.Load() - before; pages < 2*6 {
+			t.Errorf("ListRequests read %d index pages, want at least 6 pages of 40 per call", pages)
+		}
+		must(t, s.PutRequest(ctx, orphan)) // the retried write completes it
+		if got, err := s.ListRequests(ctx, "acme"); err != nil || len(got) != n+1 || got[0].RequestID != "crashed" {
+			t.Errorf("after the request was written: %d requests, %v; want %d with it first", len(got), err, n+1)
+		}
+	})
+
 	t.Run("CreateTableIsIdempotent", func(t *testing.T) {
 		s := e.store(t)
 		must(t, s.CreateTable(ctx))

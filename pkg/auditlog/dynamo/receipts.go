@@ -5,19 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/event"
 )
-
-// batchGetMax is BatchGetItem's limit of keys per call.
-const batchGetMax = 100
 
 // PutReceipt creates the receipt of r.RequestID, or fails with auditlog.ErrExists. Without
 // transactions it takes up to three single-item calls: a consistent read (ErrExists at
@@ -83,54 +77,37 @@ func (s *Store) Receipts(ctx context.Context, tenant string) ([]event.Receipt, e
 		}
 		seqs[id.Value][seq] = true
 	}
+	got, err := s.batchGetReceipts(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
 	var rs []event.Receipt
-	for start := 0; start < len(ids); start += batchGetMax {
-		got, err := s.batchGetReceipts(ctx, ids[start:min(start+batchGetMax, len(ids))])
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range got {
-			if r.TenantID == tenant && seqs[r.RequestID][r.Seq] {
-				rs = append(rs, r)
-			}
+	for _, r := range got {
+		if r.TenantID == tenant && seqs[r.RequestID][r.Seq] {
+			rs = append(rs, r)
 		}
 	}
 	auditlog.SortReceipts(rs)
 	return rs, nil
 }
 
-// batchGetReceipts reads the receipts of ids (at most batchGetMax, no duplicates),
-// retrying unprocessed keys. Missing receipts are left out.
+// batchGetReceipts reads the receipts of ids (no duplicates). Missing receipts are left out.
 func (s *Store) batchGetReceipts(ctx context.Context, ids []string) ([]event.Receipt, error) {
 	keys := make([]map[string]types.AttributeValue, len(ids))
 	for i, id := range ids {
 		keys[i] = key(reqPK(id), "RECEIPT")
 	}
-	req := map[string]types.KeysAndAttributes{s.table: {Keys: keys, ConsistentRead: aws.Bool(true)}}
-	var rs []event.Receipt
-	for rounds := 0; len(req) > 0; rounds++ {
-		if rounds == 20 {
-			return nil, errors.New("auditlog/dynamo: receipts: unprocessed keys after 20 rounds")
+	items, err := s.batchGet(ctx, "receipts", keys)
+	if err != nil {
+		return nil, err
+	}
+	rs := make([]event.Receipt, 0, len(items))
+	for _, it := range items {
+		var r event.Receipt
+		if err := decode(it, &r); err != nil {
+			return nil, err
 		}
-		if rounds > 0 { // throttled: back off before retrying what was left
-			select {
-			case <-ctx.Done():
-				return nil, fmt.Errorf("auditlog/dynamo: receipts: %w", ctx.Err())
-			case <-time.After(min(time.Duration(1<<rounds)*10*time.Millisecond, time.Second)):
-			}
-		}
-		out, err := s.c.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
-		if err != nil {
-			return nil, classify("receipts", err)
-		}
-		for _, it := range out.Responses[s.table] {
-			var r event.Receipt
-			if err := decode(it, &r); err != nil {
-				return nil, err
-			}
-			rs = append(rs, r)
-		}
-		req = out.UnprocessedKeys
+		rs = append(rs, r)
 	}
 	return rs, nil
 }

@@ -4,14 +4,19 @@
 // store directly, not through the Store under test), erases some of them and checks, again
 // through the fixture's own read path, that exactly the erased subjects' data is gone, that
 // the counts and the verification are truthful and that erasing is idempotent. Its subject
-// pairs include glob metacharacters, key delimiters, prefixes, case and Unicode variants.
+// pairs include glob metacharacters, key delimiters, prefixes, case and Unicode variants,
+// fixed ones (HostilePairs) and random ones drawn from HostileAlphabet (RandomPairs).
 package deletiontest
 
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/event"
@@ -162,6 +167,33 @@ func Run(t *testing.T, newFixture func(t *testing.T) Fixture) {
 		}
 	})
 
+	t.Run("RandomHostilePairs", func(t *testing.T) {
+		seed, n := propertyParams(t)
+		t.Logf("seed %d, %d pairs (replay with LETHE_PROPERTY_SEED=%d LETHE_PROPERTY_N=%d)", seed, n, seed, n)
+		for k, p := range RandomPairs(seed, n) {
+			t.Run(fmt.Sprintf("%02d_%+q_vs_%+q", k, p[0], p[1]), func(t *testing.T) {
+				f := newFixture(t)
+				victim, bystander := NewSubject("acme", p[0]), NewSubject("acme", p[1])
+				want := f.Seed(t, victim, 2)
+				keep := f.Seed(t, bystander, 2)
+				if got := f.Count(t, bystander); got != keep {
+					t.Fatalf("seed %d pair %d: bystander %+q holds %d items after seeding, seeded %d", seed, k, p[1], got, keep)
+				}
+				res, err := f.Impl.Erase(ctx, f.Store, victim)
+				if err != nil {
+					t.Fatalf("seed %d pair %d: Erase %+q: %v", seed, k, p[0], err)
+				}
+				if res.Deleted() != int64(want) {
+					t.Errorf("seed %d pair %d: erasing %+q deleted %d, seeded %d", seed, k, p[0], res.Deleted(), want)
+				}
+				checkGone(t, f, victim)
+				if got := f.Count(t, bystander); got != keep {
+					t.Errorf("seed %d pair %d: erasing %+q left bystander %+q with %d items of %d", seed, k, p[0], p[1], got, keep)
+				}
+			})
+		}
+	})
+
 	if f := newFixture(t); f.Taint != nil {
 		t.Run("VerifyReportsTaint", func(t *testing.T) {
 			f := newFixture(t)
@@ -211,3 +243,85 @@ func containsID(loc string, s deletion.Subject) bool {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// HostileAlphabet is what RandomPairs builds subject ids from: glob and regexp
+// metacharacters, key and path delimiters, quotes, a space, letters, é both precomposed
+// (NFC) and as e with a combining acute accent (NFD), a CJK character, an emoji and digits.
+var HostileAlphabet = []string{
+	"*", "?", "[", "]", `\`, ":", "%", "{", "}", "/", ".", ",", `"`, "'", " ",
+	"a", "b", "\u00e9", "e\u0301", "\u540d", "\U0001F600", "0", "1", "9",
+}
+
+// Defaults of the property test, overridden by $LETHE_PROPERTY_SEED and $LETHE_PROPERTY_N.
+const (
+	DefaultPropertySeed = 20261201
+	DefaultPropertyN    = 25
+)
+
+// RandomPairs returns n pairs (erased, bystander) of distinct subject ids of 1 to 6 runes
+// drawn from HostileAlphabet, the same for the same seed. In about half of the pairs one id
+// is a prefix of the other (cut at any rune, so "e" can stand against "e\u0301"); which of
+// the two is erased is drawn too.
+func RandomPairs(seed uint64, n int) [][2]string {
+	rng := rand.New(rand.NewPCG(seed, 0x6c65746865))
+	pairs := make([][2]string, 0, n)
+	for len(pairs) < n {
+		a, b := randomID(rng), ""
+		if rng.IntN(2) == 0 {
+			// b is a prefix of a, or a with more runes appended.
+			if rs := []rune(a); len(rs) > 1 && rng.IntN(2) == 0 {
+				b = string(rs[:1+rng.IntN(len(rs)-1)])
+			} else {
+				b = a + randomID(rng)
+				if utf8.RuneCountInString(b) > 6 {
+					b = string([]rune(b)[:6])
+				}
+			}
+		} else {
+			b = randomID(rng)
+		}
+		if a == b {
+			continue
+		}
+		if rng.IntN(2) == 0 {
+			a, b = b, a
+		}
+		pairs = append(pairs, [2]string{a, b})
+	}
+	return pairs
+}
+
+// randomID draws 1 to 6 runes' worth of HostileAlphabet symbols.
+func randomID(rng *rand.Rand) string {
+	want := 1 + rng.IntN(6)
+	var sb strings.Builder
+	for n := 0; n < want; {
+		sym := HostileAlphabet[rng.IntN(len(HostileAlphabet))]
+		if k := utf8.RuneCountInString(sym); n+k <= want {
+			sb.WriteString(sym)
+			n += k
+		}
+	}
+	return sb.String()
+}
+
+// propertyParams reads the seed and the number of pairs of the property test.
+func propertyParams(t *testing.T) (uint64, int) {
+	t.Helper()
+	seed, n := uint64(DefaultPropertySeed), DefaultPropertyN
+	if v := os.Getenv("LETHE_PROPERTY_SEED"); v != "" {
+		s, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("LETHE_PROPERTY_SEED=%q: want an unsigned integer", v)
+		}
+		seed = s
+	}
+	if v := os.Getenv("LETHE_PROPERTY_N"); v != "" {
+		k, err := strconv.Atoi(v)
+		if err != nil || k < 1 {
+			t.Fatalf("LETHE_PROPERTY_N=%q: want a positive integer", v)
+		}
+		n = k
+	}
+	return seed, n
+}

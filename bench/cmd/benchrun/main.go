@@ -1,0 +1,81 @@
+// Command benchrun measures Lethe's erasure cost against the naive pipeline on the
+// embedded stack and writes every figure to a JSON file (see package bench).
+//
+//	benchrun -out ../.bench/results.json          the full run (about 10 minutes on 2 cores)
+//	benchrun -quick -out /tmp/results.json        a smoke run with tiny sizes
+//
+// Sizes can be overridden one by one; -cpuprofile profiles the end-to-end phases only.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"time"
+
+	"github.com/lethe-erasure/lethe/bench"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("benchrun", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	quick := fs.Bool("quick", false, "smoke run with tiny sizes (about a minute)")
+	out := fs.String("out", ".bench/results.json", "results file")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the end-to-end phases to this file")
+	storesOnly := fs.Bool("stores-only", false, "measure the per-store figures only")
+	systemOnly := fs.Bool("system-only", false, "measure the end-to-end figures only")
+	cfg := bench.Default()
+	fs.IntVar(&cfg.Large.RedisKeys, "redis-large", cfg.Large.RedisKeys, "unrelated Redis keys in the large corpus")
+	fs.IntVar(&cfg.Large.QdrantPoints, "qdrant-large", cfg.Large.QdrantPoints, "unrelated Qdrant points in the large corpus")
+	fs.IntVar(&cfg.Large.DatasetRows, "dataset-large", cfg.Large.DatasetRows, "unrelated dataset rows in the large corpus")
+	fs.IntVar(&cfg.Subjects, "subjects", cfg.Subjects, "subjects erased per store, size and approach")
+	fs.IntVar(&cfg.Rate, "rate", cfg.Rate, "end-to-end requests per second")
+	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "length of the fixed-rate phase")
+	fs.IntVar(&cfg.Throughput, "throughput", cfg.Throughput, "requests per throughput phase")
+	fs.IntVar(&cfg.InFlight, "inflight", cfg.InFlight, "requests published for the memory phase")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *quick {
+		cfg = bench.Quick()
+	}
+	cfg.Log = stderr
+	cfg.SkipStores, cfg.SkipSystem = *systemOnly, *storesOnly
+	cfg.CPUProfile = func() (func(), error) { return nil, nil }
+	if *cpuprofile != "" {
+		cfg.CPUProfile = func() (func(), error) {
+			f, err := os.Create(*cpuprofile)
+			if err != nil {
+				return nil, err
+			}
+			if err := pprof.StartCPUProfile(f); err != nil {
+				f.Close()
+				return nil, err
+			}
+			return func() { pprof.StopCPUProfile(); f.Close() }, nil
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	start := time.Now()
+	res, err := bench.Run(ctx, cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "benchrun: %v\n", err)
+		return 1
+	}
+	res.PrintTable(stdout)
+	if err := res.WriteJSON(*out); err != nil {
+		fmt.Fprintf(stderr, "benchrun: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stderr, "wrote %s in %s\n", *out, time.Since(start).Round(time.Second))
+	return 0
+}

@@ -1,0 +1,180 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/lethe-erasure/lethe/pkg/embedded"
+	"github.com/lethe-erasure/lethe/pkg/intake"
+	"github.com/lethe-erasure/lethe/pkg/subject"
+)
+
+// system is a running Lethe with a seeded tenant and a receipt watcher.
+type system struct {
+	*embedded.System
+	receipts *receipts
+	tenant   string
+	next     int // next unused target customer
+	client   *http.Client
+}
+
+// startSystem starts Lethe with instances consumers per deleter and seeds tenant with the
+// small corpus and targets customers that have the full footprint.
+func startSystem(ctx context.Context, key subject.Key, instances int, sz Size, targets int, logf func(string, ...any)) (*system, error) {
+	zl, _ := zap.NewDevelopment(zap.IncreaseLevel(zap.WarnLevel))
+	sys, err := embedded.Start(ctx, embedded.Options{Key: key, Instances: instances, Log: zl})
+	if err != nil {
+		return nil, fmt.Errorf("start system: %w", err)
+	}
+	s := &system{System: sys, tenant: "bench-e2e", client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}
+	ok := false
+	defer func() {
+		if !ok {
+			s.stop()
+		}
+	}()
+	cs := make([]Customer, targets)
+	for i := range cs {
+		cs[i] = NewCustomer(s.tenant, "sub", i)
+	}
+	st := sys.Stack
+	start := time.Now()
+	if err := CreateCollection(ctx, st.Qdrant, sys.Inventory, s.tenant); err != nil {
+		return nil, err
+	}
+	others := make([]Customer, sz.QdrantPoints/otherChunks)
+	for i := range others {
+		others[i] = NewCustomer(s.tenant, "other", i)
+	}
+	if _, err := SeedQdrant(ctx, st.Qdrant, key, Collection(sys.Inventory, s.tenant), cs, others, 1); err != nil {
+		return nil, err
+	}
+	if err := SeedRedisOthers(ctx, st.Redis, sys.Inventory, s.tenant, 0, sz.RedisKeys); err != nil {
+		return nil, err
+	}
+	if err := SeedRedisTargets(ctx, st.Redis, sys.Inventory, key, cs); err != nil {
+		return nil, err
+	}
+	if err := SeedDataset(ctx, st.S3, s.tenant, cs, sz.DatasetRows); err != nil {
+		return nil, err
+	}
+	logf("  system with %d instance(s) per deleter seeded (%d customers with a footprint) in %s", instances, targets, time.Since(start).Round(time.Millisecond))
+	if s.receipts, err = watchReceipts(st.Broker); err != nil {
+		return nil, err
+	}
+	ok = true
+	return s, nil
+}
+
+func (s *system) stop() {
+	if s.receipts != nil {
+		s.receipts.close()
+	}
+	s.Stop()
+}
+
+// submit posts an erasure of the next seeded customer and records its submission time.
+func (s *system) submit(ctx context.Context, c Customer) error {
+	body, _ := json.Marshal(intake.SubmitRequest{TenantID: c.Tenant, SubjectID: c.ID, SessionIDs: c.Sessions, Regulation: "GDPR"})
+	start := time.Now()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.BaseURL+"/v1/erasures", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("submit: %w", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusAccepted {
+		return fmt.Errorf("submit: %s: %s", resp.Status, bytes.TrimSpace(b))
+	}
+	var acc intake.Accepted
+	if err := json.Unmarshal(b, &acc); err != nil {
+		return fmt.Errorf("submit: %w", err)
+	}
+	s.receipts.sentAt(acc.RequestID, start)
+	return nil
+}
+
+// take returns the next n seeded customers.
+func (s *system) take(n int) []Customer {
+	out := make([]Customer, n)
+	for i := range out {
+		out[i] = NewCustomer(s.tenant, "sub", s.next)
+		s.next++
+	}
+	return out
+}
+
+// fixedRate submits rate requests per second for d, then waits up to drain for every
+// receipt. It returns the latencies from submission to receipt, how many were submitted
+// and how many receipts arrived.
+func (s *system) fixedRate(ctx context.Context, rate int, d, drain time.Duration) (Durations, int, int, error) {
+	s.receipts.reset()
+	before := s.receipts.count()
+	cs := s.take(int(float64(rate) * d.Seconds()))
+	interval := time.Second / time.Duration(rate)
+	var wg sync.WaitGroup
+	var firstErr atomic.Value
+	start := time.Now()
+	for i, c := range cs {
+		if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
+			time.Sleep(wait)
+		}
+		wg.Go(func() {
+			if err := s.submit(ctx, c); err != nil {
+				firstErr.CompareAndSwap(nil, err)
+			}
+		})
+	}
+	wg.Wait()
+	if err, ok := firstErr.Load().(error); ok {
+		return nil, 0, 0, err
+	}
+	s.receipts.waitFor(before+len(cs), drain)
+	return s.receipts.reset(), len(cs), s.receipts.count() - before, nil
+}
+
+// throughput submits n requests as fast as 32 clients can and returns receipts per second
+// from the first submission to the last receipt (or to the drain deadline).
+func (s *system) throughput(ctx context.Context, n int, drain time.Duration) (float64, int, error) {
+	before := s.receipts.count()
+	cs := s.take(n)
+	work := make(chan Customer)
+	var wg sync.WaitGroup
+	var firstErr atomic.Value
+	start := time.Now()
+	for range 32 {
+		wg.Go(func() {
+			for c := range work {
+				if err := s.submit(ctx, c); err != nil {
+					firstErr.CompareAndSwap(nil, err)
+				}
+			}
+		})
+	}
+	for _, c := range cs {
+		work <- c
+	}
+	close(work)
+	wg.Wait()
+	if err, ok := firstErr.Load().(error); ok {
+		return 0, 0, err
+	}
+	s.receipts.waitFor(before+n, drain)
+	done := s.receipts.count() - before
+	s.receipts.reset()
+	return float64(done) / time.Since(start).Seconds(), done, nil
+}

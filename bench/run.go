@@ -1,0 +1,213 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"time"
+
+	"github.com/lethe-erasure/lethe/pkg/embedded"
+	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/subject"
+)
+
+// Config sizes a run. Default is the full run; Quick a smoke run of about a minute.
+type Config struct {
+	Small, Large Size
+	Subjects     int           // subjects erased per store, size and approach
+	Rate         int           // end-to-end requests per second
+	Duration     time.Duration // of the fixed-rate phase
+	Drain        time.Duration // longest wait for outstanding receipts after a phase
+	Throughput   int           // requests per throughput phase
+	InFlight     int           // requests published for the memory phase
+	Log          io.Writer     // progress; nil for none
+	// E2E is the corpus of the end-to-end system (the stores are erased per request, so
+	// its size bounds the rate the system can sustain).
+	E2E Size
+	// SkipStores and SkipSystem leave out the per-store or the end-to-end phases.
+	SkipStores, SkipSystem bool
+	// CPUProfile, when set, starts a CPU profile around the end-to-end phases and returns
+	// the function that stops it.
+	CPUProfile func() (stop func(), err error)
+}
+
+// Default is the full benchmark: 10k and 1M Redis keys and Qdrant points, 1k and 200k
+// dataset rows.
+func Default() Config {
+	return Config{
+		Small:    Size{Name: "small", RedisKeys: 10_000, QdrantPoints: 10_000, DatasetRows: 1_000},
+		Large:    Size{Name: "large", RedisKeys: 1_000_000, QdrantPoints: 1_000_000, DatasetRows: 200_000},
+		Subjects: 9, Rate: 200, Duration: 15 * time.Second, Drain: 90 * time.Second,
+		Throughput: 1000, InFlight: 100_000,
+		E2E: Size{Name: "e2e", RedisKeys: 10_000, QdrantPoints: 10_000, DatasetRows: 1_000},
+	}
+}
+
+// Quick is a smoke run with tiny sizes.
+func Quick() Config {
+	return Config{
+		Small:    Size{Name: "small", RedisKeys: 1_000, QdrantPoints: 1_000, DatasetRows: 100},
+		Large:    Size{Name: "large", RedisKeys: 10_000, QdrantPoints: 10_000, DatasetRows: 2_000},
+		Subjects: 3, Rate: 50, Duration: 2 * time.Second, Drain: 30 * time.Second,
+		Throughput: 100, InFlight: 2_000,
+		E2E: Size{Name: "e2e", RedisKeys: 1_000, QdrantPoints: 1_000, DatasetRows: 100},
+	}
+}
+
+// Run measures everything cfg asks for and returns the figures. It fails when
+// redis-server is not installed: the Redis figures are meaningless on miniredis.
+func Run(ctx context.Context, cfg Config) (*Results, error) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		return nil, errors.New("redis-server is not on PATH (Debian package redis-server)")
+	}
+	logf := func(format string, args ...any) {
+		if cfg.Log != nil {
+			fmt.Fprintf(cfg.Log, format+"\n", args...)
+		}
+	}
+	secret := make([]byte, 32)
+	rand.Read(secret)
+	key, err := subject.NewKey("bench", secret)
+	if err != nil {
+		return nil, err
+	}
+	res := &Results{}
+	if !cfg.SkipStores {
+		if err := runStores(ctx, cfg, key, res, logf); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.SkipSystem {
+		return res, nil
+	}
+	if cfg.CPUProfile != nil {
+		stop, err := cfg.CPUProfile()
+		if err != nil {
+			return nil, fmt.Errorf("cpu profile: %w", err)
+		}
+		if stop != nil {
+			defer stop()
+		}
+	}
+	if err := runSystem(ctx, cfg, key, res, logf); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// runStores measures per-store erasure against the baseline at both sizes.
+func runStores(ctx context.Context, cfg Config, key subject.Key, res *Results, logf func(string, ...any)) error {
+	dir, err := os.MkdirTemp("", "lethe-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	st, err := embedded.StartStack(ctx, dir)
+	if err != nil {
+		return fmt.Errorf("stack: %w", err)
+	}
+	defer st.Close()
+	b := &storeBench{st: st, inv: inventory.Reference(), key: key, log: logf}
+	logf("per-store erasure, %d subjects per store, size and approach", cfg.Subjects)
+	small, err := b.measureSize(ctx, cfg.Small, cfg.Subjects)
+	if err != nil {
+		return err
+	}
+	large, err := b.measureSize(ctx, cfg.Large, cfg.Subjects)
+	if err != nil {
+		return err
+	}
+	sizeOf := map[string]func(Size) int{
+		storeQdrant:  func(s Size) int { return s.QdrantPoints },
+		storeRedis:   func(s Size) int { return s.RedisKeys },
+		storeDataset: func(s Size) int { return s.DatasetRows },
+	}
+	for _, name := range []string{storeQdrant, storeRedis, storeDataset} {
+		for _, sz := range []struct {
+			s Size
+			t *storeTimes
+		}{{cfg.Small, small[name]}, {cfg.Large, large[name]}} {
+			prefix := fmt.Sprintf("%s/%s", name, sz.s.Name)
+			res.AddVs(prefix+"/erase_verify_p50", sz.t.lethe.Median(), sz.t.baseline.Median(), "ms")
+			res.AddVs(prefix+"/erase_verify_p95", sz.t.lethe.Quantile(0.95), sz.t.baseline.Quantile(0.95), "ms")
+			res.List[len(res.List)-2].Note = fmt.Sprintf("%d unrelated items in the corpus", sizeOf[name](sz.s))
+		}
+		res.AddRatio(name+"/lethe_large_over_small_p50", large[name].lethe.Median(), small[name].lethe.Median(),
+			fmt.Sprintf("corpus grew %dx", sizeOf[name](cfg.Large)/max(sizeOf[name](cfg.Small), 1)))
+		res.AddRatio(name+"/baseline_large_over_small_p50", large[name].baseline.Median(), small[name].baseline.Median(), "")
+	}
+	return nil
+}
+
+// runSystem measures the whole system: latency at a fixed rate and throughput with one
+// consumer instance per deleter, throughput with three, and memory with many requests in
+// flight.
+func runSystem(ctx context.Context, cfg Config, key subject.Key, res *Results, logf func(string, ...any)) error {
+	targets := int(float64(cfg.Rate)*cfg.Duration.Seconds()) + cfg.Throughput
+	logf("end to end: %d req/s for %s, then %d requests as fast as possible", cfg.Rate, cfg.Duration, cfg.Throughput)
+	sys, err := startSystem(ctx, key, 1, cfg.E2E, targets, logf)
+	if err != nil {
+		return err
+	}
+	lat, sent, done, err := sys.fixedRate(ctx, cfg.Rate, cfg.Duration, cfg.Drain)
+	if err != nil {
+		sys.stop()
+		return err
+	}
+	note := fmt.Sprintf("%d req/s for %s: %d submitted, %d receipts", cfg.Rate, cfg.Duration, sent, done)
+	res.Add("e2e/latency_p50", lat.Quantile(0.5), "ms", note)
+	res.Add("e2e/latency_p95", lat.Quantile(0.95), "ms", "")
+	res.Add("e2e/latency_p99", lat.Quantile(0.99), "ms", "")
+	res.Add("e2e/receipts_of_submitted", float64(done)/float64(max(sent, 1)), "fraction", "")
+	logf("  e2e p50 %.1f ms p95 %.1f ms p99 %.1f ms (%d/%d receipts)", lat.Quantile(0.5), lat.Quantile(0.95), lat.Quantile(0.99), done, sent)
+	tput1, done1, err := sys.throughput(ctx, cfg.Throughput, cfg.Drain)
+	bad := sys.receipts.badCount()
+	sys.stop()
+	if err != nil {
+		return err
+	}
+	if bad > 0 {
+		return fmt.Errorf("%d receipts were not COMPLETE", bad)
+	}
+	res.Add("throughput/instances_1", tput1, "erasures/s", fmt.Sprintf("%d of %d receipts", done1, cfg.Throughput))
+	logf("  throughput with 1 instance per deleter: %.1f erasures/s", tput1)
+
+	sys3, err := startSystem(ctx, key, 3, cfg.E2E, cfg.Throughput, logf)
+	if err != nil {
+		return err
+	}
+	tput3, done3, err := sys3.throughput(ctx, cfg.Throughput, cfg.Drain)
+	sys3.stop()
+	if err != nil {
+		return err
+	}
+	res.Add("throughput/instances_3", tput3, "erasures/s", fmt.Sprintf("%d of %d receipts", done3, cfg.Throughput))
+	res.AddRatio("throughput/instances_3_over_1", tput3, tput1, "")
+	logf("  throughput with 3 instances per deleter: %.1f erasures/s", tput3)
+
+	logf("memory: publishing %d requests straight to erasure.requested", cfg.InFlight)
+	sysm, err := startSystem(ctx, key, 1, cfg.E2E, 0, logf)
+	if err != nil {
+		return err
+	}
+	base, peak, err := sysm.inFlight(ctx, cfg.InFlight, 2*time.Second)
+	sysm.stop()
+	if err != nil {
+		return err
+	}
+	const mib = 1 << 20
+	res.Add("memory/in_flight_peak", float64(peak.InFlight), "requests", fmt.Sprintf("target %d", cfg.InFlight))
+	res.Add("memory/heap_inuse_idle", float64(base.HeapInUse)/mib, "MiB", "")
+	res.Add("memory/heap_inuse_at_peak", float64(peak.HeapInUse)/mib, "MiB", "")
+	res.Add("memory/rss_idle", float64(base.RSS)/mib, "MiB", "")
+	res.Add("memory/rss_at_peak", float64(peak.RSS)/mib, "MiB", "")
+	if peak.InFlight > 0 {
+		res.Add("memory/heap_per_in_flight_request", float64(peak.HeapInUse-min(base.HeapInUse, peak.HeapInUse))/float64(peak.InFlight), "bytes", "")
+	}
+	logf("  peak %d in flight: heap %.0f MiB (idle %.0f), RSS %.0f MiB (idle %.0f)", peak.InFlight, float64(peak.HeapInUse)/mib, float64(base.HeapInUse)/mib, float64(peak.RSS)/mib, float64(base.RSS)/mib)
+	return nil
+}

@@ -1,0 +1,171 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/lethe-erasure/lethe/pkg/datasetstore"
+	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/embedded"
+	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/qdrantstore"
+	"github.com/lethe-erasure/lethe/pkg/redisstore"
+	"github.com/lethe-erasure/lethe/pkg/subject"
+)
+
+// Size is one corpus size: unrelated items per store.
+type Size struct {
+	Name         string // "small" or "large"
+	RedisKeys    int
+	QdrantPoints int
+	DatasetRows  int
+}
+
+// storeTimes are the erasure latencies of one store at one size.
+type storeTimes struct {
+	lethe, baseline Durations
+}
+
+// storeBench erases subjects from the stores of one Stack, store by store.
+type storeBench struct {
+	st  *embedded.Stack
+	inv *inventory.Inventory
+	key subject.Key
+	log func(format string, args ...any)
+}
+
+// Store names of the per-store figures.
+const (
+	storeQdrant  = "qdrant"
+	storeRedis   = "redis"
+	storeDataset = "dataset"
+)
+
+// measureSize seeds sz for a fresh tenant, then erases n subjects per approach from each
+// store: the first n through Lethe's adapters (Erase then Verify, checking every item went
+// and none remains), the next n through the baseline (checking it found every item).
+func (b *storeBench) measureSize(ctx context.Context, sz Size, n int) (map[string]*storeTimes, error) {
+	tenant := "bench-" + sz.Name
+	targets := make([]Customer, 2*n)
+	for i := range targets {
+		targets[i] = NewCustomer(tenant, "sub", i)
+	}
+	if err := b.seed(ctx, tenant, sz, targets); err != nil {
+		return nil, err
+	}
+	out := map[string]*storeTimes{}
+	coll := Collection(b.inv, tenant)
+	adapters := []struct {
+		name     string
+		store    deletion.Store
+		invs     []inventory.Store
+		want     int64
+		baseline func(Customer) (int, error)
+	}{
+		{storeQdrant, qdrantstore.New(b.st.Qdrant), b.inv.OfKinds(inventory.KindQdrant), TaggedChunks + LegacyChunks,
+			func(c Customer) (int, error) { return BaselineQdrant(ctx, b.st.Qdrant, coll, c) }},
+		{storeRedis, redisstore.New(b.st.Redis), b.inv.OfKinds(inventory.KindRedis), KeysPerSub,
+			func(c Customer) (int, error) { return BaselineRedis(ctx, b.st.Redis, c) }},
+		{storeDataset, datasetstore.New(b.st.S3, ""), b.inv.OfKinds(inventory.KindDataset), 1,
+			func(c Customer) (int, error) { return BaselineDataset(ctx, b.st.S3, c) }},
+	}
+	for _, a := range adapters {
+		t := &storeTimes{}
+		for _, c := range targets[:n] {
+			d, err := eraseVerify(ctx, a.store, a.invs, c.Subject(b.key), a.want)
+			if err != nil {
+				return nil, fmt.Errorf("%s %s: %w", a.name, sz.Name, err)
+			}
+			t.lethe = append(t.lethe, d)
+		}
+		for _, c := range targets[n:] {
+			start := time.Now()
+			got, err := a.baseline(c)
+			if err != nil {
+				return nil, fmt.Errorf("%s %s: %w", a.name, sz.Name, err)
+			}
+			t.baseline = append(t.baseline, time.Since(start))
+			if int64(got) != a.want {
+				return nil, fmt.Errorf("%s %s: baseline deleted %d items of a subject, want %d", a.name, sz.Name, got, a.want)
+			}
+		}
+		b.log("  %-8s %-5s lethe p50 %8.3f ms   baseline p50 %8.3f ms", a.name, sz.Name, t.lethe.Median(), t.baseline.Median())
+		out[a.name] = t
+	}
+	if err := b.st.Qdrant.DeleteCollection(ctx, coll); err != nil {
+		return nil, fmt.Errorf("drop collection: %w", err)
+	}
+	return out, nil
+}
+
+// eraseVerify erases s from every inventory store in invs and verifies each, failing
+// unless exactly want items went and none remain. It returns the time taken.
+func eraseVerify(ctx context.Context, store deletion.Store, invs []inventory.Store, s deletion.Subject, want int64) (time.Duration, error) {
+	start := time.Now()
+	var deleted, remaining int64
+	for _, inv := range invs {
+		res, err := store.Erase(ctx, inv, s)
+		if err != nil {
+			return 0, fmt.Errorf("erase: %w", err)
+		}
+		v, err := store.Verify(ctx, inv, s)
+		if err != nil {
+			return 0, fmt.Errorf("verify: %w", err)
+		}
+		deleted += currentRows(res)
+		remaining += v.Remaining
+	}
+	d := time.Since(start)
+	if deleted != want || remaining != 0 {
+		return 0, fmt.Errorf("erased %d items of a subject and %d remain, want %d and 0", deleted, remaining, want)
+	}
+	return d, nil
+}
+
+// currentRows is the deleted count of r without old dataset versions, which are copies.
+func currentRows(r deletion.Result) int64 {
+	var n int64
+	for _, l := range r.Locations {
+		if len(l.Location) > 15 && l.Location[len(l.Location)-15:] == " (old versions)" {
+			continue
+		}
+		n += l.Deleted
+	}
+	return n
+}
+
+// seed writes sz's corpus for tenant with every target's footprint, after clearing Redis
+// so that each size is measured on its own corpus.
+func (b *storeBench) seed(ctx context.Context, tenant string, sz Size, targets []Customer) error {
+	start := time.Now()
+	if err := CreateCollection(ctx, b.st.Qdrant, b.inv, tenant); err != nil {
+		return err
+	}
+	others := make([]Customer, sz.QdrantPoints/otherChunks)
+	for i := range others {
+		others[i] = NewCustomer(tenant, "other", i)
+	}
+	if _, err := SeedQdrant(ctx, b.st.Qdrant, b.key, Collection(b.inv, tenant), targets, others, 1); err != nil {
+		return err
+	}
+	b.log("  seeded qdrant %s: %d points in %s", sz.Name, sz.QdrantPoints+len(targets)*(TaggedChunks+LegacyChunks), time.Since(start).Round(time.Millisecond))
+	start = time.Now()
+	if err := b.st.Redis.FlushAll(ctx).Err(); err != nil {
+		return fmt.Errorf("redis flush: %w", err)
+	}
+	if err := SeedRedisOthers(ctx, b.st.Redis, b.inv, tenant, 0, sz.RedisKeys); err != nil {
+		return err
+	}
+	if err := SeedRedisTargets(ctx, b.st.Redis, b.inv, b.key, targets); err != nil {
+		return err
+	}
+	dbsize, _ := b.st.Redis.DBSize(ctx).Result()
+	b.log("  seeded redis %s: %d keys in %s", sz.Name, dbsize, time.Since(start).Round(time.Millisecond))
+	start = time.Now()
+	if err := SeedDataset(ctx, b.st.S3, tenant, targets, sz.DatasetRows); err != nil {
+		return err
+	}
+	b.log("  seeded dataset %s: %d rows in %s", sz.Name, sz.DatasetRows+len(targets), time.Since(start).Round(time.Millisecond))
+	return nil
+}

@@ -1,0 +1,97 @@
+package deploy
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestCompose(t *testing.T) {
+	compose := readYAML(t, "../docker-compose.yml")[0]
+	svcs, _ := get(compose, "services").(map[string]any)
+	for _, s := range services {
+		c := svcs[s.name]
+		if c == nil {
+			t.Errorf("compose has no service %s", s.name)
+			continue
+		}
+		if str(c, "build", "args", "SERVICE") != s.name {
+			t.Errorf("compose %s: build arg SERVICE=%q", s.name, str(c, "build", "args", "SERVICE"))
+		}
+		env, _ := get(c, "environment").(map[string]any)
+		if env["LETHE_METRICS_ADDR"] != "0.0.0.0:9090" {
+			t.Errorf("compose %s: LETHE_METRICS_ADDR = %v, want 0.0.0.0:9090", s.name, env["LETHE_METRICS_ADDR"])
+		}
+		for _, secret := range []string{"LETHE_HMAC_KEY", "LETHE_KEK"} {
+			if v, _ := env[secret].(string); !strings.HasPrefix(v, "${"+secret+":?") {
+				t.Errorf("compose %s: %s = %q, want it required from the environment (${%s:?…})", s.name, secret, v, secret)
+			}
+		}
+		if get(c, "depends_on", "kafka", "condition") != "service_healthy" {
+			t.Errorf("compose %s: does not wait for a healthy kafka", s.name)
+		}
+	}
+	if env, _ := get(svcs["intake"], "environment").(map[string]any); env["LETHE_HTTP_ADDR"] != "0.0.0.0:8080" {
+		t.Errorf("compose intake: LETHE_HTTP_ADDR = %v", env["LETHE_HTTP_ADDR"])
+	}
+	for _, name := range []string{"kafka", "qdrant", "redis", "dynamodb", "minio", "minio-init", "prometheus", "grafana"} {
+		if svcs[name] == nil {
+			t.Errorf("compose has no service %s", name)
+		}
+	}
+	// Every host path mounted into a container exists.
+	for name, c := range svcs {
+		for _, v := range list(c, "volumes") {
+			host, _, _ := strings.Cut(v.(string), ":")
+			if !strings.HasPrefix(host, ".") {
+				continue
+			}
+			if _, err := os.Stat(filepath.Join("..", host)); err != nil {
+				t.Errorf("compose %s mounts %s: %v", name, host, err)
+			}
+		}
+	}
+}
+
+// TestComposeConfig validates docker-compose.yml with Compose itself, and checks that it
+// refuses to run without the pseudonym key and the key-encryption key.
+func TestComposeConfig(t *testing.T) {
+	cmd := tool(t, "apt-get install docker-compose", []string{"docker-compose"}, []string{"docker", "compose"})
+	run := func(env ...string) (string, error) {
+		c := exec.Command(cmd[0], append(cmd[1:], "-f", "../docker-compose.yml", "config", "-q")...)
+		c.Env = append(filterEnv(os.Environ(), "LETHE_HMAC_KEY", "LETHE_KEK"), env...)
+		out, err := c.CombinedOutput()
+		return string(out), err
+	}
+	t.Run("both keys", func(t *testing.T) {
+		t.Parallel()
+		if out, err := run("LETHE_HMAC_KEY=k", "LETHE_KEK=k"); err != nil {
+			t.Fatalf("compose config: %v\n%s", err, out)
+		}
+	})
+	for _, set := range []string{"LETHE_KEK=k", "LETHE_HMAC_KEY=k"} {
+		t.Run("only "+set, func(t *testing.T) {
+			t.Parallel()
+			if _, err := run(set); err == nil {
+				t.Errorf("compose config passes with only %s set", set)
+			}
+		})
+	}
+}
+
+func filterEnv(env []string, drop ...string) []string {
+	var out []string
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		keep := true
+		for _, d := range drop {
+			keep = keep && k != d
+		}
+		if keep {
+			out = append(out, kv)
+		}
+	}
+	return out
+}

@@ -1,0 +1,201 @@
+package deploy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+)
+
+// service is one Lethe service as the manifests must deploy it.
+type service struct {
+	name   string
+	groups map[string][]string // consumer group -> topics it consumes
+	scaled bool                // scaled by KEDA on consumer-group lag
+}
+
+// services lists every Lethe service, its consumer groups and whether KEDA scales it.
+var services = []service{
+	{name: "intake", groups: map[string][]string{"lethe-intake": {"erasure.intake"}}},
+	{name: "qdrant-deleter", groups: map[string][]string{"lethe-qdrant-deleter": {"erasure.requested"}}, scaled: true},
+	{name: "redis-deleter", groups: map[string][]string{"lethe-redis-deleter": {"erasure.requested"}}, scaled: true},
+	{name: "dataset-deleter", groups: map[string][]string{"lethe-dataset-deleter": {"erasure.requested"}}, scaled: true},
+	{name: "audit-verifier", groups: map[string][]string{"lethe-audit-verifier": {"erasure.requested"}}, scaled: true},
+	{name: "aggregator", groups: map[string][]string{"lethe-aggregator": {"erasure.requested", "erasure.store.done"}}, scaled: true},
+}
+
+// metricTypes are the metrics Lethe's services serve, by Prometheus type.
+var metricTypes = map[string]string{
+	"lethe_requests_total":           "counter",
+	"lethe_intake_rejected_total":    "counter",
+	"lethe_store_outcomes_total":     "counter",
+	"lethe_store_duration_seconds":   "histogram",
+	"lethe_store_retries_total":      "counter",
+	"lethe_consumer_retries_total":   "counter",
+	"lethe_dlq_records_total":        "counter",
+	"lethe_consumer_lag":             "gauge",
+	"lethe_receipts_total":           "counter",
+	"lethe_erasure_duration_seconds": "histogram",
+	"lethe_overdue_requests":         "gauge",
+	"lethe_sla_threshold_total":      "counter",
+}
+
+var metricRef = regexp.MustCompile(`lethe_[a-z_]+`)
+
+// metricsIn returns the Lethe metric families a PromQL expression reads (a histogram's
+// _bucket, _sum and _count series count as the histogram) and the names it uses that
+// Lethe does not serve.
+func metricsIn(expr string) (known, unknown []string) {
+	for _, name := range metricRef.FindAllString(expr, -1) {
+		family := name
+		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+			if base, ok := strings.CutSuffix(name, suffix); ok && metricTypes[base] == "histogram" {
+				family = base
+			}
+		}
+		if _, ok := metricTypes[family]; ok {
+			known = append(known, family)
+		} else {
+			unknown = append(unknown, name)
+		}
+	}
+	return known, unknown
+}
+
+// readYAML decodes every document of a YAML file; empty documents are dropped.
+func readYAML(t *testing.T, path string) []any {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs, err := decodeYAML(b)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return docs
+}
+
+func decodeYAML(b []byte) ([]any, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	var docs []any
+	for {
+		var doc any
+		err := dec.Decode(&doc)
+		if errors.Is(err, io.EOF) {
+			return docs, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if doc != nil {
+			docs = append(docs, doc)
+		}
+	}
+}
+
+func readJSON(t *testing.T, path string) any {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return v
+}
+
+// get walks maps by key and lists by decimal index; it returns nil when a step is missing.
+func get(v any, path ...string) any {
+	for _, p := range path {
+		switch x := v.(type) {
+		case map[string]any:
+			v = x[p]
+		case []any:
+			i := 0
+			for _, c := range p {
+				i = i*10 + int(c-'0')
+			}
+			if i >= len(x) {
+				return nil
+			}
+			v = x[i]
+		default:
+			return nil
+		}
+	}
+	return v
+}
+
+func str(v any, path ...string) string {
+	s, _ := get(v, path...).(string)
+	return s
+}
+
+func list(v any, path ...string) []any {
+	l, _ := get(v, path...).([]any)
+	return l
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// tool returns the command line of the first of the candidates found on the PATH. Without
+// any it fails the test under CI (CI=true), where the tool must be installed, and skips it
+// elsewhere.
+func tool(t *testing.T, install string, candidates ...[]string) []string {
+	t.Helper()
+	for _, c := range candidates {
+		if _, err := exec.LookPath(c[0]); err == nil {
+			return c
+		}
+	}
+	msg := "none of " + candidateNames(candidates) + " is on the PATH; install with: " + install
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return nil
+}
+
+func candidateNames(candidates [][]string) string {
+	names := make([]string, len(candidates))
+	for i, c := range candidates {
+		names[i] = strings.Join(c, " ")
+	}
+	return strings.Join(names, ", ")
+}
+
+func TestMetricsIn(t *testing.T) {
+	for _, tc := range []struct {
+		expr           string
+		known, unknown int
+	}{
+		{`sum(rate(lethe_requests_total[5m]))`, 1, 0},
+		{`histogram_quantile(0.95, sum by (le) (rate(lethe_store_duration_seconds_bucket[5m])))`, 1, 0},
+		{`lethe_consumer_lag_bucket`, 0, 1},
+		{`rate(lethe_request_total[5m])`, 0, 1},
+		{`up{job="lethe"}`, 0, 0},
+	} {
+		known, unknown := metricsIn(tc.expr)
+		if len(known) != tc.known || len(unknown) != tc.unknown {
+			t.Errorf("metricsIn(%q) = %v, %v; want %d known, %d unknown", tc.expr, known, unknown, tc.known, tc.unknown)
+		}
+	}
+}

@@ -1,0 +1,5 @@
+module github.com/lethe-erasure/lethe/deploy
+
+go 1.26.8
+
+require gopkg.in/yaml.v3 v3.0.1

@@ -1,0 +1,192 @@
+package aggregator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+
+	"github.com/lethe-erasure/lethe/pkg/auditlog"
+	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/metrics"
+	"github.com/lethe-erasure/lethe/pkg/worker"
+)
+
+// Thresholds are the shares of a request's window, in percent, at which the watchdog
+// warns: half the time gone, most of it, and overdue.
+var Thresholds = []int{50, 80, 100}
+
+// Watchdog watches the due dates of open requests. Each sweep lists every request without
+// a receipt, publishes an erasure.overdue event the first time it crosses each of the
+// Thresholds, counts the crossings (lethe_sla_threshold_total) and sets the number of
+// overdue requests per tenant (lethe_overdue_requests). Crossings are remembered in
+// memory: after a restart a crossing may be announced again (at least once).
+type Watchdog struct {
+	Store    auditlog.Store
+	Producer worker.Producer
+	Topic    string        // default event.TopicOverdue
+	Interval time.Duration // default 10s
+	Log      *zap.Logger
+	Metrics  *metrics.Metrics
+	Now      func() time.Time
+
+	mu   sync.Mutex
+	sent map[string]int // request id -> highest threshold announced
+}
+
+// Run sweeps every Interval until ctx is done.
+func (w *Watchdog) Run(ctx context.Context) error {
+	interval := w.Interval
+	if interval <= 0 {
+		interval = 10 * time.Second
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if err := w.Sweep(ctx); err != nil && ctx.Err() == nil {
+			w.log().Warn("sla sweep failed", zap.Error(err))
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Sweep checks every open request once.
+func (w *Watchdog) Sweep(ctx context.Context) error {
+	reqs, err := w.Store.ListRequests(ctx, "")
+	if err != nil {
+		return fmt.Errorf("watchdog: list requests: %w", err)
+	}
+	now := w.now()
+	m := metrics.Or(w.Metrics)
+	overdue := map[string]int{}
+	var out []*kgo.Record
+	var announce []func()
+	for _, r := range reqs {
+		_, err := w.Store.GetReceipt(ctx, r.RequestID)
+		if err == nil {
+			w.forget(r.RequestID)
+			continue
+		}
+		if !errors.Is(err, auditlog.ErrNotFound) {
+			return fmt.Errorf("watchdog: %w", err)
+		}
+		if now.After(r.DueAt) {
+			overdue[r.TenantID]++
+		}
+		th := crossed(r, now, w.announced(r.RequestID))
+		if th == 0 {
+			continue
+		}
+		pending, err := w.pending(ctx, r)
+		if err != nil {
+			return err
+		}
+		ev := event.Overdue{RequestID: r.RequestID, TenantID: r.TenantID, SubjectHash: r.SubjectHash, Regulation: r.Regulation,
+			RequestedAt: r.RequestedAt, DueAt: r.DueAt, Threshold: th, PendingStores: pending, At: now}
+		b, err := event.Overdues.Encode(&ev)
+		if err != nil {
+			return err
+		}
+		out = append(out, &kgo.Record{Topic: or(w.Topic, event.TopicOverdue), Key: []byte(r.RequestID), Value: b})
+		id := r.RequestID
+		announce = append(announce, func() {
+			w.remember(id, th)
+			m.SLAThreshold.WithLabelValues(strconv.Itoa(th)).Inc()
+			w.log().Warn("request crossed its sla threshold", zap.String("request_id", id), zap.String("tenant", ev.TenantID),
+				zap.Int("threshold", th), zap.Time("due_at", ev.DueAt), zap.Strings("pending_stores", pending))
+		})
+	}
+	if len(out) > 0 {
+		if err := w.Producer.ProduceSync(ctx, out...).FirstErr(); err != nil {
+			return fmt.Errorf("watchdog: publish: %w", err)
+		}
+	}
+	for _, f := range announce {
+		f()
+	}
+	m.Overdue.Reset()
+	for tenant, n := range overdue {
+		m.Overdue.WithLabelValues(tenant).Set(float64(n))
+	}
+	return nil
+}
+
+// crossed returns the highest threshold r has crossed at now above the one already
+// announced, or 0.
+func crossed(r auditlog.Request, now time.Time, announced int) int {
+	window := r.DueAt.Sub(r.RequestedAt)
+	if window <= 0 {
+		return 0
+	}
+	pct := float64(now.Sub(r.RequestedAt)) / float64(window) * 100
+	best := 0
+	for _, th := range Thresholds {
+		if pct >= float64(th) && th > announced {
+			best = th
+		}
+	}
+	return best
+}
+
+// pending lists the expected stores of r without a successful report.
+func (w *Watchdog) pending(ctx context.Context, r auditlog.Request) ([]string, error) {
+	reports, err := w.Store.Reports(ctx, r.RequestID)
+	if err != nil {
+		return nil, fmt.Errorf("watchdog: %w", err)
+	}
+	ok := map[string]bool{}
+	for _, d := range reports {
+		ok[d.Store] = d.Status.Succeeded() && d.Verification.Remaining == 0
+	}
+	pending := []string{}
+	for _, s := range r.ExpectedStores {
+		if !ok[s] {
+			pending = append(pending, s)
+		}
+	}
+	return pending, nil
+}
+
+func (w *Watchdog) announced(id string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.sent[id]
+}
+
+func (w *Watchdog) remember(id string, th int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.sent == nil {
+		w.sent = map[string]int{}
+	}
+	w.sent[id] = th
+}
+
+func (w *Watchdog) forget(id string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.sent, id)
+}
+
+func (w *Watchdog) log() *zap.Logger {
+	if w.Log == nil {
+		return zap.NewNop()
+	}
+	return w.Log
+}
+
+func (w *Watchdog) now() time.Time {
+	if w.Now == nil {
+		return time.Now().UTC()
+	}
+	return w.Now()
+}

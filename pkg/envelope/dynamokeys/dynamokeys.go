@@ -1,0 +1,220 @@
+// Package dynamokeys is the DynamoDB implementation of envelope.KeyStore.
+//
+// One table with the string hash key pk (the id, which must be UTF-8) holds one item per id: either
+// {pk, wrapped (binary)} or the tombstone {pk, shredded: true}. Create is a PutItem
+// conditioned on attribute_not_exists(pk); Destroy is an unconditional PutItem of the
+// tombstone, which replaces the whole item and drops the wrapped key; Replace is a PutItem
+// conditioned on the stored wrapped key. Single-item conditional writes only, and every read
+// is strongly consistent, so it runs on DynamoDB Local and dynalite as well.
+//
+// Point-in-time recovery and on-demand backups keep destroyed items for their retention
+// period (up to 35 days for PITR): what they keep is a data key wrapped by the KEK, useless
+// without it. Keep the KEK out of DynamoDB and its backups.
+//
+// Errors: requests DynamoDB rejects as malformed (validation, serialization) and items of
+// an unknown shape are deletion.Permanent; everything else (throttling, 5xx, network, a
+// missing table) is transient. The SDK's retryer already retries throttling and 5xx.
+package dynamokeys
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/envelope"
+)
+
+// Store is an envelope.KeyStore on one DynamoDB table. It is safe for concurrent use.
+type Store struct {
+	c     *dynamodb.Client
+	table string
+}
+
+var (
+	_ envelope.KeyStore = (*Store)(nil)
+	_ envelope.Replacer = (*Store)(nil)
+)
+
+// New returns a Store on table through client.
+func New(client *dynamodb.Client, table string) *Store {
+	return &Store{c: client, table: table}
+}
+
+// CreateTable creates the table (string hash key pk, on-demand billing) and waits until it
+// is ACTIVE. A table that exists already is fine.
+func (s *Store) CreateTable(ctx context.Context) error {
+	_, err := s.c.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName: aws.String(s.table),
+		AttributeDefinitions: []types.AttributeDefinition{
+			{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS},
+		},
+		KeySchema: []types.KeySchemaElement{
+			{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash},
+		},
+		BillingMode: types.BillingModePayPerRequest,
+	})
+	var inUse *types.ResourceInUseException
+	if err != nil && !errors.As(err, &inUse) {
+		return classify("create table", err)
+	}
+	w := dynamodb.NewTableExistsWaiter(s.c, func(o *dynamodb.TableExistsWaiterOptions) {
+		o.MinDelay, o.MaxDelay = 50*time.Millisecond, 2*time.Second
+	})
+	if err := w.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(s.table)}, 5*time.Minute); err != nil {
+		return fmt.Errorf("envelope/dynamokeys: wait for table: %w", err)
+	}
+	return nil
+}
+
+// Create stores wrapped for id (envelope.KeyStore).
+func (s *Store) Create(ctx context.Context, id string, wrapped []byte) error {
+	if !validID(id) {
+		return badID
+	}
+	_, err := s.c.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:           aws.String(s.table),
+		Item:                keyItem(id, wrapped),
+		ConditionExpression: aws.String("attribute_not_exists(pk)"),
+	})
+	if !isConditionFailed(err) {
+		return classify("create", err)
+	}
+	_, shredded, err := s.get(ctx, "create", id)
+	switch {
+	case err != nil:
+		return err
+	case shredded:
+		return envelope.ErrShredded
+	default:
+		return envelope.ErrExists
+	}
+}
+
+// Get returns the wrapped key of id (envelope.KeyStore).
+func (s *Store) Get(ctx context.Context, id string) ([]byte, error) {
+	if !validID(id) {
+		return nil, badID
+	}
+	w, shredded, err := s.get(ctx, "get", id)
+	switch {
+	case err != nil:
+		return nil, err
+	case shredded || w == nil:
+		return nil, envelope.ErrShredded
+	default:
+		return w, nil
+	}
+}
+
+// Destroy replaces the item of id by a tombstone (envelope.KeyStore).
+func (s *Store) Destroy(ctx context.Context, id string) error {
+	if !validID(id) {
+		return badID
+	}
+	_, err := s.c.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(s.table),
+		Item: map[string]types.AttributeValue{
+			"pk":       &types.AttributeValueMemberS{Value: id},
+			"shredded": &types.AttributeValueMemberBOOL{Value: true},
+		},
+	})
+	return classify("destroy", err)
+}
+
+// Replace stores wrapped for id if the stored key equals old (envelope.Replacer).
+func (s *Store) Replace(ctx context.Context, id string, old, wrapped []byte) error {
+	if !validID(id) {
+		return badID
+	}
+	_, err := s.c.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                aws.String(s.table),
+		Item:                     keyItem(id, wrapped),
+		ConditionExpression:      aws.String("attribute_exists(pk) AND attribute_not_exists(shredded) AND #w = :old"),
+		ExpressionAttributeNames: map[string]string{"#w": "wrapped"}, // a reserved word
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":old": &types.AttributeValueMemberB{Value: old},
+		},
+	})
+	if !isConditionFailed(err) {
+		return classify("replace", err)
+	}
+	w, shredded, err := s.get(ctx, "replace", id)
+	switch {
+	case err != nil:
+		return err
+	case shredded || w == nil:
+		return envelope.ErrShredded
+	default:
+		return envelope.ErrConflict // changed, perhaps back again: the caller reads anew
+	}
+}
+
+// get reads the item of id: its wrapped key (nil when there is no item) and whether it is a
+// tombstone.
+func (s *Store) get(ctx context.Context, op, id string) ([]byte, bool, error) {
+	out, err := s.c.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(s.table),
+		Key:            map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: id}},
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, false, classify(op, err)
+	}
+	if out.Item == nil {
+		return nil, false, nil
+	}
+	if sh, ok := out.Item["shredded"].(*types.AttributeValueMemberBOOL); ok && sh.Value {
+		return nil, true, nil
+	}
+	w, ok := out.Item["wrapped"].(*types.AttributeValueMemberB)
+	if !ok || len(w.Value) == 0 {
+		return nil, false, deletion.Permanent(fmt.Errorf("envelope/dynamokeys: %s: %w: item has neither a wrapped key nor a tombstone", op, envelope.ErrCorrupt))
+	}
+	return w.Value, false, nil
+}
+
+// badID is returned for an empty id or one that is not UTF-8 (DynamoDB strings are UTF-8).
+var badID = deletion.Permanent(errors.New("envelope/dynamokeys: id must be non-empty UTF-8"))
+
+func validID(id string) bool { return id != "" && utf8.ValidString(id) }
+
+func keyItem(id string, wrapped []byte) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		"pk":      &types.AttributeValueMemberS{Value: id},
+		"wrapped": &types.AttributeValueMemberB{Value: bytes.Clone(wrapped)},
+	}
+}
+
+func isConditionFailed(err error) bool {
+	var ccf *types.ConditionalCheckFailedException
+	return errors.As(err, &ccf)
+}
+
+// permanentCodes are DynamoDB errors that repeating the same request cannot fix.
+var permanentCodes = map[string]bool{
+	"ValidationException":    true,
+	"SerializationException": true,
+}
+
+// classify wraps err and marks it Permanent when retrying cannot fix it.
+func classify(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	err = fmt.Errorf("envelope/dynamokeys: %s: %w", op, err)
+	var ae smithy.APIError
+	var inv smithy.InvalidParamsError
+	if errors.As(err, &ae) && permanentCodes[ae.ErrorCode()] || errors.As(err, &inv) {
+		return deletion.Permanent(err)
+	}
+	return err
+}

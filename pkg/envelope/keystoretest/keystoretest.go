@@ -1,0 +1,261 @@
+// Package keystoretest is the conformance suite every envelope.KeyStore passes.
+//
+// Run checks the KeyStore contract against a real backend: create, exclusive create, get,
+// destroy and its tombstone (a later Create must not resurrect a key), idempotent destroy,
+// ids that must not collide, concurrent creates and destroys, returned copies, cancelled
+// contexts, and, when the store implements envelope.Replacer, compare-and-replace.
+package keystoretest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/lethe-erasure/lethe/pkg/envelope"
+)
+
+// IDs are ids that a store must keep apart: prefixes, delimiters, path syntax, glob and
+// escape characters, Unicode spellings and a long id.
+var IDs = []string{
+	"a", "ab", "A", "a b", "x:y", "x#y", "a/b", "../a", ".", "..", "*", "a?", "[ab]", `a\`,
+	"%2F", "é", "e\u0301", "er_6ebc4c5fc7aee916243a000c4fb91673", strings.Repeat("z", 300),
+}
+
+// Run runs the suite. newStore returns an empty store; subtests run in parallel, each on
+// its own store.
+func Run(t *testing.T, newStore func(t *testing.T) envelope.KeyStore) {
+	t.Helper()
+	for _, tc := range []struct {
+		name string
+		fn   func(t *testing.T, s envelope.KeyStore)
+	}{
+		{"CreateGet", testCreateGet},
+		{"CreateExclusive", testCreateExclusive},
+		{"GetAbsent", testGetAbsent},
+		{"DestroyTombstone", testDestroyTombstone},
+		{"DestroyAbsent", testDestroyAbsent},
+		{"DistinctIDs", testDistinctIDs},
+		{"ConcurrentCreate", testConcurrentCreate},
+		{"ConcurrentCreateDestroy", testConcurrentCreateDestroy},
+		{"CancelledContext", testCancelled},
+		{"Replace", testReplace},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, newStore(t))
+		})
+	}
+}
+
+func testCreateGet(t *testing.T, s envelope.KeyStore) {
+	ctx := t.Context()
+	w := []byte("wrapped-key-0\x00\xff")
+	if err := s.Create(ctx, "er_1", w); err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	got, err := s.Get(ctx, "er_1")
+	if err != nil || !bytes.Equal(got, w) {
+		t.Fatalf("Get = %q, %v; want %q", got, err, w)
+	}
+	got[0] ^= 0xff
+	w[1] ^= 0xff
+	again, err := s.Get(ctx, "er_1")
+	if err != nil || !bytes.Equal(again, []byte("wrapped-key-0\x00\xff")) {
+		t.Fatalf("Get after mutating returned and passed slices = %q, %v: store must keep its own copy", again, err)
+	}
+}
+
+func testCreateExclusive(t *testing.T, s envelope.KeyStore) {
+	ctx := t.Context()
+	mustCreate(t, s, "er_1", []byte("first"))
+	if err := s.Create(ctx, "er_1", []byte("second")); !errors.Is(err, envelope.ErrExists) {
+		t.Fatalf("second Create = %v, want ErrExists", err)
+	}
+	mustGet(t, s, "er_1", []byte("first"))
+}
+
+func testGetAbsent(t *testing.T, s envelope.KeyStore) {
+	if got, err := s.Get(t.Context(), "never"); !errors.Is(err, envelope.ErrShredded) {
+		t.Fatalf("Get of an absent id = %q, %v; want ErrShredded", got, err)
+	}
+}
+
+func testDestroyTombstone(t *testing.T, s envelope.KeyStore) {
+	ctx := t.Context()
+	mustCreate(t, s, "er_1", []byte("key-1"))
+	mustCreate(t, s, "er_2", []byte("key-2"))
+	for i := range 2 {
+		if err := s.Destroy(ctx, "er_1"); err != nil {
+			t.Fatalf("Destroy #%d: %v", i+1, err)
+		}
+	}
+	if _, err := s.Get(ctx, "er_1"); !errors.Is(err, envelope.ErrShredded) {
+		t.Fatalf("Get after Destroy = %v, want ErrShredded", err)
+	}
+	if err := s.Create(ctx, "er_1", []byte("resurrected")); !errors.Is(err, envelope.ErrShredded) {
+		t.Fatalf("Create after Destroy = %v, want ErrShredded", err)
+	}
+	if _, err := s.Get(ctx, "er_1"); !errors.Is(err, envelope.ErrShredded) {
+		t.Fatalf("Get after a refused Create = %v, want ErrShredded", err)
+	}
+	mustGet(t, s, "er_2", []byte("key-2"))
+}
+
+func testDestroyAbsent(t *testing.T, s envelope.KeyStore) {
+	ctx := t.Context()
+	if err := s.Destroy(ctx, "never"); err != nil {
+		t.Fatalf("Destroy of an absent id: %v", err)
+	}
+	if err := s.Create(ctx, "never", []byte("late")); !errors.Is(err, envelope.ErrShredded) {
+		t.Fatalf("Create after Destroy of an absent id = %v, want ErrShredded", err)
+	}
+	if _, err := s.Get(ctx, "never"); !errors.Is(err, envelope.ErrShredded) {
+		t.Fatalf("Get = %v, want ErrShredded", err)
+	}
+}
+
+func testDistinctIDs(t *testing.T, s envelope.KeyStore) {
+	ctx := t.Context()
+	for i, id := range IDs {
+		mustCreate(t, s, id, fmt.Appendf(nil, "key-%d", i))
+	}
+	for i, id := range IDs {
+		mustGet(t, s, id, fmt.Appendf(nil, "key-%d", i))
+	}
+	// Destroying one id leaves every other, its prefixes and extensions included.
+	if err := s.Destroy(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range IDs {
+		if id == "a" {
+			if _, err := s.Get(ctx, id); !errors.Is(err, envelope.ErrShredded) {
+				t.Fatalf("Get(%q) after Destroy = %v, want ErrShredded", id, err)
+			}
+			continue
+		}
+		mustGet(t, s, id, fmt.Appendf(nil, "key-%d", i))
+	}
+	if err := s.Create(ctx, "", []byte("k")); err == nil {
+		t.Fatal("Create with an empty id succeeded")
+	}
+}
+
+func testConcurrentCreate(t *testing.T, s envelope.KeyStore) {
+	ctx := t.Context()
+	const n = 8
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { errs[i] = s.Create(ctx, "er_race", fmt.Appendf(nil, "key-%d", i)) })
+	}
+	wg.Wait()
+	winner := -1
+	for i, err := range errs {
+		switch {
+		case err == nil && winner >= 0:
+			t.Fatalf("Creates %d and %d both succeeded", winner, i)
+		case err == nil:
+			winner = i
+		case !errors.Is(err, envelope.ErrExists):
+			t.Fatalf("Create %d = %v, want nil or ErrExists", i, err)
+		}
+	}
+	if winner < 0 {
+		t.Fatal("no Create succeeded")
+	}
+	mustGet(t, s, "er_race", fmt.Appendf(nil, "key-%d", winner))
+}
+
+func testConcurrentCreateDestroy(t *testing.T, s envelope.KeyStore) {
+	ctx := t.Context()
+	const n = 8
+	var wg sync.WaitGroup
+	errs := make([]error, 2*n)
+	for i := range n {
+		id := fmt.Sprintf("er_%d", i)
+		wg.Go(func() { errs[2*i] = s.Create(ctx, id, []byte("key")) })
+		wg.Go(func() { errs[2*i+1] = s.Destroy(ctx, id) })
+	}
+	wg.Wait()
+	for i := range n {
+		id := fmt.Sprintf("er_%d", i)
+		if err := errs[2*i]; err != nil && !errors.Is(err, envelope.ErrShredded) {
+			t.Fatalf("Create(%s) racing Destroy = %v, want nil or ErrShredded", id, err)
+		}
+		if err := errs[2*i+1]; err != nil {
+			t.Fatalf("Destroy(%s): %v", id, err)
+		}
+		if _, err := s.Get(ctx, id); !errors.Is(err, envelope.ErrShredded) {
+			t.Fatalf("Get(%s) after Destroy = %v, want ErrShredded whatever the order", id, err)
+		}
+	}
+}
+
+func testCancelled(t *testing.T, s envelope.KeyStore) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := s.Create(ctx, "er_1", []byte("k")); err == nil {
+		t.Fatal("Create with a cancelled context succeeded")
+	}
+	if _, err := s.Get(ctx, "er_1"); err == nil || errors.Is(err, envelope.ErrShredded) {
+		t.Fatalf("Get with a cancelled context = %v, want a context error", err)
+	}
+	if err := s.Destroy(ctx, "er_1"); err == nil {
+		t.Fatal("Destroy with a cancelled context succeeded")
+	}
+	if err := s.Create(t.Context(), "er_1", []byte("k")); err != nil {
+		t.Fatalf("Create after the cancelled calls: %v (a cancelled Destroy must not tombstone)", err)
+	}
+}
+
+func testReplace(t *testing.T, s envelope.KeyStore) {
+	r, ok := s.(envelope.Replacer)
+	if !ok {
+		t.Logf("%T does not implement envelope.Replacer; Sealer.Rewrap will refuse it", s)
+		return
+	}
+	ctx := t.Context()
+	mustCreate(t, s, "er_1", []byte("v1"))
+	if err := r.Replace(ctx, "er_1", []byte("v1"), []byte("v2")); err != nil {
+		t.Fatalf("Replace: %v", err)
+	}
+	mustGet(t, s, "er_1", []byte("v2"))
+	if err := r.Replace(ctx, "er_1", []byte("v1"), []byte("v3")); !errors.Is(err, envelope.ErrConflict) {
+		t.Fatalf("Replace with a stale old key = %v, want ErrConflict", err)
+	}
+	mustGet(t, s, "er_1", []byte("v2"))
+	if err := r.Replace(ctx, "absent", []byte("v1"), []byte("v2")); !errors.Is(err, envelope.ErrShredded) {
+		t.Fatalf("Replace of an absent id = %v, want ErrShredded", err)
+	}
+	if _, err := s.Get(ctx, "absent"); !errors.Is(err, envelope.ErrShredded) {
+		t.Fatalf("Replace created a key: Get = %v", err)
+	}
+	if err := s.Destroy(ctx, "er_1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Replace(ctx, "er_1", []byte("v2"), []byte("v4")); !errors.Is(err, envelope.ErrShredded) {
+		t.Fatalf("Replace after Destroy = %v, want ErrShredded", err)
+	}
+	if _, err := s.Get(ctx, "er_1"); !errors.Is(err, envelope.ErrShredded) {
+		t.Fatalf("Replace resurrected a destroyed key: Get = %v", err)
+	}
+}
+
+func mustCreate(t *testing.T, s envelope.KeyStore, id string, w []byte) {
+	t.Helper()
+	if err := s.Create(t.Context(), id, w); err != nil {
+		t.Fatalf("Create(%q): %v", id, err)
+	}
+}
+
+func mustGet(t *testing.T, s envelope.KeyStore, id string, want []byte) {
+	t.Helper()
+	got, err := s.Get(t.Context(), id)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("Get(%q) = %q, %v; want %q", id, got, err, want)
+	}
+}

@@ -1,0 +1,149 @@
+package intake_test
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/lethe-erasure/lethe/pkg/auth"
+	"github.com/lethe-erasure/lethe/pkg/consumer"
+	"github.com/lethe-erasure/lethe/pkg/event"
+)
+
+const (
+	acmeToken   = "lt_acme-token-0123456789abcdefghijklmnopqrstuv"
+	globexToken = "lt_globex-token-0123456789abcdefghijklmnopqrst"
+	opsToken    = "lt_operator-token-0123456789abcdefghijklmnopq"
+)
+
+func secured(t *testing.T) *env {
+	t.Helper()
+	e := setup(t)
+	a, err := auth.New(auth.Config{Tokens: []auth.Token{
+		{Name: "shopbot", SHA256: auth.HashToken(acmeToken), Tenants: []string{"acme"}},
+		{Name: "globex-portal", SHA256: auth.HashToken(globexToken), Tenants: []string{"globex"}},
+		{Name: "ops", SHA256: auth.HashToken(opsToken), Tenants: []string{auth.Wildcard}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.svc.Auth = a
+	e.svc.Limiter = auth.NewLimiter(0.001, 3) // three submissions, then 429
+	return e
+}
+
+func bearer(tok string) []string { return []string{"Authorization", "Bearer " + tok} }
+
+func TestAuthentication(t *testing.T) {
+	e := secured(t)
+	for name, h := range map[string][]string{
+		"missing": nil,
+		"invalid": bearer("lt_not-a-token"),
+		"basic":   {"Authorization", "Basic YWxhZGRpbjpvcGVuc2VzYW1l"},
+	} {
+		code, _ := e.do(t, "POST", "/v1/erasures", body(t, nil), h...)
+		if code != http.StatusUnauthorized {
+			t.Errorf("%s credential: %d, want 401", name, code)
+		}
+	}
+	if code, _ := e.do(t, "GET", "/v1/erasures/er_x", ""); code != http.StatusUnauthorized {
+		t.Errorf("status without a token: %d, want 401", code)
+	}
+	if n := len(e.published(t)); n != 0 {
+		t.Errorf("%d requests published without authentication", n)
+	}
+}
+
+func TestTenantIsolation(t *testing.T) {
+	e := secured(t)
+	acme := e.submit(t, body(t, nil), bearer(acmeToken)...)
+	if code, _ := e.do(t, "POST", "/v1/erasures", body(t, func(m map[string]any) { m["tenant_id"] = "globex" }), bearer(acmeToken)...); code != http.StatusForbidden {
+		t.Errorf("acme token submitting for globex: %d, want 403", code)
+	}
+	for _, path := range []string{"/v1/erasures/" + acme.RequestID, "/v1/erasures/" + acme.RequestID + "/receipt", "/v1/erasures?tenant=acme"} {
+		if code, _ := e.do(t, "GET", path, "", bearer(globexToken)...); code != http.StatusForbidden {
+			t.Errorf("globex token GET %s: %d, want 403", path, code)
+		}
+	}
+	if code, _ := e.do(t, "POST", "/v1/erasures/"+acme.RequestID+"/retry", `{"subject_id":"`+subj+`"}`, bearer(globexToken)...); code != http.StatusForbidden {
+		t.Errorf("globex token retrying acme's request: %d, want 403", code)
+	}
+	if code, resp := e.do(t, "GET", "/v1/erasures/"+acme.RequestID, "", bearer(acmeToken)...); code != http.StatusOK {
+		t.Errorf("acme token reading its own status: %d %s", code, resp)
+	}
+	// A single-tenant token lists its tenant; the operator lists every tenant.
+	code, resp := e.do(t, "GET", "/v1/erasures", "", bearer(globexToken)...)
+	if code != http.StatusOK || len(decode[struct{ Requests []any }](t, resp).Requests) != 0 {
+		t.Errorf("globex list: %d %s", code, resp)
+	}
+	code, resp = e.do(t, "GET", "/v1/erasures", "", bearer(opsToken)...)
+	if code != http.StatusOK || len(decode[struct{ Requests []any }](t, resp).Requests) != 1 {
+		t.Errorf("operator list: %d %s", code, resp)
+	}
+	if p := e.published(t); len(p) != 1 || p[0].TenantID != "acme" {
+		t.Errorf("published %+v", p)
+	}
+}
+
+func TestRateLimit(t *testing.T) {
+	e := secured(t)
+	for i := 0; i < 3; i++ {
+		e.submit(t, body(t, nil), bearer(acmeToken)...)
+	}
+	req, _ := http.NewRequest("POST", e.srv.URL+"/v1/erasures", strings.NewReader(body(t, nil)))
+	req.Header.Set("Authorization", "Bearer "+acmeToken)
+	resp, err := e.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("fourth submission: %d, want 429", resp.StatusCode)
+	}
+	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || s < 1 {
+		t.Errorf("Retry-After %q", resp.Header.Get("Retry-After"))
+	}
+	// Another tenant has its own budget.
+	e.submit(t, body(t, func(m map[string]any) { m["tenant_id"] = "globex" }), bearer(globexToken)...)
+}
+
+func TestIntakeRecordsNeedAProducerToken(t *testing.T) {
+	e := secured(t)
+	rec := func(tenant, token string) *kgo.Record {
+		b, err := event.Intake.Encode(&event.IntakeRequest{TenantID: tenant, SubjectID: subj, SessionIDs: []string{}, Regulation: "GDPR",
+			Scope: event.ScopeSubject, IdempotencyKey: "k-" + tenant + token[:4], Source: "claims-to-be-ops", SubmittedAt: start})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &kgo.Record{Topic: event.TopicIntake, Value: b}
+		if token != "none" {
+			r.Headers = []kgo.RecordHeader{{Key: auth.RecordHeader, Value: []byte("Bearer " + token)}}
+		}
+		return r
+	}
+	for name, r := range map[string]*kgo.Record{
+		"no token":     rec("acme", "none"),
+		"wrong tenant": rec("globex", acmeToken),
+		"bad token":    rec("acme", "lt_forged-token-000000000000000000000000"),
+	} {
+		err := e.svc.HandleIntake(context.Background(), r)
+		if err == nil || !consumer.IsPermanent(err) {
+			t.Errorf("%s: %v, want a permanent error", name, err)
+		}
+	}
+	if err := e.svc.HandleIntake(context.Background(), rec("acme", acmeToken)); err != nil {
+		t.Fatal(err)
+	}
+	p := e.published(t)
+	if len(p) != 1 {
+		t.Fatalf("published %d", len(p))
+	}
+	st, err := e.svc.Status(context.Background(), p[0].RequestID)
+	if err != nil || st.TenantID != "acme" {
+		t.Fatalf("status %+v %v", st, err)
+	}
+}

@@ -1,0 +1,137 @@
+// Package metrics defines Lethe's Prometheus metrics and serves them with health checks.
+//
+// Labels never carry identifiers: tenant, regulation, store, kind, status, group, topic
+// and fixed reason words only. Every component takes a *Metrics; a nil one records into a
+// private registry that nobody scrapes, so tests and tools need not wire metrics.
+package metrics
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics holds every Lethe metric family, registered on Registry.
+type Metrics struct {
+	Registry        *prometheus.Registry
+	Requests        *prometheus.CounterVec   // lethe_requests_total{tenant,regulation,source}
+	Rejected        *prometheus.CounterVec   // lethe_intake_rejected_total{reason}
+	StoreOutcomes   *prometheus.CounterVec   // lethe_store_outcomes_total{store,kind,status}
+	StoreDuration   *prometheus.HistogramVec // lethe_store_duration_seconds{store,kind}
+	StoreRetries    *prometheus.CounterVec   // lethe_store_retries_total{store,kind}
+	ConsumerRetries *prometheus.CounterVec   // lethe_consumer_retries_total{group,topic}
+	DLQRecords      *prometheus.CounterVec   // lethe_dlq_records_total{group,topic}
+	ConsumerLag     *prometheus.GaugeVec     // lethe_consumer_lag{group,topic}
+	Receipts        *prometheus.CounterVec   // lethe_receipts_total{tenant}
+	ErasureDuration prometheus.Histogram     // lethe_erasure_duration_seconds
+	Overdue         *prometheus.GaugeVec     // lethe_overdue_requests{tenant}
+	SLAThreshold    *prometheus.CounterVec   // lethe_sla_threshold_total{threshold}
+}
+
+// Rejection reasons of lethe_intake_rejected_total.
+const (
+	ReasonInvalid         = "invalid"
+	ReasonConflict        = "conflict"
+	ReasonUnavailable     = "unavailable"
+	ReasonUnauthenticated = "unauthenticated"
+	ReasonForbidden       = "forbidden"
+	ReasonRateLimited     = "rate_limited"
+	ReasonTooLarge        = "too_large"
+)
+
+// New returns the metrics on a new registry that also holds the Go and process collectors.
+func New() *Metrics {
+	r := prometheus.NewRegistry()
+	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	f := func(c prometheus.Collector) { r.MustRegister(c) }
+	m := &Metrics{Registry: r}
+	m.Requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lethe_requests_total", Help: "Erasure requests accepted."}, []string{"tenant", "regulation", "source"})
+	m.Rejected = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lethe_intake_rejected_total", Help: "Erasure requests refused, by reason."}, []string{"reason"})
+	m.StoreOutcomes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lethe_store_outcomes_total", Help: "Store erasures reported, by status."}, []string{"store", "kind", "status"})
+	m.StoreDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "lethe_store_duration_seconds", Help: "Time to erase and verify one store.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18)}, []string{"store", "kind"})
+	m.StoreRetries = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lethe_store_retries_total", Help: "Store erasures retried after a transient error."}, []string{"store", "kind"})
+	m.ConsumerRetries = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lethe_consumer_retries_total", Help: "Records retried after a transient handler error."}, []string{"group", "topic"})
+	m.DLQRecords = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lethe_dlq_records_total", Help: "Records written to a dead-letter topic."}, []string{"group", "topic"})
+	m.ConsumerLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lethe_consumer_lag", Help: "Records behind the high watermark on this instance's partitions."}, []string{"group", "topic"})
+	m.Receipts = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lethe_receipts_total", Help: "Receipts issued."}, []string{"tenant"})
+	m.ErasureDuration = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "lethe_erasure_duration_seconds", Help: "Time from request to receipt.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 24)})
+	m.Overdue = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lethe_overdue_requests", Help: "Open requests past their due date."}, []string{"tenant"})
+	m.SLAThreshold = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lethe_sla_threshold_total", Help: "Open requests that crossed 50, 80 or 100 percent of their window."}, []string{"threshold"})
+	for _, c := range []prometheus.Collector{m.Requests, m.Rejected, m.StoreOutcomes, m.StoreDuration, m.StoreRetries, m.ConsumerRetries,
+		m.DLQRecords, m.ConsumerLag, m.Receipts, m.ErasureDuration, m.Overdue, m.SLAThreshold} {
+		f(c)
+	}
+	return m
+}
+
+var discard = New()
+
+// Or returns m, or a private unscraped instance when m is nil.
+func Or(m *Metrics) *Metrics {
+	if m == nil {
+		return discard
+	}
+	return m
+}
+
+// Check is a readiness probe: nil when the dependency it names is reachable.
+type Check struct {
+	Name string
+	Fn   func(ctx context.Context) error
+}
+
+// Handler serves GET /metrics, GET /healthz (the process is alive) and GET /readyz (every
+// check passes within 2 s; 503 with the failing checks otherwise).
+func (m *Metrics) Handler(checks ...Check) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		failed := map[string]string{}
+		for _, c := range checks {
+			if err := c.Fn(ctx); err != nil {
+				failed[c.Name] = err.Error()
+			}
+		}
+		if len(failed) > 0 {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "unavailable", "failed": failed})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	})
+	return mux
+}
+
+// Serve serves Handler(checks...) on addr until ctx is done.
+func (m *Metrics) Serve(ctx context.Context, addr string, checks ...Check) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: m.Handler(checks...), ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(v)
+}
