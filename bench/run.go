@@ -20,6 +20,7 @@ type Config struct {
 	Small, Large Size
 	Subjects     int           // subjects erased per store, size and approach
 	Rate         int           // end-to-end requests per second
+	LowRate      int           // a second fixed rate the system sustains, for unsaturated latency
 	Duration     time.Duration // of the fixed-rate phase
 	Drain        time.Duration // longest wait for outstanding receipts after a phase
 	Throughput   int           // requests per throughput phase
@@ -41,7 +42,7 @@ func Default() Config {
 	return Config{
 		Small:    Size{Name: "small", RedisKeys: 10_000, QdrantPoints: 10_000, DatasetRows: 1_000},
 		Large:    Size{Name: "large", RedisKeys: 1_000_000, QdrantPoints: 1_000_000, DatasetRows: 200_000},
-		Subjects: 9, Rate: 200, Duration: 15 * time.Second, Drain: 90 * time.Second,
+		Subjects: 9, Rate: 200, LowRate: 10, Duration: 15 * time.Second, Drain: 150 * time.Second,
 		Throughput: 1000, InFlight: 100_000,
 		E2E: Size{Name: "e2e", RedisKeys: 10_000, QdrantPoints: 10_000, DatasetRows: 1_000},
 	}
@@ -52,7 +53,7 @@ func Quick() Config {
 	return Config{
 		Small:    Size{Name: "small", RedisKeys: 1_000, QdrantPoints: 1_000, DatasetRows: 100},
 		Large:    Size{Name: "large", RedisKeys: 10_000, QdrantPoints: 10_000, DatasetRows: 2_000},
-		Subjects: 3, Rate: 50, Duration: 2 * time.Second, Drain: 30 * time.Second,
+		Subjects: 3, Rate: 50, LowRate: 10, Duration: 2 * time.Second, Drain: 30 * time.Second,
 		Throughput: 100, InFlight: 2_000,
 		E2E: Size{Name: "e2e", RedisKeys: 1_000, QdrantPoints: 1_000, DatasetRows: 100},
 	}
@@ -136,6 +137,22 @@ func runStores(ctx context.Context, cfg Config, key subject.Key, res *Results, l
 			res.AddVs(prefix+"/erase_verify_p95", sz.t.lethe.Quantile(0.95), sz.t.baseline.Quantile(0.95), "ms")
 			res.List[len(res.List)-2].Note = fmt.Sprintf("%d unrelated items in the corpus", sizeOf[name](sz.s))
 		}
+		extra := map[string]string{storeQdrant: "baseline_with_payload_index", storeRedis: "index_only_projection"}[name]
+		for _, sz := range []struct {
+			s Size
+			t *storeTimes
+		}{{cfg.Small, small[name]}, {cfg.Large, large[name]}} {
+			if extra == "" {
+				break
+			}
+			if name == storeQdrant {
+				// the seeds' pipeline on an indexed collection, against Lethe
+				res.AddVs(fmt.Sprintf("%s/%s/%s_p50", name, sz.s.Name, extra), sz.t.lethe.Median(), sz.t.extra.Median(), "ms")
+			} else {
+				// the index-only erasure, against the seeds' KEYS + DEL
+				res.AddVs(fmt.Sprintf("%s/%s/%s_p50", name, sz.s.Name, extra), sz.t.extra.Median(), sz.t.baseline.Median(), "ms")
+			}
+		}
 		res.AddRatio(name+"/lethe_large_over_small_p50", large[name].lethe.Median(), small[name].lethe.Median(),
 			fmt.Sprintf("corpus grew %dx", sizeOf[name](cfg.Large)/max(sizeOf[name](cfg.Small), 1)))
 		res.AddRatio(name+"/baseline_large_over_small_p50", large[name].baseline.Median(), small[name].baseline.Median(), "")
@@ -147,23 +164,28 @@ func runStores(ctx context.Context, cfg Config, key subject.Key, res *Results, l
 // consumer instance per deleter, throughput with three, and memory with many requests in
 // flight.
 func runSystem(ctx context.Context, cfg Config, key subject.Key, res *Results, logf func(string, ...any)) error {
-	targets := int(float64(cfg.Rate)*cfg.Duration.Seconds()) + cfg.Throughput
-	logf("end to end: %d req/s for %s, then %d requests as fast as possible", cfg.Rate, cfg.Duration, cfg.Throughput)
+	targets := int(float64(cfg.Rate+cfg.LowRate)*cfg.Duration.Seconds()) + cfg.Throughput
+	logf("end to end: %d and %d req/s for %s each, then %d requests as fast as possible", cfg.LowRate, cfg.Rate, cfg.Duration, cfg.Throughput)
 	sys, err := startSystem(ctx, key, 1, cfg.E2E, targets, logf)
 	if err != nil {
 		return err
 	}
-	lat, sent, done, err := sys.fixedRate(ctx, cfg.Rate, cfg.Duration, cfg.Drain)
-	if err != nil {
-		sys.stop()
-		return err
+	for _, phase := range []struct {
+		name string
+		rate int
+	}{{"e2e_low_rate", cfg.LowRate}, {"e2e", cfg.Rate}} {
+		lat, sent, done, err := sys.fixedRate(ctx, phase.rate, cfg.Duration, cfg.Drain)
+		if err != nil {
+			sys.stop()
+			return err
+		}
+		note := fmt.Sprintf("%d req/s for %s: %d submitted, %d receipts", phase.rate, cfg.Duration, sent, done)
+		res.Add(phase.name+"/latency_p50", lat.Quantile(0.5), "ms", note)
+		res.Add(phase.name+"/latency_p95", lat.Quantile(0.95), "ms", "")
+		res.Add(phase.name+"/latency_p99", lat.Quantile(0.99), "ms", "")
+		res.Add(phase.name+"/receipts_of_submitted", float64(done)/float64(max(sent, 1)), "fraction", "")
+		logf("  %d req/s: p50 %.1f ms p95 %.1f ms p99 %.1f ms (%d/%d receipts)", phase.rate, lat.Quantile(0.5), lat.Quantile(0.95), lat.Quantile(0.99), done, sent)
 	}
-	note := fmt.Sprintf("%d req/s for %s: %d submitted, %d receipts", cfg.Rate, cfg.Duration, sent, done)
-	res.Add("e2e/latency_p50", lat.Quantile(0.5), "ms", note)
-	res.Add("e2e/latency_p95", lat.Quantile(0.95), "ms", "")
-	res.Add("e2e/latency_p99", lat.Quantile(0.99), "ms", "")
-	res.Add("e2e/receipts_of_submitted", float64(done)/float64(max(sent, 1)), "fraction", "")
-	logf("  e2e p50 %.1f ms p95 %.1f ms p99 %.1f ms (%d/%d receipts)", lat.Quantile(0.5), lat.Quantile(0.95), lat.Quantile(0.99), done, sent)
 	tput1, done1, err := sys.throughput(ctx, cfg.Throughput, cfg.Drain)
 	bad := sys.receipts.badCount()
 	sys.stop()

@@ -22,6 +22,7 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/envelope"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/metrics"
@@ -36,6 +37,7 @@ type Aggregator struct {
 	CompletedTopic string // default event.TopicCompleted
 	Log            *zap.Logger
 	Metrics        *metrics.Metrics // nil records nothing
+	Sealer         *envelope.Sealer // destroys the request's identifiers key after the receipt; nil: none
 	Now            func() time.Time
 }
 
@@ -105,6 +107,12 @@ func (a *Aggregator) complete(ctx context.Context, requestID string) error {
 	out := &kgo.Record{Topic: or(a.CompletedTopic, event.TopicCompleted), Key: []byte(requestID), Value: b}
 	if err := a.Producer.ProduceSync(ctx, out).FirstErr(); err != nil {
 		return fmt.Errorf("aggregator: publish receipt: %w", err)
+	}
+	if a.Sealer != nil {
+		// Crypto-shredding: erasure.requested keeps the sealed identifiers, unreadable now.
+		if err := a.Sealer.Shred(ctx, requestID); err != nil {
+			return fmt.Errorf("aggregator: shred identifiers key: %w", err)
+		}
 	}
 	if issued.ReceiptID == r.ReceiptID {
 		m := metrics.Or(a.Metrics)

@@ -7,6 +7,11 @@
 //	LETHE_INVENTORY          inventory YAML file                      the embedded reference inventory
 //	LETHE_HMAC_KEY[_FILE]    pseudonym key (>= 32 bytes)              required
 //	LETHE_HMAC_KEY_ID        its id                                   k1
+//	LETHE_KEK[_FILE]         key-encryption key, base64 of 32 bytes  required
+//	LETHE_KEK_ID             its id                                   kek1
+//	LETHE_KEK_OLD            retired KEKs kept to unwrap: id:b64,...  none
+//	LETHE_KEYS_TABLE         DynamoDB table of per-request data keys  none (then LETHE_KEYS_DIR)
+//	LETHE_KEYS_DIR           embedded data-key store directory        ./data/keys
 //	LETHE_HTTP_ADDR          intake listen address                    127.0.0.1:8080
 //	LETHE_METRICS_ADDR       /metrics, /healthz, /readyz              127.0.0.1:9090
 //	LETHE_SLA                due-date windows, e.g. GDPR=720h         GDPR 30d, LGPD 15d, PDPA 30d, CCPA 45d
@@ -46,6 +51,8 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/auditlog/dynamo"
 	"github.com/lethe-erasure/lethe/pkg/broker"
+	"github.com/lethe-erasure/lethe/pkg/envelope"
+	"github.com/lethe-erasure/lethe/pkg/envelope/dynamokeys"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/subject"
 )
@@ -57,6 +64,9 @@ type Config struct {
 	InventoryFile    string
 	Inventory        *inventory.Inventory
 	Key              subject.Key
+	KEK              *envelope.KEK
+	KeysTable        string
+	KeysDir          string
 	HTTPAddr         string
 	MetricsAddr      string
 	QdrantAddr       string
@@ -92,11 +102,16 @@ func FromEnv(service string) (*Config, error) {
 		AuditTable:       os.Getenv("LETHE_AUDIT_TABLE"),
 		AuditDir:         env("LETHE_AUDIT_DIR", "data/audit"),
 		AuditCreateTable: os.Getenv("LETHE_AUDIT_CREATE_TABLE") == "true",
+		KeysTable:        os.Getenv("LETHE_KEYS_TABLE"),
+		KeysDir:          env("LETHE_KEYS_DIR", "data/keys"),
 		DynamoDBEndpoint: os.Getenv("LETHE_DYNAMODB_ENDPOINT"),
 		LogLevel:         env("LETHE_LOG_LEVEL", "info"),
 	}
 	var err error
 	if c.Key, err = subject.KeyFromEnv(); err != nil {
+		return nil, err
+	}
+	if c.KEK, err = envelope.KEKFromEnv(); err != nil {
 		return nil, err
 	}
 	if c.InventoryFile == "" {
@@ -126,10 +141,52 @@ func (c *Config) String() string {
 		}
 		return "****"
 	}
-	return fmt.Sprintf("service=%s brokers=%s inventory=%s (version %s, %d stores) key=%s http=%s metrics=%s qdrant=%s qdrant_api_key=%s redis=%s redis_password=%s s3_endpoint=%s dataset_dir=%s audit=%s",
-		c.Service, strings.Join(c.Broker.Brokers, ","), inv, c.Inventory.Version, len(c.Inventory.Stores), c.Key,
+	return fmt.Sprintf("service=%s brokers=%s inventory=%s (version %s, %d stores) key=%s kek=%s keys=%s http=%s metrics=%s qdrant=%s qdrant_api_key=%s redis=%s redis_password=%s s3_endpoint=%s dataset_dir=%s audit=%s",
+		c.Service, strings.Join(c.Broker.Brokers, ","), inv, c.Inventory.Version, len(c.Inventory.Stores), c.Key, c.KEK, c.keysName(),
 		c.HTTPAddr, c.MetricsAddr, c.QdrantAddr, mask(c.qdrantAPIKey), strings.Join(c.RedisAddrs, ","), mask(c.redisPassword),
 		c.S3Endpoint, c.DatasetDir, c.auditName())
+}
+
+func (c *Config) keysName() string {
+	if c.KeysTable != "" {
+		return "dynamodb:" + c.KeysTable
+	}
+	return "dir:" + c.KeysDir
+}
+
+// Sealer returns the sealer of identifiers: the KEK with the data-key store (DynamoDB when
+// KeysTable is set, else the embedded directory store, for a single process only).
+func (c *Config) Sealer(ctx context.Context) (*envelope.Sealer, error) {
+	if c.KeysTable == "" {
+		keys, err := envelope.NewDirKeyStore(c.KeysDir)
+		if err != nil {
+			return nil, err
+		}
+		return &envelope.Sealer{KEK: c.KEK, Keys: keys}, nil
+	}
+	client, err := c.dynamo(ctx)
+	if err != nil {
+		return nil, err
+	}
+	keys := dynamokeys.New(client, c.KeysTable)
+	if c.AuditCreateTable {
+		if err := keys.CreateTable(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return &envelope.Sealer{KEK: c.KEK, Keys: keys}, nil
+}
+
+func (c *Config) dynamo(ctx context.Context) (*dynamodb.Client, error) {
+	ac, err := c.aws(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("config: aws: %w", err)
+	}
+	return dynamodb.NewFromConfig(ac, func(o *dynamodb.Options) {
+		if c.DynamoDBEndpoint != "" {
+			o.BaseEndpoint = aws.String(c.DynamoDBEndpoint)
+		}
+	}), nil
 }
 
 func (c *Config) auditName() string {
@@ -200,15 +257,10 @@ func (c *Config) AuditStore(ctx context.Context) (auditlog.Store, error) {
 	if c.AuditTable == "" {
 		return auditlog.OpenDir(c.AuditDir)
 	}
-	ac, err := c.aws(ctx)
+	client, err := c.dynamo(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("config: aws: %w", err)
+		return nil, err
 	}
-	client := dynamodb.NewFromConfig(ac, func(o *dynamodb.Options) {
-		if c.DynamoDBEndpoint != "" {
-			o.BaseEndpoint = aws.String(c.DynamoDBEndpoint)
-		}
-	})
 	store := dynamo.New(client, c.AuditTable)
 	if c.AuditCreateTable {
 		if err := store.CreateTable(ctx); err != nil {

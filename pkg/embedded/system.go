@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"net"
@@ -19,6 +20,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/consumer"
 	"github.com/lethe-erasure/lethe/pkg/datasetstore"
 	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/envelope"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/intake"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
@@ -41,6 +43,7 @@ type Options struct {
 	Instances int                  // consumer instances per deleter group; default 1
 	Auth      *auth.Authenticator  // intake authentication; nil: none
 	Limiter   *auth.Limiter        // per-tenant submission rate; nil: unlimited
+	KEK       *envelope.KEK        // seals identifiers on erasure.requested (keys under DataDir/keys); nil: a throwaway one
 }
 
 // System is a running Lethe: the components and every service.
@@ -53,6 +56,7 @@ type System struct {
 	BaseURL   string                    // of the intake HTTP API, which also serves /metrics and /readyz
 	DataDir   string
 	Metrics   *metrics.Metrics
+	Sealer    *envelope.Sealer
 
 	cancel  context.CancelFunc
 	group   *errgroup.Group
@@ -106,8 +110,11 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 		return nil, err
 	}
 	sys.closers = append(sys.closers, prod.Close)
+	if sys.Sealer, err = newSealer(o.KEK, filepath.Join(o.DataDir, "keys")); err != nil {
+		return nil, err
+	}
 
-	sys.Intake = &intake.Service{Key: o.Key, Inventory: sys.Inventory, Producer: prod, Store: st.Audit, Policy: o.Policy, Log: log.With(zap.String("service", "intake")), Metrics: m, Auth: o.Auth, Limiter: o.Limiter}
+	sys.Intake = &intake.Service{Key: o.Key, Inventory: sys.Inventory, Producer: prod, Store: st.Audit, Policy: o.Policy, Log: log.With(zap.String("service", "intake")), Metrics: m, Auth: o.Auth, Limiter: o.Limiter, Sealer: sys.Sealer}
 	sys.Stores = map[string]deletion.Store{
 		inventory.KindQdrant:   qdrantstore.New(st.Qdrant),
 		inventory.KindRedis:    redisstore.New(st.Redis),
@@ -117,10 +124,10 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 	groups := []service.Group{
 		{Name: "lethe-intake", Topics: []string{event.TopicIntake}, Handler: sys.Intake.HandleIntake},
 		{Name: "lethe-aggregator", Topics: []string{event.TopicRequested, event.TopicStoreDone},
-			Handler: (&aggregator.Aggregator{Store: st.Audit, Producer: prod, Log: log.With(zap.String("service", "aggregator")), Metrics: m}).Handle},
+			Handler: (&aggregator.Aggregator{Store: st.Audit, Producer: prod, Log: log.With(zap.String("service", "aggregator")), Metrics: m, Sealer: sys.Sealer}).Handle},
 	}
 	for _, d := range Deleters {
-		w := &worker.Worker{Inventory: sys.Inventory, Stores: map[string]deletion.Store{d.Kind: sys.Stores[d.Kind]}, Producer: prod, Log: log.With(zap.String("service", d.Name)), Metrics: m}
+		w := &worker.Worker{Inventory: sys.Inventory, Stores: map[string]deletion.Store{d.Kind: sys.Stores[d.Kind]}, Producer: prod, Log: log.With(zap.String("service", d.Name)), Metrics: m, Sealer: sys.Sealer}
 		for range max(o.Instances, 1) {
 			groups = append(groups, service.Group{Name: "lethe-" + d.Name, Topics: []string{event.TopicRequested}, Handler: w.Handle})
 		}
@@ -164,6 +171,24 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 		return srv.Close()
 	})
 	return sys, nil
+}
+
+// newSealer returns the sealer of identifiers over a directory key store, with kek or a
+// random throwaway KEK.
+func newSealer(kek *envelope.KEK, dir string) (*envelope.Sealer, error) {
+	if kek == nil {
+		secret := make([]byte, envelope.KeySize)
+		rand.Read(secret)
+		var err error
+		if kek, err = envelope.NewKEK("ephemeral", map[string][]byte{"ephemeral": secret}); err != nil {
+			return nil, err
+		}
+	}
+	keys, err := envelope.NewDirKeyStore(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &envelope.Sealer{KEK: kek, Keys: keys}, nil
 }
 
 // Stop stops every service, waits for them and releases the components.

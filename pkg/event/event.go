@@ -62,22 +62,31 @@ type Identifiers struct {
 	SessionIDs []string `avro:"session_ids" json:"-"`
 }
 
-// Requested is a validated, stamped request on erasure.requested. Its Identifiers are
-// personal data; every other field is safe to log.
+// SealedIdentifiers are Identifiers encrypted under the request's data key.
+type SealedIdentifiers struct {
+	KEKID      string `avro:"kek_id"`
+	Nonce      []byte `avro:"nonce"`
+	Ciphertext []byte `avro:"ciphertext"`
+}
+
+// Requested is a validated, stamped request on erasure.requested. Its Identifiers (or,
+// when Sealed is set, the identifiers it encrypts) are personal data; every other field is
+// safe to log.
 type Requested struct {
-	RequestID        string      `avro:"request_id" json:"request_id"`
-	TenantID         string      `avro:"tenant_id" json:"tenant_id"`
-	SubjectHash      string      `avro:"subject_hash" json:"subject_hash"`
-	KeyID            string      `avro:"key_id" json:"key_id"`
-	Identifiers      Identifiers `avro:"identifiers" json:"-"`
-	Scope            Scope       `avro:"scope" json:"scope"`
-	Regulation       string      `avro:"regulation" json:"regulation"`
-	RequestedAt      time.Time   `avro:"requested_at" json:"requested_at"`
-	DueAt            time.Time   `avro:"due_at" json:"due_at"`
-	InventoryVersion string      `avro:"inventory_version" json:"inventory_version"`
-	ExpectedStores   []string    `avro:"expected_stores" json:"expected_stores"`
-	OnlyStores       []string    `avro:"only_stores" json:"only_stores,omitempty"`
-	Attempt          int         `avro:"attempt" json:"attempt"`
+	RequestID        string             `avro:"request_id" json:"request_id"`
+	TenantID         string             `avro:"tenant_id" json:"tenant_id"`
+	SubjectHash      string             `avro:"subject_hash" json:"subject_hash"`
+	KeyID            string             `avro:"key_id" json:"key_id"`
+	Identifiers      Identifiers        `avro:"identifiers" json:"-"`
+	Sealed           *SealedIdentifiers `avro:"sealed_identifiers" json:"-"`
+	Scope            Scope              `avro:"scope" json:"scope"`
+	Regulation       string             `avro:"regulation" json:"regulation"`
+	RequestedAt      time.Time          `avro:"requested_at" json:"requested_at"`
+	DueAt            time.Time          `avro:"due_at" json:"due_at"`
+	InventoryVersion string             `avro:"inventory_version" json:"inventory_version"`
+	ExpectedStores   []string           `avro:"expected_stores" json:"expected_stores"`
+	OnlyStores       []string           `avro:"only_stores" json:"only_stores,omitempty"`
+	Attempt          int                `avro:"attempt" json:"attempt"`
 }
 
 // Acts reports whether store must act on r: it is expected and, for a re-drive, selected.

@@ -54,6 +54,7 @@ func goldens() []golden {
 					SubjectID:  "cust-42",
 					SessionIDs: []string{"sess-1", "sess-2"},
 				},
+				Sealed:           &SealedIdentifiers{KEKID: "kek1", Nonce: []byte("0123456789ab"), Ciphertext: []byte("sealed")},
 				Scope:            ScopeTenant,
 				Regulation:       "GDPR",
 				RequestedAt:      at(30, 9, 15, 31, 7),

@@ -79,6 +79,8 @@ func (v *validator) datum(s avro.Schema, depth int) error {
 		return v.datum(s.Schema(), depth)
 	case *avro.PrimitiveSchema:
 		return v.primitive(s.Type())
+	case *avro.NullSchema:
+		return nil
 	case *avro.RecordSchema:
 		for _, f := range s.Fields() {
 			if err := v.datum(f.Type(), depth+1); err != nil {

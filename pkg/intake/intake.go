@@ -27,6 +27,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/auth"
 	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/envelope"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/metrics"
@@ -81,6 +82,7 @@ type Service struct {
 	Metrics        *metrics.Metrics    // nil records nothing
 	Auth           *auth.Authenticator // nil: no authentication (every caller may act for every tenant)
 	Limiter        *auth.Limiter       // per-tenant submission rate; nil: unlimited
+	Sealer         *envelope.Sealer    // seals identifiers on erasure.requested; nil: they travel in the clear
 	Now            func() time.Time
 }
 
@@ -176,7 +178,18 @@ func (s *Service) Submit(ctx context.Context, in event.IntakeRequest) (event.Req
 	return req, nil
 }
 
+// publish seals req's identifiers (when a Sealer is configured) and publishes it.
 func (s *Service) publish(ctx context.Context, req *event.Requested) error {
+	if s.Sealer != nil {
+		sealed, err := s.Sealer.SealIdentifiers(ctx, req.RequestID, req.Identifiers)
+		if errors.Is(err, envelope.ErrShredded) {
+			return fmt.Errorf("%w: the request is complete and its identifiers key was destroyed", ErrInvalid)
+		}
+		if err != nil {
+			return fmt.Errorf("%w: seal identifiers: %v", ErrUnavailable, err)
+		}
+		req.Sealed, req.Identifiers = sealed, event.Identifiers{SessionIDs: []string{}}
+	}
 	b, err := event.Request.Encode(req)
 	if err != nil {
 		return fmt.Errorf("intake: encode: %w", err)
@@ -202,6 +215,9 @@ func (s *Service) Redrive(ctx context.Context, requestID string, ids event.Ident
 	}
 	if err := validRedrive(prev, ids, stores); err != nil {
 		return event.Requested{}, err
+	}
+	if _, err := s.Store.GetReceipt(ctx, requestID); err == nil {
+		return event.Requested{}, fmt.Errorf("%w: the request is complete", ErrInvalid)
 	}
 	req := event.Requested{
 		RequestID: prev.RequestID, TenantID: prev.TenantID, SubjectHash: prev.SubjectHash, KeyID: prev.KeyID,

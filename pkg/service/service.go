@@ -19,6 +19,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/broker"
 	"github.com/lethe-erasure/lethe/pkg/config"
 	"github.com/lethe-erasure/lethe/pkg/consumer"
+	"github.com/lethe-erasure/lethe/pkg/envelope"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/metrics"
 )
@@ -35,6 +36,7 @@ type Env struct {
 	Log      *zap.Logger
 	Producer *kgo.Client
 	Metrics  *metrics.Metrics
+	Sealer   *envelope.Sealer // seals and opens the identifiers on erasure.requested
 }
 
 // Spec is what a service runs: its consumer groups, other work (such as an HTTP server)
@@ -84,7 +86,11 @@ func run(service string, build func(ctx context.Context, env Env) (Spec, error))
 	if err := broker.EnsureTopics(ctx, prod, cfg.Broker.Partitions, Topics...); err != nil {
 		return err
 	}
-	env := Env{Config: cfg, Log: log, Producer: prod, Metrics: metrics.New()}
+	sealer, err := cfg.Sealer(ctx)
+	if err != nil {
+		return err
+	}
+	env := Env{Config: cfg, Log: log, Producer: prod, Metrics: metrics.New(), Sealer: sealer}
 	spec, err := build(ctx, env)
 	if err != nil {
 		return err

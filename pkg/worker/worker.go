@@ -25,6 +25,7 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/consumer"
 	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/envelope"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/metrics"
@@ -45,6 +46,7 @@ type Worker struct {
 	Backoff   consumer.Backoff // between tries; default 100ms..2s
 	Log       *zap.Logger
 	Metrics   *metrics.Metrics // nil records nothing
+	Sealer    *envelope.Sealer // opens sealed identifiers; nil: only clear ones are accepted
 	Now       func() time.Time
 }
 
@@ -61,11 +63,20 @@ func (w *Worker) Handle(ctx context.Context, rec *kgo.Record) error {
 	if len(stores) == 0 {
 		return nil
 	}
+	ids, err := w.Sealer.Identifiers(ctx, &req)
+	if errors.Is(err, envelope.ErrShredded) {
+		// The key is destroyed only once the receipt exists: an old record replayed.
+		w.log().Info("identifiers shredded, request already complete", zap.String("request_id", req.RequestID))
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("worker: identifiers: %w", err)
+	}
 	subj := deletion.Subject{
 		Tenant:   req.TenantID,
-		ID:       req.Identifiers.SubjectID,
+		ID:       ids.SubjectID,
 		Hash:     req.SubjectHash,
-		Sessions: req.Identifiers.SessionIDs,
+		Sessions: ids.SessionIDs,
 		Scope:    req.Scope,
 	}
 	reports := make([]*kgo.Record, len(stores))

@@ -21,7 +21,7 @@ func main() {
 			return service.Spec{}, err
 		}
 		store := auditlog.NewVerifier(audit)
-		w := &worker.Worker{Inventory: env.Config.Inventory, Stores: map[string]deletion.Store{"audit_log": store}, Producer: env.Producer, Log: env.Log, Metrics: env.Metrics}
+		w := &worker.Worker{Inventory: env.Config.Inventory, Stores: map[string]deletion.Store{"audit_log": store}, Producer: env.Producer, Log: env.Log, Metrics: env.Metrics, Sealer: env.Sealer}
 		return service.Spec{
 			Groups: []service.Group{{Name: "lethe-audit-verifier", Topics: []string{event.TopicRequested}, Handler: w.Handle}},
 			Checks: []metrics.Check{service.AuditCheck(audit)},

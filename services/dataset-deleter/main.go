@@ -21,7 +21,7 @@ func main() {
 			return service.Spec{}, err
 		}
 		store := datasetstore.New(client, env.Config.DatasetDir)
-		w := &worker.Worker{Inventory: env.Config.Inventory, Stores: map[string]deletion.Store{"dataset": store}, Producer: env.Producer, Log: env.Log, Metrics: env.Metrics}
+		w := &worker.Worker{Inventory: env.Config.Inventory, Stores: map[string]deletion.Store{"dataset": store}, Producer: env.Producer, Log: env.Log, Metrics: env.Metrics, Sealer: env.Sealer}
 		return service.Spec{
 			Groups: []service.Group{{Name: "lethe-dataset-deleter", Topics: []string{event.TopicRequested}, Handler: w.Handle}},
 			Checks: []metrics.Check{datasetstore.Check(client, env.Config.Inventory)},

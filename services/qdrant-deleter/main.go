@@ -21,7 +21,7 @@ func main() {
 			return service.Spec{}, err
 		}
 		store := qdrantstore.New(client)
-		w := &worker.Worker{Inventory: env.Config.Inventory, Stores: map[string]deletion.Store{"qdrant": store}, Producer: env.Producer, Log: env.Log, Metrics: env.Metrics}
+		w := &worker.Worker{Inventory: env.Config.Inventory, Stores: map[string]deletion.Store{"qdrant": store}, Producer: env.Producer, Log: env.Log, Metrics: env.Metrics, Sealer: env.Sealer}
 		return service.Spec{
 			Groups: []service.Group{{Name: "lethe-qdrant-deleter", Topics: []string{event.TopicRequested}, Handler: w.Handle}},
 			Checks: []metrics.Check{{Name: "qdrant", Fn: func(ctx context.Context) error { _, err := client.HealthCheck(ctx); return err }}},

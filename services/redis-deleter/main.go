@@ -18,7 +18,7 @@ func main() {
 	service.Main("redis-deleter", func(ctx context.Context, env service.Env) (service.Spec, error) {
 		client := env.Config.Redis()
 		store := redisstore.New(client)
-		w := &worker.Worker{Inventory: env.Config.Inventory, Stores: map[string]deletion.Store{"redis": store}, Producer: env.Producer, Log: env.Log, Metrics: env.Metrics}
+		w := &worker.Worker{Inventory: env.Config.Inventory, Stores: map[string]deletion.Store{"redis": store}, Producer: env.Producer, Log: env.Log, Metrics: env.Metrics, Sealer: env.Sealer}
 		return service.Spec{
 			Groups: []service.Group{{Name: "lethe-redis-deleter", Topics: []string{event.TopicRequested}, Handler: w.Handle}},
 			Checks: []metrics.Check{{Name: "redis", Fn: func(ctx context.Context) error { return client.Ping(ctx).Err() }}},

@@ -28,6 +28,7 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/auth"
 	"github.com/lethe-erasure/lethe/pkg/embedded"
+	"github.com/lethe-erasure/lethe/pkg/envelope"
 	"github.com/lethe-erasure/lethe/pkg/intake"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/subject"
@@ -124,8 +125,14 @@ func start(ctx context.Context, o options, stderr io.Writer) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
+	var kek *envelope.KEK // a throwaway one unless configured
+	if os.Getenv("LETHE_KEK") != "" || os.Getenv("LETHE_KEK_FILE") != "" {
+		if kek, err = envelope.KEKFromEnv(); err != nil {
+			return nil, err
+		}
+	}
 	sys, err := embedded.Start(ctx, embedded.Options{Key: key, DataDir: o.dataDir, HTTPAddr: o.httpAddr, Inventory: inv, Policy: policy, Log: log,
-		Auth: authn, Limiter: limiter})
+		Auth: authn, Limiter: limiter, KEK: kek})
 	if err != nil {
 		return nil, err
 	}

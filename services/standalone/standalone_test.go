@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/lethe-erasure/lethe/pkg/envelope"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/service"
 )
@@ -28,9 +30,10 @@ func rawIdentifiers() []string {
 }
 
 // TestDemoEndToEnd runs the whole pipeline, from an HTTP request to the receipt, on the
-// embedded stack, then reads everything Lethe wrote — logs, every topic but
-// erasure.requested (the one topic that carries identifiers by design), the audit store
-// on disk and the printed receipt — and fails on any raw identifier.
+// embedded stack, then reads everything Lethe wrote — logs, every record on every topic
+// (erasure.requested included: its identifiers are sealed and their key destroyed once
+// the receipt exists), the audit store and the key store on disk, and the printed receipt
+// — and fails on any raw identifier.
 func TestDemoEndToEnd(t *testing.T) {
 	t.Setenv("LETHE_HMAC_KEY", "")
 	t.Setenv("LETHE_HMAC_KEY_FILE", "")
@@ -81,7 +84,13 @@ func TestDemoEndToEnd(t *testing.T) {
 		cl.PollFetches(pctx).EachRecord(func(rec *kgo.Record) {
 			counts[rec.Topic]++
 			if rec.Topic == event.TopicRequested {
-				return
+				var req event.Requested
+				if err := event.Request.Decode(rec.Value, &req); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := a.Sealer.Identifiers(ctx, &req); req.Sealed == nil || !errors.Is(err, envelope.ErrShredded) {
+					t.Errorf("erasure.requested after the receipt: sealed %v, opening gives %v; want sealed and shredded", req.Sealed != nil, err)
+				}
 			}
 			var b bytes.Buffer
 			b.Write(rec.Key)
@@ -106,10 +115,10 @@ func TestDemoEndToEnd(t *testing.T) {
 	if err := a.Stop(); err != nil {
 		t.Errorf("stop: %v", err)
 	}
-	filepath.WalkDir(filepath.Join(a.DataDir, "audit"), func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
+	filepath.WalkDir(a.DataDir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && !strings.Contains(p, "/redis/") {
 			b, _ := os.ReadFile(p)
-			written["audit store "+filepath.Base(p)] = b
+			written["data file "+strings.TrimPrefix(p, a.DataDir)] = b
 		}
 		return nil
 	})

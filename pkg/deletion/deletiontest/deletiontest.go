@@ -220,13 +220,13 @@ func checkGone(t *testing.T, f Fixture, s deletion.Subject) {
 	t.Helper()
 	v, err := f.Impl.Verify(context.Background(), f.Store, s)
 	if err != nil {
-		t.Fatalf("Verify: %v", err)
+		t.Fatalf("Verify of %+q: %v", s.ID, err)
 	}
 	if v.Remaining != 0 || v.Method == "" {
-		t.Errorf("Verify after erase = %+v, want remaining 0 and a method", v)
+		t.Errorf("Verify after erasing %+q = %+v, want remaining 0 and a method", s.ID, v)
 	}
 	if got := f.Count(t, s); got != 0 {
-		t.Errorf("%d items of the erased subject remain", got)
+		t.Errorf("%d items of the erased subject %+q remain", got, s.ID)
 	}
 }
 
