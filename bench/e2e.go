@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,8 +31,7 @@ type system struct {
 // startSystem starts Lethe with instances consumers per deleter and seeds tenant with the
 // small corpus and targets customers that have the full footprint.
 func startSystem(ctx context.Context, key subject.Key, instances int, sz Size, targets int, logf func(string, ...any)) (*system, error) {
-	zl, _ := zap.NewDevelopment(zap.IncreaseLevel(zap.WarnLevel))
-	sys, err := embedded.Start(ctx, embedded.Options{Key: key, Instances: instances, Log: zl})
+	sys, err := embedded.Start(ctx, embedded.Options{Key: key, Instances: instances, Log: serviceLog()})
 	if err != nil {
 		return nil, fmt.Errorf("start system: %w", err)
 	}
@@ -73,6 +73,22 @@ func startSystem(ctx context.Context, key subject.Key, instances int, sz Size, t
 	}
 	ok = true
 	return s, nil
+}
+
+// serviceLog logs the services to stderr at the level in $LETHE_BENCH_LOG (debug, info,
+// warn, error); by default they do not log, so that logging is not measured.
+func serviceLog() *zap.Logger {
+	lvl, err := zap.ParseAtomicLevel(os.Getenv("LETHE_BENCH_LOG"))
+	if os.Getenv("LETHE_BENCH_LOG") == "" || err != nil {
+		return zap.NewNop()
+	}
+	cfg := zap.NewDevelopmentConfig()
+	cfg.Level = lvl
+	l, err := cfg.Build()
+	if err != nil {
+		return zap.NewNop()
+	}
+	return l
 }
 
 func (s *system) stop() {

@@ -4,6 +4,8 @@
 //
 //	LETHE_KAFKA_BROKERS      seed brokers, comma separated           127.0.0.1:9092
 //	LETHE_KAFKA_PARTITIONS   partitions of topics a service creates  6
+//	LETHE_KAFKA_TLS, LETHE_KAFKA_TLS_CA_FILE, LETHE_KAFKA_SASL_MECHANISM,
+//	LETHE_KAFKA_SASL_USERNAME, LETHE_KAFKA_SASL_PASSWORD[_FILE]   see broker.FromEnv
 //	LETHE_INVENTORY          inventory YAML file                      the embedded reference inventory
 //	LETHE_HMAC_KEY[_FILE]    pseudonym key (>= 32 bytes)              required
 //	LETHE_HMAC_KEY_ID        its id                                   k1
@@ -18,7 +20,9 @@
 //	LETHE_QDRANT_ADDR        Qdrant gRPC host:port                    127.0.0.1:6334
 //	LETHE_QDRANT_API_KEY     Qdrant API key                           none
 //	LETHE_REDIS_ADDRS        Redis addresses (several: a cluster)     127.0.0.1:6379
-//	LETHE_REDIS_USERNAME, LETHE_REDIS_PASSWORD                        none
+//	LETHE_REDIS_USERNAME, LETHE_REDIS_PASSWORD  an ACL user limited to SCAN, UNLINK, SMEMBERS, SREM
+//	LETHE_REDIS_TLS          "true": TLS (system roots)                false
+//	LETHE_REDIS_TLS_CA_FILE  a PEM bundle to trust instead (implies TLS) none
 //	LETHE_S3_ENDPOINT        S3 endpoint (MinIO, tests); empty = AWS  none
 //	LETHE_DATASET_DIR        root of directory datasets               none
 //	LETHE_AUDIT_TABLE        DynamoDB audit table                     none (then LETHE_AUDIT_DIR)
@@ -33,6 +37,9 @@ package config
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -74,6 +81,7 @@ type Config struct {
 	RedisAddrs       []string
 	RedisUsername    string
 	redisPassword    string
+	RedisTLS         *tls.Config
 	S3Endpoint       string
 	DatasetDir       string
 	AuditTable       string
@@ -88,7 +96,6 @@ type Config struct {
 func FromEnv(service string) (*Config, error) {
 	c := &Config{
 		Service:          service,
-		Broker:           broker.FromEnv("lethe-" + service),
 		InventoryFile:    os.Getenv("LETHE_INVENTORY"),
 		HTTPAddr:         env("LETHE_HTTP_ADDR", "127.0.0.1:8080"),
 		MetricsAddr:      env("LETHE_METRICS_ADDR", "127.0.0.1:9090"),
@@ -108,11 +115,27 @@ func FromEnv(service string) (*Config, error) {
 		LogLevel:         env("LETHE_LOG_LEVEL", "info"),
 	}
 	var err error
+	if c.Broker, err = broker.FromEnv("lethe-" + service); err != nil {
+		return nil, err
+	}
 	if c.Key, err = subject.KeyFromEnv(); err != nil {
 		return nil, err
 	}
 	if c.KEK, err = envelope.KEKFromEnv(); err != nil {
 		return nil, err
+	}
+	if ca := os.Getenv("LETHE_REDIS_TLS_CA_FILE"); ca != "" || os.Getenv("LETHE_REDIS_TLS") == "true" {
+		c.RedisTLS = &tls.Config{MinVersion: tls.VersionTLS12}
+		if ca != "" {
+			pem, err := os.ReadFile(ca)
+			if err != nil {
+				return nil, fmt.Errorf("config: LETHE_REDIS_TLS_CA_FILE: %w", err)
+			}
+			c.RedisTLS.RootCAs = x509.NewCertPool()
+			if !c.RedisTLS.RootCAs.AppendCertsFromPEM(pem) {
+				return nil, errors.New("config: LETHE_REDIS_TLS_CA_FILE holds no PEM certificate")
+			}
+		}
 	}
 	if c.InventoryFile == "" {
 		c.Inventory = inventory.Reference()
@@ -141,8 +164,8 @@ func (c *Config) String() string {
 		}
 		return "****"
 	}
-	return fmt.Sprintf("service=%s brokers=%s inventory=%s (version %s, %d stores) key=%s kek=%s keys=%s http=%s metrics=%s qdrant=%s qdrant_api_key=%s redis=%s redis_password=%s s3_endpoint=%s dataset_dir=%s audit=%s",
-		c.Service, strings.Join(c.Broker.Brokers, ","), inv, c.Inventory.Version, len(c.Inventory.Stores), c.Key, c.KEK, c.keysName(),
+	return fmt.Sprintf("service=%s kafka=%s inventory=%s (version %s, %d stores) key=%s kek=%s keys=%s http=%s metrics=%s qdrant=%s qdrant_api_key=%s redis=%s redis_password=%s s3_endpoint=%s dataset_dir=%s audit=%s",
+		c.Service, c.Broker, inv, c.Inventory.Version, len(c.Inventory.Stores), c.Key, c.KEK, c.keysName(),
 		c.HTTPAddr, c.MetricsAddr, c.QdrantAddr, mask(c.qdrantAPIKey), strings.Join(c.RedisAddrs, ","), mask(c.redisPassword),
 		c.S3Endpoint, c.DatasetDir, c.auditName())
 }
@@ -229,7 +252,7 @@ func (c *Config) Qdrant() (*qdrant.Client, error) {
 func (c *Config) Redis() redis.UniversalClient {
 	return redis.NewUniversalClient(&redis.UniversalOptions{
 		Addrs: c.RedisAddrs, Username: c.RedisUsername, Password: c.redisPassword,
-		IsClusterMode: len(c.RedisAddrs) > 1,
+		IsClusterMode: len(c.RedisAddrs) > 1, TLSConfig: c.RedisTLS,
 	})
 }
 

@@ -58,13 +58,15 @@ type Group struct {
 // LETHE_METRICS_ADDR, run everything until SIGINT or SIGTERM, and exit non-zero on error.
 // It is the whole of a service's main function.
 func Main(service string, build func(ctx context.Context, env Env) (Spec, error)) {
-	if err := run(service, build); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, service, build); err != nil {
 		fmt.Fprintf(os.Stderr, "lethe %s: %v\n", service, err)
 		os.Exit(1)
 	}
 }
 
-func run(service string, build func(ctx context.Context, env Env) (Spec, error)) error {
+func run(ctx context.Context, service string, build func(ctx context.Context, env Env) (Spec, error)) error {
 	cfg, err := config.FromEnv(service)
 	if err != nil {
 		return err
@@ -75,8 +77,6 @@ func run(service string, build func(ctx context.Context, env Env) (Spec, error))
 	}
 	defer log.Sync()
 	log.Info("starting", zap.Stringer("config", cfg))
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 
 	prod, err := cfg.Broker.NewProducer()
 	if err != nil {

@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -71,8 +73,27 @@ func TestDemoEndToEnd(t *testing.T) {
 		t.Errorf("qdrant deleted %d chunks, want 47 (30 tagged + 17 legacy session-only)", r.Stores[0].Deleted)
 	}
 
-	// Everything Lethe wrote besides erasure.requested.
-	written := map[string][]byte{"stdout": stdout.Bytes(), "logs and stderr": stderr.Bytes()}
+	// The metrics moved, and the system is ready.
+	scrape := get(t, a.BaseURL+"/metrics")
+	for _, want := range []string{
+		`lethe_requests_total{regulation="GDPR",source="http",tenant="vastralaya"} 1`,
+		`lethe_store_outcomes_total{kind="qdrant",status="DELETED",store="qdrant"} 1`,
+		`lethe_store_outcomes_total{kind="audit_log",status="NO_PII_BY_DESIGN",store="audit_log"} 1`,
+		`lethe_store_duration_seconds_count{kind="dataset",store="dataset"} 1`,
+		`lethe_receipts_total{tenant="vastralaya"} 1`,
+		`lethe_erasure_duration_seconds_count 1`,
+		`lethe_consumer_lag{group="lethe-aggregator",topic="erasure.store.done"} 0`,
+	} {
+		if !strings.Contains(scrape, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if ready := get(t, a.BaseURL+"/readyz"); !strings.Contains(ready, `"ready"`) {
+		t.Errorf("/readyz: %s", ready)
+	}
+
+	// Everything Lethe wrote.
+	written := map[string][]byte{"stdout": stdout.Bytes(), "logs and stderr": stderr.Bytes(), "metrics": []byte(scrape)}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(a.Stack.Broker.Brokers...), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.ConsumeTopics(service.Topics...))
 	if err != nil {
@@ -135,4 +156,18 @@ func TestDemoEndToEnd(t *testing.T) {
 	if !bytes.Contains(stderr.Bytes(), []byte(`"subject_hash"`)) {
 		t.Error("logs carry no subject_hash field: are logs captured?")
 	}
+}
+
+func get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET %s: %s %s", url, resp.Status, b)
+	}
+	return string(b)
 }

@@ -1,0 +1,126 @@
+package service
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/lethe-erasure/lethe/pkg/metrics"
+	"github.com/lethe-erasure/lethe/pkg/testenv"
+)
+
+func setEnv(t *testing.T, brokers string) string {
+	t.Helper()
+	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	t.Setenv("LETHE_KAFKA_BROKERS", brokers)
+	t.Setenv("LETHE_HMAC_KEY", strings.Repeat("h", 32))
+	t.Setenv("LETHE_KEK", base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789ABCDEF")))
+	t.Setenv("LETHE_KEYS_DIR", t.TempDir())
+	t.Setenv("LETHE_METRICS_ADDR", addr)
+	t.Setenv("LETHE_LOG_LEVEL", "error")
+	return addr
+}
+
+// A service serves metrics and health, creates its topics, runs its groups and stops on
+// cancel.
+func TestRunServesHealthAndRunsGroups(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	addr := setEnv(t, strings.Join(c.ListenAddrs(), ","))
+	got := make(chan string, 1)
+	var storeUp atomic.Bool
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, "test", func(ctx context.Context, env Env) (Spec, error) {
+			if env.Sealer == nil || env.Metrics == nil || env.Producer == nil {
+				t.Error("incomplete Env")
+			}
+			return Spec{
+				Groups: []Group{{Name: "g", Topics: []string{"erasure.intake"}, Handler: func(_ context.Context, r *kgo.Record) error {
+					got <- string(r.Value)
+					return nil
+				}}},
+				Checks: []metrics.Check{{Name: "store", Fn: func(context.Context) error {
+					if !storeUp.Load() {
+						return fmt.Errorf("store down")
+					}
+					return nil
+				}}},
+			}, nil
+		})
+	}()
+	get := func(path string) (int, string) {
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			resp, err := http.Get("http://" + addr + path)
+			if err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				return resp.StatusCode, string(b)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("GET %s: %v", path, err)
+			}
+		}
+	}
+	if code, _ := get("/healthz"); code != 200 {
+		t.Errorf("/healthz %d", code)
+	}
+	if code, body := get("/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "store down") {
+		t.Errorf("/readyz with the store down: %d %s", code, body)
+	}
+	storeUp.Store(true)
+	if code, body := get("/readyz"); code != 200 {
+		t.Errorf("/readyz: %d %s", code, body)
+	}
+	if _, body := get("/metrics"); !strings.Contains(body, "lethe_dlq_records_total") && !strings.Contains(body, "go_goroutines") {
+		t.Errorf("/metrics: %.200s", body)
+	}
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "erasure.intake", Value: []byte("hello")}).FirstErr(); err != nil {
+		t.Fatalf("produce to a topic the service created: %v", err)
+	}
+	select {
+	case v := <-got:
+		if v != "hello" {
+			t.Errorf("handler got %q", v)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the group never delivered")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("run: %v", err)
+	}
+}
+
+func TestRunRefusesWithoutKeys(t *testing.T) {
+	setEnv(t, "127.0.0.1:1")
+	t.Setenv("LETHE_HMAC_KEY", "short")
+	err := run(context.Background(), "test", func(context.Context, Env) (Spec, error) { return Spec{}, nil })
+	if err == nil || !strings.Contains(err.Error(), "32") {
+		t.Errorf("short HMAC key: %v", err)
+	}
+	t.Setenv("LETHE_HMAC_KEY", strings.Repeat("h", 32))
+	t.Setenv("LETHE_KEK", "")
+	if err := run(context.Background(), "test", func(context.Context, Env) (Spec, error) { return Spec{}, nil }); err == nil {
+		t.Error("missing KEK accepted")
+	}
+}
