@@ -4,7 +4,7 @@ MODULES := $(shell go list -m -f '{{.Dir}}' 2>/dev/null)
 DYNALITE := .tools/node_modules/dynalite/cli.js
 GOTEST_FLAGS ?= -count=1 -timeout 10m
 
-.PHONY: run serve test vet build-modules tools fuzz clean
+.PHONY: run serve test vet build-modules tools fuzz bench chaos clean
 
 ## run: erase one demo customer from all five stores on embedded components; prints the receipt
 run:
@@ -40,3 +40,7 @@ fuzz:
 
 clean:
 	rm -rf .tools .bench
+
+## bench: measure erasure cost against corpus size, the seeds' approach beside it, end-to-end latency, throughput and memory; writes .bench/results.json
+bench:
+	cd bench && go run ./cmd/benchrun -out ../.bench/results.json

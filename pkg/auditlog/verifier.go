@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -12,13 +11,13 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/pii"
 )
 
-// PII patterns Verify looks for in every event field.
-var (
-	emailPattern = regexp.MustCompile(`[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}`)
-	phonePattern = regexp.MustCompile(`\+[0-9](?:[ .-]?[0-9]){7,14}`) // E.164-like: + and 8-15 digits
-)
+// MinSubstringLen is the shortest identifier (in runes) Verify looks for inside a field;
+// shorter ones ("0", "42", "/") are found only as a whole field or a whole segment of one,
+// since as substrings they occur by chance in chunk ids, paths and model names.
+const MinSubstringLen = 6
 
 // Verifier is the deletion.Store of inventory kind "audit_log". The audit table holds keyed
 // pseudonyms only, by design, so there is nothing to erase; what Verify proves is that the
@@ -27,11 +26,13 @@ var (
 // What Verify checks, and what it does not: it loads every event stored under the
 // subject's pseudonym (Subject.Hash) in the tenant and counts the events in which any
 // field holds one of the subject's raw identifiers (its id or one of its known session
-// ids, matched exactly and case-sensitively), an email address or an international phone
-// number (+ and 8 to 15 digits). An identifier counts where it is not part of a longer
+// ids, matched exactly and case-sensitively) or personal data that pii.Contains finds
+// (emails, phone numbers, IBANs, card and national id numbers with valid check digits).
+// An identifier of at least MinSubstringLen runes counts where it is not part of a longer
 // word: an edge of the identifier that is a letter or digit must not touch another letter
-// or digit, so "a" is not found in "chat" nor "cust-1" in "cust-10", while "cust-1" is
-// found in "/customers/cust-1/orders". The tenant id and subject hash fields are skipped
+// or digit, so "cust-1" is not found in "cust-10" but is in "/customers/cust-1/orders".
+// A shorter identifier counts only as a whole field or a whole segment of one (split at
+// / ? & = , ; and spaces), so "0" is found in "/orders/0" but not in "chunk-0". The tenant id and subject hash fields are skipped
 // when they hold the expected values. Verify does not find events an app wrote under some
 // other pseudonym, identifiers it does not know, or identifiers transformed (encoded,
 // lower-cased) before they were written. For tenant scope it scans nothing and says so in
@@ -99,13 +100,29 @@ func tainted(e Event, s deletion.Subject, ids []string) bool {
 		if f == "" {
 			continue
 		}
-		if emailPattern.MatchString(f) || phonePattern.MatchString(f) {
+		if pii.Contains(f) {
 			return true
 		}
 		for _, id := range ids {
-			if containsWord(f, id) {
+			if holds(f, id) {
 				return true
 			}
+		}
+	}
+	return false
+}
+
+// holds reports whether field f holds id by the rules documented on Verifier.
+func holds(f, id string) bool {
+	if utf8.RuneCountInString(id) >= MinSubstringLen {
+		return containsWord(f, id)
+	}
+	if f == id {
+		return true
+	}
+	for _, seg := range strings.FieldsFunc(f, func(r rune) bool { return strings.ContainsRune("/?&=,; ", r) }) {
+		if seg == id {
+			return true
 		}
 	}
 	return false

@@ -61,6 +61,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/envelope"
 	"github.com/lethe-erasure/lethe/pkg/envelope/dynamokeys"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/pii"
 	"github.com/lethe-erasure/lethe/pkg/subject"
 )
 
@@ -219,7 +220,8 @@ func (c *Config) auditName() string {
 	return "dir:" + c.AuditDir
 }
 
-// Logger returns a JSON logger at LogLevel, tagged with the service name.
+// Logger returns a JSON logger at LogLevel, tagged with the service name, that masks
+// personal data in every message and text field (pii.Core).
 func (c *Config) Logger() (*zap.Logger, error) {
 	lvl, err := zapcore.ParseLevel(c.LogLevel)
 	if err != nil {
@@ -228,7 +230,7 @@ func (c *Config) Logger() (*zap.Logger, error) {
 	zc := zap.NewProductionConfig()
 	zc.Level = zap.NewAtomicLevelAt(lvl)
 	zc.Sampling = nil
-	l, err := zc.Build()
+	l, err := zc.Build(zap.WrapCore(pii.Core))
 	if err != nil {
 		return nil, err
 	}

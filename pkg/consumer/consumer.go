@@ -27,6 +27,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/broker"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/metrics"
+	"github.com/lethe-erasure/lethe/pkg/pii"
 )
 
 // Handler processes one record. It must be idempotent: a record may be delivered again
@@ -359,7 +360,7 @@ func (p *partition) deadLetter(ctx context.Context, rec *kgo.Record, cause error
 		Key:   rec.Key,
 		Value: rec.Value,
 		Headers: append(append([]kgo.RecordHeader{}, rec.Headers...),
-			kgo.RecordHeader{Key: HeaderReason, Value: []byte(cause.Error())},
+			kgo.RecordHeader{Key: HeaderReason, Value: []byte(pii.Mask(cause.Error()))},
 			kgo.RecordHeader{Key: HeaderTopic, Value: []byte(rec.Topic)},
 			kgo.RecordHeader{Key: HeaderPartition, Value: []byte(strconv.Itoa(int(rec.Partition)))},
 			kgo.RecordHeader{Key: HeaderOffset, Value: []byte(strconv.FormatInt(rec.Offset, 10))},

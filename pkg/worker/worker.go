@@ -29,6 +29,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/metrics"
+	"github.com/lethe-erasure/lethe/pkg/pii"
 )
 
 // Producer publishes records and waits for their acknowledgement (a *kgo.Client).
@@ -159,7 +160,7 @@ func (w *Worker) erase(ctx context.Context, req *event.Requested, st inventory.S
 	done.FinishedAt = w.now()
 	if err != nil {
 		done.Status = event.StatusFailed
-		done.Error = err.Error()
+		done.Error = pii.Mask(err.Error())
 		done.Verification = event.Verification{Method: "not verified", Remaining: -1}
 		log.Error("store erase failed", zap.Bool("permanent", deletion.IsPermanent(err)), zap.Error(err))
 		return done

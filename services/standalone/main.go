@@ -31,6 +31,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/envelope"
 	"github.com/lethe-erasure/lethe/pkg/intake"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/pii"
 	"github.com/lethe-erasure/lethe/pkg/subject"
 )
 
@@ -177,5 +178,5 @@ func newLogger(o options, stderr io.Writer) (*zap.Logger, error) {
 		w = zapcore.AddSync(f)
 	}
 	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
-	return zap.New(zapcore.NewCore(enc, w, zap.InfoLevel)), nil
+	return zap.New(pii.Core(zapcore.NewCore(enc, w, zap.InfoLevel))), nil
 }
