@@ -97,6 +97,11 @@ type command struct {
 // commands lists every command, in help order.
 var commands []*command
 
+func init() {
+	commands = []*command{submitCmd, statusCmd, listCmd, receiptCmd, retryCmd,
+		dlqListCmd, dlqReplayCmd, auditReplayCmd, auditVerifyChainCmd, inventoryValidateCmd}
+}
+
 // groups are the first words of two-word commands.
 var groups = map[string]string{
 	"dlq":       "dead-letter topics",

@@ -128,6 +128,9 @@ lethectl status er_6ebc4c5fc7aee916243a000c4fb91673 -o json | jq -r .state`,
 				return err
 			}
 			st, err := api.status(ctx, id)
+			if isNotFound(err) {
+				return withCode(exitNotFound, fmt.Errorf("no such request %s", id))
+			}
 			if err != nil {
 				return err
 			}
@@ -270,6 +273,9 @@ With --wait it follows the new attempt as 'submit --wait' does.`,
 			}
 			start := time.Now()
 			out, err := api.retry(ctx, id, r)
+			if isNotFound(err) {
+				return withCode(exitNotFound, fmt.Errorf("no such request %s", id))
+			}
 			if err != nil {
 				return err
 			}
@@ -321,4 +327,5 @@ func failedStores(st intake.Status) string {
 	return "store " + strings.Join(parts, ", ")
 }
 
+// errFailed ends a followed request one of whose stores reported FAILED.
 var errFailed = errors.New("a store reported FAILED")

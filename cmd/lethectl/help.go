@@ -134,11 +134,14 @@ func commandHelp(cmd *command) string {
 		b.WriteString("\nFlags:\n")
 		for _, f := range own {
 			kind, usage := flag.UnquoteUsage(f)
+			if kind == "value" {
+				kind = "string"
+			}
 			name := "--" + f.Name
 			if kind != "" {
 				name += " " + kind
 			}
-			fmt.Fprintf(&b, "  %-24s %s", name, usage)
+			fmt.Fprintf(&b, "  %-26s %s", name, usage)
 			if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" {
 				fmt.Fprintf(&b, " (default %s)", f.DefValue)
 			}

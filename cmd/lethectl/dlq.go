@@ -1,0 +1,241 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/lethe-erasure/lethe/pkg/broker"
+	"github.com/lethe-erasure/lethe/pkg/dlq"
+	"github.com/lethe-erasure/lethe/pkg/service"
+)
+
+// brokerConfig is the injected broker configuration, else the environment's
+// (LETHE_KAFKA_*) with --brokers overriding the seed brokers.
+func (c *cli) brokerConfig() (broker.Config, error) {
+	if c.brokers != nil {
+		return *c.brokers, nil
+	}
+	cfg, err := broker.FromEnv("lethectl")
+	if err != nil {
+		return cfg, withCode(exitUsage, err)
+	}
+	if c.g.brokers != "" {
+		cfg.Brokers = strings.Split(c.g.brokers, ",")
+	}
+	return cfg, nil
+}
+
+// dlqTopics are the dead-letter topics of Lethe's topics.
+func dlqTopics() []string {
+	var out []string
+	for _, t := range service.Topics {
+		if strings.HasSuffix(t, ".dlq") {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// dlqTopic is topic's dead-letter topic: topic itself when it ends in ".dlq".
+func dlqTopic(topic string) string {
+	if strings.HasSuffix(topic, ".dlq") {
+		return topic
+	}
+	return topic + ".dlq"
+}
+
+// brokerErr classifies an error of a broker operation under a --timeout.
+func brokerErr(ctx context.Context, cfg broker.Config, timeout time.Duration, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, kerr.UnknownTopicOrPartition):
+		return withCode(exitNotFound, err)
+	case ctx.Err() != nil && errors.Is(err, context.DeadlineExceeded):
+		return withCode(exitTimeout, fmt.Errorf("no answer from the brokers %s within %s: %w", cfg, timeout, err))
+	}
+	return err
+}
+
+var dlqListCmd = &command{
+	name:    "dlq list",
+	args:    "[TOPIC]... [--limit N]",
+	summary: "show dead-lettered records: source, reason, time, event type",
+	help: `Lists the records of dead-letter topics without their payload: for each, where it came
+from (source topic/partition/offset), why it was dead-lettered, when, by which consumer
+group, and what it is (event type, request id and tenant, when it decodes as a Lethe
+event). A record that failed again after a replay shows where it was replayed from.
+
+TOPIC is a dead-letter topic (erasure.intake.dlq) or its source topic (erasure.intake);
+default: every dead-letter topic of Lethe's topics. Reads from the first retained record
+to the end offsets seen at the start, without a consumer group; commits nothing.`,
+	example: `lethectl dlq list --brokers 127.0.0.1:9092
+lethectl dlq list erasure.requested --limit 20 -o json | jq '.[].entries[].reason'`,
+	exits: "0 listed (also when empty); 1 error; 2 usage; 3 no such topic; 5 --timeout passed.",
+	setup: func(c *cli, fs *flag.FlagSet) func(context.Context, []string) error {
+		var limit int
+		var timeout time.Duration
+		fs.IntVar(&limit, "limit", 100, "at most this many records per topic (0: all)")
+		fs.DurationVar(&timeout, "timeout", 30*time.Second, "give up (exit 5) after this long")
+		return func(ctx context.Context, args []string) error {
+			if limit < 0 {
+				return usageErrorf("--limit must not be negative")
+			}
+			topics := dlqTopics()
+			if len(args) > 0 {
+				topics = nil
+				for _, a := range args {
+					topics = append(topics, dlqTopic(a))
+				}
+			}
+			cfg, err := c.brokerConfig()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			type listed struct {
+				Topic   string      `json:"topic"`
+				Entries []dlq.Entry `json:"entries"`
+			}
+			var out []listed
+			for _, t := range topics {
+				es, err := dlq.List(ctx, cfg, t, limit)
+				if err != nil {
+					return brokerErr(ctx, cfg, timeout, err)
+				}
+				out = append(out, listed{Topic: t, Entries: append([]dlq.Entry{}, es...)})
+			}
+			if c.json("table") {
+				return printJSON(c.stdout, out)
+			}
+			for i, l := range out {
+				if i > 0 {
+					fmt.Fprintln(c.stdout)
+				}
+				if err := printEntries(c, l.Topic, l.Entries); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	},
+}
+
+func printEntries(c *cli, topic string, es []dlq.Entry) error {
+	fmt.Fprintf(c.stdout, "%s: %d records\n", topic, len(es))
+	if len(es) == 0 {
+		return nil
+	}
+	tw := table(c.stdout)
+	fmt.Fprintln(tw, "PART/OFFSET\tSOURCE\tAT\tGROUP\tTYPE\tREQUEST\tTENANT\tREASON")
+	for _, e := range es {
+		typ, req, tenant := "-", "-", "-"
+		if e.Event != nil {
+			typ, tenant = e.Event.Type, e.Event.TenantID
+			if e.Event.RequestID != "" {
+				req = e.Event.RequestID
+			}
+		}
+		reason := e.Reason
+		if e.ReplayedFrom != "" {
+			reason += " (again, after replay of " + e.ReplayedFrom + ")"
+		}
+		fmt.Fprintf(tw, "%d/%d\t%s/%d/%d\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Partition, e.Offset, e.SourceTopic, e.SourcePartition, e.SourceOffset,
+			formatTime(e.At), e.Group, typ, req, tenant, reason)
+	}
+	return tw.Flush()
+}
+
+var dlqReplayCmd = &command{
+	name:    "dlq replay",
+	args:    "TOPIC [--reason SUBSTR] [--request ID] [--yes]",
+	summary: "republish dead-lettered records to their source topic",
+	help: `Republishes the records of a dead-letter topic to their source topic, unchanged except
+for the dead-letter headers (removed) and a lethe.replayed-from header, once the cause is
+fixed. --reason and --request select records; without them every record is replayed.
+Progress is kept in the consumer group lethe-dlq-replay: a record replayed once is not
+replayed again by a later run (a record that fails again is dead-lettered anew, as a new
+record). Runs on the same topic must not overlap.
+
+On a terminal it shows how many records match and asks for confirmation; elsewhere it
+refuses unless --yes is given. It prints how many records it republished.`,
+	example: `lethectl dlq replay erasure.requested.dlq --reason "store unavailable" --yes
+lethectl dlq replay erasure.store.done --request er_6ebc4c5fc7aee916243a000c4fb91673`,
+	exits: "0 replayed (also when nothing matched); 1 error, or the confirmation was declined; 2 usage, or no terminal and no --yes; 3 no such topic; 5 --timeout passed.",
+	setup: func(c *cli, fs *flag.FlagSet) func(context.Context, []string) error {
+		var reason, request string
+		var yes bool
+		var timeout time.Duration
+		fs.StringVar(&reason, "reason", "", "only records whose reason contains this text")
+		fs.StringVar(&request, "request", "", "only records of this request id")
+		fs.BoolVar(&yes, "yes", false, "do not ask for confirmation")
+		fs.DurationVar(&timeout, "timeout", 60*time.Second, "give up (exit 5) after this long")
+		return func(ctx context.Context, args []string) error {
+			if len(args) != 1 {
+				return usageErrorf("one topic expected, got %d arguments", len(args))
+			}
+			topic := dlqTopic(args[0])
+			filter := func(e dlq.Entry) bool {
+				return strings.Contains(e.Reason, reason) && (request == "" || e.Event != nil && e.Event.RequestID == request)
+			}
+			cfg, err := c.brokerConfig()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			if !yes {
+				if !c.isTTY() {
+					return usageErrorf("stdin is not a terminal: pass --yes to replay without confirmation")
+				}
+				es, err := dlq.List(ctx, cfg, topic, 0)
+				if err != nil {
+					return brokerErr(ctx, cfg, timeout, err)
+				}
+				n, sources := 0, map[string]bool{}
+				for _, e := range es {
+					if filter(e) {
+						n++
+						sources[e.SourceTopic] = true
+					}
+				}
+				if n == 0 {
+					fmt.Fprintf(c.stdout, "no record of %s matches; nothing replayed\n", topic)
+					return nil
+				}
+				fmt.Fprintf(c.stderr, "%d records of %s match (records an earlier replay republished are skipped).\nRepublish them to %s? [y/N] ", n, topic, strings.Join(keys(sources), ", "))
+				answer, _ := bufio.NewReader(c.stdin).ReadString('\n')
+				if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
+					return errors.New("not confirmed; nothing replayed")
+				}
+			}
+			n, err := dlq.Replay(ctx, cfg, topic, filter)
+			if err != nil {
+				return brokerErr(ctx, cfg, timeout, fmt.Errorf("%d records replayed before: %w", n, err))
+			}
+			if c.json("table") {
+				return printJSON(c.stdout, map[string]any{"topic": topic, "replayed": n})
+			}
+			fmt.Fprintf(c.stdout, "replayed %d records from %s\n", n, topic)
+			return nil
+		}
+	},
+}
+
+func keys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

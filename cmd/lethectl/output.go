@@ -1,0 +1,167 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/intake"
+)
+
+// printJSON writes v as indented JSON.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// table returns a tab-aligned writer; Flush it.
+func table(w io.Writer) *tabwriter.Writer {
+	return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+}
+
+// formatTime is t in UTC to the second, or "-" for the zero time.
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// fmtDur is d for people: 21ms, 1.2s, 5m3s, 3h5m, 29d23h.
+func fmtDur(d time.Duration) string {
+	if d < 0 {
+		d = 0
+	}
+	switch {
+	case d < time.Second:
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	case d < time.Minute:
+		return fmt.Sprintf("%.1fs", d.Seconds())
+	case d < time.Hour:
+		return d.Truncate(time.Second).String()
+	case d < 24*time.Hour:
+		return strings.TrimSuffix(d.Truncate(time.Minute).String(), "0s")
+	}
+	days := d / (24 * time.Hour)
+	return fmt.Sprintf("%dd%dh", days, (d-days*24*time.Hour)/time.Hour)
+}
+
+// fmtLeft is the SLA clock: time left until due, or how far past it.
+func fmtLeft(due, now time.Time) string {
+	if due.IsZero() {
+		return "no due date"
+	}
+	if left := due.Sub(now); left >= 0 {
+		return "due in " + fmtDur(left)
+	}
+	return "OVERDUE by " + fmtDur(now.Sub(due))
+}
+
+// remaining is a remaining count; a negative one (a FAILED store that could not verify)
+// is unknown.
+func remaining(n int64) string {
+	if n < 0 {
+		return "unknown"
+	}
+	return fmt.Sprint(n)
+}
+
+// printStatus writes a request's status for people.
+func printStatus(w io.Writer, st intake.Status, now time.Time) error {
+	clock := fmtLeft(st.DueAt, now)
+	if st.State == intake.StateComplete {
+		clock = "met"
+	}
+	tw := table(w)
+	fmt.Fprintf(tw, "Request\t%s\n", st.RequestID)
+	fmt.Fprintf(tw, "Tenant\t%s\n", st.TenantID)
+	fmt.Fprintf(tw, "Subject\t%s (pseudonym, key %s)\n", st.SubjectHash, st.KeyID)
+	fmt.Fprintf(tw, "State\t%s\n", st.State)
+	fmt.Fprintf(tw, "Regulation\t%s, scope %s\n", st.Regulation, st.Scope)
+	fmt.Fprintf(tw, "Requested\t%s\n", formatTime(st.RequestedAt))
+	fmt.Fprintf(tw, "Due\t%s (%s)\n", formatTime(st.DueAt), clock)
+	fmt.Fprintf(tw, "Inventory\t%s\n", st.InventoryVersion)
+	if st.ReceiptID != "" {
+		fmt.Fprintf(tw, "Receipt\t%s\n", st.ReceiptID)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	tw = table(w)
+	fmt.Fprintln(tw, "STORE\tSTATUS\tDELETED\tREMAINING\tATTEMPT\tERROR")
+	for _, s := range st.Stores {
+		attempt := "-"
+		if s.Attempt > 0 {
+			attempt = fmt.Sprint(s.Attempt)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", s.Store, s.Status, s.Deleted, remaining(s.Remaining), attempt, s.Error)
+	}
+	return tw.Flush()
+}
+
+// printList writes requests for people, one per line.
+func printList(w io.Writer, list []intake.Status, now time.Time) error {
+	if len(list) == 0 {
+		_, err := fmt.Fprintln(w, "no requests")
+		return err
+	}
+	tw := table(w)
+	fmt.Fprintln(tw, "REQUEST\tTENANT\tSTATE\tREGULATION\tREQUESTED\tDUE\tSLA\tSTORES DONE")
+	for _, st := range list {
+		done := 0
+		for _, s := range st.Stores {
+			if s.Status.Succeeded() && s.Status != intake.Pending {
+				done++
+			}
+		}
+		clock := fmtLeft(st.DueAt, now)
+		if st.State == intake.StateComplete {
+			clock = "met"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\n", st.RequestID, st.TenantID, st.State, st.Regulation,
+			formatTime(st.RequestedAt), formatTime(st.DueAt), clock, done, len(st.Stores))
+	}
+	return tw.Flush()
+}
+
+// printReceipt writes a receipt's summary for people.
+func printReceipt(w io.Writer, rc event.Receipt) error {
+	sla := "met, " + fmtDur(rc.DueAt.Sub(rc.CompletedAt)) + " before the due date"
+	if rc.CompletedAt.After(rc.DueAt) {
+		sla = "MISSED by " + fmtDur(rc.CompletedAt.Sub(rc.DueAt))
+	}
+	prev := rc.PrevHash
+	if prev == "" {
+		prev = "none (first receipt of the tenant)"
+	}
+	tw := table(w)
+	fmt.Fprintf(tw, "Receipt\t%s\n", rc.ReceiptID)
+	fmt.Fprintf(tw, "Request\t%s\n", rc.RequestID)
+	fmt.Fprintf(tw, "Status\t%s\n", rc.Status)
+	fmt.Fprintf(tw, "Tenant\t%s\n", rc.TenantID)
+	fmt.Fprintf(tw, "Subject\t%s (pseudonym, key %s)\n", rc.SubjectHash, rc.KeyID)
+	fmt.Fprintf(tw, "Regulation\t%s, scope %s\n", rc.Regulation, rc.Scope)
+	fmt.Fprintf(tw, "Requested\t%s\n", formatTime(rc.RequestedAt))
+	fmt.Fprintf(tw, "Completed\t%s (%d ms)\n", formatTime(rc.CompletedAt), rc.ElapsedMS)
+	fmt.Fprintf(tw, "Due\t%s (%s)\n", formatTime(rc.DueAt), sla)
+	fmt.Fprintf(tw, "Inventory\t%s\n", rc.InventoryVersion)
+	fmt.Fprintf(tw, "Audit log PII\t%t\n", rc.AuditLogPII)
+	fmt.Fprintf(tw, "Chain\tseq %d, hash %s\n", rc.Seq, rc.Hash)
+	fmt.Fprintf(tw, "Previous\t%s\n", prev)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	tw = table(w)
+	fmt.Fprintln(tw, "STORE\tKIND\tSTATUS\tDELETED\tREMAINING\tVERIFIED BY")
+	for _, s := range rc.Stores {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", s.Store, s.Kind, s.Status, s.Deleted, s.Verification.Remaining, s.Verification.Method)
+	}
+	return tw.Flush()
+}
