@@ -16,6 +16,7 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/embedded"
 	"github.com/lethe-erasure/lethe/pkg/intake"
+	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/subject"
 )
 
@@ -31,7 +32,15 @@ type system struct {
 // startSystem starts Lethe with instances consumers per deleter and seeds tenant with the
 // small corpus and targets customers that have the full footprint.
 func startSystem(ctx context.Context, key subject.Key, instances int, sz Size, targets int, logf func(string, ...any)) (*system, error) {
-	sys, err := embedded.Start(ctx, embedded.Options{Key: key, Instances: instances, Log: serviceLog()})
+	// The app follows the Redis convention (every key listed in the subject's index), so
+	// the system's inventory trusts the index, as an operator would configure it.
+	inv := inventory.Reference()
+	for i, st := range inv.Stores {
+		if st.Kind == inventory.KindRedis {
+			inv.Stores[i].Locators.IndexOnly = true
+		}
+	}
+	sys, err := embedded.Start(ctx, embedded.Options{Key: key, Instances: instances, Log: serviceLog(), Inventory: inv})
 	if err != nil {
 		return nil, fmt.Errorf("start system: %w", err)
 	}

@@ -36,7 +36,8 @@ type Watchdog struct {
 	Now      func() time.Time
 
 	mu   sync.Mutex
-	sent map[string]int // request id -> highest threshold announced
+	sent map[string]int      // request id -> highest threshold announced
+	done map[string]struct{} // requests known to have a receipt
 }
 
 // Run sweeps every Interval until ctx is done.
@@ -71,9 +72,12 @@ func (w *Watchdog) Sweep(ctx context.Context) error {
 	var out []*kgo.Record
 	var announce []func()
 	for _, r := range reqs {
+		if w.completed(r.RequestID) {
+			continue
+		}
 		_, err := w.Store.GetReceipt(ctx, r.RequestID)
 		if err == nil {
-			w.forget(r.RequestID)
+			w.finish(r.RequestID)
 			continue
 		}
 		if !errors.Is(err, auditlog.ErrNotFound) {
@@ -171,10 +175,22 @@ func (w *Watchdog) remember(id string, th int) {
 	w.sent[id] = th
 }
 
-func (w *Watchdog) forget(id string) {
+// finish remembers that id has its receipt: receipts are final, so later sweeps skip it.
+func (w *Watchdog) finish(id string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.sent, id)
+	if w.done == nil {
+		w.done = map[string]struct{}{}
+	}
+	w.done[id] = struct{}{}
+}
+
+func (w *Watchdog) completed(id string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, ok := w.done[id]
+	return ok
 }
 
 func (w *Watchdog) log() *zap.Logger {

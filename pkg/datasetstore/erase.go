@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 )
@@ -69,7 +70,9 @@ func eraseRows(ctx context.Context, l location, m *matcher) (c counts, err error
 			return c, err
 		}
 		f, _ := formatOf(key)
+		unlock := objectLocks.lock(objectName(l, key))
 		rows, superseded, err := eraseCurrent(ctx, l.bucket, key, f, m)
+		unlock()
 		switch {
 		case errors.Is(err, errMalformed):
 			c.malformed = append(c.malformed, fmt.Errorf("%s: %w", objectName(l, key), err))
@@ -130,18 +133,13 @@ func versionsOf(ctx context.Context, vb Versioned, key string) ([]Version, error
 	return slices.DeleteFunc(all, func(v Version) bool { return v.Key != key }), nil
 }
 
-// eraseCurrent rewrites the current object of key without the rows m matches. It reads the
-// object once to count and, only if something matches, again to rewrite it conditionally on
-// that second read. It returns the rows removed and, when it rewrote the object, the
-// version it superseded ("-" when the bucket has no versions).
+// eraseCurrent rewrites the current object of key without the rows m matches, streaming it
+// once: the rewrite is conditional on the version read and is abandoned (nothing written)
+// when no row matches. It returns the rows removed and, when it rewrote the object, the
+// version it superseded ("-" when the bucket has no versions). Rewrites of one object
+// within this process take turns, so concurrent erasures of several subjects do not
+// abort each other's conditional writes.
 func eraseCurrent(ctx context.Context, b Bucket, key string, f format, m *matcher) (int, string, error) {
-	n, err := countObject(ctx, b, key, f, m)
-	if err != nil || n == 0 {
-		if errors.Is(err, ErrNotFound) {
-			err = nil
-		}
-		return 0, "", err
-	}
 	obj, err := b.Get(ctx, key)
 	if errors.Is(err, ErrNotFound) {
 		return 0, "", nil
@@ -274,4 +272,41 @@ func remaining(ctx context.Context, l location, m *matcher) (int64, error) {
 		}
 	}
 	return n, nil
+}
+
+// objectLocks serialises rewrites of one object within the process.
+var objectLocks keyedMutex
+
+type keyedMutex struct {
+	mu    sync.Mutex
+	locks map[string]*refMutex
+}
+
+type refMutex struct {
+	sync.Mutex
+	refs int
+}
+
+// lock locks the object named id and returns its unlock.
+func (k *keyedMutex) lock(id string) func() {
+	k.mu.Lock()
+	if k.locks == nil {
+		k.locks = map[string]*refMutex{}
+	}
+	m := k.locks[id]
+	if m == nil {
+		m = &refMutex{}
+		k.locks[id] = m
+	}
+	m.refs++
+	k.mu.Unlock()
+	m.Lock()
+	return func() {
+		m.Unlock()
+		k.mu.Lock()
+		if m.refs--; m.refs == 0 {
+			delete(k.locks, id)
+		}
+		k.mu.Unlock()
+	}
 }

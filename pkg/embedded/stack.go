@@ -35,6 +35,10 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/service"
 )
 
+// Partitions is the partition count of every embedded topic: the number of requests each
+// consumer group works on at once.
+const Partitions = 12
+
 // DatasetBucket is the versioned bucket of the embedded S3.
 const DatasetBucket = "lethe-datasets"
 
@@ -66,12 +70,12 @@ func StartStack(ctx context.Context, dataDir string) (_ *Stack, err error) {
 			s.Close()
 		}
 	}()
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, service.Topics...))
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(Partitions, service.Topics...))
 	if err != nil {
 		return nil, fmt.Errorf("kafka: %w", err)
 	}
 	s.closers = append(s.closers, kc.Close)
-	s.Broker = broker.Config{Brokers: kc.ListenAddrs(), ClientID: "lethe-standalone", Partitions: 3}
+	s.Broker = broker.Config{Brokers: kc.ListenAddrs(), ClientID: "lethe-standalone", Partitions: Partitions}
 
 	qs, err := qdrantfake.Start(ctx)
 	if err != nil {

@@ -158,7 +158,7 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 			return consumer.Run(gctx, consumer.Config{Broker: st.Broker, Group: grp.Name, Topics: grp.Topics, Log: log.With(zap.String("group", grp.Name)), Metrics: m}, grp.Handler)
 		})
 	}
-	watchdog := &aggregator.Watchdog{Store: st.Audit, Producer: prod, Interval: time.Second, Log: log.With(zap.String("service", "aggregator")), Metrics: m}
+	watchdog := &aggregator.Watchdog{Store: st.Audit, Producer: prod, Interval: 5 * time.Second, Log: log.With(zap.String("service", "aggregator")), Metrics: m}
 	g.Go(func() error { return watchdog.Run(gctx) })
 	g.Go(func() error {
 		if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {

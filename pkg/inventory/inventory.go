@@ -60,9 +60,13 @@ type Locators struct {
 	HashFields    []string `yaml:"hash_fields,omitempty" json:"hash_fields,omitempty"`
 	SessionFields []string `yaml:"session_fields,omitempty" json:"session_fields,omitempty"`
 	// redis: key templates whose last character may be a '*' wildcard; an optional
-	// per-subject index set listing the subject's keys.
-	Keys  []string `yaml:"keys,omitempty" json:"keys,omitempty"`
-	Index string   `yaml:"index,omitempty" json:"index,omitempty"`
+	// per-subject index set listing the subject's keys. With IndexOnly the app promises to
+	// list every key in the index: erasure and verification then read the index alone and
+	// cost the subject's footprint; without it every primary is also scanned for keys the
+	// index does not list (legacy data).
+	Keys      []string `yaml:"keys,omitempty" json:"keys,omitempty"`
+	Index     string   `yaml:"index,omitempty" json:"index,omitempty"`
+	IndexOnly bool     `yaml:"index_only,omitempty" json:"index_only,omitempty"`
 	// dataset: object prefixes (s3://bucket/prefix/ or a directory path relative to the
 	// dataset root) and the columns holding the subject id or a session id.
 	Prefixes       []string `yaml:"prefixes,omitempty" json:"prefixes,omitempty"`
@@ -167,6 +171,9 @@ func (l Locators) validateKind(kind string) error {
 	case KindRedis:
 		if len(l.Keys) == 0 {
 			return errors.New("redis needs keys")
+		}
+		if l.IndexOnly && l.Index == "" {
+			return errors.New("redis index_only needs an index")
 		}
 		for _, k := range l.Keys {
 			if !strings.Contains(k, Subject) && !strings.Contains(k, SubjectHash) && !strings.Contains(k, Session) {

@@ -24,8 +24,9 @@
 // matches (checked again in Go, so a key the patterns do not cover is never deleted), and
 // in one MULTI (a plain pipeline on Redis Cluster or Ring, where keys span slots) UNLINKs
 // them and SREMs them from the index. Members of other stores stay listed; Redis deletes
-// the index set itself once it is empty. It then always runs the fallback for keys the
-// index does not list: SCAN MATCH on every primary (never KEYS) and UNLINK in pipelined
+// the index set itself once it is empty. Unless the inventory store is index_only (the
+// app lists every key in the index), it then runs the fallback for keys the index does not
+// list: SCAN MATCH on every primary (never KEYS) and UNLINK in pipelined
 // batches. The counts are the sum of UNLINK replies per key template, so they are exact
 // even though SCAN may return a key twice. Erasing is idempotent. For a tenant-scope
 // request every subject placeholder becomes a wildcard and every index set of the tenant
@@ -35,7 +36,9 @@
 //
 // Verify scans every pattern on every primary afresh and counts the distinct keys of the
 // subject that remain, plus the names the index still lists for this store: a listed name
-// holds the identifier even when its key is gone.
+// holds the identifier even when its key is gone. An index_only store reads only the index
+// (VerifyIndexMethod says so in the receipt): keys an app wrote outside the index are
+// neither erased nor seen there, which is the price of not scanning the keyspace.
 //
 // # Errors
 //
@@ -59,6 +62,9 @@ import (
 
 // VerifyMethod is the Method of every Verification this package returns.
 const VerifyMethod = "redis scan MATCH on every primary"
+
+// VerifyIndexMethod is the verification method of index_only stores.
+const VerifyIndexMethod = "redis index set read back (index_only: keys outside the index are not scanned)"
 
 const (
 	scanCount   = 1000 // COUNT hint of each SCAN call
@@ -96,6 +102,9 @@ func (r *Store) Erase(ctx context.Context, st inventory.Store, s deletion.Subjec
 		}
 	}
 	for _, pt := range p.patterns {
+		if indexOnly(st, s) {
+			break
+		}
 		if err := r.scanDelete(ctx, p, pt, t); err != nil {
 			return deletion.Result{}, classify("scan and unlink "+p.locations[pt.loc], err)
 		}
@@ -116,6 +125,11 @@ func (r *Store) Verify(ctx context.Context, st inventory.Store, s deletion.Subje
 	}
 	var mu sync.Mutex
 	found := map[string]struct{}{}
+	method := VerifyMethod
+	if indexOnly(st, s) {
+		method = VerifyIndexMethod
+		p.patterns = nil
+	}
 	for _, pt := range p.patterns {
 		err := r.forEachPrimary(ctx, func(ctx context.Context, node redis.Cmdable) error {
 			return scan(ctx, node, pt.glob, "", func(keys []string) error {
@@ -148,7 +162,14 @@ func (r *Store) Verify(ctx context.Context, st inventory.Store, s deletion.Subje
 			}
 		}
 	}
-	return event.Verification{Method: VerifyMethod, Remaining: int64(len(found))}, nil
+	return event.Verification{Method: method, Remaining: int64(len(found))}, nil
+}
+
+// indexOnly reports whether st trusts its index alone for s: the app writes every key of a
+// subject through the index, so erasing and verifying cost the subject's footprint, not a
+// scan of the keyspace. A tenant erasure always scans.
+func indexOnly(st inventory.Store, s deletion.Subject) bool {
+	return st.Locators.IndexOnly && st.Locators.Index != "" && !s.TenantScope()
 }
 
 // tally sums deleted keys per location; forEachPrimary may add concurrently.
