@@ -10,9 +10,9 @@ GOTEST_FLAGS ?= -count=1 -timeout 10m
 run:
 	go run ./services/standalone -demo
 
-## serve: run every service in one process on embedded components (intake on 127.0.0.1:8080)
+## serve: run every service in one process on embedded components, the demo tenant seeded (intake on 127.0.0.1:8080)
 serve:
-	go run ./services/standalone
+	go run ./services/standalone -seed
 
 ## test: vet, build every module on its own, and run every module's tests (needs redis-server and node)
 test: tools vet build-modules

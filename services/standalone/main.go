@@ -41,6 +41,7 @@ func main() {
 
 type options struct {
 	demo     bool
+	seed     bool
 	dataDir  string
 	httpAddr string
 	verbose  bool
@@ -51,6 +52,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var o options
 	fs.BoolVar(&o.demo, "demo", false, "seed a demo tenant, erase one customer, print the receipt and exit")
+	fs.BoolVar(&o.seed, "seed", false, "serve with the demo tenant seeded (its customers' ids are printed)")
 	fs.StringVar(&o.dataDir, "data", "", "directory for the audit store, redis and logs (default: a new temporary directory)")
 	fs.StringVar(&o.httpAddr, "http", "", "intake listen address (default $LETHE_HTTP_ADDR or 127.0.0.1:8080; -demo: a free port)")
 	fs.BoolVar(&o.verbose, "v", false, "write service logs to stderr instead of the data directory")
@@ -78,6 +80,13 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 		return err
 	}
 	if !o.demo {
+		if o.seed {
+			if err := a.seed(ctx); err != nil {
+				return errors.Join(err, a.Stop())
+			}
+			fmt.Fprintf(stderr, "lethe standalone: seeded tenant %q; erase a customer with\n  lethectl submit --server %s --tenant %s --subject %s --session %s --session %s --wait\n",
+				demoTenant, a.BaseURL, demoTenant, target.id, target.sessions[0], target.sessions[1])
+		}
 		<-ctx.Done()
 		return a.Stop()
 	}
