@@ -64,12 +64,43 @@ func (a *Aggregator) Handle(ctx context.Context, rec *kgo.Record) error {
 		if d.RequestID == "" || d.Store == "" {
 			return deletion.Permanent(errors.New("aggregator: store report without request_id or store"))
 		}
+		prev, err := a.Store.Reports(ctx, d.RequestID)
+		if err != nil {
+			return fmt.Errorf("aggregator: load reports: %w", err)
+		}
+		for _, p := range prev {
+			if p.Store == d.Store {
+				d = Merge(p, d)
+			}
+		}
 		if err := a.Store.PutReport(ctx, d); err != nil {
 			return fmt.Errorf("aggregator: record report: %w", err)
 		}
 		requestID = d.RequestID
 	}
 	return a.complete(ctx, requestID)
+}
+
+// Merge returns the report to keep when next arrives for a store that already reported
+// prev. A later attempt (a re-drive) replaces prev. Within one attempt a request may run
+// more than once (redelivery after a crash or a rebalance): the second run finds what the
+// first deleted gone and reports less, or a passing store error. So a successful report
+// is not replaced by a failed one, and of two successful ones the one that deleted more
+// is kept (counts are never added: the same run may be reported twice).
+func Merge(prev, next event.StoreDone) event.StoreDone {
+	if next.Attempt != prev.Attempt {
+		if next.Attempt > prev.Attempt {
+			return next
+		}
+		return prev
+	}
+	switch {
+	case prev.Status.Succeeded() && !next.Status.Succeeded():
+		return prev
+	case prev.Status.Succeeded() && next.Status.Succeeded() && prev.Deleted() > next.Deleted():
+		return prev
+	}
+	return next
 }
 
 func validRequest(r *event.Requested) error {

@@ -524,3 +524,26 @@ func TestBuild(t *testing.T) {
 		t.Error("complete without reports")
 	}
 }
+
+func TestMerge(t *testing.T) {
+	deleted := func(attempt int, st event.Status, n int64) event.StoreDone {
+		return event.StoreDone{Store: "redis", Attempt: attempt, Status: st, Locations: []event.LocationCount{{Location: "k", Deleted: n}}}
+	}
+	for name, tc := range map[string]struct {
+		prev, next event.StoreDone
+		want       int64
+		status     event.Status
+	}{
+		"redelivery finds nothing":     {deleted(1, event.StatusDeleted, 5), deleted(1, event.StatusNothingFound, 0), 5, event.StatusDeleted},
+		"redelivery fails transiently": {deleted(1, event.StatusDeleted, 5), deleted(1, event.StatusFailed, 0), 5, event.StatusDeleted},
+		"same report twice":            {deleted(1, event.StatusDeleted, 5), deleted(1, event.StatusDeleted, 5), 5, event.StatusDeleted},
+		"failure then success":         {deleted(1, event.StatusFailed, 0), deleted(1, event.StatusDeleted, 3), 3, event.StatusDeleted},
+		"re-drive replaces":            {deleted(1, event.StatusDeleted, 5), deleted(2, event.StatusNothingFound, 0), 0, event.StatusNothingFound},
+		"stale attempt is ignored":     {deleted(2, event.StatusDeleted, 1), deleted(1, event.StatusFailed, 0), 1, event.StatusDeleted},
+	} {
+		got := aggregator.Merge(tc.prev, tc.next)
+		if got.Deleted() != tc.want || got.Status != tc.status {
+			t.Errorf("%s: kept %s deleted %d, want %s %d", name, got.Status, got.Deleted(), tc.status, tc.want)
+		}
+	}
+}

@@ -8,8 +8,11 @@
 // their records are delivered again to the next owner. A transient error retries the same
 // record with capped exponential backoff, holding only its own partition (fetching pauses
 // there while the others go on); a permanent error (see IsPermanent) sends the record to
-// <topic>.dlq with the reason in headers, and the partition moves on. Run returns when ctx
-// is done, after in-flight handlers returned and marked offsets were committed.
+// <topic>.dlq with the reason in headers, and the partition moves on. A revoked partition
+// (and every partition at shutdown) takes no new record but may finish the one in hand for
+// Config.Grace, so a handler that already changed a store also publishes its report; a
+// lost partition is cancelled at once. Run returns when ctx is done, after in-flight
+// handlers returned and marked offsets were committed.
 package consumer
 
 import (
@@ -85,6 +88,10 @@ type Config struct {
 	Queue int
 	// Metrics records retries, dead-lettered records and lag; nil records nothing.
 	Metrics *metrics.Metrics
+	// Grace is how long a revoked partition, or one stopping at shutdown, may finish the
+	// record in hand (its side effect and follow-up events) before the handler's context is
+	// cancelled. Default 10s. Lost partitions are cancelled at once.
+	Grace time.Duration
 }
 
 // Run consumes cfg.Topics in cfg.Group until ctx is done.
@@ -101,11 +108,12 @@ func Run(ctx context.Context, cfg Config, h Handler) error {
 	if cfg.Queue == 0 {
 		cfg.Queue = 256
 	}
+	if cfg.Grace == 0 {
+		cfg.Grace = 10 * time.Second
+	}
 	cfg.Metrics = metrics.Or(cfg.Metrics)
 	r := &runner{cfg: cfg, h: h, parts: map[tp]*partition{}, lag: map[tp]int64{}}
-	r.ctx, r.cancel = context.WithCancel(context.Background())
-	defer r.cancel()
-	opts := append(cfg.Broker.Options(),
+	opts := append(append(cfg.Broker.Options(), cfg.Broker.ConsumerOptions()...),
 		kgo.ConsumerGroup(cfg.Group),
 		kgo.ConsumeTopics(cfg.Topics...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -121,10 +129,6 @@ func Run(ctx context.Context, cfg Config, h Handler) error {
 		return fmt.Errorf("consumer: %w", err)
 	}
 
-	go func() {
-		<-ctx.Done()
-		r.cancel() // stop handlers' retries; in-flight side effects finish or are redone
-	}()
 	for {
 		fetches := cl.PollRecords(ctx, 1000)
 		if fetches.IsClientClosed() || ctx.Err() != nil {
@@ -160,13 +164,11 @@ type tp struct {
 }
 
 type runner struct {
-	cfg    Config
-	h      Handler
-	ctx    context.Context
-	cancel context.CancelFunc
-	mu     sync.Mutex // guards parts and lag: group callbacks may run outside the poll loop
-	parts  map[tp]*partition
-	lag    map[tp]int64
+	cfg   Config
+	h     Handler
+	mu    sync.Mutex // guards parts and lag: group callbacks may run outside the poll loop
+	parts map[tp]*partition
+	lag   map[tp]int64
 }
 
 // setLag records a partition's lag (nil: the partition left) and updates the topic's gauge.
@@ -192,7 +194,8 @@ func (r *runner) assigned(_ context.Context, cl *kgo.Client, assigned map[string
 	defer r.mu.Unlock()
 	for topic, ps := range assigned {
 		for _, p := range ps {
-			pc := &partition{r: r, cl: cl, tp: tp{topic, p}, wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
+			pc := &partition{r: r, cl: cl, tp: tp{topic, p}, wake: make(chan struct{}, 1), quit: make(chan struct{}),
+				kill: make(chan struct{}), done: make(chan struct{})}
 			r.parts[pc.tp] = pc
 			go pc.run()
 		}
@@ -200,17 +203,19 @@ func (r *runner) assigned(_ context.Context, cl *kgo.Client, assigned map[string
 }
 
 func (r *runner) revoked(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
-	r.stop(revoked)
+	r.stop(revoked, r.cfg.Grace)
 	if err := cl.CommitMarkedOffsets(ctx); err != nil {
 		r.cfg.Log.Warn("commit on revoke failed", zap.Error(err))
 	}
 }
 
 func (r *runner) lost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
-	r.stop(lost) // nothing to commit: the partitions belong to someone else now
+	r.stop(lost, 0) // nothing to finish or commit: the partitions belong to someone else now
 }
 
-func (r *runner) stop(m map[string][]int32) {
+// stop stops the partitions in m: each finishes the record in hand for up to grace (its
+// handler's context is then cancelled) and takes no other.
+func (r *runner) stop(m map[string][]int32, grace time.Duration) {
 	r.mu.Lock()
 	var stopping []*partition
 	for topic, ps := range m {
@@ -224,6 +229,15 @@ func (r *runner) stop(m map[string][]int32) {
 	r.mu.Unlock()
 	for _, pc := range stopping {
 		close(pc.quit)
+		go func() {
+			t := time.NewTimer(grace)
+			defer t.Stop()
+			select {
+			case <-pc.done:
+			case <-t.C:
+				close(pc.kill)
+			}
+		}()
 	}
 	for _, pc := range stopping {
 		<-pc.done
@@ -238,7 +252,7 @@ func (r *runner) stopAll() {
 		m[k.topic] = append(m[k.topic], k.partition)
 	}
 	r.mu.Unlock()
-	r.stop(m)
+	r.stop(m, r.cfg.Grace)
 }
 
 // partition processes one partition's records in order.
@@ -251,7 +265,8 @@ type partition struct {
 	paused bool
 	hw     atomic.Int64 // high watermark seen in the last fetch
 	wake   chan struct{}
-	quit   chan struct{}
+	quit   chan struct{} // closed: take no more records
+	kill   chan struct{} // closed: cancel the record in hand
 	done   chan struct{}
 }
 
@@ -287,22 +302,27 @@ func (p *partition) next() (*kgo.Record, bool) {
 
 func (p *partition) run() {
 	defer close(p.done)
-	ctx, cancel := context.WithCancel(p.r.ctx)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
 		select {
-		case <-p.quit:
+		case <-p.kill:
 			cancel()
 		case <-ctx.Done():
 		}
 	}()
 	for {
+		select {
+		case <-p.quit:
+			return
+		default:
+		}
 		rec, ok := p.next()
 		if !ok {
 			select {
 			case <-p.wake:
 				continue
-			case <-ctx.Done():
+			case <-p.quit:
 				return
 			}
 		}
@@ -339,10 +359,15 @@ func (p *partition) process(ctx context.Context, rec *kgo.Record) bool {
 			}
 			return ok
 		}
+		select {
+		case <-p.quit:
+			return false // stopping: the next owner retries it
+		default:
+		}
 		p.r.cfg.Metrics.ConsumerRetries.WithLabelValues(p.r.cfg.Group, rec.Topic).Inc()
 		d := p.r.cfg.Backoff.Delay(attempt)
 		log.Warn("record failed, retrying", zap.Int("attempt", attempt), zap.Duration("backoff", d), zap.Error(err))
-		if !sleep(ctx, d) {
+		if !sleep(ctx, p.quit, d) {
 			return false
 		}
 	}
@@ -377,19 +402,22 @@ func (p *partition) deadLetter(ctx context.Context, rec *kgo.Record, cause error
 			return false
 		}
 		p.r.cfg.Log.Error("dead-letter write failed, retrying", zap.String("topic", out.Topic), zap.Int("attempt", attempt), zap.Error(err))
-		if !sleep(ctx, p.r.cfg.Backoff.Delay(attempt)) {
+		if !sleep(ctx, p.quit, p.r.cfg.Backoff.Delay(attempt)) {
 			return false
 		}
 	}
 }
 
-func sleep(ctx context.Context, d time.Duration) bool {
+// sleep waits d and reports true, or false when ctx ends or quit closes first.
+func sleep(ctx context.Context, quit <-chan struct{}, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
 		return true
 	case <-ctx.Done():
+		return false
+	case <-quit:
 		return false
 	}
 }

@@ -161,7 +161,7 @@ func TestCommitsOnlyHandledRecords(t *testing.T) {
 	cfg := cluster(t, "in")
 	produce(t, cfg, rec(0, "a"), rec(0, "b"), rec(0, "c"))
 	got := make(chan string, 10)
-	ccfg := consumer.Config{Broker: cfg, Group: "g", Topics: []string{"in"}, Backoff: consumer.Backoff{Base: time.Millisecond, Max: time.Millisecond}}
+	ccfg := consumer.Config{Broker: cfg, Group: "g", Topics: []string{"in"}, Backoff: consumer.Backoff{Base: time.Millisecond, Max: time.Millisecond}, Grace: 20 * time.Millisecond}
 	stop := consume(t, ccfg, func(ctx context.Context, r *kgo.Record) error {
 		if string(r.Value) == "c" {
 			<-ctx.Done() // crash in the middle of "c"
@@ -223,5 +223,42 @@ func TestBackoffIsCapped(t *testing.T) {
 		if got := b.Delay(n); got != want {
 			t.Errorf("Delay(%d) = %v, want %v", n, got, want)
 		}
+	}
+}
+
+// Stopping lets the record in hand finish within the grace period: its effect is done
+// and its offset committed, so the next member does not get it again.
+func TestStopFinishesTheRecordInHand(t *testing.T) {
+	cfg := cluster(t, "in")
+	produce(t, cfg, rec(0, "slow"), rec(0, "next"))
+	started := make(chan struct{})
+	var finished atomic.Bool
+	ccfg := consumer.Config{Broker: cfg, Group: "g", Topics: []string{"in"}, Grace: 5 * time.Second}
+	stop := consume(t, ccfg, func(ctx context.Context, r *kgo.Record) error {
+		if string(r.Value) != "slow" {
+			return nil
+		}
+		close(started)
+		select {
+		case <-time.After(200 * time.Millisecond):
+			finished.Store(true)
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	<-started
+	stop()
+	if !finished.Load() {
+		t.Fatal("the record in hand was cancelled instead of finished")
+	}
+	got := make(chan string, 2)
+	stop = consume(t, ccfg, func(ctx context.Context, r *kgo.Record) error {
+		got <- string(r.Value)
+		return nil
+	})
+	defer stop()
+	if v := <-got; v != "next" {
+		t.Errorf("next member got %q first, want the record after the finished one", v)
 	}
 }

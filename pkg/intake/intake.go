@@ -161,7 +161,7 @@ func (s *Service) Submit(ctx context.Context, in event.IntakeRequest) (event.Req
 			req.RequestedAt, req.DueAt, req.InventoryVersion, req.ExpectedStores = prev.RequestedAt, prev.DueAt, prev.InventoryVersion, prev.ExpectedStores
 			return req, nil // already accepted
 		case !errors.Is(err, auditlog.ErrNotFound):
-			return event.Requested{}, fmt.Errorf("intake: %w", err)
+			return event.Requested{}, fmt.Errorf("%w: state store: %v", ErrUnavailable, err)
 		}
 	}
 	if err := s.publish(ctx, &req); err != nil {
