@@ -44,3 +44,7 @@ clean:
 ## bench: measure erasure cost against corpus size, the seeds' approach beside it, end-to-end latency, throughput and memory; writes .bench/results.json
 bench:
 	cd bench && go run ./cmd/benchrun -out ../.bench/results.json
+
+## chaos: the long fault-injection run (5000 requests, services and the broker killed at random)
+chaos:
+	cd chaos && go run ./cmd/chaos -n 5000

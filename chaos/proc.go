@@ -24,17 +24,33 @@ type Proc struct {
 	Port int      // a TCP port it listens on when ready; 0: no readiness wait
 	Dir  string   // log directory
 
-	mu       sync.Mutex
-	cmd      *exec.Cmd
-	exited   chan struct{}
-	starts   int
-	kills    int
-	stopping bool
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	starts  int
+	kills   int
+	retired bool
+}
+
+// errRetired is returned by Start once Retire was called.
+var errRetired = errors.New("chaos: process retired")
+
+// Retire stops the process in an orderly way (SIGTERM) for good: Start refuses to start
+// it again, so a concurrent kill-and-restart cannot resurrect a removed instance.
+func (p *Proc) Retire() error {
+	p.mu.Lock()
+	p.retired = true
+	p.mu.Unlock()
+	return p.Stop()
 }
 
 // Start starts the process and waits until Port accepts connections (up to 30 s).
 func (p *Proc) Start(ctx context.Context) error {
 	p.mu.Lock()
+	if p.retired {
+		p.mu.Unlock()
+		return errRetired
+	}
 	if p.cmd != nil {
 		p.mu.Unlock()
 		return fmt.Errorf("chaos: %s already running", p.Name)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -43,16 +42,20 @@ func (c *cli) auditStore(ctx context.Context) (auditlog.Store, error) {
 	if dir == "" {
 		return nil, usageErrorf("no audit store: pass --audit-table or --audit-dir (or set LETHE_AUDIT_TABLE or LETHE_AUDIT_DIR)")
 	}
-	if fi, err := os.Stat(filepath.Join(dir, "requests")); err != nil || !fi.IsDir() {
-		return nil, withCode(exitNotFound, fmt.Errorf("%s holds no audit store (no requests directory)", dir))
+	if logs, _ := filepath.Glob(filepath.Join(dir, "wal-*.log")); len(logs) == 0 {
+		return nil, withCode(exitNotFound, fmt.Errorf("%s holds no audit store (no wal-*.log)", dir))
 	}
-	return auditlog.OpenDir(dir)
+	s, err := auditlog.OpenDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%w (a directory store is open in one process at a time: stop the standalone process, or use --audit-table)", err)
+	}
+	return s, nil
 }
 
 const auditStoreHelp = `The audit store is --audit-table (DynamoDB; LETHE_DYNAMODB_ENDPOINT for DynamoDB Local)
 or --audit-dir (the directory store of a standalone deployment: <data dir>/audit).
-Nothing is written to it. Opening a directory store clears its leftover temporary files;
-a write that a running standalone process has in flight then fails once and is retried.`
+Nothing is written to it. A directory store is open in one process at a time, so stop
+the standalone process that owns it first.`
 
 var auditReplayCmd = &command{
 	name:    "audit replay",

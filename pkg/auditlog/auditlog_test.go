@@ -25,6 +25,7 @@ func openDir(t *testing.T) *auditlog.DirStore {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { s.Close() })
 	return s
 }
 
@@ -48,9 +49,11 @@ func TestDirStoreSurvivesReopen(t *testing.T) {
 	issued, err := auditlog.Issue(ctx, s, auditlogtest.Receipt("acme", "req-1"))
 	must(t, err)
 	must(t, os.WriteFile(filepath.Join(dir, ".tmp", "leftover"), []byte("partial"), 0o600))
+	must(t, s.Close())
 
 	s, err = auditlog.OpenDir(dir)
 	must(t, err)
+	defer s.Close()
 	for _, id := range hostile {
 		if r, err := s.GetRequest(ctx, id); err != nil || r.RequestID != id {
 			t.Errorf("request %q after reopen: %+v, %v", id, r, err)

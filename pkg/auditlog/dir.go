@@ -7,54 +7,126 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
+
+	"github.com/lethe-erasure/lethe/pkg/wal"
 
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/event"
 )
 
-// DirStore is a durable Store in a local directory, for the standalone process: one JSON
-// file per item. Conditional creates write a temporary file, fsync it and hard-link it to
-// its final name (the link fails if the name exists, so a create is atomic and never
-// leaves a partial file); conditional replaces compare and then rename a synced temporary
-// file over the old one under the store's mutex. Directories are fsynced after each
-// change, so an acknowledged write survives a crash, and reopening the directory sees
-// every acknowledged write.
+// DirStore is a durable Store in a local directory, for the standalone process. Its state
+// lives in memory and every change is a record appended to a write-ahead log in the
+// directory; reads never touch the disk.
 //
-// DirStore is safe for concurrent use within one process. Two processes must not open the
-// same directory: the conditional replaces are atomic only under the in-process mutex.
+// A write decides its condition (create if absent, attempt or head seq compare) in memory
+// while it holds its item, appends its record and returns only after an fsync covering the
+// record: concurrent writers share one fsync (group commit), so a write costs about one
+// fsync however many callers write at once. A write is visible to readers only once it is
+// durable; one that fails (its fsync failed) leaves no visible state and is cut off the
+// log. A write that returns an error may still be found after a crash when the error came
+// from a failed fsync of a record the disk did keep; callers retry, and every write is
+// idempotent.
 //
-// Layout (every name derived from an id is "x" + hex(id), or "h" + hex(sha256(id)) for
-// ids longer than 100 bytes, so no id can escape its directory or collide with another):
+// Opening the directory replays the log into memory; a record torn by a crash (it was
+// never acknowledged) is cut off, every complete record is kept. When the log has grown
+// past a threshold, a write compacts it: the state is written as a new log file (a
+// temporary file, fsynced and renamed into place, then the directory fsynced) and the old
+// file removed.
 //
-//	events/<tenant>/<subject hash>/<event id>.json
-//	requests/<request id>.json
-//	reports/<request id>/<store>.json
-//	receipts/<request id>.json
-//	tenants/<tenant>/head.json
-//	tenants/<tenant>/receipts/<request id>.<seq>   (index entry; holds the request id)
+// DirStore is safe for concurrent use. Only one store may have a directory open at a time:
+// OpenDir takes an exclusive lock (flock) on the directory's LOCK file and fails while
+// another store, in this process or another, holds it; Close releases it. Memory holds
+// every stored item: the directory store serves one deployment, not a table's worth.
+//
+// Layout: LOCK, wal-<generation>.log (one at a time, hex generation), .tmp/ (compaction's
+// temporary file, cleared on open).
 type DirStore struct {
-	root string
-	mu   sync.RWMutex
+	root      string
+	log       *wal.Log
+	compactAt int64 // log size that triggers a compaction; tests lower it
+	base      int64 // log size after the last compaction or open
+
+	mu         sync.RWMutex
+	cond       *sync.Cond // on mu's write lock: an item was released, a compaction ended
+	busy       map[item]bool
+	inflight   int
+	compacting bool
+	closed     bool
+
+	events     map[[2]string]map[string][]byte // (tenant, subject hash) → event id → JSON
+	requests   map[string]storedRequest
+	reports    map[string]map[string]storedReport // request id → store → report
+	receipts   map[string][]byte                  // request id → receipt JSON
+	receiptIdx map[string]map[string]int64        // tenant → request id → seq at creation
+	heads      map[string]storedHead
+}
+
+type storedRequest struct {
+	r    Request
+	json []byte
+}
+
+type storedReport struct {
+	attempt int
+	json    []byte
+}
+
+type storedHead struct {
+	seq  int64
+	json []byte
+}
+
+// item names one stored item, held by the write in flight on it.
+type item struct {
+	op      byte
+	a, b, c string
 }
 
 var _ Store = (*DirStore)(nil)
 
-// OpenDir opens (creating it if needed) the store in dir. Temporary files left by a crash
-// are removed.
+// defaultCompactAt is the log size past which a write compacts the log.
+const defaultCompactAt = 64 << 20
+
+// OpenDir opens (creating it if needed, mode 0700) the store in dir and replays its log.
+// It fails when another store has dir open, when dir holds the one-file-per-item layout of
+// earlier versions, and when the log is damaged other than by a torn last record.
 func OpenDir(dir string) (*DirStore, error) {
-	s := &DirStore{root: dir}
-	if err := os.RemoveAll(s.tmpDir()); err != nil {
+	if fi, err := os.Stat(filepath.Join(dir, "requests")); err == nil && fi.IsDir() {
+		return nil, fmt.Errorf("auditlog: open %s: the directory holds the one-file-per-item layout of an earlier version, which this version does not read", dir)
+	}
+	s := &DirStore{
+		root: dir, compactAt: defaultCompactAt, busy: map[item]bool{},
+		events: map[[2]string]map[string][]byte{}, requests: map[string]storedRequest{},
+		reports: map[string]map[string]storedReport{}, receipts: map[string][]byte{},
+		receiptIdx: map[string]map[string]int64{}, heads: map[string]storedHead{},
+	}
+	s.cond = sync.NewCond(&s.mu)
+	var err error
+	if s.log, err = wal.Open(dir, "lethe-audit-1", func(p []byte, _ int64) error { return s.apply(p) }); err != nil {
 		return nil, fmt.Errorf("auditlog: open %s: %w", dir, err)
 	}
-	for _, d := range []string{"events", "requests", "reports", "receipts", "tenants", ".tmp"} {
-		if err := s.mkdirs(filepath.Join(dir, d)); err != nil {
-			return nil, fmt.Errorf("auditlog: open %s: %w", dir, err)
-		}
-	}
+	s.base = s.log.Bytes()
 	return s, nil
+}
+
+// Close waits for the writes in flight, then closes the log and releases the directory.
+// Later writes fail; reads keep answering from memory.
+func (s *DirStore) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	for s.inflight > 0 || s.compacting {
+		s.cond.Wait()
+	}
+	s.cond.Broadcast()
+	if err := s.log.Close(); err != nil {
+		return fmt.Errorf("auditlog: close: %w", err)
+	}
+	return nil
 }
 
 // AppendEvent stores e unless its id is stored for the tenant and subject hash.
@@ -62,37 +134,30 @@ func (s *DirStore) AppendEvent(ctx context.Context, e Event) error {
 	if e.EventID == "" || e.TenantID == "" || e.SubjectHash == "" {
 		return deletion.Permanent(errors.New("auditlog: event needs an event id, a tenant id and a subject hash"))
 	}
-	p := filepath.Join(s.root, "events", name(e.TenantID), name(e.SubjectHash), name(e.EventID)+".json")
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.create(p, e); err != nil && !errors.Is(err, ErrExists) {
-		return fmt.Errorf("auditlog: append event: %w", err)
-	}
-	return nil
+	err := s.write(ctx, item{opEvent, e.TenantID, e.SubjectHash, e.EventID}, func() ([]byte, error) {
+		if _, ok := s.events[[2]string{e.TenantID, e.SubjectHash}][e.EventID]; ok {
+			return nil, nil
+		}
+		return record(opEvent, "", e)
+	})
+	return wrap("append event", err)
 }
 
 // Events returns the subject's events ordered by At then EventID.
 func (s *DirStore) Events(ctx context.Context, tenant, subjectHash string) ([]Event, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	dir := filepath.Join(s.root, "events", name(tenant), name(subjectHash))
-	files, err := listDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("auditlog: events: %w", err)
-	}
-	evs := make([]Event, 0, len(files))
-	for _, f := range files {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
+	m := s.events[[2]string{tenant, subjectHash}]
+	evs := make([]Event, 0, len(m))
+	for _, b := range m {
 		var e Event
-		if err := readJSON(filepath.Join(dir, f), &e); err != nil {
-			return nil, fmt.Errorf("auditlog: events: %w", err)
+		if err := decode(b, &e); err != nil {
+			return nil, wrap("events", err)
 		}
 		evs = append(evs, e)
 	}
 	SortEvents(evs)
-	return evs, nil
+	return evs, ctx.Err()
 }
 
 // PutRequest inserts r or replaces the stored request when r.Attempt >= its attempt.
@@ -100,59 +165,48 @@ func (s *DirStore) PutRequest(ctx context.Context, r Request) error {
 	if r.RequestID == "" {
 		return deletion.Permanent(errors.New("auditlog: request needs a request id"))
 	}
-	p := filepath.Join(s.root, "requests", name(r.RequestID)+".json")
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var old Request
-	switch err := readJSON(p, &old); {
-	case err == nil && r.Attempt < old.Attempt:
-		return nil
-	case err != nil && !errors.Is(err, ErrNotFound):
-		return fmt.Errorf("auditlog: put request: %w", err)
-	}
-	if err := s.replace(p, r); err != nil {
-		return fmt.Errorf("auditlog: put request: %w", err)
-	}
-	return nil
+	err := s.write(ctx, item{op: opRequest, a: r.RequestID}, func() ([]byte, error) {
+		if old, ok := s.requests[r.RequestID]; ok && r.Attempt < old.r.Attempt {
+			return nil, nil
+		}
+		return record(opRequest, "", r)
+	})
+	return wrap("put request", err)
 }
 
 // GetRequest returns the request or ErrNotFound.
 func (s *DirStore) GetRequest(ctx context.Context, requestID string) (Request, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	var r Request
-	if err := readJSON(filepath.Join(s.root, "requests", name(requestID)+".json"), &r); err != nil {
-		return Request{}, fmt.Errorf("auditlog: get request: %w", err)
+	sr, ok := s.requests[requestID]
+	if !ok {
+		return Request{}, fmt.Errorf("auditlog: get request: %w", ErrNotFound)
 	}
-	return r, nil
+	return sr.copy(), nil
 }
 
 // ListRequests returns the tenant's requests ("" for every tenant) ordered by RequestedAt
-// then RequestID. It reads every stored request: the directory store serves one
-// deployment's requests, not a table's worth.
+// then RequestID, from memory.
 func (s *DirStore) ListRequests(ctx context.Context, tenant string) ([]Request, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	s.mu.RLock()
-	defer s.mu.RUnlock()
-	dir := filepath.Join(s.root, "requests")
-	files, err := listDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("auditlog: list requests: %w", err)
-	}
-	rs := []Request{}
-	for _, f := range files {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		var r Request
-		if err := readJSON(filepath.Join(dir, f), &r); err != nil {
-			return nil, fmt.Errorf("auditlog: list requests: %w", err)
-		}
-		if tenant == "" || r.TenantID == tenant {
-			rs = append(rs, r)
+	rs := make([]Request, 0, len(s.requests))
+	for _, sr := range s.requests {
+		if tenant == "" || sr.r.TenantID == tenant {
+			rs = append(rs, sr.copy())
 		}
 	}
+	s.mu.RUnlock()
 	SortRequests(rs)
 	return rs, nil
+}
+
+func (sr storedRequest) copy() Request {
+	r := sr.r
+	r.ExpectedStores = append([]string(nil), r.ExpectedStores...)
+	return r
 }
 
 // PutReport stores d unless a report of a later attempt is stored for its request and store.
@@ -160,40 +214,25 @@ func (s *DirStore) PutReport(ctx context.Context, d event.StoreDone) error {
 	if d.RequestID == "" || d.Store == "" {
 		return deletion.Permanent(errors.New("auditlog: report needs a request id and a store"))
 	}
-	dir := filepath.Join(s.root, "reports", name(d.RequestID))
-	p := filepath.Join(dir, name(d.Store)+".json")
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var old event.StoreDone
-	switch err := readJSON(p, &old); {
-	case err == nil && d.Attempt < old.Attempt:
-		return nil
-	case err != nil && !errors.Is(err, ErrNotFound):
-		return fmt.Errorf("auditlog: put report: %w", err)
-	}
-	if err := s.mkdirs(dir); err != nil {
-		return fmt.Errorf("auditlog: put report: %w", err)
-	}
-	if err := s.replace(p, d); err != nil {
-		return fmt.Errorf("auditlog: put report: %w", err)
-	}
-	return nil
+	err := s.write(ctx, item{op: opReport, a: d.RequestID, b: d.Store}, func() ([]byte, error) {
+		if old, ok := s.reports[d.RequestID][d.Store]; ok && d.Attempt < old.attempt {
+			return nil, nil
+		}
+		return record(opReport, "", d)
+	})
+	return wrap("put report", err)
 }
 
 // Reports returns the request's reports ordered by store name.
 func (s *DirStore) Reports(ctx context.Context, requestID string) ([]event.StoreDone, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	dir := filepath.Join(s.root, "reports", name(requestID))
-	files, err := listDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("auditlog: reports: %w", err)
-	}
-	ds := make([]event.StoreDone, 0, len(files))
-	for _, f := range files {
+	m := s.reports[requestID]
+	ds := make([]event.StoreDone, 0, len(m))
+	for _, sr := range m {
 		var d event.StoreDone
-		if err := readJSON(filepath.Join(dir, f), &d); err != nil {
-			return nil, fmt.Errorf("auditlog: reports: %w", err)
+		if err := decode(sr.json, &d); err != nil {
+			return nil, wrap("reports", err)
 		}
 		ds = append(ds, d)
 	}
@@ -205,80 +244,56 @@ func (s *DirStore) Reports(ctx context.Context, requestID string) ([]event.Store
 func (s *DirStore) GetReceipt(ctx context.Context, requestID string) (event.Receipt, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	var r event.Receipt
-	if err := readJSON(s.receiptPath(requestID), &r); err != nil {
-		return event.Receipt{}, fmt.Errorf("auditlog: get receipt: %w", err)
+	b, ok := s.receipts[requestID]
+	if !ok {
+		return event.Receipt{}, fmt.Errorf("auditlog: get receipt: %w", ErrNotFound)
 	}
-	return r, nil
+	var r event.Receipt
+	return r, wrap("get receipt", decode(b, &r))
 }
 
-// PutReceipt creates the receipt of r.RequestID, or fails with ErrExists. It writes the
-// tenant's index entry first and the receipt second, so a crash in between leaves an
-// entry that Receipts skips until the receipt is written.
+// PutReceipt creates the receipt of r.RequestID, or fails with ErrExists. One record
+// stores the receipt and the tenant's index entry (its tenant and seq).
 func (s *DirStore) PutReceipt(ctx context.Context, r event.Receipt) error {
 	if r.RequestID == "" || r.TenantID == "" {
 		return deletion.Permanent(errors.New("auditlog: receipt needs a request id and a tenant id"))
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	p := s.receiptPath(r.RequestID)
-	if _, err := os.Stat(p); err == nil {
-		return ErrExists
-	}
-	dir := filepath.Join(s.root, "tenants", name(r.TenantID), "receipts")
-	if err := s.mkdirs(dir); err != nil {
-		return fmt.Errorf("auditlog: put receipt: %w", err)
-	}
-	idx := filepath.Join(dir, fmt.Sprintf("%s.%d", name(r.RequestID), r.Seq))
-	if err := s.writeFile(idx, []byte(r.RequestID), false); err != nil {
-		return fmt.Errorf("auditlog: put receipt index: %w", err)
-	}
-	if err := s.create(p, r); err != nil {
-		if errors.Is(err, ErrExists) {
-			return ErrExists
+	err := s.write(ctx, item{op: opReceipt, a: r.RequestID}, func() ([]byte, error) {
+		if _, ok := s.receipts[r.RequestID]; ok {
+			return nil, ErrExists
 		}
-		return fmt.Errorf("auditlog: put receipt: %w", err)
-	}
-	return nil
+		return record(opReceipt, "", r)
+	})
+	return wrap("put receipt", err)
 }
 
-// Receipts returns the tenant's receipts ordered by Seq. Index entries whose receipt is
-// missing or disagrees with them (seq, tenant) are skipped.
+// overwriteReceipt replaces the stored receipt of r.RequestID unconditionally and keeps
+// its index entry, as someone with write access to the directory could.
+func (s *DirStore) overwriteReceipt(ctx context.Context, r event.Receipt) error {
+	err := s.write(ctx, item{op: opReceipt, a: r.RequestID}, func() ([]byte, error) {
+		return record(opReceiptOverwrite, "", r)
+	})
+	return wrap("overwrite receipt", err)
+}
+
+// Receipts returns the tenant's receipts ordered by Seq. A receipt whose tenant or seq
+// disagrees with the index entry written with it is skipped.
 func (s *DirStore) Receipts(ctx context.Context, tenant string) ([]event.Receipt, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	dir := filepath.Join(s.root, "tenants", name(tenant), "receipts")
-	files, err := listDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("auditlog: receipts: %w", err)
-	}
 	var rs []event.Receipt
-	seen := map[string]bool{}
-	for _, f := range files {
-		i := strings.LastIndexByte(f, '.')
-		if i < 0 {
-			continue // not an index entry
-		}
-		seq, err := strconv.ParseInt(f[i+1:], 10, 64)
-		if err != nil {
+	for id, seq := range s.receiptIdx[tenant] {
+		b, ok := s.receipts[id]
+		if !ok {
 			continue
-		}
-		id, err := os.ReadFile(filepath.Join(dir, f))
-		if err != nil {
-			return nil, fmt.Errorf("auditlog: receipts: %w", err)
 		}
 		var r event.Receipt
-		switch err := readJSON(s.receiptPath(string(id)), &r); {
-		case errors.Is(err, ErrNotFound):
-			continue
-		case err != nil:
-			return nil, fmt.Errorf("auditlog: receipts: %w", err)
+		if err := decode(b, &r); err != nil {
+			return nil, wrap("receipts", err)
 		}
-		if r.TenantID != tenant || r.Seq != seq || seen[r.RequestID] {
-			continue
+		if r.TenantID == tenant && r.Seq == seq {
+			rs = append(rs, r)
 		}
-		seen[r.RequestID] = true
-		rs = append(rs, r)
 	}
 	SortReceipts(rs)
 	return rs, nil
@@ -288,42 +303,29 @@ func (s *DirStore) Receipts(ctx context.Context, tenant string) ([]event.Receipt
 func (s *DirStore) Head(ctx context.Context, tenant string) (Head, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	var h Head
-	err := readJSON(s.headPath(tenant), &h)
-	if errors.Is(err, ErrNotFound) {
+	sh, ok := s.heads[tenant]
+	if !ok {
 		return Head{}, nil
 	}
-	if err != nil {
-		return Head{}, fmt.Errorf("auditlog: head: %w", err)
-	}
-	return h, nil
+	var h Head
+	return h, wrap("head", decode(sh.json, &h))
 }
 
 // SwapHead replaces the tenant's head with h if its Seq is oldSeq, else ErrConflict.
 func (s *DirStore) SwapHead(ctx context.Context, tenant string, oldSeq int64, h Head) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	p := s.headPath(tenant)
-	var old Head
-	if err := readJSON(p, &old); err != nil && !errors.Is(err, ErrNotFound) {
-		return fmt.Errorf("auditlog: swap head: %w", err)
-	}
-	if old.Seq != oldSeq {
-		return ErrConflict
-	}
-	if err := s.mkdirs(filepath.Dir(p)); err != nil {
-		return fmt.Errorf("auditlog: swap head: %w", err)
-	}
-	if err := s.replace(p, h); err != nil {
-		return fmt.Errorf("auditlog: swap head: %w", err)
-	}
-	return nil
+	err := s.write(ctx, item{op: opHead, a: tenant}, func() ([]byte, error) {
+		if s.heads[tenant].seq != oldSeq {
+			return nil, ErrConflict
+		}
+		return record(opHead, tenant, h)
+	})
+	return wrap("swap head", err)
 }
 
-func (s *DirStore) tmpDir() string { return filepath.Join(s.root, ".tmp") }
-func (s *DirStore) receiptPath(requestID string) string {
-	return filepath.Join(s.root, "receipts", name(requestID)+".json")
-}
-func (s *DirStore) headPath(tenant string) string {
-	return filepath.Join(s.root, "tenants", name(tenant), "head.json")
+// wrap adds the operation to err unless it is nil or a sentinel.
+func wrap(op string, err error) error {
+	if err == nil || err == ErrExists || err == ErrConflict || err == context.Canceled || err == context.DeadlineExceeded {
+		return err
+	}
+	return fmt.Errorf("auditlog: %s: %w", op, err)
 }

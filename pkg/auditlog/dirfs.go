@@ -1,94 +1,240 @@
 package auditlog
 
 import (
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
+	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-	"path/filepath"
 
 	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/event"
 )
 
-// create writes v as JSON to p unless p exists (ErrExists).
-func (s *DirStore) create(p string, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return deletion.Permanent(err)
-	}
-	if err := s.mkdirs(filepath.Dir(p)); err != nil {
-		return err
-	}
-	return s.writeFile(p, b, true)
+// Record operations. A record's payload is the operation byte, a uvarint-prefixed tenant
+// (heads only, empty otherwise) and the item's JSON.
+const (
+	opEvent            = 'E' // Event, stored unless its id is
+	opRequest          = 'Q' // Request, replacing the stored one
+	opReport           = 'P' // event.StoreDone, replacing the stored one
+	opReceipt          = 'C' // event.Receipt with its index entry (tenant, seq)
+	opReceiptOverwrite = 'O' // event.Receipt without touching the index
+	opIndex            = 'I' // an index entry alone: indexEntry (compaction writes it)
+	opHead             = 'H' // Head of the tenant
+)
+
+type indexEntry struct {
+	Tenant    string `json:"tenant"`
+	RequestID string `json:"request_id"`
+	Seq       int64  `json:"seq"`
 }
 
-// replace writes v as JSON to p, replacing it atomically.
-func (s *DirStore) replace(p string, v any) error {
+// record encodes a record payload.
+func record(op byte, tenant string, v any) ([]byte, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return deletion.Permanent(err)
+		return nil, deletion.Permanent(err)
 	}
-	return s.writeFile(p, b, false)
+	return rawRecord(op, tenant, b), nil
 }
 
-// writeFile writes b to a synced temporary file and links (exclusive) or renames it to p,
-// then syncs p's directory.
-func (s *DirStore) writeFile(p string, b []byte, exclusive bool) error {
-	var rnd [8]byte
-	if _, err := rand.Read(rnd[:]); err != nil {
-		return err
+func rawRecord(op byte, tenant string, js []byte) []byte {
+	p := make([]byte, 0, 1+binary.MaxVarintLen64+len(tenant)+len(js))
+	p = append(p, op)
+	p = binary.AppendUvarint(p, uint64(len(tenant)))
+	p = append(p, tenant...)
+	return append(p, js...)
+}
+
+// decode decodes a stored item; a malformed one is permanent.
+func decode(b []byte, v any) error {
+	if err := json.Unmarshal(b, v); err != nil {
+		return deletion.Permanent(fmt.Errorf("malformed item: %w", err))
 	}
-	tmp := filepath.Join(s.tmpDir(), hex.EncodeToString(rnd[:]))
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
+	return nil
+}
+
+// apply applies a record payload to the state; s.mu is held or the store is not shared yet.
+func (s *DirStore) apply(p []byte) error {
+	if len(p) < 2 {
+		return errors.New("short record")
 	}
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
+	n, k := binary.Uvarint(p[1:])
+	if k <= 0 || uint64(len(p)-1-k) < n {
+		return errors.New("bad tenant length")
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if exclusive {
-		err = os.Link(tmp, p)
-		os.Remove(tmp)
-		if errors.Is(err, fs.ErrExist) {
-			return ErrExists
+	op, tenant, js := p[0], string(p[1+k:1+k+int(n)]), p[1+k+int(n):]
+	switch op {
+	case opEvent:
+		var e Event
+		if err := decode(js, &e); err != nil {
+			return err
 		}
-	} else {
-		err = os.Rename(tmp, p)
+		key := [2]string{e.TenantID, e.SubjectHash}
+		if s.events[key] == nil {
+			s.events[key] = map[string][]byte{}
+		}
+		if _, ok := s.events[key][e.EventID]; !ok {
+			s.events[key][e.EventID] = js
+		}
+	case opRequest:
+		var r Request
+		if err := decode(js, &r); err != nil {
+			return err
+		}
+		s.requests[r.RequestID] = storedRequest{r: r, json: js}
+	case opReport:
+		var d event.StoreDone
+		if err := decode(js, &d); err != nil {
+			return err
+		}
+		if s.reports[d.RequestID] == nil {
+			s.reports[d.RequestID] = map[string]storedReport{}
+		}
+		s.reports[d.RequestID][d.Store] = storedReport{attempt: d.Attempt, json: js}
+	case opReceipt, opReceiptOverwrite:
+		var r event.Receipt
+		if err := decode(js, &r); err != nil {
+			return err
+		}
+		s.receipts[r.RequestID] = js
+		if op == opReceipt {
+			s.index(indexEntry{Tenant: r.TenantID, RequestID: r.RequestID, Seq: r.Seq})
+		}
+	case opIndex:
+		var e indexEntry
+		if err := decode(js, &e); err != nil {
+			return err
+		}
+		s.index(e)
+	case opHead:
+		var h Head
+		if err := decode(js, &h); err != nil {
+			return err
+		}
+		s.heads[tenant] = storedHead{seq: h.Seq, json: js}
+	default:
+		return fmt.Errorf("unknown record operation %q", op)
 	}
-	if err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return syncDir(filepath.Dir(p))
+	return nil
 }
 
-// mkdirs creates d and its missing parents, syncing each parent that gained an entry.
-func (s *DirStore) mkdirs(d string) error {
-	if _, err := os.Stat(d); err == nil {
-		return nil
+func (s *DirStore) index(e indexEntry) {
+	if s.receiptIdx[e.Tenant] == nil {
+		s.receiptIdx[e.Tenant] = map[string]int64{}
 	}
-	parent := filepath.Dir(d)
-	if parent != d {
-		if err := s.mkdirs(parent); err != nil {
+	s.receiptIdx[e.Tenant][e.RequestID] = e.Seq
+}
+
+var errClosed = errors.New("store is closed")
+
+// write runs one conditional write of it. decide runs under s.mu while the store holds it
+// (no other write of it is in flight) and returns the record to append, nil for a no-op,
+// or an error. The record is applied to memory only after its fsync succeeded.
+func (s *DirStore) write(ctx context.Context, it item, decide func() ([]byte, error)) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for (s.busy[it] || s.compacting) && !s.closed {
+		s.cond.Wait()
+	}
+	if s.closed {
+		return errClosed
+	}
+	rec, err := decide()
+	if err != nil || rec == nil {
+		return err
+	}
+	b, _, err := s.log.Append(rec, 0)
+	if err != nil {
+		return err
+	}
+	s.busy[it] = true
+	s.inflight++
+	s.mu.Unlock()
+	err = s.log.Commit(b)
+	s.mu.Lock()
+	delete(s.busy, it)
+	s.inflight--
+	if err == nil {
+		err = s.apply(rec)
+	}
+	s.cond.Broadcast()
+	if err == nil {
+		s.maybeCompact()
+	}
+	return err
+}
+
+// maybeCompact compacts the log when it has grown past the threshold and doubled since the
+// last compaction. It stops new writes, waits for those in flight and writes the state as
+// a new log; s.mu is held. A failed compaction leaves the current log in use.
+func (s *DirStore) maybeCompact() {
+	size := s.log.Bytes()
+	if s.compacting || s.closed || size < s.compactAt || size < 2*s.base {
+		return
+	}
+	s.compacting = true
+	for s.inflight > 0 {
+		s.cond.Wait()
+	}
+	if s.log.Compact(s.snapshot) == nil {
+		s.base = s.log.Bytes()
+	}
+	s.compacting = false
+	s.cond.Broadcast()
+}
+
+// snapshot emits one record per stored item.
+func (s *DirStore) snapshot(emit func([]byte, int) (int64, error)) error {
+	put := func(op byte, tenant string, js []byte) error {
+		_, err := emit(rawRecord(op, tenant, js), 0)
+		return err
+	}
+	for _, m := range s.events {
+		for _, js := range m {
+			if err := put(opEvent, "", js); err != nil {
+				return err
+			}
+		}
+	}
+	for _, sr := range s.requests {
+		if err := put(opRequest, "", sr.json); err != nil {
 			return err
 		}
 	}
-	if err := os.Mkdir(d, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return err
+	for _, m := range s.reports {
+		for _, sr := range m {
+			if err := put(opReport, "", sr.json); err != nil {
+				return err
+			}
+		}
 	}
-	return syncDir(parent)
+	for _, js := range s.receipts {
+		if err := put(opReceiptOverwrite, "", js); err != nil {
+			return err
+		}
+	}
+	for tenant, m := range s.receiptIdx {
+		for id, seq := range m {
+			js, err := json.Marshal(indexEntry{Tenant: tenant, RequestID: id, Seq: seq})
+			if err != nil {
+				return err
+			}
+			if err := put(opIndex, "", js); err != nil {
+				return err
+			}
+		}
+	}
+	for tenant, sh := range s.heads {
+		if err := put(opHead, tenant, sh.json); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func syncDir(d string) error {
@@ -98,47 +244,4 @@ func syncDir(d string) error {
 	}
 	defer f.Close()
 	return f.Sync()
-}
-
-// readJSON decodes the file at p into v: ErrNotFound when it does not exist, Permanent when
-// it does not decode.
-func readJSON(p string, v any) error {
-	b, err := os.ReadFile(p)
-	if errors.Is(err, fs.ErrNotExist) {
-		return ErrNotFound
-	}
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return deletion.Permanent(fmt.Errorf("malformed item %s: %w", filepath.Base(p), err))
-	}
-	return nil
-}
-
-// listDir returns the names of the regular files in d, none when d does not exist.
-func listDir(d string) ([]string, error) {
-	ents, err := os.ReadDir(d)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	names := make([]string, 0, len(ents))
-	for _, e := range ents {
-		if e.Type().IsRegular() {
-			names = append(names, e.Name())
-		}
-	}
-	return names, nil
-}
-
-// name is the file name component of an id.
-func name(id string) string {
-	if len(id) > 100 {
-		sum := sha256.Sum256([]byte(id))
-		return "h" + hex.EncodeToString(sum[:])
-	}
-	return "x" + hex.EncodeToString([]byte(id))
 }

@@ -41,6 +41,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strconv"
@@ -90,6 +91,25 @@ type Config struct {
 	AuditCreateTable bool
 	DynamoDBEndpoint string
 	LogLevel         string
+
+	opened []io.Closer // stores opened by AuditStore and Sealer, closed by Close
+}
+
+// Close closes the stores AuditStore and Sealer opened (the directory stores hold a lock
+// and flush their log).
+func (c *Config) Close() error {
+	var errs []error
+	for _, o := range c.opened {
+		errs = append(errs, o.Close())
+	}
+	c.opened = nil
+	return errors.Join(errs...)
+}
+
+func (c *Config) track(v any) {
+	if cl, ok := v.(io.Closer); ok {
+		c.opened = append(c.opened, cl)
+	}
 }
 
 // FromEnv loads the configuration of service. It fails without a valid pseudonym key or
@@ -186,6 +206,7 @@ func (c *Config) Sealer(ctx context.Context) (*envelope.Sealer, error) {
 		if err != nil {
 			return nil, err
 		}
+		c.track(keys)
 		return &envelope.Sealer{KEK: c.KEK, Keys: keys}, nil
 	}
 	client, err := c.dynamo(ctx)
@@ -280,7 +301,12 @@ func (c *Config) S3(ctx context.Context) (*s3.Client, error) {
 // directory store.
 func (c *Config) AuditStore(ctx context.Context) (auditlog.Store, error) {
 	if c.AuditTable == "" {
-		return auditlog.OpenDir(c.AuditDir)
+		s, err := auditlog.OpenDir(c.AuditDir)
+		if err != nil {
+			return nil, err
+		}
+		c.track(s)
+		return s, nil
 	}
 	client, err := c.dynamo(ctx)
 	if err != nil {

@@ -102,9 +102,12 @@ func StartStack(ctx context.Context, dataDir string) (_ *Stack, err error) {
 	if s.S3, err = startS3(ctx, s); err != nil {
 		return nil, fmt.Errorf("s3: %w", err)
 	}
-	if s.Audit, err = auditlog.OpenDir(filepath.Join(dataDir, "audit")); err != nil {
+	audit, err := auditlog.OpenDir(filepath.Join(dataDir, "audit"))
+	if err != nil {
 		return nil, fmt.Errorf("audit store: %w", err)
 	}
+	s.Audit = audit
+	s.closers = append(s.closers, func() { audit.Close() })
 	return s, nil
 }
 

@@ -113,6 +113,7 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 	if sys.Sealer, err = newSealer(o.KEK, filepath.Join(o.DataDir, "keys")); err != nil {
 		return nil, err
 	}
+	sys.closers = append(sys.closers, func() { sys.Sealer.Keys.(*envelope.DirKeyStore).Close() })
 
 	sys.Intake = &intake.Service{Key: o.Key, Inventory: sys.Inventory, Producer: prod, Store: st.Audit, Policy: o.Policy, Log: log.With(zap.String("service", "intake")), Metrics: m, Auth: o.Auth, Limiter: o.Limiter, Sealer: sys.Sealer}
 	sys.Stores = map[string]deletion.Store{

@@ -3,46 +3,79 @@ package envelope
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
+	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
 
+	"github.com/lethe-erasure/lethe/pkg/wal"
+
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 )
 
-// File tags: the first byte of every key file.
+// Record operations of the key log. A payload is the operation byte and the uvarint-prefixed
+// id; a key record adds the wrapped key and its CRC-32C, the part of the record outside the
+// log's own checksum, so that it can be zeroed in place.
 const (
-	tagKey       = 'K' // followed by the wrapped key
-	tagTombstone = 'T' // the key was destroyed; nothing follows
+	opKey       = 'K' // the wrapped key of id
+	opTombstone = 'T' // id was destroyed
+	opCorrupt   = 'X' // id's key was found damaged (written by compaction only)
 )
 
-// DirKeyStore is a durable KeyStore in a local directory, for the standalone process: one
-// file per id in keys/, named "x" + hex(id) ("h" + hex(sha256(id)) for ids longer than 100
-// bytes), holding a tag byte and the wrapped key, or a one-byte tombstone.
+// DirKeyStore is a durable KeyStore in a local directory, for the standalone process: the
+// keys live in memory and every change is a record appended to a write-ahead log with group
+// commit (see the wal type): a call returns after an fsync covering its record, which
+// concurrent callers share, and its change becomes visible only once durable. Opening
+// replays the log and cuts off a record torn by a crash. A log grown past a threshold is
+// compacted into a new file holding the live keys and the tombstones.
 //
-// Create writes a synced temporary file and hard-links it to its name, so a create is
-// exclusive and never leaves a partial file. Destroy atomically renames a synced tombstone
-// over the key file, then overwrites the old file's bytes with zeros through a descriptor
-// opened before the rename and fsyncs it; Replace does the same with the new wrapped key.
-// The directory is fsynced after every change, so an acknowledged call survives a crash.
+// Destroy appends a tombstone and waits for its fsync, then overwrites the wrapped key's
+// bytes in the log in place with zeros (a key record has a fixed position, and its key
+// bytes are outside the record's checksum) and fsyncs again; Replace overwrites the
+// replaced key the same way. So once Destroy returns, no file of the store holds the
+// wrapped key; a compaction also copies only live keys. If the overwrite fails, Destroy
+// returns the error and a retried Destroy overwrites again; compaction leaves the bytes in
+// a removed file only.
 //
 // Overwriting is best effort: a journaling or copy-on-write filesystem, a snapshot, a
-// backup or an SSD's wear levelling may keep the old bytes. What remains is a data key
-// wrapped by the KEK, useless without it; keep the KEK away from this directory and its
-// backups. Tombstones are kept forever so that a shredded id cannot get a new key.
+// backup or an SSD's wear levelling may keep the old bytes, as may the blocks of a log
+// file removed by compaction. What remains is a data key wrapped by the KEK, useless
+// without it; keep the KEK away from this directory and its backups. Tombstones are kept
+// forever so that a shredded id cannot get a new key.
 //
-// DirKeyStore is safe for concurrent use within one process. Two processes must not open
-// the same directory: changes are serialised by an in-process mutex only.
+// DirKeyStore is safe for concurrent use. Only one store may have a directory open at a
+// time: NewDirKeyStore takes an exclusive lock (flock) on the directory's LOCK file and
+// fails while another store, in this process or another, holds it; Close releases it.
 type DirKeyStore struct {
-	root string
-	mu   sync.RWMutex
+	root      string
+	log       *wal.Log
+	compactAt int64
+	base      int64
+
+	mu         sync.RWMutex
+	cond       *sync.Cond // on mu's write lock: an id was released, a compaction ended
+	busy       map[string]bool
+	inflight   int
+	compacting bool
+	closed     bool
+	keys       map[string]*keyEntry
+}
+
+// keyEntry is the state of one id. where is the log region holding its current key, stale
+// the regions holding keys it no longer has and not yet overwritten.
+type keyEntry struct {
+	key     []byte // nil for a tombstone or a damaged key
+	tomb    bool
+	corrupt bool
+	where   region
+	stale   []region
+}
+
+type region struct {
+	off int64
+	n   int // 0: none
 }
 
 var (
@@ -50,45 +83,59 @@ var (
 	_ Replacer = (*DirKeyStore)(nil)
 )
 
-// NewDirKeyStore opens (creating it if needed, mode 0700) the store in dir. Temporary files
-// left by a crash are removed.
+// NewDirKeyStore opens (creating it if needed, mode 0700) the store in dir and replays its
+// log. It fails when another store has dir open, when dir holds the one-file-per-key layout
+// of earlier versions, and when the log is damaged other than by a torn last record.
 func NewDirKeyStore(dir string) (*DirKeyStore, error) {
-	s := &DirKeyStore{root: dir}
-	if err := os.RemoveAll(s.tmpDir()); err != nil {
-		return nil, fmt.Errorf("envelope: open key store: %w", err)
+	if fi, err := os.Stat(filepath.Join(dir, "keys")); err == nil && fi.IsDir() {
+		return nil, fmt.Errorf("envelope: open key store %s: the directory holds the one-file-per-key layout of an earlier version, which this version does not read", dir)
 	}
-	for _, d := range []string{dir, s.keyDir(), s.tmpDir()} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return nil, fmt.Errorf("envelope: open key store: %w", err)
-		}
+	s := &DirKeyStore{root: dir, compactAt: 64 << 20, busy: map[string]bool{}, keys: map[string]*keyEntry{}}
+	s.cond = sync.NewCond(&s.mu)
+	var err error
+	if s.log, err = wal.Open(dir, "lethe-keys-1", s.apply); err != nil {
+		return nil, fmt.Errorf("envelope: open key store %s: %w", dir, err)
 	}
-	if err := syncDir(dir); err != nil {
-		return nil, fmt.Errorf("envelope: open key store: %w", err)
-	}
+	s.base = s.log.Bytes()
 	return s, nil
 }
 
-// Create stores wrapped for id (KeyStore).
+// Close waits for the calls in flight, then closes the log and releases the directory.
+// Later Creates, Destroys and Replaces fail; Get keeps answering from memory.
+func (s *DirKeyStore) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	for s.inflight > 0 || s.compacting {
+		s.cond.Wait()
+	}
+	s.cond.Broadcast()
+	return wrapDir("close", s.log.Close())
+}
+
+// Create stores wrapped for id (KeyStore). wrapped must not be empty.
 func (s *DirKeyStore) Create(ctx context.Context, id string, wrapped []byte) error {
 	if err := check(ctx, id); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	p := s.path(id)
-	err := s.link(p, append([]byte{tagKey}, wrapped...))
-	if !errors.Is(err, fs.ErrExist) {
-		return wrapDir("create", err)
+	if len(wrapped) == 0 {
+		return deletion.Permanent(errors.New("envelope: empty wrapped key"))
 	}
-	b, err := readKeyFile(p)
-	switch {
-	case err != nil:
-		return wrapDir("create", err)
-	case b[0] == tagTombstone:
-		return ErrShredded
-	default:
-		return ErrExists
-	}
+	err, _ := s.change(id, func(e *keyEntry) ([]byte, int, error) {
+		switch {
+		case e == nil:
+			p, n := keyRecord(id, wrapped)
+			return p, n, nil
+		case e.tomb:
+			return nil, 0, ErrShredded
+		default:
+			return nil, 0, ErrExists
+		}
+	})
+	return wrapDir("create", err)
 }
 
 // Get returns the wrapped key of id (KeyStore).
@@ -98,163 +145,72 @@ func (s *DirKeyStore) Get(ctx context.Context, id string) ([]byte, error) {
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	b, err := readKeyFile(s.path(id))
+	e := s.keys[id]
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
+	case e == nil || e.tomb:
 		return nil, ErrShredded
-	case err != nil:
-		return nil, wrapDir("get", err)
-	case b[0] == tagTombstone:
-		return nil, ErrShredded
+	case e.corrupt:
+		return nil, deletion.Permanent(fmt.Errorf("envelope: dir key store: get: %w: the stored key is damaged", ErrCorrupt))
 	default:
-		return b[1:], nil
+		return bytes.Clone(e.key), nil
 	}
 }
 
-// Destroy tombstones id and overwrites its key file (KeyStore).
+// Destroy tombstones id and overwrites its wrapped key in the log (KeyStore).
 func (s *DirKeyStore) Destroy(ctx context.Context, id string) error {
 	if err := check(ctx, id); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	p := s.path(id)
-	f, err := os.OpenFile(p, os.O_RDWR, 0)
-	if errors.Is(err, fs.ErrNotExist) {
-		return wrapDir("destroy", s.link(p, []byte{tagTombstone}))
+	err, scrubErr := s.change(id, func(e *keyEntry) ([]byte, int, error) {
+		if e != nil && e.tomb {
+			return nil, 0, nil // destroyed already; change still overwrites what is left
+		}
+		return idRecord(opTombstone, id), 0, nil
+	})
+	if err == nil && scrubErr != nil {
+		err = fmt.Errorf("overwrite the destroyed key: %w", scrubErr)
 	}
-	if err != nil {
-		return wrapDir("destroy", err)
-	}
-	defer f.Close()
-	return wrapDir("destroy", s.replaceFile(p, f, []byte{tagTombstone}, nil))
+	return wrapDir("destroy", err)
 }
 
-// Replace stores wrapped for id if the stored key equals old (Replacer).
+// Replace stores wrapped for id if the stored key equals old (Replacer), then overwrites
+// the old key in the log.
 func (s *DirKeyStore) Replace(ctx context.Context, id string, old, wrapped []byte) error {
 	if err := check(ctx, id); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	p := s.path(id)
-	f, err := os.OpenFile(p, os.O_RDWR, 0)
-	if errors.Is(err, fs.ErrNotExist) {
-		return ErrShredded
+	if len(wrapped) == 0 {
+		return deletion.Permanent(errors.New("envelope: empty wrapped key"))
 	}
-	if err != nil {
-		return wrapDir("replace", err)
-	}
-	defer f.Close()
-	return wrapDir("replace", s.replaceFile(p, f, append([]byte{tagKey}, wrapped...), old))
+	// A failed overwrite of the old key is left to the next Destroy or compaction: the
+	// replace itself is durable.
+	err, _ := s.change(id, func(e *keyEntry) ([]byte, int, error) {
+		switch {
+		case e == nil || e.tomb:
+			return nil, 0, ErrShredded
+		case e.corrupt:
+			return nil, 0, deletion.Permanent(fmt.Errorf("%w: the stored key is damaged", ErrCorrupt))
+		case !bytes.Equal(e.key, old):
+			return nil, 0, ErrConflict
+		}
+		p, n := keyRecord(id, wrapped)
+		return p, n, nil
+	})
+	return wrapDir("replace", err)
 }
 
-// replaceFile renames a synced file holding content over p, whose open descriptor is f,
-// then zeroes and syncs f's old bytes. With want non-nil it first requires f to hold the
-// key want (ErrShredded for a tombstone, ErrConflict for another key). A tombstone is
-// never replaced.
-func (s *DirKeyStore) replaceFile(p string, f *os.File, content, want []byte) error {
-	b, err := io.ReadAll(f)
-	if err != nil {
-		return err
-	}
-	if err := validKeyFile(b); err != nil {
-		return err
-	}
-	switch {
-	case b[0] == tagTombstone && want == nil:
-		return nil // destroyed already
-	case b[0] == tagTombstone:
-		return ErrShredded
-	case want != nil && !bytes.Equal(b[1:], want):
-		return ErrConflict
-	}
-	tmp, err := s.writeTemp(content)
-	if err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, p); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if err := syncDir(s.keyDir()); err != nil {
-		return err
-	}
-	if _, err := f.WriteAt(make([]byte, len(b)), 0); err != nil {
-		return fmt.Errorf("overwrite old key: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("overwrite old key: %w", err)
-	}
-	return nil
+func keyRecord(id string, wrapped []byte) (payload []byte, scrub int) {
+	p := idRecord(opKey, id)
+	p = append(p, wrapped...)
+	p = binary.LittleEndian.AppendUint32(p, wal.Checksum(wrapped))
+	return p, len(wrapped) + 4
 }
 
-// link writes content to a synced temporary file and hard-links it to p (fs.ErrExist if p
-// exists), then syncs the key directory.
-func (s *DirKeyStore) link(p string, content []byte) error {
-	tmp, err := s.writeTemp(content)
-	if err != nil {
-		return err
-	}
-	err = os.Link(tmp, p)
-	os.Remove(tmp)
-	if err != nil {
-		return err
-	}
-	return syncDir(s.keyDir())
-}
-
-// writeTemp writes content to a new synced file in the temporary directory.
-func (s *DirKeyStore) writeTemp(content []byte) (string, error) {
-	var rnd [8]byte
-	if _, err := rand.Read(rnd[:]); err != nil {
-		return "", err
-	}
-	tmp := filepath.Join(s.tmpDir(), hex.EncodeToString(rnd[:]))
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return "", err
-	}
-	_, err = f.Write(content)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return "", err
-	}
-	return tmp, nil
-}
-
-func (s *DirKeyStore) keyDir() string { return filepath.Join(s.root, "keys") }
-func (s *DirKeyStore) tmpDir() string { return filepath.Join(s.root, ".tmp") }
-
-// path is the key file of id.
-func (s *DirKeyStore) path(id string) string {
-	if len(id) > 100 {
-		sum := sha256.Sum256([]byte(id))
-		return filepath.Join(s.keyDir(), "h"+hex.EncodeToString(sum[:]))
-	}
-	return filepath.Join(s.keyDir(), "x"+hex.EncodeToString([]byte(id)))
-}
-
-// readKeyFile returns the content of a valid key file.
-func readKeyFile(p string) ([]byte, error) {
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return nil, err
-	}
-	return b, validKeyFile(b)
-}
-
-func validKeyFile(b []byte) error {
-	if len(b) == 0 || b[0] != tagKey && b[0] != tagTombstone || b[0] == tagKey && len(b) == 1 {
-		return deletion.Permanent(fmt.Errorf("%w: key file has an unknown format", ErrCorrupt))
-	}
-	return nil
+func idRecord(op byte, id string) []byte {
+	p := make([]byte, 0, 1+binary.MaxVarintLen64+len(id)+64)
+	p = append(p, op)
+	p = binary.AppendUvarint(p, uint64(len(id)))
+	return append(p, id...)
 }
 
 func check(ctx context.Context, id string) error {

@@ -60,11 +60,15 @@ func TestDirKeyStoreDurableAndShredLeavesNoKey(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, ".tmp", "leftover"), wa, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
 
 	reopened, err := envelope.NewDirKeyStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer reopened.Close()
 	if _, err := os.Stat(filepath.Join(dir, ".tmp", "leftover")); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("temporary file survived reopening: %v", err)
 	}
@@ -78,21 +82,44 @@ func TestDirKeyStoreDurableAndShredLeavesNoKey(t *testing.T) {
 	}
 }
 
-func TestDirKeyStoreRejectsCorruptFile(t *testing.T) {
+func TestDirKeyStoreRejectsDamagedKey(t *testing.T) {
 	dir := t.TempDir()
 	s, err := envelope.NewDirKeyStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Create(t.Context(), "er_1", []byte("w")); err != nil {
-		t.Fatal(err)
-	}
-	for p := range files(t, filepath.Join(dir, "keys")) {
-		if err := os.WriteFile(p, nil, 0o600); err != nil {
+	w := []byte("wrapped-key-of-er_1")
+	for _, id := range []string{"er_1", "er_2"} {
+		if err := s.Create(t.Context(), id, w); err != nil {
 			t.Fatal(err)
 		}
 	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Flip one bit of the first stored copy of the key; the second record stays intact.
+	damaged := 0
+	for p, content := range files(t, dir) {
+		if i := bytes.Index(content, w); i >= 0 {
+			content[i+3] ^= 1
+			if err := os.WriteFile(p, content, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			damaged++
+		}
+	}
+	if damaged != 1 {
+		t.Fatalf("damaged %d files, want the one log file", damaged)
+	}
+	s, err = envelope.NewDirKeyStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
 	if _, err := s.Get(t.Context(), "er_1"); !errors.Is(err, envelope.ErrCorrupt) {
-		t.Fatalf("Get of an empty key file = %v, want ErrCorrupt", err)
+		t.Fatalf("Get of a damaged key = %v, want ErrCorrupt", err)
+	}
+	if got, err := s.Get(t.Context(), "er_2"); err != nil || !bytes.Equal(got, w) {
+		t.Fatalf("Get of the intact key = %q, %v", got, err)
 	}
 }

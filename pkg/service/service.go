@@ -86,6 +86,7 @@ func run(ctx context.Context, service string, build func(ctx context.Context, en
 	if err := broker.EnsureTopics(ctx, prod, cfg.Broker.Partitions, Topics...); err != nil {
 		return err
 	}
+	defer cfg.Close()
 	sealer, err := cfg.Sealer(ctx)
 	if err != nil {
 		return err

@@ -35,10 +35,11 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/lethe-erasure/lethe/pkg/dynamoerr"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/smithy-go"
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/deletion"
@@ -322,28 +323,7 @@ func decode(item map[string]types.AttributeValue, v any) error {
 	return nil
 }
 
-func isConditionFailed(err error) bool {
-	var ccf *types.ConditionalCheckFailedException
-	return errors.As(err, &ccf)
-}
-
-// permanentCodes are DynamoDB errors that repeating the same request cannot fix.
-var permanentCodes = map[string]bool{
-	"ValidationException":                      true,
-	"SerializationException":                   true,
-	"ItemCollectionSizeLimitExceededException": true,
-}
+func isConditionFailed(err error) bool { return dynamoerr.IsConditionFailed(err) }
 
 // classify wraps err and marks it Permanent when retrying cannot fix it.
-func classify(op string, err error) error {
-	if err == nil {
-		return nil
-	}
-	err = fmt.Errorf("auditlog/dynamo: %s: %w", op, err)
-	var ae smithy.APIError
-	var inv smithy.InvalidParamsError
-	if errors.As(err, &ae) && permanentCodes[ae.ErrorCode()] || errors.As(err, &inv) {
-		return deletion.Permanent(err)
-	}
-	return err
-}
+func classify(op string, err error) error { return dynamoerr.Classify("auditlog/dynamo", op, err) }

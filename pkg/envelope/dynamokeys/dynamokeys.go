@@ -24,10 +24,11 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/lethe-erasure/lethe/pkg/dynamoerr"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/smithy-go"
 
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/envelope"
@@ -194,27 +195,7 @@ func keyItem(id string, wrapped []byte) map[string]types.AttributeValue {
 	}
 }
 
-func isConditionFailed(err error) bool {
-	var ccf *types.ConditionalCheckFailedException
-	return errors.As(err, &ccf)
-}
-
-// permanentCodes are DynamoDB errors that repeating the same request cannot fix.
-var permanentCodes = map[string]bool{
-	"ValidationException":    true,
-	"SerializationException": true,
-}
+func isConditionFailed(err error) bool { return dynamoerr.IsConditionFailed(err) }
 
 // classify wraps err and marks it Permanent when retrying cannot fix it.
-func classify(op string, err error) error {
-	if err == nil {
-		return nil
-	}
-	err = fmt.Errorf("envelope/dynamokeys: %s: %w", op, err)
-	var ae smithy.APIError
-	var inv smithy.InvalidParamsError
-	if errors.As(err, &ae) && permanentCodes[ae.ErrorCode()] || errors.As(err, &inv) {
-		return deletion.Permanent(err)
-	}
-	return err
-}
+func classify(op string, err error) error { return dynamoerr.Classify("envelope/dynamokeys", op, err) }
