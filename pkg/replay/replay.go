@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/lethe-erasure/lethe/pkg/aggregator"
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/broker"
 	"github.com/lethe-erasure/lethe/pkg/event"
@@ -61,8 +62,8 @@ type Rebuilt struct {
 	RequestID string
 	TenantID  string            // of the request, else of its first report or receipt
 	Request   *auditlog.Request // the latest attempt; nil when no erasure.requested record was read
-	// Reports holds each store's latest report (highest attempt; of equal attempts the
-	// later record), as auditlog.Store.PutReport keeps it.
+	// Reports holds each store's report as the aggregator keeps it (aggregator.Merge: the
+	// highest attempt; of equal attempts the successful one that deleted most).
 	Reports map[string]event.StoreDone
 	// Published are the distinct receipts (by receipt id and hash) published for the
 	// request, in the order they were first read.
@@ -258,9 +259,10 @@ func (t *Trail) addStoreDone(b []byte) error {
 		return errNoIDs
 	}
 	rb := t.request(d.RequestID, d.TenantID)
-	if old, ok := rb.Reports[d.Store]; !ok || d.Attempt >= old.Attempt {
-		rb.Reports[d.Store] = d
+	if old, ok := rb.Reports[d.Store]; ok {
+		d = aggregator.Merge(old, d) // as the aggregator keeps them
 	}
+	rb.Reports[d.Store] = d
 	return nil
 }
 
