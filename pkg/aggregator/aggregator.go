@@ -38,6 +38,9 @@ type Aggregator struct {
 	Log            *zap.Logger
 	Metrics        *metrics.Metrics // nil records nothing
 	Sealer         *envelope.Sealer // destroys the request's identifiers key after the receipt; nil: none
+	// Inventory, when set, is the inventory the deleters serve: a request expecting a store
+	// it does not list would never complete, so it is dead-lettered with the reason.
+	Inventory *inventory.Inventory
 	Now            func() time.Time
 }
 
@@ -51,6 +54,13 @@ func (a *Aggregator) Handle(ctx context.Context, rec *kgo.Record) error {
 		}
 		if err := validRequest(&req); err != nil {
 			return err
+		}
+		if a.Inventory != nil {
+			for _, st := range req.ExpectedStores {
+				if _, ok := a.Inventory.Store(st); !ok {
+					return deletion.Permanent(fmt.Errorf("aggregator: request expects store %q, which inventory %s does not list: no deleter serves it", st, a.Inventory.Version))
+				}
+			}
 		}
 		if err := a.Store.PutRequest(ctx, auditlog.RequestOf(&req)); err != nil {
 			return fmt.Errorf("aggregator: record request: %w", err)

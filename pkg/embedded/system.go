@@ -125,7 +125,7 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 	groups := []service.Group{
 		{Name: "lethe-intake", Topics: []string{event.TopicIntake}, Handler: sys.Intake.HandleIntake},
 		{Name: "lethe-aggregator", Topics: []string{event.TopicRequested, event.TopicStoreDone},
-			Handler: (&aggregator.Aggregator{Store: st.Audit, Producer: prod, Log: log.With(zap.String("service", "aggregator")), Metrics: m, Sealer: sys.Sealer}).Handle},
+			Handler: (&aggregator.Aggregator{Store: st.Audit, Producer: prod, Log: log.With(zap.String("service", "aggregator")), Metrics: m, Sealer: sys.Sealer, Inventory: sys.Inventory}).Handle},
 	}
 	for _, d := range Deleters {
 		w := &worker.Worker{Inventory: sys.Inventory, Stores: map[string]deletion.Store{d.Kind: sys.Stores[d.Kind]}, Producer: prod, Log: log.With(zap.String("service", d.Name)), Metrics: m, Sealer: sys.Sealer}

@@ -18,7 +18,7 @@ func main() {
 		if err != nil {
 			return service.Spec{}, err
 		}
-		agg := &aggregator.Aggregator{Store: store, Producer: env.Producer, Log: env.Log, Metrics: env.Metrics, Sealer: env.Sealer}
+		agg := &aggregator.Aggregator{Store: store, Producer: env.Producer, Log: env.Log, Metrics: env.Metrics, Sealer: env.Sealer, Inventory: env.Config.Inventory}
 		return service.Spec{
 			Groups: []service.Group{{Name: "lethe-aggregator", Topics: []string{event.TopicRequested, event.TopicStoreDone}, Handler: agg.Handle}},
 			Run:    (&aggregator.Watchdog{Store: store, Producer: env.Producer, Log: env.Log, Metrics: env.Metrics}).Run,
