@@ -41,7 +41,7 @@ type Aggregator struct {
 	// Inventory, when set, is the inventory the deleters serve: a request expecting a store
 	// it does not list would never complete, so it is dead-lettered with the reason.
 	Inventory *inventory.Inventory
-	Now            func() time.Time
+	Now       func() time.Time
 }
 
 // Handle is the consumer.Handler for erasure.requested and erasure.store.done.
