@@ -23,20 +23,23 @@ var Thresholds = []int{50, 80, 100}
 
 // Watchdog watches the due dates of open requests. Each sweep lists every request without
 // a receipt, publishes an erasure.overdue event the first time it crosses each of the
-// Thresholds, counts the crossings (lethe_sla_threshold_total) and sets the number of
-// overdue requests per tenant (lethe_overdue_requests). Crossings are remembered in
-// memory: after a restart a crossing may be announced again (at least once).
+// Thresholds of its legal window (requested to due) and, when Target is set, of the
+// internal target (requested to requested + Target, e.g. 5 minutes), counts the crossings
+// (lethe_sla_threshold_total) and sets the number of requests past their legal due date
+// per tenant (lethe_overdue_requests). Crossings are remembered in memory: after a restart
+// a crossing may be announced again (at least once).
 type Watchdog struct {
 	Store    auditlog.Store
 	Producer worker.Producer
 	Topic    string        // default event.TopicOverdue
 	Interval time.Duration // default 10s
+	Target   time.Duration // internal target beside the legal window; 0: none
 	Log      *zap.Logger
 	Metrics  *metrics.Metrics
 	Now      func() time.Time
 
 	mu   sync.Mutex
-	sent map[string]int      // request id -> highest threshold announced
+	sent map[string]int      // request id and window -> highest threshold announced
 	done map[string]struct{} // requests known to have a receipt
 }
 
@@ -86,28 +89,40 @@ func (w *Watchdog) Sweep(ctx context.Context) error {
 		if now.After(r.DueAt) {
 			overdue[r.TenantID]++
 		}
-		th := crossed(r, now, w.announced(r.RequestID))
-		if th == 0 {
-			continue
+		windows := []struct {
+			name string
+			due  time.Time
+		}{{event.WindowLegal, r.DueAt}}
+		if w.Target > 0 {
+			windows = append(windows, struct {
+				name string
+				due  time.Time
+			}{event.WindowTarget, r.RequestedAt.Add(w.Target)})
 		}
-		pending, err := w.pending(ctx, r)
-		if err != nil {
-			return err
+		for _, win := range windows {
+			key := r.RequestID + "\x00" + win.name
+			th := crossed(r.RequestedAt, win.due, now, w.announced(key))
+			if th == 0 {
+				continue
+			}
+			pending, err := w.pending(ctx, r)
+			if err != nil {
+				return err
+			}
+			ev := event.Overdue{RequestID: r.RequestID, TenantID: r.TenantID, SubjectHash: r.SubjectHash, Regulation: r.Regulation,
+				RequestedAt: r.RequestedAt, DueAt: win.due, Threshold: th, Window: win.name, PendingStores: pending, At: now}
+			b, err := event.Overdues.Encode(&ev)
+			if err != nil {
+				return err
+			}
+			out = append(out, &kgo.Record{Topic: or(w.Topic, event.TopicOverdue), Key: []byte(r.RequestID), Value: b})
+			announce = append(announce, func() {
+				w.remember(key, th)
+				m.SLAThreshold.WithLabelValues(strconv.Itoa(th), ev.Window).Inc()
+				w.log().Warn("request crossed its sla threshold", zap.String("request_id", ev.RequestID), zap.String("tenant", ev.TenantID),
+					zap.Int("threshold", th), zap.String("window", ev.Window), zap.Time("due_at", ev.DueAt), zap.Strings("pending_stores", pending))
+			})
 		}
-		ev := event.Overdue{RequestID: r.RequestID, TenantID: r.TenantID, SubjectHash: r.SubjectHash, Regulation: r.Regulation,
-			RequestedAt: r.RequestedAt, DueAt: r.DueAt, Threshold: th, PendingStores: pending, At: now}
-		b, err := event.Overdues.Encode(&ev)
-		if err != nil {
-			return err
-		}
-		out = append(out, &kgo.Record{Topic: or(w.Topic, event.TopicOverdue), Key: []byte(r.RequestID), Value: b})
-		id := r.RequestID
-		announce = append(announce, func() {
-			w.remember(id, th)
-			m.SLAThreshold.WithLabelValues(strconv.Itoa(th)).Inc()
-			w.log().Warn("request crossed its sla threshold", zap.String("request_id", id), zap.String("tenant", ev.TenantID),
-				zap.Int("threshold", th), zap.Time("due_at", ev.DueAt), zap.Strings("pending_stores", pending))
-		})
 	}
 	if len(out) > 0 {
 		if err := w.Producer.ProduceSync(ctx, out...).FirstErr(); err != nil {
@@ -124,14 +139,14 @@ func (w *Watchdog) Sweep(ctx context.Context) error {
 	return nil
 }
 
-// crossed returns the highest threshold r has crossed at now above the one already
-// announced, or 0.
-func crossed(r auditlog.Request, now time.Time, announced int) int {
-	window := r.DueAt.Sub(r.RequestedAt)
+// crossed returns the highest threshold of the window from start to due crossed at now
+// above the one already announced, or 0.
+func crossed(start, due, now time.Time, announced int) int {
+	window := due.Sub(start)
 	if window <= 0 {
 		return 0
 	}
-	pct := float64(now.Sub(r.RequestedAt)) / float64(window) * 100
+	pct := float64(now.Sub(start)) / float64(window) * 100
 	best := 0
 	for _, th := range Thresholds {
 		if pct >= float64(th) && th > announced {
@@ -179,7 +194,8 @@ func (w *Watchdog) remember(id string, th int) {
 func (w *Watchdog) finish(id string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	delete(w.sent, id)
+	delete(w.sent, id+"\x00"+event.WindowLegal)
+	delete(w.sent, id+"\x00"+event.WindowTarget)
 	if w.done == nil {
 		w.done = map[string]struct{}{}
 	}

@@ -105,7 +105,7 @@ func TestWatchdogAnnouncesEachThresholdOnce(t *testing.T) {
 			t.Errorf("at +%v: overdue gauge %v, want %v", s.at, v, s.overdue)
 		}
 	}
-	if v := testutil.ToFloat64(m.SLAThreshold.WithLabelValues("100")); v != 1 {
+	if v := testutil.ToFloat64(m.SLAThreshold.WithLabelValues("100", event.WindowLegal)); v != 1 {
 		t.Errorf("100%% crossings counted %v", v)
 	}
 
@@ -123,5 +123,42 @@ func TestWatchdogAnnouncesEachThresholdOnce(t *testing.T) {
 	}
 	if n := len(prod.overdues(t)); n != 3 {
 		t.Errorf("%d announcements after the retry, want 3", n)
+	}
+}
+
+// With an internal target, the target window is announced beside the legal one.
+func TestWatchdogInternalTarget(t *testing.T) {
+	ctx := context.Background()
+	store, err := auditlog.OpenDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	t0 := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	r := auditlog.Request{RequestID: "r", TenantID: "acme", SubjectHash: "h", Regulation: "GDPR", Scope: event.ScopeSubject,
+		RequestedAt: t0, DueAt: t0.Add(30 * 24 * time.Hour), ExpectedStores: []string{"qdrant"}, Attempt: 1}
+	if err := store.PutRequest(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	now := t0.Add(6 * time.Minute)
+	prod := &capture{}
+	m := metrics.New()
+	w := &Watchdog{Store: store, Producer: prod, Metrics: m, Target: 5 * time.Minute, Now: func() time.Time { return now }}
+	if err := w.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := prod.overdues(t)
+	if len(got) != 1 || got[0].Window != event.WindowTarget || got[0].Threshold != 100 || !got[0].DueAt.Equal(t0.Add(5*time.Minute)) {
+		t.Fatalf("announcements %+v, want the target missed", got)
+	}
+	if v := testutil.ToFloat64(m.Overdue.WithLabelValues("acme")); v != 0 {
+		t.Errorf("legally overdue %v, want 0: the legal window is far from over", v)
+	}
+	now = t0.Add(16 * 24 * time.Hour)
+	if err := w.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got = prod.overdues(t); len(got) != 2 || got[1].Window != event.WindowLegal || got[1].Threshold != 50 {
+		t.Errorf("announcements %+v, want the legal 50%% next", got)
 	}
 }

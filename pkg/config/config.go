@@ -17,6 +17,7 @@
 //	LETHE_HTTP_ADDR          intake listen address                    127.0.0.1:8080
 //	LETHE_METRICS_ADDR       /metrics, /healthz, /readyz              127.0.0.1:9090
 //	LETHE_SLA                due-date windows, e.g. GDPR=720h         GDPR 30d, LGPD 15d, PDPA 30d, CCPA 45d
+//	LETHE_SLA_TARGET         internal target beside them (aggregator) none, e.g. 5m
 //	LETHE_QDRANT_ADDR        Qdrant gRPC host:port                    127.0.0.1:6334
 //	LETHE_QDRANT_API_KEY     Qdrant API key                           none
 //	LETHE_REDIS_ADDRS        Redis addresses (several: a cluster)     127.0.0.1:6379

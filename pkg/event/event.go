@@ -181,6 +181,12 @@ type Receipt struct {
 	Hash             string          `avro:"hash" json:"hash"`
 }
 
+// SLA windows of Overdue.
+const (
+	WindowLegal  = "legal"  // requested_at to due_at: the regulation's limit
+	WindowTarget = "target" // requested_at to requested_at + the internal target
+)
+
 // Overdue says an open request crossed Threshold percent of its window.
 type Overdue struct {
 	RequestID     string    `avro:"request_id" json:"request_id"`
@@ -190,6 +196,7 @@ type Overdue struct {
 	RequestedAt   time.Time `avro:"requested_at" json:"requested_at"`
 	DueAt         time.Time `avro:"due_at" json:"due_at"`
 	Threshold     int       `avro:"threshold" json:"threshold"`
+	Window        string    `avro:"window" json:"window"` // WindowLegal or WindowTarget
 	PendingStores []string  `avro:"pending_stores" json:"pending_stores"`
 	At            time.Time `avro:"at" json:"at"`
 }

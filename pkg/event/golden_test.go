@@ -137,6 +137,7 @@ func goldens() []golden {
 				RequestedAt:   at(30, 9, 15, 31, 7),
 				DueAt:         at(30, 9, 15, 31, 7).AddDate(0, 0, 15),
 				Threshold:     80,
+				Window:        WindowTarget,
 				PendingStores: []string{"dataset"},
 				At:            at(30, 9, 16, 0, 500),
 			},

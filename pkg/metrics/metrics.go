@@ -32,7 +32,7 @@ type Metrics struct {
 	Receipts        *prometheus.CounterVec   // lethe_receipts_total{tenant}
 	ErasureDuration prometheus.Histogram     // lethe_erasure_duration_seconds
 	Overdue         *prometheus.GaugeVec     // lethe_overdue_requests{tenant}
-	SLAThreshold    *prometheus.CounterVec   // lethe_sla_threshold_total{threshold}
+	SLAThreshold    *prometheus.CounterVec   // lethe_sla_threshold_total{threshold,window}
 }
 
 // Rejection reasons of lethe_intake_rejected_total.
@@ -65,7 +65,7 @@ func New() *Metrics {
 	m.ErasureDuration = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "lethe_erasure_duration_seconds", Help: "Time from request to receipt.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 24)})
 	m.Overdue = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lethe_overdue_requests", Help: "Open requests past their due date."}, []string{"tenant"})
-	m.SLAThreshold = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lethe_sla_threshold_total", Help: "Open requests that crossed 50, 80 or 100 percent of their window."}, []string{"threshold"})
+	m.SLAThreshold = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lethe_sla_threshold_total", Help: "Open requests that crossed 50, 80 or 100 percent of their legal window or internal target."}, []string{"threshold", "window"})
 	for _, c := range []prometheus.Collector{m.Requests, m.Rejected, m.StoreOutcomes, m.StoreDuration, m.StoreRetries, m.ConsumerRetries,
 		m.DLQRecords, m.ConsumerLag, m.Receipts, m.ErasureDuration, m.Overdue, m.SLAThreshold} {
 		f(c)

@@ -5,6 +5,9 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"time"
 
 	"github.com/lethe-erasure/lethe/pkg/aggregator"
 	"github.com/lethe-erasure/lethe/pkg/event"
@@ -18,10 +21,16 @@ func main() {
 		if err != nil {
 			return service.Spec{}, err
 		}
+		var target time.Duration // LETHE_SLA_TARGET: the internal target beside the legal window
+		if v := os.Getenv("LETHE_SLA_TARGET"); v != "" {
+			if target, err = time.ParseDuration(v); err != nil || target <= 0 {
+				return service.Spec{}, fmt.Errorf("LETHE_SLA_TARGET must be a positive duration such as 5m")
+			}
+		}
 		agg := &aggregator.Aggregator{Store: store, Producer: env.Producer, Log: env.Log, Metrics: env.Metrics, Sealer: env.Sealer, Inventory: env.Config.Inventory}
 		return service.Spec{
 			Groups: []service.Group{{Name: "lethe-aggregator", Topics: []string{event.TopicRequested, event.TopicStoreDone}, Handler: agg.Handle}},
-			Run:    (&aggregator.Watchdog{Store: store, Producer: env.Producer, Log: env.Log, Metrics: env.Metrics}).Run,
+			Run:    (&aggregator.Watchdog{Store: store, Producer: env.Producer, Log: env.Log, Metrics: env.Metrics, Target: target}).Run,
 			Checks: []metrics.Check{service.AuditCheck(store)},
 		}, nil
 	})
