@@ -86,10 +86,12 @@ func TestDLQListReplay(t *testing.T) {
 	}
 	eventually(t, "the replayed record to be dead-lettered again", func() bool { return len(list()) == 2 })
 	again := list()[1]
-	if again.ReplayedFrom != fmt.Sprintf("erasure.intake.dlq/%d/%d", e.Partition, e.Offset) || again.Key != "dlq-test" || again.Reason != e.Reason {
+	// The intake redacts what it dead-letters (raw identifiers may hide in the bytes), so
+	// the replayed record is the redaction, refused again.
+	if again.ReplayedFrom != fmt.Sprintf("erasure.intake.dlq/%d/%d", e.Partition, e.Offset) || again.Key != "dlq-test" || !strings.Contains(again.Reason, "malformed record") {
 		t.Errorf("dead-lettered again: %+v", again)
 	}
-	r = lethectl(t, "dlq", "replay", "erasure.intake", "--reason", e.Reason, "--yes", "-o", "json")
+	r = lethectl(t, "dlq", "replay", "erasure.intake", "--reason", "malformed record", "--yes", "-o", "json")
 	wantCode(t, r, exitOK)
 	var n struct{ Replayed int }
 	decode(t, r, &n)

@@ -88,6 +88,9 @@ type Config struct {
 	Queue int
 	// Metrics records retries, dead-lettered records and lag; nil records nothing.
 	Metrics *metrics.Metrics
+	// Redact, when set, returns the value written to the dead-letter topic in place of a
+	// record's own (for topics whose records carry raw identifiers in the clear).
+	Redact func(rec *kgo.Record) []byte
 	// Grace is how long a revoked partition, or one stopping at shutdown, may finish the
 	// record in hand (its side effect and follow-up events) before the handler's context is
 	// cancelled. Default 10s. Lost partitions are cancelled at once.
@@ -380,10 +383,14 @@ func (o oversized) Permanent() bool { return true }
 
 // deadLetter writes rec to <topic>.dlq, retrying until the write was acknowledged.
 func (p *partition) deadLetter(ctx context.Context, rec *kgo.Record, cause error) bool {
+	value := rec.Value
+	if p.r.cfg.Redact != nil {
+		value = p.r.cfg.Redact(rec)
+	}
 	out := &kgo.Record{
 		Topic: event.DLQ(rec.Topic),
 		Key:   rec.Key,
-		Value: rec.Value,
+		Value: value,
 		Headers: append(append([]kgo.RecordHeader{}, rec.Headers...),
 			kgo.RecordHeader{Key: HeaderReason, Value: []byte(pii.Mask(cause.Error()))},
 			kgo.RecordHeader{Key: HeaderTopic, Value: []byte(rec.Topic)},

@@ -74,8 +74,8 @@ func produce(t *testing.T, sys *embedded.System, recs ...*kgo.Record) {
 	}
 }
 
-// dlq reads n records of topic's dead-letter topic and returns their reasons.
-func dlq(t *testing.T, sys *embedded.System, topic string, n int) []string {
+// dlq reads n records of topic's dead-letter topic and returns their reasons and values.
+func dlq(t *testing.T, sys *embedded.System, topic string, n int) (reasons []string, values []byte) {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(sys.Stack.Broker.Brokers...), kgo.ConsumeTopics(event.DLQ(topic)),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
@@ -83,7 +83,6 @@ func dlq(t *testing.T, sys *embedded.System, topic string, n int) []string {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	var reasons []string
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	for len(reasons) < n {
@@ -92,6 +91,7 @@ func dlq(t *testing.T, sys *embedded.System, topic string, n int) []string {
 			t.Fatalf("%d of %d records dead-lettered from %s: %v", len(reasons), n, topic, reasons)
 		}
 		f.EachRecord(func(r *kgo.Record) {
+			values = append(values, r.Value...)
 			for _, h := range r.Headers {
 				if h.Key == consumer.HeaderReason {
 					reasons = append(reasons, string(h.Value))
@@ -99,7 +99,7 @@ func dlq(t *testing.T, sys *embedded.System, topic string, n int) []string {
 			}
 		})
 	}
-	return reasons
+	return reasons, values
 }
 
 // Poison and invalid events go to the dead-letter topic with their reason, and the
@@ -107,7 +107,7 @@ func dlq(t *testing.T, sys *embedded.System, topic string, n int) []string {
 func TestPoisonEventsAreDeadLettered(t *testing.T) {
 	sys := start(t)
 	unknownSchema := append([]byte{0xc3, 0x01, 1, 2, 3, 4, 5, 6, 7, 8}, "body"...)
-	badTenant, _ := event.Intake.Encode(&event.IntakeRequest{TenantID: "../etc", SubjectID: "x", SessionIDs: []string{}, Regulation: "GDPR",
+	badTenant, _ := event.Intake.Encode(&event.IntakeRequest{TenantID: "../etc", SubjectID: "alice@example.com", SessionIDs: []string{"alice-session-1"}, Regulation: "GDPR",
 		Scope: event.ScopeSubject, IdempotencyKey: "k", SubmittedAt: time.Now()})
 	noSubject, _ := event.Intake.Encode(&event.IntakeRequest{TenantID: "acme", SessionIDs: []string{}, Regulation: "GDPR",
 		Scope: event.ScopeSubject, IdempotencyKey: "k2", SubmittedAt: time.Now()})
@@ -121,13 +121,17 @@ func TestPoisonEventsAreDeadLettered(t *testing.T) {
 		&kgo.Record{Topic: event.TopicIntake, Value: noSubject},
 		&kgo.Record{Topic: event.TopicRequested, Key: []byte("er_orphan"), Value: nobodyServes},
 	)
-	reasons := strings.Join(dlq(t, sys, event.TopicIntake, 4), "\n")
+	rs, values := dlq(t, sys, event.TopicIntake, 4)
+	reasons := strings.Join(rs, "\n")
+	if bytes.Contains(values, []byte("alice")) || !bytes.Contains(values, []byte("pseudonym:")) {
+		t.Errorf("dead-lettered intake records keep raw identifiers or were not redacted: %q", values)
+	}
 	for _, want := range []string{"malformed", "unknown schema", "tenant_id", "subject_id is empty"} {
 		if !strings.Contains(reasons, want) {
 			t.Errorf("intake dead letters lack %q:\n%s", want, reasons)
 		}
 	}
-	if r := dlq(t, sys, event.TopicRequested, 1); !strings.Contains(r[0], `"mainframe"`) {
+	if r, _ := dlq(t, sys, event.TopicRequested, 1); !strings.Contains(r[0], `"mainframe"`) {
 		t.Errorf("request for a store nobody serves: %q", r)
 	}
 	acc := submit(t, sys, `{"tenant_id":"acme","subject_id":"cust-1","regulation":"GDPR"}`, "")

@@ -123,7 +123,7 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 		inventory.KindAuditLog: auditlog.NewVerifier(st.Audit),
 	}
 	groups := []service.Group{
-		{Name: "lethe-intake", Topics: []string{event.TopicIntake}, Handler: sys.Intake.HandleIntake},
+		{Name: "lethe-intake", Topics: []string{event.TopicIntake}, Handler: sys.Intake.HandleIntake, Redact: sys.Intake.Redact},
 		{Name: "lethe-aggregator", Topics: []string{event.TopicRequested, event.TopicStoreDone},
 			Handler: (&aggregator.Aggregator{Store: st.Audit, Producer: prod, Log: log.With(zap.String("service", "aggregator")), Metrics: m, Sealer: sys.Sealer, Inventory: sys.Inventory}).Handle},
 	}
@@ -156,7 +156,7 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 	sys.group = g
 	for _, grp := range groups {
 		g.Go(func() error {
-			return consumer.Run(gctx, consumer.Config{Broker: st.Broker, Group: grp.Name, Topics: grp.Topics, Log: log.With(zap.String("group", grp.Name)), Metrics: m}, grp.Handler)
+			return consumer.Run(gctx, consumer.Config{Broker: st.Broker, Group: grp.Name, Topics: grp.Topics, Log: log.With(zap.String("group", grp.Name)), Metrics: m, Redact: grp.Redact}, grp.Handler)
 		})
 	}
 	watchdog := &aggregator.Watchdog{Store: st.Audit, Producer: prod, Interval: 5 * time.Second, Log: log.With(zap.String("service", "aggregator")), Metrics: m}

@@ -52,6 +52,7 @@ type Group struct {
 	Name    string // consumer group id
 	Topics  []string
 	Handler consumer.Handler
+	Redact  func(*kgo.Record) []byte // the dead-letter value of a record; nil: the record's own
 }
 
 // Main runs service: build its Spec with the Env, serve metrics and health on
@@ -99,7 +100,7 @@ func run(ctx context.Context, service string, build func(ctx context.Context, en
 	g, gctx := errgroup.WithContext(ctx)
 	for _, grp := range spec.Groups {
 		g.Go(func() error {
-			return consumer.Run(gctx, consumer.Config{Broker: cfg.Broker, Group: grp.Name, Topics: grp.Topics, Log: log, Metrics: env.Metrics}, grp.Handler)
+			return consumer.Run(gctx, consumer.Config{Broker: cfg.Broker, Group: grp.Name, Topics: grp.Topics, Log: log, Metrics: env.Metrics, Redact: grp.Redact}, grp.Handler)
 		})
 	}
 	if spec.Run != nil {

@@ -54,7 +54,7 @@ func main() {
 			return nil
 		}
 		return service.Spec{
-			Groups: []service.Group{{Name: "lethe-intake", Topics: []string{event.TopicIntake}, Handler: svc.HandleIntake}},
+			Groups: []service.Group{{Name: "lethe-intake", Topics: []string{event.TopicIntake}, Handler: svc.HandleIntake, Redact: svc.Redact}},
 			Run:    serve,
 			Checks: []metrics.Check{service.AuditCheck(store)},
 		}, nil
