@@ -24,12 +24,13 @@ type Proc struct {
 	Port int      // a TCP port it listens on when ready; 0: no readiness wait
 	Dir  string   // log directory
 
-	mu      sync.Mutex
-	cmd     *exec.Cmd
-	exited  chan struct{}
-	starts  int
-	kills   int
-	retired bool
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	exited   chan struct{}
+	starts   int
+	kills    int
+	retired  bool
+	signaled bool // the last exit was asked for (Kill, Stop)
 }
 
 // errRetired is returned by Start once Retire was called.
@@ -71,7 +72,7 @@ func (p *Proc) Start(ctx context.Context) error {
 	}
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); log.Close(); close(exited) }()
-	p.cmd, p.exited = cmd, exited
+	p.cmd, p.exited, p.signaled = cmd, exited, false
 	p.starts++
 	p.mu.Unlock()
 	if p.Port == 0 {
@@ -119,6 +120,7 @@ func (p *Proc) signal(sig syscall.Signal, kill bool) error {
 	if kill {
 		p.kills++
 	}
+	p.signaled = true
 	p.mu.Unlock()
 	err := syscall.Kill(-cmd.Process.Pid, sig)
 	select {

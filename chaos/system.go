@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -148,12 +149,16 @@ func Start(ctx context.Context, root, dir string) (_ *System, err error) {
 	s.Stores["redis"] = &Proc{Name: "redis", Path: redisBin, Args: []string{"--port", p("redis"), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir, "--protected-mode", "no"}, Port: ports["redis"], Dir: dir}
 	s.Stores["qdrant"] = &Proc{Name: "qdrant", Path: filepath.Join(bin, "qdrant"), Args: []string{"-port", p("qdrant")}, Port: ports["qdrant"], Dir: dir}
 	s.Stores["s3"] = &Proc{Name: "s3", Path: filepath.Join(bin, "s3"), Args: []string{"-port", p("s3"), "-buckets", bucket}, Port: ports["s3"], Dir: dir}
-	s.Stores["dynamodb"] = &Proc{Name: "dynamodb", Path: "node", Args: []string{cli, "--port", p("dynamodb"), "--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0"}, Port: ports["dynamodb"], Dir: dir}
+	// dynalite keeps its tables on disk (--path) because it dies when a client it is
+	// answering is killed mid-request (an unhandled ECONNRESET); superviseStore restarts it.
+	s.Stores["dynamodb"] = &Proc{Name: "dynamodb", Path: "node", Args: []string{cli, "--port", p("dynamodb"), "--path", filepath.Join(dir, "dynamodb-data"),
+		"--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0"}, Port: ports["dynamodb"], Dir: dir}
 	for _, c := range append([]*Proc{s.Kafka}, s.Stores["redis"], s.Stores["qdrant"], s.Stores["s3"], s.Stores["dynamodb"]) {
 		if err := c.Start(ctx); err != nil {
 			return nil, err
 		}
 	}
+	go superviseStore(s.Stores["dynamodb"])
 	for _, n := range Stores {
 		if s.Proxies[n], err = NewProxy("127.0.0.1:" + p(n)); err != nil {
 			return nil, err
@@ -288,5 +293,30 @@ func (s *System) Close() {
 	}
 	if s.Redis != nil {
 		s.Redis.Close()
+	}
+}
+
+// superviseStore restarts p whenever it exits by itself, until it is retired.
+func superviseStore(p *Proc) {
+	for {
+		p.mu.Lock()
+		exited, retired := p.exited, p.retired
+		p.mu.Unlock()
+		if retired || exited == nil {
+			return
+		}
+		<-exited
+		p.mu.Lock()
+		deliberate := p.retired || p.signaled
+		if !deliberate {
+			p.cmd, p.exited = nil, nil // it died on its own: clear it so it can start again
+		}
+		p.mu.Unlock()
+		if deliberate {
+			return
+		}
+		if err := p.Start(context.Background()); err != nil && !errors.Is(err, errRetired) {
+			time.Sleep(100 * time.Millisecond)
+		}
 	}
 }
