@@ -150,22 +150,20 @@ func (s *System) seedQdrant(ctx context.Context, st inventory.Store, tenant stri
 	return err
 }
 
-// seedRedis writes keysPerTmpl keys per template and session of each subject, listing the
-// current session's keys in the subject's index and leaving the legacy ones unindexed.
+// seedRedis writes keysPerTmpl keys per template and session of each subject, listing
+// every key in the subject's index (the stores are index_only).
 func (s *System) seedRedis(ctx context.Context, st inventory.Store, subs []*Subject) error {
 	for _, sub := range subs {
 		ds := sub.subject(s.Key.Pseudonym(sub.Tenant, sub.ID))
 		pipe := s.Redis.Pipeline()
 		var indexed []string
-		for si, sess := range sub.Sessions {
+		for _, sess := range sub.Sessions {
 			for _, tmpl := range st.Locators.Keys {
 				for i := 0; i < keysPerTmpl; i++ {
 					k := redisstore.Key(tmpl, ds.Vars(sess), fmt.Sprintf("%s:%d", redisstore.KeyPart(sess), i))
 					pipe.Set(ctx, k, "turn", 0)
 					sub.Keys = append(sub.Keys, k)
-					if si == 0 {
-						indexed = append(indexed, k)
-					}
+					indexed = append(indexed, k)
 				}
 			}
 		}
