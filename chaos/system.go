@@ -234,12 +234,8 @@ func (s *System) AddInstance(ctx context.Context, service string) (*Proc, error)
 	}
 	s.mu.Lock()
 	s.next++
-	name := fmt.Sprintf("%s-%d", service, s.next)
-	// A stable instance id (as a pod name would be) makes the instance a static group
-	// member: restarted after a kill, it takes its partitions back at once instead of
-	// leaving them idle for the session timeout.
-	p := &Proc{Name: name, Path: filepath.Join(s.Bin, service), Dir: s.Dir,
-		Env: append(append([]string{}, s.env...), fmt.Sprintf("LETHE_METRICS_ADDR=127.0.0.1:%d", port), "LETHE_INSTANCE_ID="+name), Port: port}
+	p := &Proc{Name: fmt.Sprintf("%s-%d", service, s.next), Path: filepath.Join(s.Bin, service), Dir: s.Dir,
+		Env: append(append([]string{}, s.env...), fmt.Sprintf("LETHE_METRICS_ADDR=127.0.0.1:%d", port)), Port: port}
 	s.services[service] = append(s.services[service], p)
 	s.mu.Unlock()
 	if err := p.Start(ctx); err != nil {

@@ -30,13 +30,6 @@ type Config struct {
 	Partitions int32       // partitions of topics created by EnsureTopics
 	TLS        *tls.Config // nil: plaintext
 	SASL       sasl.Mechanism
-	// SessionTimeout is how long a consumer-group member may be silent before its
-	// partitions move to others (a killed instance stalls them that long). Default 10s.
-	SessionTimeout time.Duration
-	// InstanceID, when set, makes a consumer a static group member: a restarted instance
-	// with the same id gets its partitions back without a rebalance. Unique per instance
-	// of a group (e.g. the pod name).
-	InstanceID string
 }
 
 // FromEnv reads the cluster settings from the environment:
@@ -47,17 +40,8 @@ type Config struct {
 //	LETHE_KAFKA_TLS_CA_FILE     a PEM bundle to trust instead (implies TLS)
 //	LETHE_KAFKA_SASL_MECHANISM  PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512
 //	LETHE_KAFKA_SASL_USERNAME, LETHE_KAFKA_SASL_PASSWORD[_FILE]
-//	LETHE_KAFKA_SESSION_TIMEOUT group session timeout (default 10s)
-//	LETHE_INSTANCE_ID           static group membership id (e.g. the pod name)
 func FromEnv(clientID string) (Config, error) {
-	c := Config{Brokers: []string{"127.0.0.1:9092"}, ClientID: clientID, Partitions: 6, InstanceID: os.Getenv("LETHE_INSTANCE_ID")}
-	if d := os.Getenv("LETHE_KAFKA_SESSION_TIMEOUT"); d != "" {
-		t, err := time.ParseDuration(d)
-		if err != nil || t <= 0 {
-			return c, errors.New("broker: LETHE_KAFKA_SESSION_TIMEOUT must be a positive duration")
-		}
-		c.SessionTimeout = t
-	}
+	c := Config{Brokers: []string{"127.0.0.1:9092"}, ClientID: clientID, Partitions: 6}
 	if b := os.Getenv("LETHE_KAFKA_BROKERS"); b != "" {
 		c.Brokers = strings.Split(b, ",")
 	}
@@ -146,19 +130,6 @@ func (c Config) Options() []kgo.Opt {
 	}
 	if c.SASL != nil {
 		opts = append(opts, kgo.SASL(c.SASL))
-	}
-	return opts
-}
-
-// ConsumerOptions are the group options of a consumer of group.
-func (c Config) ConsumerOptions() []kgo.Opt {
-	timeout := c.SessionTimeout
-	if timeout == 0 {
-		timeout = 10 * time.Second
-	}
-	opts := []kgo.Opt{kgo.SessionTimeout(timeout), kgo.HeartbeatInterval(timeout / 5)}
-	if c.InstanceID != "" {
-		opts = append(opts, kgo.InstanceID(c.InstanceID))
 	}
 	return opts
 }

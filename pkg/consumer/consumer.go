@@ -116,7 +116,7 @@ func Run(ctx context.Context, cfg Config, h Handler) error {
 	}
 	cfg.Metrics = metrics.Or(cfg.Metrics)
 	r := &runner{cfg: cfg, h: h, parts: map[tp]*partition{}, lag: map[tp]int64{}}
-	opts := append(append(cfg.Broker.Options(), cfg.Broker.ConsumerOptions()...),
+	opts := append(cfg.Broker.Options(),
 		kgo.ConsumerGroup(cfg.Group),
 		kgo.ConsumeTopics(cfg.Topics...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
