@@ -193,6 +193,9 @@ func (r *runner) setLag(k tp, lag *int64) {
 }
 
 func (r *runner) assigned(_ context.Context, cl *kgo.Client, assigned map[string][]int32) {
+	// A pause outlives a rebalance in franz-go: a partition paused while it was ours
+	// before (its queue was full when it was revoked) would never be fetched again.
+	cl.ResumeFetchPartitions(assigned)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for topic, ps := range assigned {
