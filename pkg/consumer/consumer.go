@@ -117,6 +117,10 @@ func Run(ctx context.Context, cfg Config, h Handler) error {
 	cfg.Metrics = metrics.Or(cfg.Metrics)
 	r := &runner{cfg: cfg, h: h, parts: map[tp]*partition{}, lag: map[tp]int64{}}
 	opts := append(cfg.Broker.Options(),
+		// A killed member is evicted after 10 s, and a rebalance waits at most 15 s for
+		// members to rejoin: with the defaults (45 s, 60 s), members killed and restarted
+		// in quick succession kept a group rebalancing without progress for minutes.
+		kgo.SessionTimeout(10*time.Second), kgo.RebalanceTimeout(15*time.Second),
 		kgo.ConsumerGroup(cfg.Group),
 		kgo.ConsumeTopics(cfg.Topics...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
