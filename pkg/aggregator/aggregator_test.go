@@ -10,7 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/lethe-erasure/lethe/pkg/testenv"
+
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -136,36 +137,16 @@ func (e *env) handle(t *testing.T, recs ...*kgo.Record) {
 // before Handle returned, so the end offsets say how many there are).
 func published(t *testing.T, addrs []string) []event.Receipt {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(event.TopicCompleted),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, event.TopicCompleted)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	ends.Each(func(o kadm.ListedOffset) { n += o.Offset })
 	var out []event.Receipt
-	for int64(len(out)) < n {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("read %d of %d receipts", len(out), n)
+	for _, r := range testenv.ReadTopic(t, addrs, event.TopicCompleted) {
+		var rc event.Receipt
+		if err := event.Completed.Decode(r.Value, &rc); err != nil {
+			t.Fatal(err)
 		}
-		for _, r := range fs.Records() {
-			var rc event.Receipt
-			if err := event.Completed.Decode(r.Value, &rc); err != nil {
-				t.Fatal(err)
-			}
-			if string(r.Key) != rc.RequestID {
-				t.Errorf("receipt key %q, want its request id %q", r.Key, rc.RequestID)
-			}
-			out = append(out, rc)
+		if string(r.Key) != rc.RequestID {
+			t.Errorf("receipt key %q, want its request id %q", r.Key, rc.RequestID)
 		}
+		out = append(out, rc)
 	}
 	return out
 }

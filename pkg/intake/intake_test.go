@@ -11,7 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/lethe-erasure/lethe/pkg/testenv"
+
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -101,36 +102,16 @@ func (e *env) setNow(t time.Time) {
 // it returned, so the end offsets say how many there are.
 func (e *env) published(t *testing.T) []event.Requested {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.addrs...), kgo.ConsumeTopics(event.TopicRequested),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, event.TopicRequested)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	ends.Each(func(o kadm.ListedOffset) { n += o.Offset })
 	var out []event.Requested
-	for int64(len(out)) < n {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("read %d of %d requests", len(out), n)
+	for _, r := range testenv.ReadTopic(t, e.addrs, event.TopicRequested) {
+		var req event.Requested
+		if err := event.Request.Decode(r.Value, &req); err != nil {
+			t.Fatal(err)
 		}
-		for _, r := range fs.Records() {
-			var req event.Requested
-			if err := event.Request.Decode(r.Value, &req); err != nil {
-				t.Fatal(err)
-			}
-			if string(r.Key) != req.RequestID {
-				t.Errorf("record key %q, want the request id %q", r.Key, req.RequestID)
-			}
-			out = append(out, req)
+		if string(r.Key) != req.RequestID {
+			t.Errorf("record key %q, want the request id %q", r.Key, req.RequestID)
 		}
+		out = append(out, req)
 	}
 	return out
 }

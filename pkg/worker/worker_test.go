@@ -11,7 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/lethe-erasure/lethe/pkg/testenv"
+
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -171,40 +172,19 @@ func record(t *testing.T, r event.Requested) *kgo.Record {
 // are: Handle returned only after they were acknowledged) and decodes them, by store.
 func reports(t *testing.T, addrs []string) map[string]event.StoreDone {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(event.TopicStoreDone),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, event.TopicStoreDone)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	ends.Each(func(o kadm.ListedOffset) { n += o.Offset })
 	out := map[string]event.StoreDone{}
-	for read := int64(0); read < n; {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("read %d of %d store reports", read, n)
+	for _, r := range testenv.ReadTopic(t, addrs, event.TopicStoreDone) {
+		var d event.StoreDone
+		if err := event.Done.Decode(r.Value, &d); err != nil {
+			t.Fatal(err)
 		}
-		for _, r := range fs.Records() {
-			read++
-			var d event.StoreDone
-			if err := event.Done.Decode(r.Value, &d); err != nil {
-				t.Fatal(err)
-			}
-			if string(r.Key) != d.RequestID {
-				t.Errorf("report key %q, want the request id %q", r.Key, d.RequestID)
-			}
-			if _, dup := out[d.Store]; dup {
-				t.Errorf("store %s reported twice", d.Store)
-			}
-			out[d.Store] = d
+		if string(r.Key) != d.RequestID {
+			t.Errorf("report key %q, want the request id %q", r.Key, d.RequestID)
 		}
+		if _, dup := out[d.Store]; dup {
+			t.Errorf("store %s reported twice", d.Store)
+		}
+		out[d.Store] = d
 	}
 	return out
 }
