@@ -1,9 +1,6 @@
 # Lethe. The two commands: `make run` (the demo on embedded components) and `make test`.
 SHELL := /bin/bash
 MODULES := $(shell go list -m -f '{{.Dir}}' 2>/dev/null)
-# The fault-injection module is vetted and built with the others but runs apart
-# (make chaos-short, make chaos): its run still wedges a consumer group now and then.
-TEST_MODULES := $(filter-out $(CURDIR)/chaos,$(MODULES))
 DYNALITE := .tools/node_modules/dynalite/cli.js
 GOTEST_FLAGS ?= -count=1 -timeout 10m
 
@@ -17,9 +14,11 @@ run:
 serve:
 	go run ./services/standalone -seed
 
-## test: vet, build every module on its own, and run every module's tests (needs redis-server and node)
+## test: vet, build every module on its own, and run every module's tests (needs redis-server and node);
+## the fault-injection module last and verbose, so its figures print
 test: tools vet build-modules
-	@set -e; for m in $(TEST_MODULES); do echo "== go test $${m#$(CURDIR)/}"; (cd $$m && go test $(GOTEST_FLAGS) ./...); done
+	@set -e; for m in $(filter-out $(CURDIR)/chaos,$(MODULES)); do echo "== go test $${m#$(CURDIR)/}"; (cd $$m && go test $(GOTEST_FLAGS) ./...); done
+	@echo "== go test chaos"; $(MAKE) --no-print-directory chaos-short
 
 vet:
 	@set -e; for m in $(MODULES); do (cd $$m && go vet ./...); done
@@ -50,7 +49,7 @@ bench:
 
 ## chaos-short: the fault-injection tests (N=200 with kills, outages, scaling, broker restarts)
 chaos-short:
-	cd chaos && go test -count=1 -v ./...
+	cd chaos && go test $(GOTEST_FLAGS) -v ./...
 
 ## chaos: the long fault-injection run (5000 requests, services and the broker killed at random)
 chaos:

@@ -18,6 +18,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -134,10 +135,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	return res, nil
 }
 
-// chaosLoop kills a random target cfg.Kills times, cfg.Gap apart on average, and starts
-// each again after a random delay up to cfg.MaxDown.
+// chaosLoop kills cfg.Kills times, cfg.Gap apart on average, and starts each killed
+// process again after a random delay up to cfg.MaxDown. Targets are dealt in shuffled
+// rounds, so a run with at least len(cfg.Targets) kills kills every target; a service
+// target kills one of its instances at random.
 func chaosLoop(ctx context.Context, sys *System, cfg Config, rnd *rand.Rand, res *Result, logf func(string, ...any)) {
 	var mu sync.Mutex // rnd is not safe for concurrent use
+	var deck []string // targets left in this round
 	randDur := func(max time.Duration) time.Duration {
 		mu.Lock()
 		defer mu.Unlock()
@@ -150,14 +154,20 @@ func chaosLoop(ctx context.Context, sys *System, cfg Config, rnd *rand.Rand, res
 		case <-time.After(cfg.Gap/2 + randDur(cfg.Gap)):
 		}
 		mu.Lock()
-		target := cfg.Targets[rnd.IntN(len(cfg.Targets))]
-		mu.Unlock()
+		if len(deck) == 0 {
+			deck = slices.Clone(cfg.Targets)
+			rnd.Shuffle(len(deck), func(i, j int) { deck[i], deck[j] = deck[j], deck[i] })
+		}
+		target := deck[0]
+		deck = deck[1:]
 		var p *Proc
 		if target == "kafka" {
 			p = sys.Kafka
 		} else if ps := sys.Instances(target); len(ps) > 0 {
 			p = ps[rnd.IntN(len(ps))]
-		} else {
+		}
+		mu.Unlock()
+		if p == nil {
 			continue
 		}
 		if err := p.Kill(); err != nil {

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,22 @@ func (w tlog) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
+// logDir is a directory for a run's logs and data, removed after the test unless it failed.
+func logDir(t *testing.T) string {
+	dir, err := os.MkdirTemp("", "lethe-"+t.Name()+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("logs kept in %s", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	})
+	return dir
+}
+
 // TestChaos is the short run: 200 erasures while services and the broker are SIGKILLed
 // and restarted. Every acknowledged request must end in exactly one receipt, every store
 // read back clean for the erased and intact for the others.
@@ -22,7 +39,7 @@ func TestChaos(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	res, err := Run(ctx, Config{N: 200, Kills: 8, Gap: 700 * time.Millisecond, MaxDown: 700 * time.Millisecond,
-		Deadline: 3 * time.Minute, Dir: t.TempDir(), Log: tlog{t}})
+		Deadline: 3 * time.Minute, Dir: logDir(t), Log: tlog{t}})
 	if res != nil {
 		t.Logf("figures:\n%s", res)
 	}
@@ -44,7 +61,7 @@ func TestScaleDeleterGroup(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	res, err := Run(ctx, Config{N: 150, Kills: -1, Gap: 8 * time.Second, Scale: "redis-deleter",
-		Deadline: 2 * time.Minute, Dir: t.TempDir(), Log: tlog{t}})
+		Deadline: 2 * time.Minute, Dir: logDir(t), Log: tlog{t}})
 	if res != nil {
 		t.Logf("figures:\n%s", res)
 	}

@@ -26,7 +26,7 @@ func newOutageEnv(t *testing.T, n int) *outageEnv {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	sys, err := Start(ctx, root, t.TempDir())
+	sys, err := Start(ctx, root, logDir(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,10 +88,16 @@ func (e *outageEnv) receipted(ids map[*Subject]string, d time.Duration) {
 		}
 		return true
 	})
+	ctx := context.Background()
 	if !ok {
+		for _, id := range ids {
+			if !e.w.Completed(id) {
+				st, err := e.sys.Status(ctx, id)
+				e.t.Logf("request %s without receipt: status %+v %v", id, st, err)
+			}
+		}
 		e.t.Fatalf("not every request got a receipt within %s", d)
 	}
-	ctx := context.Background()
 	fps, err := e.sys.Footprints(ctx, e.pop)
 	if err != nil {
 		e.t.Fatal(err)
@@ -174,7 +180,13 @@ func TestStoreOutagePastBudget(t *testing.T) {
 				if !until(30*time.Second, func() bool { return len(e.w.Failed(id, 1)) > 0 }) {
 					t.Fatalf("request %s: no FAILED report while %s is down", id, store)
 				}
-				st, err := e.sys.Status(ctx, id)
+				// The status follows the reports the aggregator has consumed: wait for it.
+				var st intake.Status
+				var err error
+				until(10*time.Second, func() bool {
+					st, err = e.sys.Status(ctx, id)
+					return err == nil && st.State == intake.StateFailed
+				})
 				if err != nil {
 					t.Fatal(err)
 				}

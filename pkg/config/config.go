@@ -47,6 +47,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
@@ -56,6 +57,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/auditlog/dynamo"
@@ -259,7 +262,9 @@ func (c *Config) Logger() (*zap.Logger, error) {
 	return l.With(zap.String("service", c.Service)), nil
 }
 
-// Qdrant connects to Qdrant over gRPC.
+// Qdrant connects to Qdrant over gRPC. Reconnects back off at most 1 s, less than a
+// deleter's retry budget: with gRPC's default (up to 120 s) a Qdrant back after a long
+// outage stayed unreachable for the whole budget of a re-driven request.
 func (c *Config) Qdrant() (*qdrant.Client, error) {
 	host, port, err := net.SplitHostPort(c.QdrantAddr)
 	if err != nil {
@@ -269,7 +274,12 @@ func (c *Config) Qdrant() (*qdrant.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config: LETHE_QDRANT_ADDR port: %w", err)
 	}
-	return qdrant.NewClient(&qdrant.Config{Host: host, Port: p, APIKey: c.qdrantAPIKey, SkipCompatibilityCheck: true})
+	reconnect := grpc.WithConnectParams(grpc.ConnectParams{
+		Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+		MinConnectTimeout: 5 * time.Second,
+	})
+	return qdrant.NewClient(&qdrant.Config{Host: host, Port: p, APIKey: c.qdrantAPIKey, SkipCompatibilityCheck: true,
+		GrpcOptions: []grpc.DialOption{reconnect}})
 }
 
 // Redis returns a client: a cluster client for several addresses, else a single-node one.

@@ -130,6 +130,7 @@ func Run(ctx context.Context, cfg Config, h Handler) error {
 		kgo.AutoCommitMarks(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.FetchMaxPartitionBytes(int32(cfg.MaxRecordBytes)*2),
+		kgo.WithLogger(kgoLogger{cfg.Log.Named("kgo").WithOptions(zap.AddStacktrace(zap.FatalLevel))}),
 	)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
