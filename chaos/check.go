@@ -92,11 +92,14 @@ func (r *Result) String() string {
 		findings = append(findings, fmt.Sprintf("%s=%d", k, n))
 	}
 	sort.Strings(findings)
+	if len(findings) == 0 {
+		findings = []string{"none"}
+	}
 	fmt.Fprintf(&b, "requests %d  acknowledged %d  unacknowledged %d  submission retries %d\n", r.Requests, r.Acknowledged, r.Unacknowledged, r.SubmitRetries)
 	fmt.Fprintf(&b, "kills %d (%s)  restarts %d  scaling %v\n", r.totalKills(), strings.Join(kills, " "), r.Restarts, r.ScaleEvents)
 	fmt.Fprintf(&b, "receipts %d  duplicates %d  lost %d  unexpected %d  failed reports %d  re-driven %d\n", r.Receipts, r.Duplicates, r.Lost, r.Unexpected, len(r.FailedReports), r.Redriven)
 	fmt.Fprintf(&b, "replay: %d requests, %d complete, %d published, %d stored, %d undecodable; findings: %s\n", r.Replay.Requests, r.Replay.Complete, r.Replay.Published, r.Replay.Stored, r.Replay.Undecodable, strings.Join(findings, " "))
-	fmt.Fprintf(&b, "chains verified %d  store read-backs ok %d\n", r.Chains, r.StoreChecks)
+	fmt.Fprintf(&b, "chains verified %d  store read-backs ok %d  defects %d\n", r.Chains, r.StoreChecks, len(r.Defects))
 	fmt.Fprintf(&b, "wall %s (submitting %s, draining %s)  seed %d  logs %s\n", r.Wall.Round(time.Millisecond), r.Submit.Round(time.Millisecond), r.Drain.Round(time.Millisecond), r.Seed, r.Dir)
 	for _, f := range r.FailedReports {
 		fmt.Fprintf(&b, "  failed report: %s\n", f)
