@@ -5,17 +5,22 @@
 // and idempotent producer ids. The topics Lethe uses are created on first start.
 //
 // It stops on SIGINT or SIGTERM (an orderly shutdown that also saves producer sequence
-// windows and group member sessions).
+// windows and group member sessions). Group members silent past their session and
+// rebalance timeouts are expired, which kfake alone misses for a member that died
+// waiting in a join (see memberWatch).
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/lethe-erasure/lethe/pkg/service"
 )
@@ -39,8 +44,17 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Fprintf(os.Stderr, "kafka: listening on %v (data dir %q)\n", c.ListenAddrs(), *dir)
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	<-sig
+	w := newMemberWatch()
+	c.Control(w.observe)
+	admin, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kafka: %v\n", err)
+		os.Exit(1)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go w.run(ctx, c, admin, time.Second, func(format string, a ...any) { fmt.Fprintf(os.Stderr, format+"\n", a...) })
+	<-ctx.Done()
+	admin.Close()
 	c.Close()
 }
