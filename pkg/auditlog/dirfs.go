@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/event"
@@ -235,13 +234,4 @@ func (s *DirStore) snapshot(emit func([]byte, int) (int64, error)) error {
 		}
 	}
 	return nil
-}
-
-func syncDir(d string) error {
-	f, err := os.Open(d)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
 }

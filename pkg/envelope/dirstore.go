@@ -227,12 +227,3 @@ func wrapDir(op string, err error) error {
 	}
 	return fmt.Errorf("envelope: dir key store: %s: %w", op, err)
 }
-
-func syncDir(d string) error {
-	f, err := os.Open(d)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
-}
