@@ -12,12 +12,10 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/testenv"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/lethe-erasure/lethe/pkg/aggregator"
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
-	"github.com/lethe-erasure/lethe/pkg/broker"
 	"github.com/lethe-erasure/lethe/pkg/consumer"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
@@ -37,16 +35,8 @@ type env struct {
 
 func setup(t *testing.T) *env {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, event.TopicRequested, event.TopicStoreDone, event.TopicCompleted))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	cl, err := broker.Config{Brokers: c.ListenAddrs()}.NewProducer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
+	b := testenv.Kafka(t, 3, event.TopicRequested, event.TopicStoreDone, event.TopicCompleted)
+	cl := testenv.Producer(t, b)
 	st, err := auditlog.OpenDir(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +44,7 @@ func setup(t *testing.T) *env {
 	return &env{
 		agg:   &aggregator.Aggregator{Store: st, Producer: cl, Now: func() time.Time { return clock }},
 		store: st,
-		addrs: c.ListenAddrs(),
+		addrs: b.Brokers,
 	}
 }
 

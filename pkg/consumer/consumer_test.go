@@ -9,22 +9,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/lethe-erasure/lethe/pkg/broker"
 	"github.com/lethe-erasure/lethe/pkg/consumer"
 	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/testenv"
 )
 
 func cluster(t *testing.T, topics ...string) broker.Config {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, append(topics, topics[0]+".dlq")...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return broker.Config{Brokers: c.ListenAddrs(), Partitions: 2}
+	b := testenv.Kafka(t, 2, append(topics, topics[0]+".dlq")...)
+	b.Partitions = 2
+	return b
 }
 
 func produce(t *testing.T, cfg broker.Config, recs ...*kgo.Record) {

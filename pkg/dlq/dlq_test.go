@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/lethe-erasure/lethe/pkg/broker"
@@ -18,6 +17,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/dlq"
 	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/testenv"
 )
 
 const (
@@ -48,17 +48,8 @@ func requested(id, tenant string) *kgo.Record {
 // dead letters are written. It returns the produced records by key.
 func deadLettered(t *testing.T) (broker.Config, map[string]*kgo.Record) {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, event.TopicRequested, dlqTopic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	brokers := broker.Config{Brokers: c.ListenAddrs()}
-	prod, err := brokers.NewProducer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod.Close()
+	brokers := testenv.Kafka(t, 2, event.TopicRequested, dlqTopic)
+	prod := testenv.Producer(t, brokers)
 	recs := []*kgo.Record{requested("ok-1", "acme"), requested("bad-1", "bad"), requested("ok-2", "acme"),
 		requested("bad-2", "bad"), requested("bad-3", "bad"),
 		{Topic: event.TopicRequested, Key: []byte("junk"), Value: []byte("not avro at all")}}

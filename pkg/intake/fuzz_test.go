@@ -13,15 +13,14 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
-	"github.com/lethe-erasure/lethe/pkg/broker"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/intake"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/subject"
+	"github.com/lethe-erasure/lethe/pkg/testenv"
 )
 
 // FuzzSubmit posts arbitrary bodies to POST /v1/erasures of one intake service (a kfake
@@ -193,16 +192,7 @@ func collect(v any, out *[]string) {
 
 // fuzzService is the intake of FuzzSubmit, shared by all its iterations.
 func fuzzService(f *testing.F) (*intake.Service, *countingStore) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, event.TopicRequested))
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(c.Close)
-	cl, err := broker.Config{Brokers: c.ListenAddrs()}.NewProducer(kgo.RecordDeliveryTimeout(5 * time.Second))
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(cl.Close)
+	cl := testenv.Producer(f, testenv.Kafka(f, 1, event.TopicRequested), kgo.RecordDeliveryTimeout(5*time.Second))
 	dir, err := auditlog.OpenDir(f.TempDir())
 	if err != nil {
 		f.Fatal(err)

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/lethe-erasure/lethe/pkg/aggregator"
@@ -17,6 +16,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/replay"
+	"github.com/lethe-erasure/lethe/pkg/testenv"
 )
 
 const rawSubject = "alice@example.com" // must never leave erasure.requested
@@ -38,17 +38,8 @@ type env struct {
 
 func setup(t *testing.T) *env {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, event.TopicRequested, event.TopicStoreDone, event.TopicCompleted))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	brokers := broker.Config{Brokers: c.ListenAddrs()}
-	prod, err := brokers.NewProducer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(prod.Close)
+	brokers := testenv.Kafka(t, 3, event.TopicRequested, event.TopicStoreDone, event.TopicCompleted)
+	prod := testenv.Producer(t, brokers)
 	dir := t.TempDir()
 	st, err := auditlog.OpenDir(dir)
 	if err != nil {

@@ -6,8 +6,34 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/lethe-erasure/lethe/pkg/broker"
 )
+
+// Kafka starts an in-process kfake broker with topics of the given partitions and returns
+// its configuration. It is stopped when t ends.
+func Kafka(t testing.TB, partitions int32, topics ...string) broker.Config {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, topics...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return broker.Config{Brokers: c.ListenAddrs()}
+}
+
+// Producer returns a producing client of b with the extra options, closed when t ends.
+func Producer(t testing.TB, b broker.Config, extra ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := b.NewProducer(extra...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
 
 // ReadTopic returns every record of topic up to its end offsets at the time of the call
 // (records acknowledged before it are all there), failing t after 5 s.

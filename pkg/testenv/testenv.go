@@ -1,5 +1,6 @@
 // Package testenv starts the real components that integration tests run against: a
-// redis-server and a dynalite (DynamoDB) server on free loopback ports. A component that
+// redis-server and a dynalite (DynamoDB) server on free loopback ports, and an in-process
+// kfake broker. A component that
 // cannot be started fails the test; it is never skipped, so a missing prerequisite cannot
 // pass unnoticed in CI.
 package testenv

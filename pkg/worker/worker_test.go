@@ -120,16 +120,8 @@ func (f *fakeStore) erased() map[string]int {
 // cluster, and the cluster's addresses.
 func setup(t *testing.T, stores map[string]deletion.Store) (*worker.Worker, []string) {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, event.TopicStoreDone))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	cl, err := broker.Config{Brokers: c.ListenAddrs()}.NewProducer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
+	b := testenv.Kafka(t, 3, event.TopicStoreDone)
+	cl := testenv.Producer(t, b)
 	w := &worker.Worker{
 		Inventory: inventory.Reference(),
 		Stores:    stores,
@@ -138,7 +130,7 @@ func setup(t *testing.T, stores map[string]deletion.Store) (*worker.Worker, []st
 		Backoff:   consumer.Backoff{Base: time.Millisecond, Max: 2 * time.Millisecond},
 		Now:       func() time.Time { return clock },
 	}
-	return w, c.ListenAddrs()
+	return w, b.Brokers
 }
 
 func request(expected, only []string, attempt int) event.Requested {
