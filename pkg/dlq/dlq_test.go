@@ -171,7 +171,7 @@ func TestReplayRepublishesOnce(t *testing.T) {
 	}
 
 	replayed := map[string][]string{} // key -> replayed-from marks
-	for _, r := range readAll(t, brokers, event.TopicRequested) {
+	for _, r := range testenv.ReadTopic(t, brokers.Brokers, event.TopicRequested) {
 		var from string
 		for _, h := range r.Headers {
 			if strings.HasPrefix(h.Key, "lethe.dlq.") {
@@ -223,31 +223,4 @@ func mustClient(t *testing.T, brokers broker.Config) *kgo.Client {
 	}
 	t.Cleanup(cl.Close)
 	return cl
-}
-
-// readAll reads every record of topic up to its current end offsets.
-func readAll(t *testing.T, brokers broker.Config, topic string) []*kgo.Record {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	ends, err := kadm.NewClient(mustClient(t, brokers)).ListEndOffsets(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var want int64
-	ends.Each(func(o kadm.ListedOffset) { want += o.Offset })
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers.Brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	var out []*kgo.Record
-	for int64(len(out)) < want {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("read %d of %d records of %s", len(out), want, topic)
-		}
-		out = append(out, fs.Records()...)
-	}
-	return out
 }
