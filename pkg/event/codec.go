@@ -1,7 +1,7 @@
 package event
 
 import (
-	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -25,11 +25,24 @@ var (
 var schemaFiles = []string{"intake", "requested", "store_done", "completed", "overdue"}
 
 // Type is one event type's codec: the current schema and every released writer schema.
+//
+// Encode writes the single-object encoding header with the specification's fingerprint
+// (Fingerprint, over the Parsing Canonical Form). Decode finds the writer schema of a
+// record by its header's fingerprint, which is one of, for every released version and the
+// current schema:
+//   - the specification's fingerprint, what Lethe writes and what standard Avro libraries
+//     (Java, Python, Rust, ...) write;
+//   - the fingerprint Lethe wrote before it followed the specification, taken over a form
+//     that keeps logicalType (hamba/avro's schema string, also what hamba/avro's soe
+//     package writes), so records already in topics keep decoding;
+//   - the fingerprint github.com/linkedin/goavro/v2 writes (see goavroForm).
+//
+// All of them lead to the same writer schema.
 type Type struct {
 	name    string
 	current avro.Schema
-	header  []byte                 // SOE header of the current schema
-	writers map[string]avro.Schema // fingerprint -> writer schema
+	header  []byte                 // SOE header of the current schema (spec fingerprint)
+	writers map[string]avro.Schema // fingerprint (8 bytes, little-endian) -> writer schema
 }
 
 // Codecs of the four event types.
@@ -93,21 +106,30 @@ func mustType(name string) *Type {
 		panic(err)
 	}
 	t := &Type{name: name, current: cur[name], writers: map[string]avro.Schema{}}
-	if t.header, err = soe.BuildHeader(t.current); err != nil {
-		panic(err)
-	}
+	t.header = append(append([]byte{}, soe.Magic...), fingerprintBytes(Fingerprint(t.current))...)
+	canon := map[string]string{} // fingerprint -> canonical form of the schema it leads to
 	for _, s := range append(rel[name], t.current) {
-		fp, err := soe.ComputeFingerprint(s)
+		form := CanonicalForm(s)
+		if form == CanonicalForm(t.current) {
+			s = t.current // same data layout: no resolution needed
+		}
+		legacy, err := soe.ComputeFingerprint(s)
 		if err != nil {
 			panic(err)
 		}
-		if bytes.Equal(fp, t.header[2:]) {
-			s = t.current
+		for _, fp := range [][]byte{fingerprintBytes(rabin([]byte(form))), legacy, fingerprintBytes(rabin([]byte(goavroForm(s))))} {
+			if other, ok := canon[string(fp)]; ok && other != form {
+				panic(fmt.Sprintf("event: %s: fingerprint %x of two schema versions that differ", name, fp))
+			}
+			canon[string(fp)] = form
+			t.writers[string(fp)] = s // later versions win among those of the same form
 		}
-		t.writers[string(fp)] = s
 	}
 	return t
 }
+
+// fingerprintBytes is fp as single-object encoding writes it: 8 bytes, little-endian.
+func fingerprintBytes(fp uint64) []byte { return binary.LittleEndian.AppendUint64(nil, fp) }
 
 // Current parses the current schemas, by name.
 func Current() (map[string]avro.Schema, error) {

@@ -2,8 +2,12 @@
 //
 // The Avro schemas in the schemas module are the source of truth; the Go types here mirror
 // them field for field (avro tags). Records are written in Avro single-object encoding:
-// two magic bytes, the writer schema's CRC-64-AVRO fingerprint, then the body. A reader
-// decodes any released version of a schema (resolving it to the current one) and rejects
+// two magic bytes (C3 01), the CRC-64-AVRO (Rabin) fingerprint of the writer schema's
+// Parsing Canonical Form as the Avro specification defines it (CanonicalForm,
+// Fingerprint; little-endian), then the body. So any standard Avro library that encodes
+// schemas/intake.avsc and frames the record the same way is understood. A reader decodes
+// any released version of a schema (resolving it to the current one), also when the
+// header carries the fingerprint earlier versions of Lethe wrote (see Type), and rejects
 // records whose fingerprint it does not know with ErrUnknownSchema.
 package event
 
