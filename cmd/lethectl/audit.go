@@ -17,11 +17,14 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/auditlog/dynamo"
 	"github.com/lethe-erasure/lethe/pkg/replay"
+	"github.com/lethe-erasure/lethe/pkg/wal"
 )
 
 // auditStore is the injected audit store, else the DynamoDB table of --audit-table, else
-// the directory store of --audit-dir. A directory must hold a store already: opening an
-// empty one would make every check pass vacuously.
+// the directory store of --audit-dir, opened read-only: nothing in the directory is
+// repaired, truncated or compacted, and a record that does not verify anywhere in its log
+// is exit 4 naming the record. A directory must hold a store already: opening an empty
+// one would make every check pass vacuously.
 func (c *cli) auditStore(ctx context.Context) (auditlog.Store, error) {
 	if c.audit != nil {
 		return c.audit, nil
@@ -45,17 +48,27 @@ func (c *cli) auditStore(ctx context.Context) (auditlog.Store, error) {
 	if logs, _ := filepath.Glob(filepath.Join(dir, "wal-*.log")); len(logs) == 0 {
 		return nil, withCode(exitNotFound, fmt.Errorf("%s holds no audit store (no wal-*.log)", dir))
 	}
-	s, err := auditlog.OpenDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("%w (a directory store is open in one process at a time: stop the standalone process, or use --audit-table)", err)
+	s, err := auditlog.OpenDirReadOnly(dir)
+	var dmg *wal.DamageError
+	switch {
+	case errors.As(err, &dmg):
+		return nil, withCode(exitProblem, fmt.Errorf("the audit store does not verify: %w (nothing in %s was changed)", dmg, dir))
+	case errors.Is(err, wal.ErrInUse):
+		return nil, fmt.Errorf("%w: a running process has %s open; verify a copy of the directory, or stop that process", err, dir)
+	case err != nil:
+		return nil, err
 	}
 	return s, nil
 }
 
 const auditStoreHelp = `The audit store is --audit-table (DynamoDB; LETHE_DYNAMODB_ENDPOINT for DynamoDB Local)
 or --audit-dir (the directory store of a standalone deployment: <data dir>/audit).
-Nothing is written to it. A directory store is open in one process at a time, so stop
-the standalone process that owns it first.`
+Nothing is written to it: a directory is read without repairing, truncating or
+compacting anything, and a record of its log that does not verify (torn or corrupt,
+anywhere) exits 4 naming the file, the offset and the record's position. A directory
+that a running process has open cannot be read: verify a copy of it (cp -a), or stop
+that process. The process that owns the store repairs a torn last record when it
+starts, and logs what it cut.`
 
 var auditReplayCmd = &command{
 	name:    "audit replay",
@@ -72,7 +85,7 @@ Requests in flight can show as findings (a receipt not yet published): run it ag
 ` + auditStoreHelp,
 	example: `lethectl audit replay --brokers kafka-1:9092 --audit-table lethe-audit
 lethectl audit replay --brokers 127.0.0.1:9092 --audit-dir data/audit -o json | jq '.findings'`,
-	exits: "0 no findings; 1 error; 2 usage; 4 findings; 5 --timeout passed before the topics were read.",
+	exits: "0 no findings; 1 error; 2 usage; 4 findings or a damaged audit directory; 5 --timeout passed before the topics were read.",
 	setup: func(c *cli, fs *flag.FlagSet) func(context.Context, []string) error {
 		var timeout time.Duration
 		fs.DurationVar(&timeout, "timeout", 5*time.Minute, "give up (exit 5) after this long")
@@ -143,12 +156,13 @@ var auditVerifyChainCmd = &command{
 gap, each matching its hash, each linked to the previous receipt's hash, the head on the
 last. Without --tenant it checks every tenant with a stored request. A chain whose newest
 receipt is linked but not yet written is reported as pending (the next receipt of the
-tenant completes it) and is not a break. Exits 4 when a chain is broken.
+tenant completes it) and is not a break. Exits 4 when a chain is broken or, for
+--audit-dir, when any record of the store's log does not verify.
 
 ` + auditStoreHelp,
 	example: `lethectl audit verify-chain --audit-dir data/audit
 lethectl audit verify-chain --audit-table lethe-audit --tenant vastralaya -o json`,
-	exits: "0 every chain intact (or pending); 1 error; 2 usage; 4 a chain is broken.",
+	exits: "0 every chain intact (or pending); 1 error; 2 usage; 3 no store in --audit-dir; 4 a chain is broken or a record of the audit directory does not verify.",
 	setup: func(c *cli, fs *flag.FlagSet) func(context.Context, []string) error {
 		var tenant string
 		fs.StringVar(&tenant, "tenant", "", "only this tenant (default every tenant with a stored request)")

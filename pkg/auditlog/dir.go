@@ -28,8 +28,11 @@ import (
 // from a failed fsync of a record the disk did keep; callers retry, and every write is
 // idempotent.
 //
-// Opening the directory replays the log into memory; a record torn by a crash (it was
-// never acknowledged) is cut off, every complete record is kept. When the log has grown
+// Opening the directory (OpenDir, for the service that owns the store) replays the log
+// into memory; a record torn by a crash (it was never acknowledged) is cut off, every
+// complete record is kept, and Repairs says what was cut for the owner to log.
+// OpenDirReadOnly, for verifiers, changes nothing and fails on any damaged record, a torn
+// one included. When the log has grown
 // past a threshold, a write compacts it: the state is written as a new log file (a
 // temporary file, fsynced and renamed into place, then the directory fsynced) and the old
 // file removed.
@@ -43,9 +46,9 @@ import (
 // temporary file, cleared on open).
 type DirStore struct {
 	root      string
-	log       *wal.Log
-	compactAt int64 // log size that triggers a compaction; tests lower it
-	base      int64 // log size after the last compaction or open
+	log       *wal.Log // nil when opened read-only
+	compactAt int64    // log size that triggers a compaction; tests lower it
+	base      int64    // log size after the last compaction or open
 
 	mu         sync.RWMutex
 	cond       *sync.Cond // on mu's write lock: an item was released, a compaction ended
@@ -92,6 +95,37 @@ const defaultCompactAt = 64 << 20
 // It fails when another store has dir open, when dir holds the one-file-per-item layout of
 // earlier versions, and when the log is damaged other than by a torn last record.
 func OpenDir(dir string) (*DirStore, error) {
+	s, err := newDirStore(dir)
+	if err != nil {
+		return nil, err
+	}
+	if s.log, err = wal.Open(dir, logMagic, func(p []byte, _ int64) error { return s.apply(p) }); err != nil {
+		return nil, fmt.Errorf("auditlog: open %s: %w", dir, err)
+	}
+	s.base = s.log.Bytes()
+	return s, nil
+}
+
+// OpenDirReadOnly reads the store in dir into memory without changing anything in the
+// directory (wal.Read): no repair, truncation or compaction. Every write fails. It fails
+// with a *wal.DamageError when any record does not verify (a torn last record included),
+// with wal.ErrInUse while a running store holds the directory, and with an error wrapping
+// fs.ErrNotExist when dir holds no store.
+func OpenDirReadOnly(dir string) (*DirStore, error) {
+	s, err := newDirStore(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := wal.Read(dir, logMagic, func(p []byte, _ int64) error { return s.apply(p) }); err != nil {
+		return nil, fmt.Errorf("auditlog: read %s: %w", dir, err)
+	}
+	s.closed = true // no writes
+	return s, nil
+}
+
+const logMagic = "lethe-audit-1"
+
+func newDirStore(dir string) (*DirStore, error) {
 	if fi, err := os.Stat(filepath.Join(dir, "requests")); err == nil && fi.IsDir() {
 		return nil, fmt.Errorf("auditlog: open %s: the directory holds the one-file-per-item layout of an earlier version, which this version does not read", dir)
 	}
@@ -102,12 +136,16 @@ func OpenDir(dir string) (*DirStore, error) {
 		receiptIdx: map[string]map[string]int64{}, heads: map[string]storedHead{},
 	}
 	s.cond = sync.NewCond(&s.mu)
-	var err error
-	if s.log, err = wal.Open(dir, "lethe-audit-1", func(p []byte, _ int64) error { return s.apply(p) }); err != nil {
-		return nil, fmt.Errorf("auditlog: open %s: %w", dir, err)
-	}
-	s.base = s.log.Bytes()
 	return s, nil
+}
+
+// Repairs lists what opening the store changed in its directory (a torn last record cut
+// off, a superseded log file removed), for the owner to log; nil when opened read-only.
+func (s *DirStore) Repairs() []wal.Repair {
+	if s.log == nil {
+		return nil
+	}
+	return s.log.Repairs()
 }
 
 // Close waits for the writes in flight, then closes the log and releases the directory.
@@ -115,7 +153,8 @@ func OpenDir(dir string) (*DirStore, error) {
 func (s *DirStore) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.closed || s.log == nil {
+		s.closed = true
 		return nil
 	}
 	s.closed = true

@@ -126,7 +126,10 @@ func (s *DirStore) index(e indexEntry) {
 	s.receiptIdx[e.Tenant][e.RequestID] = e.Seq
 }
 
-var errClosed = errors.New("store is closed")
+var (
+	errClosed   = errors.New("store is closed")
+	errReadOnly = errors.New("store is opened read-only")
+)
 
 // write runs one conditional write of it. decide runs under s.mu while the store holds it
 // (no other write of it is in flight) and returns the record to append, nil for a no-op,
@@ -139,6 +142,9 @@ func (s *DirStore) write(ctx context.Context, it item, decide func() ([]byte, er
 	defer s.mu.Unlock()
 	for (s.busy[it] || s.compacting) && !s.closed {
 		s.cond.Wait()
+	}
+	if s.log == nil {
+		return errReadOnly
 	}
 	if s.closed {
 		return errClosed

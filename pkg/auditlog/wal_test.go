@@ -76,6 +76,13 @@ func TestDirStoreCutsTornLastRecord(t *testing.T) {
 		if got := s.log.Bytes(); got != start {
 			t.Fatalf("cut at %d: log of %d bytes after open, want the torn record cut off at %d", cut, got, start)
 		}
+		rep := s.Repairs()
+		switch {
+		case cut == start && len(rep) != 0:
+			t.Fatalf("cut at %d (a record boundary): repairs %v, want none", cut, rep)
+		case cut > start && (len(rep) != 1 || rep[0].Offset != start || rep[0].Bytes != cut-start || rep[0].Record != 3):
+			t.Fatalf("cut at %d: repairs %v, want record 3 at offset %d, %d bytes", cut, rep, start, cut-start)
+		}
 		if err := s.PutRequest(ctx, request("r-4")); err != nil {
 			t.Fatalf("cut at %d: write after recovery: %v", cut, err)
 		}
@@ -227,4 +234,90 @@ func TestDirStoreLocksDirectory(t *testing.T) {
 		t.Fatal("write after Close succeeded")
 	}
 	openT(t, dir)
+}
+
+// TestDirStoreReadOnly opens copies of a store with one flipped byte (in the first, a
+// middle and the last record, in a header and in a payload) or a torn last record
+// read-only: each fails naming the damaged record, and no byte of the directory changes.
+// The intact store reads, refuses writes, and cannot be read while its owner runs.
+func TestDirStoreReadOnly(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openT(t, dir)
+	var offs []int64 // record starts
+	for _, id := range []string{"r-1", "r-2", "r-3"} {
+		offs = append(offs, s.log.Bytes())
+		if err := s.PutRequest(ctx, request(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	end := s.log.Bytes()
+
+	if _, err := OpenDirReadOnly(dir); !errors.Is(err, wal.ErrInUse) {
+		t.Fatalf("read-only open while the owner runs = %v, want wal.ErrInUse", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	name := filepath.Base(logFile(t, dir))
+	full, err := os.ReadFile(logFile(t, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ro, err := OpenDirReadOnly(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs, err := ro.ListRequests(ctx, ""); err != nil || len(rs) != 3 {
+		t.Fatalf("read-only requests %+v, %v; want 3", rs, err)
+	}
+	if err := ro.PutRequest(ctx, request("r-4")); err == nil {
+		t.Fatal("write to a read-only store succeeded")
+	}
+	ro.Close()
+
+	tests := []struct {
+		name   string
+		data   []byte
+		record int
+	}{
+		{"first record header", flip(full, offs[0]+2), 1},
+		{"first record payload", flip(full, offs[0]+20), 1},
+		{"middle record payload", flip(full, offs[1]+30), 2},
+		{"last record header", flip(full, offs[2]+9), 3},
+		{"last record payload", flip(full, end-1), 3},
+		{"torn last record", full[:end-7], 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			copyDir := t.TempDir()
+			path := filepath.Join(copyDir, name)
+			if err := os.WriteFile(path, tt.data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := OpenDirReadOnly(copyDir)
+			var dmg *wal.DamageError
+			if !errors.As(err, &dmg) || !errors.Is(err, wal.ErrCorrupt) {
+				t.Fatalf("read-only open = %v, want a wal.DamageError", err)
+			}
+			if dmg.Record != tt.record || dmg.Offset != offs[tt.record-1] || dmg.File != name {
+				t.Errorf("damage %+v, want record %d at offset %d of %s", dmg, tt.record, offs[tt.record-1], name)
+			}
+			after, err := os.ReadFile(path)
+			if err != nil || string(after) != string(tt.data) {
+				t.Errorf("read-only open changed the log (%d bytes before, %d after, %v)", len(tt.data), len(after), err)
+			}
+			if ents, _ := os.ReadDir(copyDir); len(ents) != 1 {
+				t.Errorf("read-only open left %d entries in the directory, want the log alone", len(ents))
+			}
+		})
+	}
+}
+
+// flip returns a copy of b with the byte at off inverted.
+func flip(b []byte, off int64) []byte {
+	c := append([]byte(nil), b...)
+	c[off] ^= 0xff
+	return c
 }

@@ -68,6 +68,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/pii"
 	"github.com/lethe-erasure/lethe/pkg/subject"
+	"github.com/lethe-erasure/lethe/pkg/wal"
 )
 
 // Config is a service's configuration.
@@ -211,6 +212,7 @@ func (c *Config) Sealer(ctx context.Context) (*envelope.Sealer, error) {
 			return nil, err
 		}
 		c.track(keys)
+		c.logRepairs("keys", keys.Repairs())
 		return &envelope.Sealer{KEK: c.KEK, Keys: keys}, nil
 	}
 	client, err := c.dynamo(ctx)
@@ -243,6 +245,17 @@ func (c *Config) auditName() string {
 		return "dynamodb:" + c.AuditTable
 	}
 	return "dir:" + c.AuditDir
+}
+
+// logRepairs logs what opening a directory store cut off or removed.
+func (c *Config) logRepairs(store string, repairs []wal.Repair) {
+	if len(repairs) == 0 {
+		return
+	}
+	if l, err := c.Logger(); err == nil {
+		wal.LogRepairs(l, store, repairs)
+		l.Sync()
+	}
 }
 
 // Logger returns a JSON logger at LogLevel, tagged with the service name, that masks
@@ -317,6 +330,7 @@ func (c *Config) AuditStore(ctx context.Context) (auditlog.Store, error) {
 			return nil, err
 		}
 		c.track(s)
+		c.logRepairs("audit", s.Repairs())
 		return s, nil
 	}
 	client, err := c.dynamo(ctx)

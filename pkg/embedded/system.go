@@ -29,6 +29,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/redisstore"
 	"github.com/lethe-erasure/lethe/pkg/service"
 	"github.com/lethe-erasure/lethe/pkg/subject"
+	"github.com/lethe-erasure/lethe/pkg/wal"
 	"github.com/lethe-erasure/lethe/pkg/worker"
 )
 
@@ -104,6 +105,9 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 		return nil, err
 	}
 	sys.Stack = st
+	if d, ok := st.Audit.(*auditlog.DirStore); ok {
+		wal.LogRepairs(log, "audit", d.Repairs())
+	}
 	sys.closers = append(sys.closers, st.Close)
 	prod, err := st.Broker.NewProducer()
 	if err != nil {
@@ -114,6 +118,7 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 		return nil, err
 	}
 	sys.closers = append(sys.closers, func() { sys.Sealer.Keys.(*envelope.DirKeyStore).Close() })
+	wal.LogRepairs(log, "keys", sys.Sealer.Keys.(*envelope.DirKeyStore).Repairs())
 
 	sys.Intake = &intake.Service{Key: o.Key, Inventory: sys.Inventory, Producer: prod, Store: st.Audit, Policy: o.Policy, Log: log.With(zap.String("service", "intake")), Metrics: m, Auth: o.Auth, Limiter: o.Limiter, Sealer: sys.Sealer}
 	sys.Stores = map[string]deletion.Store{

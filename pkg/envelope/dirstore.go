@@ -84,8 +84,9 @@ var (
 )
 
 // NewDirKeyStore opens (creating it if needed, mode 0700) the store in dir and replays its
-// log. It fails when another store has dir open, when dir holds the one-file-per-key layout
-// of earlier versions, and when the log is damaged other than by a torn last record.
+// log, for the service that owns it: a torn last record is cut off (see Repairs). It fails
+// when another store has dir open, when dir holds the one-file-per-key layout of earlier
+// versions, and when the log is damaged other than by a torn last record.
 func NewDirKeyStore(dir string) (*DirKeyStore, error) {
 	if fi, err := os.Stat(filepath.Join(dir, "keys")); err == nil && fi.IsDir() {
 		return nil, fmt.Errorf("envelope: open key store %s: the directory holds the one-file-per-key layout of an earlier version, which this version does not read", dir)
@@ -227,3 +228,7 @@ func wrapDir(op string, err error) error {
 	}
 	return fmt.Errorf("envelope: dir key store: %s: %w", op, err)
 }
+
+// Repairs lists what opening the store changed in its directory (a torn last record cut
+// off, a superseded log file removed), for the owner to log.
+func (s *DirKeyStore) Repairs() []wal.Repair { return s.log.Repairs() }

@@ -1,7 +1,8 @@
 // Package wal is the write-ahead log under Lethe's embedded durable stores (the audit
 // table's DirStore and the data-key DirKeyStore): an append-only file of checksummed
 // records with group commit, replayed into the owner's memory on open, compacted by the
-// owner's snapshot, and locked to one process.
+// owner's snapshot, and locked to one process. Open is for the owner, which repairs what a
+// crash leaves; Read is for verifiers, which change nothing.
 package wal
 
 import (
@@ -20,6 +21,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"go.uber.org/zap"
 )
 
 // Log file format: a 16-byte header (the magic of the store kind), then records, each
@@ -38,8 +41,50 @@ const (
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
-// ErrCorrupt marks a log that cannot be replayed safely.
-var ErrCorrupt = errors.New("corrupt log")
+// Errors of Open and Read.
+var (
+	// ErrCorrupt marks a log that does not verify; the error is a *DamageError naming the
+	// record.
+	ErrCorrupt = errors.New("corrupt log")
+	// ErrInUse marks a directory whose lock a running store holds.
+	ErrInUse = errors.New("directory in use")
+)
+
+// DamageError names the first record of a log file that does not verify: torn, failing
+// its checksum, or refused by the owner's apply. It wraps ErrCorrupt.
+type DamageError struct {
+	File   string // log file name, e.g. wal-0000000000000001.log
+	Offset int64  // file offset of the record's header (0: the file header itself)
+	Record int    // position of the record in the file, from 1 (0: the file header)
+	Reason string
+	torn   bool // only the end of the file is damaged (what a crash during an append leaves)
+}
+
+func (e *DamageError) Error() string {
+	if e.Record == 0 {
+		return fmt.Sprintf("%v: %s: %s", ErrCorrupt, e.File, e.Reason)
+	}
+	return fmt.Sprintf("%v: record %d at offset %d of %s: %s", ErrCorrupt, e.Record, e.Offset, e.File, e.Reason)
+}
+
+func (e *DamageError) Unwrap() error { return ErrCorrupt }
+
+// Repair is what Open changed in the directory before use: a torn last record cut off, or
+// a log file superseded by a finished compaction removed. Its owner logs it.
+type Repair struct {
+	File   string
+	Offset int64 // where the file was cut (torn record only)
+	Record int   // position of the cut record in the file, from 1 (0: a file removed)
+	Bytes  int64 // bytes cut or removed
+	Reason string
+}
+
+func (r Repair) String() string {
+	if r.Record == 0 {
+		return fmt.Sprintf("removed %s (%d bytes): %s", r.File, r.Bytes, r.Reason)
+	}
+	return fmt.Sprintf("cut %d bytes at offset %d of %s (record %d, never acknowledged): %s", r.Bytes, r.Offset, r.File, r.Record, r.Reason)
+}
 
 // Batch is the records appended between two fsyncs; done and err are guarded by wal.mu.
 type Batch struct {
@@ -68,11 +113,15 @@ type Log struct {
 	syncing    bool
 	cur        *Batch
 	broken     error
+	repairs    []Repair // what Open changed
 }
 
 // Open locks dir (creating it, mode 0700) and replays its log: apply receives each
-// record's payload and the file offset of the payload. A torn last record is cut off. The
-// magic names the kind of store and must be headerSize bytes at most.
+// record's payload and the file offset of the payload. Open is for the store that owns
+// the directory: it repairs what a crash leaves — a torn last record is cut off, log files
+// of a finished compaction's earlier generations are removed — and reports each change in
+// Repairs. Any other damage fails with a *DamageError, changing nothing. The magic names
+// the kind of store and must be headerSize bytes at most.
 func Open(dir, magic string, apply func(payload []byte, off int64) error) (_ *Log, err error) {
 	w := &Log{dir: dir, magic: magic, Sync: (*os.File).Sync, cur: &Batch{}}
 	w.cond = sync.NewCond(&w.mu)
@@ -88,7 +137,7 @@ func Open(dir, magic string, apply func(payload []byte, off int64) error) (_ *Lo
 		}
 	}()
 	if err := syscall.Flock(int(w.lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		return nil, fmt.Errorf("directory is in use by another store (lock %s): %w", lockName, err)
+		return nil, lockErr(err)
 	}
 	if err := os.RemoveAll(filepath.Join(dir, tmpDir)); err != nil {
 		return nil, err
@@ -108,9 +157,15 @@ func Open(dir, magic string, apply func(payload []byte, off int64) error) (_ *Lo
 	}
 	w.gen = gens[len(gens)-1]
 	for _, g := range gens[:len(gens)-1] { // left by a compaction that crashed before removing them
+		fi, err := os.Stat(w.path(g))
+		if err != nil {
+			return nil, err
+		}
 		if err := os.Remove(w.path(g)); err != nil {
 			return nil, err
 		}
+		w.repairs = append(w.repairs, Repair{File: filepath.Base(w.path(g)), Bytes: fi.Size(),
+			Reason: fmt.Sprintf("superseded by %s, written by a compaction", filepath.Base(w.path(w.gen)))})
 	}
 	if w.f, err = os.OpenFile(w.path(w.gen), os.O_RDWR, 0); err != nil {
 		return nil, err
@@ -147,41 +202,124 @@ func gens(dir string) ([]uint64, error) {
 	return gens, nil
 }
 
-// replay applies every complete record and cuts a torn tail. A damaged record counts as
-// the torn tail when it reaches the end of the file or only zeros follow it (what a crash
-// during an append leaves); anywhere else it is ErrCorrupt.
+// lockErr is the error of a lock that another store holds (or of a failed flock).
+func lockErr(err error) error {
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		return fmt.Errorf("%w: a running store holds its lock (%s)", ErrInUse, lockName)
+	}
+	return fmt.Errorf("lock %s: %w", lockName, err)
+}
+
+// replay applies every record and cuts a torn tail (see scan).
 func (w *Log) replay(apply func([]byte, int64) error) error {
 	b, err := io.ReadAll(w.f)
 	if err != nil {
 		return err
 	}
-	if len(b) < headerSize || string(bytes.TrimRight(b[:headerSize], "\x00")) != w.magic {
-		return fmt.Errorf("%w: %s is not a log of this store", ErrCorrupt, filepath.Base(w.f.Name()))
+	end, dmg := scan(b, w.magic, filepath.Base(w.f.Name()), apply)
+	if dmg != nil {
+		if !dmg.torn {
+			return dmg
+		}
+		if err := w.f.Truncate(end); err != nil {
+			return err
+		}
+		if err := w.Sync(w.f); err != nil {
+			return err
+		}
+		w.repairs = append(w.repairs, Repair{File: dmg.File, Offset: dmg.Offset, Record: dmg.Record,
+			Bytes: int64(len(b)) - end, Reason: dmg.Reason})
+	}
+	w.size, w.syncedSize = end, end
+	return nil
+}
+
+// scan checks the log file b and applies its records in order until the first one that
+// does not verify. It returns the offset where the verified records end and, if the file
+// does not end there, what is damaged. A damaged record is torn when its sane lengths
+// reach the end of the file, or only zeros follow it (what a crash during an append
+// leaves); an apply error is damage, never torn.
+func scan(b []byte, magic, file string, apply func([]byte, int64) error) (int64, *DamageError) {
+	if len(b) < headerSize || string(bytes.TrimRight(b[:headerSize], "\x00")) != magic {
+		return 0, &DamageError{File: file, Reason: "the file header is not that of a log of this store"}
 	}
 	off := int64(headerSize)
-	for off < int64(len(b)) {
+	for n := 1; off < int64(len(b)); n++ {
 		rec := b[off:]
-		length, _, ok := check(rec)
+		length, kept, ok := check(rec)
 		if !ok {
-			end := int64(len(b))
-			if len(rec) >= recordHead && off+recordHead+int64(length) < end && !allZero(rec) {
-				return fmt.Errorf("%w: damaged record at offset %d of %s", ErrCorrupt, off, filepath.Base(w.f.Name()))
+			d := &DamageError{File: file, Offset: off, Record: n}
+			switch {
+			case len(rec) < recordHead:
+				d.Reason = fmt.Sprintf("header cut short (%d of %d bytes)", len(rec), recordHead)
+			case length > maxRecord || kept > length:
+				d.Reason = fmt.Sprintf("impossible lengths (%d, %d checked)", length, kept)
+			case int64(len(rec)) < recordHead+int64(length):
+				d.Reason = fmt.Sprintf("%d payload bytes of %d before the end of the file", len(rec)-recordHead, length)
+			default:
+				d.Reason = "checksum mismatch"
 			}
-			if err := w.f.Truncate(off); err != nil {
-				return err
-			}
-			if err := w.Sync(w.f); err != nil {
-				return err
-			}
-			break
+			// Impossible lengths are no torn append: a crash leaves a correct header, a
+			// partial one followed by zeros, or zeros.
+			d.torn = allZero(rec) || len(rec) < recordHead ||
+				length <= maxRecord && kept <= length && off+recordHead+int64(length) >= int64(len(b))
+			return off, d
 		}
 		if err := apply(rec[recordHead:recordHead+length], off+recordHead); err != nil {
-			return fmt.Errorf("%w: record at offset %d: %w", ErrCorrupt, off, err)
+			return off, &DamageError{File: file, Offset: off, Record: n, Reason: err.Error()}
 		}
 		off += recordHead + int64(length)
 	}
-	w.size, w.syncedSize = off, off
+	return off, nil
+}
+
+// Read replays the log in dir read-only, for verifiers: apply receives each record's
+// payload and the file offset of the payload. It never writes, truncates, removes or
+// creates anything; a record that does not verify anywhere in the log, a torn last one
+// included, fails with a *DamageError naming it. It holds a shared lock on the
+// directory's LOCK file while it reads, when there is one, and fails with ErrInUse while
+// a running store holds it. A directory with no log fails with an error wrapping
+// fs.ErrNotExist.
+func Read(dir, magic string, apply func(payload []byte, off int64) error) error {
+	lock, err := os.Open(filepath.Join(dir, lockName))
+	switch {
+	case err == nil:
+		defer lock.Close()
+		if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err != nil {
+			return lockErr(err)
+		}
+	case !errors.Is(err, fs.ErrNotExist):
+		return err
+	}
+	gens, err := gens(dir)
+	if err != nil {
+		return err
+	}
+	if len(gens) == 0 {
+		return fmt.Errorf("no log (wal-*.log) in %s: %w", dir, fs.ErrNotExist)
+	}
+	w := &Log{dir: dir}
+	f := w.path(gens[len(gens)-1]) // earlier generations are superseded: the owner removes them
+	b, err := os.ReadFile(f)
+	if err != nil {
+		return err
+	}
+	if _, dmg := scan(b, magic, filepath.Base(f), apply); dmg != nil {
+		return dmg
+	}
 	return nil
+}
+
+// Repairs lists what Open changed in the directory before use, for the owner to log.
+func (w *Log) Repairs() []Repair { return append([]Repair(nil), w.repairs...) }
+
+// LogRepairs logs each of repairs of the named store at warn level: file, offset, record
+// and bytes cut or removed.
+func LogRepairs(log *zap.Logger, store string, repairs []Repair) {
+	for _, r := range repairs {
+		log.Warn("store repaired on open: "+r.String(), zap.String("store", store), zap.String("file", r.File),
+			zap.Int64("offset", r.Offset), zap.Int("record", r.Record), zap.Int64("bytes", r.Bytes), zap.String("reason", r.Reason))
+	}
 }
 
 // check validates the record at the start of rec.
