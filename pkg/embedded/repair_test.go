@@ -58,7 +58,7 @@ func TestStartLogsWhatItCut(t *testing.T) {
 	for _, e := range seen.FilterMessageSnippet("repaired on open").All() {
 		c := e.ContextMap()
 		found = found || c["store"] == "audit" && c["file"] == filepath.Base(logs[0]) &&
-			c["offset"] == fi.Size() && c["record"] == int64(2) && c["bytes"] == int64(11) && strings.Contains(e.Message, "cut 11 bytes")
+			c["offset"] == fi.Size() && c["record"] == int64(2) && c["bytes"] == int64(11) && strings.HasPrefix(c["repair"].(string), "cut 11 bytes")
 	}
 	if !found {
 		t.Errorf("no warning of the cut record 2 (11 bytes at offset %d); logged: %+v", fi.Size(), seen.All())

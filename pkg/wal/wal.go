@@ -317,7 +317,7 @@ func (w *Log) Repairs() []Repair { return append([]Repair(nil), w.repairs...) }
 // and bytes cut or removed.
 func LogRepairs(log *zap.Logger, store string, repairs []Repair) {
 	for _, r := range repairs {
-		log.Warn("store repaired on open: "+r.String(), zap.String("store", store), zap.String("file", r.File),
+		log.Warn("store repaired on open", zap.String("store", store), zap.String("repair", r.String()), zap.String("file", r.File),
 			zap.Int64("offset", r.Offset), zap.Int("record", r.Record), zap.Int64("bytes", r.Bytes), zap.String("reason", r.Reason))
 	}
 }
