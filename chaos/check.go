@@ -136,8 +136,9 @@ func check(ctx context.Context, sys *System, pop *Population, acked map[int]stri
 			res.problem("receipt %s: status %s with %d stores", id, rc.Status, len(rc.Stores))
 		}
 		for _, s := range rc.Stores {
-			if s.Verification.Remaining != 0 || s.Status == event.StatusFailed {
-				res.problem("receipt %s: store %s %s remaining %d", id, s.Store, s.Status, s.Verification.Remaining)
+			if !s.Verification.Clean() || s.Status == event.StatusFailed {
+				res.problem("receipt %s: store %s %s remaining %d unexamined %d", id, s.Store, s.Status,
+					s.Verification.Remaining, s.Verification.Unexamined)
 			}
 			if s.Kind != inventory.KindAuditLog && s.Deleted == 0 {
 				res.defect("receipt %s understates: store %s %s deleted 0, but the subject's data was seeded there and is gone", id, s.Store, s.Status)

@@ -94,13 +94,13 @@ func printStatus(w io.Writer, st intake.Status, now time.Time) error {
 	}
 	fmt.Fprintln(w)
 	tw = table(w)
-	fmt.Fprintln(tw, "STORE\tSTATUS\tDELETED\tREMAINING\tATTEMPT\tERROR")
+	fmt.Fprintln(tw, "STORE\tSTATUS\tDELETED\tREMAINING\tUNEXAMINED\tATTEMPT\tERROR")
 	for _, s := range st.Stores {
 		attempt := "-"
 		if s.Attempt > 0 {
 			attempt = fmt.Sprint(s.Attempt)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", s.Store, s.Status, s.Deleted, remaining(s.Remaining), attempt, s.Error)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%s\n", s.Store, s.Status, s.Deleted, remaining(s.Remaining), s.Unexamined, attempt, s.Error)
 	}
 	return tw.Flush()
 }
@@ -159,9 +159,10 @@ func printReceipt(w io.Writer, rc event.Receipt) error {
 	}
 	fmt.Fprintln(w)
 	tw = table(w)
-	fmt.Fprintln(tw, "STORE\tKIND\tSTATUS\tDELETED\tREMAINING\tVERIFIED BY")
+	fmt.Fprintln(tw, "STORE\tKIND\tSTATUS\tDELETED\tREMAINING\tUNEXAMINED\tEXCLUDED\tVERIFIED BY")
 	for _, s := range rc.Stores {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", s.Store, s.Kind, s.Status, s.Deleted, s.Verification.Remaining, s.Verification.Method)
+		v := s.Verification
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", s.Store, s.Kind, s.Status, s.Deleted, v.Remaining, v.Unexamined, len(v.Excluded), v.Method)
 	}
 	return tw.Flush()
 }

@@ -189,7 +189,7 @@ func Build(req auditlog.Request, reports []event.StoreDone, now time.Time) (r ev
 	}
 	for _, name := range req.ExpectedStores {
 		d, found := byStore[name]
-		if !found || !d.Status.Succeeded() || d.Verification.Remaining != 0 {
+		if !found || !d.Status.Succeeded() || !d.Verification.Clean() {
 			return event.Receipt{}, false
 		}
 		if d.Kind == inventory.KindAuditLog && d.Status != event.StatusNoPII {

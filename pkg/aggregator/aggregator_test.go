@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -185,6 +186,8 @@ func checkReceipts(t *testing.T, e *env, tenant string, ids []string) []event.Re
 func TestReceiptOnlyWhenEveryStoreSucceeded(t *testing.T) {
 	remaining := done("er_1", "acme", "redis", event.StatusNothingFound, 1)
 	remaining.Verification.Remaining = 1
+	unexamined := done("er_1", "acme", "redis", event.StatusNothingFound, 1)
+	unexamined.Verification.Unexamined = 1
 	for _, tc := range []struct {
 		name    string
 		reports []event.StoreDone
@@ -204,6 +207,9 @@ func TestReceiptOnlyWhenEveryStoreSucceeded(t *testing.T) {
 			done("er_1", "acme", "audit_log", event.StatusNothingFound, 1)), false},
 		{"items remaining behind a success status", []event.StoreDone{
 			done("er_1", "acme", "qdrant", event.StatusDeleted, 1), remaining,
+			done("er_1", "acme", "audit_log", event.StatusNoPII, 1)}, false},
+		{"items unexamined behind a success status", []event.StoreDone{
+			done("er_1", "acme", "qdrant", event.StatusDeleted, 1), unexamined,
 			done("er_1", "acme", "audit_log", event.StatusNoPII, 1)}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -474,7 +480,7 @@ func TestBuild(t *testing.T) {
 	}
 	q := r.Stores[2]
 	if q.Deleted != 5 || len(q.Locations) != 2 || q.Kind != inventory.KindQdrant || q.Status != event.StatusDeleted ||
-		q.Verification != (event.Verification{Method: "read-back"}) {
+		!reflect.DeepEqual(q.Verification, event.Verification{Method: "read-back"}) {
 		t.Errorf("qdrant evidence %+v", q)
 	}
 	if r.Stores[0].Deleted != 0 || r.Stores[1].Status != event.StatusNoPII {

@@ -164,7 +164,7 @@ func (w *Watchdog) pending(ctx context.Context, r auditlog.Request) ([]string, e
 	}
 	ok := map[string]bool{}
 	for _, d := range reports {
-		ok[d.Store] = d.Status.Succeeded() && d.Verification.Remaining == 0
+		ok[d.Store] = d.Status.Succeeded() && d.Verification.Clean()
 	}
 	pending := []string{}
 	for _, s := range r.ExpectedStores {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -94,20 +95,56 @@ func TestDirStoreRejectsEmptyIDs(t *testing.T) {
 	}
 }
 
+// goldenReceipts are the receipts whose hashes are pinned, one per canonical format; the
+// second's strings need escaping (HTML characters, non-ASCII, U+2028) and its times have
+// sub-millisecond digits and a whole second.
+func goldenReceipts() map[string]event.Receipt {
+	v1 := auditlogtest.Receipt("acme", "req-golden")
+	v1.Seq, v1.PrevHash = 7, strings.Repeat("ab", 32)
+	v2 := auditlogtest.Receipt("acme", "req-golden-2")
+	v2.Seq, v2.PrevHash = 8, strings.Repeat("cd", 32)
+	v2.CompletedAt = v2.RequestedAt.Add(2*time.Second + 120*time.Millisecond + 456*time.Microsecond)
+	v2.DueAt = v2.RequestedAt.Add(time.Hour)
+	v2.Stores[0].Locations[0].Location = "shopbot_<acme> & café\u2028"
+	v2.Stores[0].Physical = "vacuum pending"
+	v2.Stores = append(v2.Stores, event.StoreEvidence{
+		Store: "dataset", Kind: "dataset", Status: event.StatusNothingFound,
+		Locations: []event.LocationCount{},
+		Verification: event.Verification{
+			Method: "re-read", Excluded: []string{"img/cover.png", "img/logo.png"},
+		},
+	})
+	return map[string]event.Receipt{"receipt_v1": v1, "receipt_v2": v2}
+}
+
+// TestHashReceiptGolden pins the canonical form of each format: the hash of a fixed
+// receipt, and the receipt as JSON with that hash, which docs/receipt_hash.py (an
+// independent implementation in Python) must recompute.
 func TestHashReceiptGolden(t *testing.T) {
 	t.Parallel()
-	r := auditlogtest.Receipt("acme", "req-golden")
-	r.Seq, r.PrevHash = 7, strings.Repeat("ab", 32)
-	got := auditlog.HashReceipt(r)
-	path := filepath.Join("testdata", "receipt_hash.golden")
-	if *update {
-		must(t, os.MkdirAll("testdata", 0o755))
-		must(t, os.WriteFile(path, []byte(got+"\n"), 0o644))
+	for name, r := range goldenReceipts() {
+		r.Hash = auditlog.HashReceipt(r)
+		path := filepath.Join("testdata", name+".json")
+		b, err := json.MarshalIndent(r, "", "  ")
+		must(t, err)
+		if *update {
+			must(t, os.MkdirAll("testdata", 0o755))
+			must(t, os.WriteFile(path, append(b, '\n'), 0o644))
+		}
+		want, err := os.ReadFile(path)
+		must(t, err)
+		var golden event.Receipt
+		must(t, json.Unmarshal(want, &golden))
+		if r.Hash != golden.Hash {
+			t.Errorf("%s: HashReceipt = %s, golden %s: the canonical form changed (run with -update only if intended)", name, r.Hash, golden.Hash)
+		}
+		out, err := exec.Command("python3", "../../docs/receipt_hash.py", path).CombinedOutput()
+		if err != nil || strings.TrimSpace(string(out)) != golden.Hash {
+			t.Errorf("%s: docs/receipt_hash.py: %v\n%s\nwant %s", name, err, out, golden.Hash)
+		}
 	}
-	want, err := os.ReadFile(path)
-	must(t, err)
-	if got != strings.TrimSpace(string(want)) {
-		t.Errorf("HashReceipt = %s, golden %s: the canonical form changed (run with -update only if intended)", got, want)
+	if got := auditlog.HashReceipt(goldenReceipts()["receipt_v1"]); got != "b14dc1b51d1babff210729d40bcec50e15870148c3495374a571e97b0fa4fc8a" {
+		t.Errorf("format 1 hash %s: receipts issued before format 2 no longer verify", got)
 	}
 }
 
@@ -139,10 +176,15 @@ func TestHashReceiptCoversEveryField(t *testing.T) {
 		"store.method":      func(r *event.Receipt) { r.Stores[0].Verification.Method = "x" },
 		"store.remaining":   func(r *event.Receipt) { r.Stores[0].Verification.Remaining++ },
 		"store.physical":    func(r *event.Receipt) { r.Stores[0].Physical = "x" },
-		"audit_log_pii":     func(r *event.Receipt) { r.AuditLogPII = true },
-		"status":            func(r *event.Receipt) { r.Status = "x" },
-		"seq":               func(r *event.Receipt) { r.Seq++ },
-		"prev_hash":         func(r *event.Receipt) { r.PrevHash = "x" },
+		"store.unexamined":  func(r *event.Receipt) { r.Stores[0].Verification.Unexamined = 1 },
+		"store.unexamined_items": func(r *event.Receipt) {
+			r.Stores[0].Verification.UnexaminedItems = []string{"a: b"}
+		},
+		"store.excluded": func(r *event.Receipt) { r.Stores[0].Verification.Excluded = []string{"a"} },
+		"audit_log_pii":  func(r *event.Receipt) { r.AuditLogPII = true },
+		"status":         func(r *event.Receipt) { r.Status = "x" },
+		"seq":            func(r *event.Receipt) { r.Seq++ },
+		"prev_hash":      func(r *event.Receipt) { r.PrevHash = "x" },
 	}
 	for name, mutate := range mutations {
 		r := auditlogtest.Receipt("acme", "req-1")
@@ -206,5 +248,25 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestHashReceiptFormat2 covers format 2's fields in both directions: dropping them from a
+// format-2 receipt (which would make it format 1) changes the hash as much as adding them.
+func TestHashReceiptFormat2(t *testing.T) {
+	t.Parallel()
+	base := goldenReceipts()["receipt_v2"]
+	h := auditlog.HashReceipt(base)
+	for name, mutate := range map[string]func(v *event.Verification){
+		"excluded dropped":      func(v *event.Verification) { v.Excluded = nil },
+		"excluded reordered":    func(v *event.Verification) { v.Excluded[0], v.Excluded[1] = v.Excluded[1], v.Excluded[0] },
+		"unexamined added":      func(v *event.Verification) { v.Unexamined = 1 },
+		"unexamined item added": func(v *event.Verification) { v.UnexaminedItems = []string{"x: y"} },
+	} {
+		r := goldenReceipts()["receipt_v2"]
+		mutate(&r.Stores[1].Verification)
+		if auditlog.HashReceipt(r) == h {
+			t.Errorf("%s does not change the hash", name)
+		}
 	}
 }

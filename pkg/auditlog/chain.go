@@ -66,9 +66,37 @@ type canonicalLoc struct {
 	Deleted  int64  `json:"deleted"`
 }
 
+// canonicalVerifying is a store's verification. Format 1 has method and remaining only;
+// format 2 adds unexamined, unexamined_items and excluded, always present ([] when empty).
 type canonicalVerifying struct {
-	Method    string `json:"method"`
-	Remaining int64  `json:"remaining"`
+	Method          string    `json:"method"`
+	Remaining       int64     `json:"remaining"`
+	Unexamined      *int64    `json:"unexamined,omitempty"`
+	UnexaminedItems *[]string `json:"unexamined_items,omitempty"`
+	Excluded        *[]string `json:"excluded,omitempty"`
+}
+
+// hashFormat is the canonical format of r: 1 when no store's verification carries the
+// fields format 2 added (so every receipt issued before them hashes as it did), else 2.
+// Tampering that adds or removes those fields changes the format and so the hash.
+func hashFormat(r event.Receipt) int {
+	for _, s := range r.Stores {
+		v := s.Verification
+		if v.Unexamined != 0 || len(v.UnexaminedItems) > 0 || len(v.Excluded) > 0 {
+			return 2
+		}
+	}
+	return 1
+}
+
+func canonicalVerification(v event.Verification, format int) canonicalVerifying {
+	c := canonicalVerifying{Method: v.Method, Remaining: v.Remaining}
+	if format >= 2 {
+		items := append([]string{}, v.UnexaminedItems...)
+		excluded := append([]string{}, v.Excluded...)
+		c.Unexamined, c.UnexaminedItems, c.Excluded = &v.Unexamined, &items, &excluded
+	}
+	return c
 }
 
 // canonicalTime is t in UTC, truncated to milliseconds (the precision of the Avro
@@ -81,17 +109,20 @@ func canonicalTime(t time.Time) string {
 // every field of r except Hash (Seq and PrevHash included).
 //
 // The canonical encoding is encoding/json of a struct with this fixed field order:
-// v (format version, 1), receipt_id, request_id, tenant_id, subject_hash, key_id, scope,
+// v (format version, 1 or 2, see below), receipt_id, request_id, tenant_id, subject_hash, key_id, scope,
 // regulation, requested_at, completed_at, due_at, elapsed_ms, inventory_version, stores
 // (in the receipt's order, each: store, kind, status, deleted, locations (each: location,
-// deleted), verification (method, remaining), physical), audit_log_pii, status, seq,
-// prev_hash. Times are UTC truncated to milliseconds, formatted RFC 3339 with nanoseconds
+// deleted), verification (method, remaining; in format 2 also unexamined, unexamined_items,
+// excluded), physical), audit_log_pii, status, seq, prev_hash. Format 2 is used exactly
+// when some store's verification has unexamined ≠ 0 or a non-empty unexamined_items or
+// excluded list; otherwise format 1, which every earlier receipt was hashed with. Times are UTC truncated to milliseconds, formatted RFC 3339 with nanoseconds
 // ("2025-01-02T03:04:05.678Z"); nil and empty lists both encode as []; strings follow
 // encoding/json (HTML-escaped <, > and &, invalid UTF-8 replaced by U+FFFD). So a receipt hashes
 // the same before and after an Avro or JSON round trip, on every run and platform.
 func HashReceipt(r event.Receipt) string {
+	format := hashFormat(r)
 	c := canonicalReceipt{
-		V:                1,
+		V:                format,
 		ReceiptID:        r.ReceiptID,
 		RequestID:        r.RequestID,
 		TenantID:         r.TenantID,
@@ -114,7 +145,7 @@ func HashReceipt(r event.Receipt) string {
 		cs := canonicalStore{
 			Store: s.Store, Kind: s.Kind, Status: string(s.Status), Deleted: s.Deleted,
 			Locations:    make([]canonicalLoc, 0, len(s.Locations)),
-			Verification: canonicalVerifying{Method: s.Verification.Method, Remaining: s.Verification.Remaining},
+			Verification: canonicalVerification(s.Verification, format),
 			Physical:     s.Physical,
 		}
 		for _, l := range s.Locations {

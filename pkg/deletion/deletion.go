@@ -83,7 +83,7 @@ func (r Result) Deleted() int64 {
 // StatusOf decides a store's status from its erasure result and verification.
 func StatusOf(r Result, v event.Verification) event.Status {
 	switch {
-	case v.Remaining != 0:
+	case !v.Clean():
 		return event.StatusFailed
 	case r.NoPIIByDesign:
 		return event.StatusNoPII

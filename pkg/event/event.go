@@ -117,11 +117,22 @@ type LocationCount struct {
 	Deleted  int64  `avro:"deleted" json:"deleted"`
 }
 
-// Verification is the read-back proof of an erasure.
+// Verification is the read-back proof of an erasure. Remaining counts the subject's items
+// the read-back found; Unexamined counts items under the store's locators that it could not
+// read or decode, so whether they hold the subject is unknown. A store is clean only when
+// both are zero: what was not examined never counts as zero. Excluded lists items the
+// inventory excludes by pattern, examined by no one on purpose.
 type Verification struct {
-	Method    string `avro:"method" json:"method"`
-	Remaining int64  `avro:"remaining" json:"remaining"`
+	Method          string   `avro:"method" json:"method"`
+	Remaining       int64    `avro:"remaining" json:"remaining"`
+	Unexamined      int64    `avro:"unexamined" json:"unexamined"`
+	UnexaminedItems []string `avro:"unexamined_items" json:"unexamined_items,omitempty"` // "name: reason", no identifiers
+	Excluded        []string `avro:"excluded" json:"excluded,omitempty"`
 }
+
+// Clean reports whether v proves the store free of the subject: nothing remains and nothing
+// went unexamined.
+func (v Verification) Clean() bool { return v.Remaining == 0 && v.Unexamined == 0 }
 
 // StoreDone is one inventory store's outcome for one request. It holds no raw identifier.
 type StoreDone struct {

@@ -56,8 +56,10 @@ type StoreState struct {
 	Status    event.Status `json:"status"`
 	Deleted   int64        `json:"deleted"`
 	Remaining int64        `json:"remaining"`
-	Attempt   int          `json:"attempt,omitempty"`
-	Error     string       `json:"error,omitempty"`
+	// Unexamined counts items the store could not read back: unknown, never clean.
+	Unexamined int64  `json:"unexamined"`
+	Attempt    int    `json:"attempt,omitempty"`
+	Error      string `json:"error,omitempty"`
 }
 
 // Status is the answer of GET /v1/erasures/{id}. It holds no raw identifier.
@@ -261,7 +263,7 @@ func (s *Service) Status(ctx context.Context, requestID string) (Status, error) 
 		}
 		st.State = StateInProgress
 		st.Stores = append(st.Stores, StoreState{Store: name, Status: d.Status, Deleted: d.Deleted(),
-			Remaining: d.Verification.Remaining, Attempt: d.Attempt, Error: d.Error})
+			Remaining: d.Verification.Remaining, Unexamined: d.Verification.Unexamined, Attempt: d.Attempt, Error: d.Error})
 	}
 	for _, ss := range st.Stores {
 		if ss.Status == event.StatusFailed {

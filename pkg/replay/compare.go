@@ -252,9 +252,15 @@ func receiptDiff(want, got event.Receipt) []string {
 	return diff
 }
 
-// sameEvidence compares two stores' evidence; nil and empty location lists are equal.
+// sameEvidence compares two stores' evidence; nil and empty lists are equal.
 func sameEvidence(a, b event.StoreEvidence) bool {
 	return a.Store == b.Store && a.Kind == b.Kind && a.Status == b.Status && a.Deleted == b.Deleted &&
-		a.Verification == b.Verification && a.Physical == b.Physical &&
+		sameVerification(a.Verification, b.Verification) && a.Physical == b.Physical &&
 		slices.Equal(a.Locations, b.Locations)
+}
+
+// sameVerification compares two verifications; nil and empty lists are equal.
+func sameVerification(a, b event.Verification) bool {
+	return a.Method == b.Method && a.Remaining == b.Remaining && a.Unexamined == b.Unexamined &&
+		slices.Equal(a.UnexaminedItems, b.UnexaminedItems) && slices.Equal(a.Excluded, b.Excluded)
 }

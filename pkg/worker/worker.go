@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -172,11 +173,31 @@ func (w *Worker) erase(ctx context.Context, req *event.Requested, st inventory.S
 	done.Verification = ver
 	done.Status = deletion.StatusOf(res, ver)
 	if done.Status == event.StatusFailed {
-		done.Error = fmt.Sprintf("verification found %d items remaining", ver.Remaining)
+		done.Error = verificationError(ver)
 	}
 	log.Info("store erased", zap.String("status", string(done.Status)), zap.Int64("deleted", res.Deleted()),
-		zap.Int64("remaining", ver.Remaining), zap.Duration("took", done.FinishedAt.Sub(start)))
+		zap.Int64("remaining", ver.Remaining), zap.Int64("unexamined", ver.Unexamined),
+		zap.Duration("took", done.FinishedAt.Sub(start)))
 	return done
+}
+
+// verificationError says why v does not prove the store clean, naming what went unexamined
+// (masked: item names come from the store).
+func verificationError(v event.Verification) string {
+	msg := fmt.Sprintf("verification found %d items remaining", v.Remaining)
+	if v.Unexamined != 0 {
+		msg += fmt.Sprintf(", %d unexamined", v.Unexamined)
+		if len(v.UnexaminedItems) > 0 {
+			const show = 5
+			items := v.UnexaminedItems[:min(show, len(v.UnexaminedItems))]
+			msg += " (" + strings.Join(items, "; ")
+			if len(v.UnexaminedItems) > show {
+				msg += fmt.Sprintf("; and %d more", len(v.UnexaminedItems)-show)
+			}
+			msg += ")"
+		}
+	}
+	return pii.Mask(msg)
 }
 
 // addCounts adds the counts of add to sum, location by location, keeping first-seen order.

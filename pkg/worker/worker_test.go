@@ -39,6 +39,7 @@ type behaviour struct {
 	deleteThenErr int   // the next Erase calls that delete and then fail transiently (a lost reply)
 	verifyFails   int   // the next Verify calls that fail transiently
 	permanent     bool  // Erase fails permanently
+	unexamined    int   // items Verify could not read: it reports them unexamined
 }
 
 type call struct {
@@ -100,7 +101,11 @@ func (f *fakeStore) Verify(ctx context.Context, st inventory.Store, s deletion.S
 		b.verifyFails--
 		return event.Verification{}, errors.New("fake: timeout")
 	}
-	return event.Verification{Method: "fake read-back", Remaining: b.items + b.stuck}, nil
+	v := event.Verification{Method: "fake read-back", Remaining: b.items + b.stuck, Unexamined: int64(b.unexamined)}
+	for i := range b.unexamined {
+		v.UnexaminedItems = append(v.UnexaminedItems, fmt.Sprintf("evals/%d.bin: unknown format", i))
+	}
+	return v, nil
 }
 
 // erased returns the stores Erase was called on, sorted, and how often each.
@@ -256,7 +261,7 @@ func TestHandleReports(t *testing.T) {
 		if d.Kind != st.Kind || d.Physical != st.Physical {
 			t.Errorf("%s: kind %q physical %q, want the inventory's", name, d.Kind, d.Physical)
 		}
-		if d.Verification != (event.Verification{Method: "fake read-back", Remaining: 0}) {
+		if v := d.Verification; v.Method != "fake read-back" || !v.Clean() || len(v.UnexaminedItems)+len(v.Excluded) != 0 {
 			t.Errorf("%s: verification %+v", name, d.Verification)
 		}
 		if !d.StartedAt.Equal(clock) || !d.FinishedAt.Equal(clock) {
@@ -304,6 +309,12 @@ func TestHandleRetriesAndFailures(t *testing.T) {
 		{"transient errors beyond the budget", behaviour{items: 2, eraseFails: 5}, event.StatusFailed, 0, -1, 3, "fake: connection refused"},
 		{"permanent error", behaviour{items: 2, permanent: true}, event.StatusFailed, 0, -1, 1, "fake: malformed row"},
 		{"items remaining after erase", behaviour{items: 2, stuck: 4}, event.StatusFailed, 2, 4, 1, "verification found 4 items remaining"},
+		// What the read-back could not read is unknown, never zero.
+		{"items unexamined", behaviour{items: 2, unexamined: 2}, event.StatusFailed, 2, 0, 1,
+			"verification found 0 items remaining, 2 unexamined (evals/0.bin: unknown format; evals/1.bin: unknown format)"},
+		{"many items unexamined", behaviour{unexamined: 7}, event.StatusFailed, 0, 0, 1,
+			"verification found 0 items remaining, 7 unexamined (evals/0.bin: unknown format; evals/1.bin: unknown format; " +
+				"evals/2.bin: unknown format; evals/3.bin: unknown format; evals/4.bin: unknown format; and 2 more)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := tc.b

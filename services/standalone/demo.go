@@ -193,8 +193,8 @@ func check(r event.Receipt, inv *inventory.Inventory, before, after map[string]f
 		bad = append(bad, fmt.Sprintf("receipt has %d stores, inventory %d", len(r.Stores), len(inv.Stores)))
 	}
 	for _, s := range r.Stores {
-		if s.Verification.Remaining != 0 {
-			bad = append(bad, fmt.Sprintf("receipt: %s remaining %d", s.Store, s.Verification.Remaining))
+		if !s.Verification.Clean() {
+			bad = append(bad, fmt.Sprintf("receipt: %s remaining %d unexamined %d", s.Store, s.Verification.Remaining, s.Verification.Unexamined))
 		}
 	}
 	for _, st := range inv.Stores {

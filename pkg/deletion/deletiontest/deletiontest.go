@@ -222,8 +222,8 @@ func checkGone(t *testing.T, f Fixture, s deletion.Subject) {
 	if err != nil {
 		t.Fatalf("Verify of %+q: %v", s.ID, err)
 	}
-	if v.Remaining != 0 || v.Method == "" {
-		t.Errorf("Verify after erasing %+q = %+v, want remaining 0 and a method", s.ID, v)
+	if !v.Clean() || v.Method == "" {
+		t.Errorf("Verify after erasing %+q = %+v, want remaining 0, unexamined 0 and a method", s.ID, v)
 	}
 	if got := f.Count(t, s); got != 0 {
 		t.Errorf("%d items of the erased subject %+q remain", got, s.ID)

@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""Recompute a Lethe receipt's chain hash from its JSON, independently of Lethe's code.
+
+Usage: receipt_hash.py RECEIPT.json [PREVIOUS.json]
+
+RECEIPT.json is a receipt as `lethectl receipt ID` prints it, as GET /v1/erasures/{id}/receipt
+answers, or as erasure.completed carries it after Avro decoding. The script prints the hash
+it computes and exits 0 when it equals the receipt's `hash` (and, given the tenant's
+previous receipt, when `prev_hash` equals that receipt's `hash`), 1 otherwise.
+
+The canonical form is documented in the README ("Recomputing a receipt's hash").
+"""
+import hashlib
+import json
+import re
+import sys
+
+_TIME = re.compile(r"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(?:\.(\d+))?(Z|[+-]\d{2}:\d{2})$")
+
+
+def canonical_time(s):
+    """UTC, truncated to milliseconds, RFC 3339 with the fraction's trailing zeros removed."""
+    m = _TIME.match(s)
+    if not m:
+        raise ValueError("not an RFC 3339 time: %r" % s)
+    base, frac, zone = m.groups()
+    if zone != "Z":
+        # Lethe writes UTC; converting other offsets is left out on purpose to keep this short.
+        raise ValueError("time not in UTC: %r" % s)
+    ms = ((frac or "") + "000")[:3].rstrip("0")
+    return base + ("." + ms if ms else "") + "Z"
+
+
+def hash_format(receipt):
+    for s in receipt.get("stores") or []:
+        v = s.get("verification") or {}
+        if v.get("unexamined", 0) or v.get("unexamined_items") or v.get("excluded"):
+            return 2
+    return 1
+
+
+def canonical(receipt):
+    fmt = hash_format(receipt)
+    stores = []
+    for s in receipt.get("stores") or []:
+        v = s.get("verification") or {}
+        ver = {"method": v.get("method", ""), "remaining": v.get("remaining", 0)}
+        if fmt >= 2:
+            ver["unexamined"] = v.get("unexamined", 0)
+            ver["unexamined_items"] = v.get("unexamined_items") or []
+            ver["excluded"] = v.get("excluded") or []
+        stores.append({
+            "store": s.get("store", ""),
+            "kind": s.get("kind", ""),
+            "status": s.get("status", ""),
+            "deleted": s.get("deleted", 0),
+            "locations": [{"location": l.get("location", ""), "deleted": l.get("deleted", 0)}
+                          for l in s.get("locations") or []],
+            "verification": ver,
+            "physical": s.get("physical", ""),
+        })
+    return {  # dicts keep insertion order: this is the canonical field order
+        "v": fmt,
+        "receipt_id": receipt.get("receipt_id", ""),
+        "request_id": receipt.get("request_id", ""),
+        "tenant_id": receipt.get("tenant_id", ""),
+        "subject_hash": receipt.get("subject_hash", ""),
+        "key_id": receipt.get("key_id", ""),
+        "scope": receipt.get("scope", ""),
+        "regulation": receipt.get("regulation", ""),
+        "requested_at": canonical_time(receipt["requested_at"]),
+        "completed_at": canonical_time(receipt["completed_at"]),
+        "due_at": canonical_time(receipt["due_at"]),
+        "elapsed_ms": receipt.get("elapsed_ms", 0),
+        "inventory_version": receipt.get("inventory_version", ""),
+        "stores": stores,
+        "audit_log_pii": bool(receipt.get("audit_log_pii", False)),
+        "status": receipt.get("status", ""),
+        "seq": receipt.get("seq", 0),
+        "prev_hash": receipt.get("prev_hash", ""),
+    }
+
+
+def encode(obj):
+    """JSON as Go's encoding/json writes it: no spaces, UTF-8, <, >, &, U+2028, U+2029 escaped."""
+    s = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    for ch, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"),
+                    ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
+        s = s.replace(ch, esc)
+    return s.encode("utf-8")
+
+
+def receipt_hash(receipt):
+    return hashlib.sha256(encode(canonical(receipt))).hexdigest()
+
+
+def main(argv):
+    if len(argv) not in (2, 3):
+        print(__doc__.strip().splitlines()[2], file=sys.stderr)
+        return 2
+    with open(argv[1], encoding="utf-8") as f:
+        receipt = json.load(f)
+    got = receipt_hash(receipt)
+    print(got)
+    ok = got == receipt.get("hash")
+    if not ok:
+        print("hash mismatch: receipt says %s" % receipt.get("hash"), file=sys.stderr)
+    if len(argv) == 3:
+        with open(argv[2], encoding="utf-8") as f:
+            prev = json.load(f)
+        if receipt.get("prev_hash") != prev.get("hash"):
+            print("prev_hash does not link to the previous receipt", file=sys.stderr)
+            ok = False
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
