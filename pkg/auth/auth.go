@@ -3,7 +3,8 @@
 //
 // A caller presents "Authorization: Bearer <credential>". The credential is either an
 // opaque token minted by NewToken ("lt_…") and configured only by its SHA-256 hash, or a
-// JWT (three dot-separated segments) signed with HS256, RS256 or ES256. Either way the
+// JWT (three dot-separated segments) signed with HS256, RS256 or ES256 (see JWTConfig for
+// what a JWT must carry and where its keys come from). Either way the
 // result is a Principal: a name and the tenants it may act for ("*" for an operator).
 // Authentication failures are ErrUnauthenticated (HTTP 401); a principal acting for a
 // tenant it may not is the caller's to refuse with Principal.May or Principal.Authorize
@@ -103,8 +104,9 @@ func (c Config) String() string {
 // GoString is String, so %#v prints no secret either.
 func (c Config) GoString() string { return c.String() }
 
-// Authenticator verifies bearer credentials. It is immutable after New and safe for
-// concurrent use.
+// Authenticator verifies bearer credentials. Its configuration is immutable after New and
+// it is safe for concurrent use; a JWT key set read from a file or URL is refreshed in the
+// background until Close.
 type Authenticator struct {
 	tokens   []tokenEntry
 	jwt      *jwtVerifier
@@ -127,22 +129,33 @@ func New(cfg Config) (*Authenticator, error) {
 	}
 	a.tokens = entries
 	if cfg.JWT.enabled() {
-		if a.jwt, err = newJWTVerifier(cfg.JWT, cfg.Now); err != nil {
+		if a.jwt, err = newJWTVerifier(cfg.JWT, cfg.Now, log); err != nil {
 			return nil, err
 		}
 	} else if cfg.JWT.Issuer != "" || cfg.JWT.Audience != "" {
-		return nil, errors.New("auth: jwt issuer or audience configured without a key (JWKS or HS256 secret)")
+		return nil, errors.New("auth: jwt issuer or audience configured without a key (JWKS file, JWKS URL or HS256 secret)")
 	}
 	configured := len(a.tokens) > 0 || a.jwt != nil
 	switch {
 	case cfg.Disabled && configured:
+		a.Close()
 		return nil, errors.New("auth: authentication is disabled but credentials are configured; remove one of them")
 	case cfg.Disabled:
 		log.Warn("authentication disabled: every caller acts as an operator for every tenant; never run this way in production")
 	case !configured:
-		return nil, errors.New("auth: no credentials configured (set LETHE_TOKENS_FILE, LETHE_TOKENS, LETHE_JWKS_FILE or LETHE_JWT_HS256_SECRET, or LETHE_AUTH_DISABLED=true)")
+		a.Close()
+		return nil, errors.New("auth: no credentials configured (set LETHE_TOKENS_FILE, LETHE_TOKENS, LETHE_JWKS_FILE, LETHE_JWKS_URL or LETHE_JWT_HS256_SECRET, or LETHE_AUTH_DISABLED=true)")
 	}
 	return a, nil
+}
+
+// Close stops the background refresh of a JWT key set file or URL; JWTs naming keys of
+// that set may fail afterwards. It is safe to call more than once and returns nil.
+func (a *Authenticator) Close() error {
+	if a.jwt != nil {
+		a.jwt.stop()
+	}
+	return nil
 }
 
 // Disabled reports whether every request is authenticated as Anonymous.

@@ -6,19 +6,25 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // ConfigFromEnv reads an Authenticator's configuration from the environment:
 //
 //	LETHE_TOKENS_FILE             YAML or JSON list of {name, token_sha256, tenants}
 //	LETHE_TOKENS                  "name:sha256hex:tenant1|tenant2;name2:…" (added to the file's)
-//	LETHE_JWKS_FILE               JSON Web Key Set for RS256 / ES256 JWTs
+//	LETHE_JWKS_FILE               file holding the JSON Web Key Set of RS256 / ES256 JWTs
+//	LETHE_JWKS_URL                or a URL serving it (https; http only on loopback)
+//	LETHE_JWKS_REFRESH            how often the file or URL is read again   10m
 //	LETHE_JWT_HS256_SECRET[_FILE] HS256 secret, >= 32 bytes
-//	LETHE_JWT_ISSUER              required iss of JWTs              not checked
-//	LETHE_JWT_AUDIENCE            required aud of JWTs              not checked
+//	LETHE_JWT_ISSUER              iss every JWT must carry           required with JWT
+//	LETHE_JWT_AUDIENCE            aud every JWT must hold            required with JWT
 //	LETHE_JWT_TENANT_CLAIM        claim listing a JWT's tenants      tenants
 //	LETHE_AUTH_DISABLED           true: every caller is Anonymous   false
 //
+// JWT authentication is enabled by a key set or an HS256 secret; it then refuses to start
+// without LETHE_JWT_ISSUER and LETHE_JWT_AUDIENCE. The key set file or URL is also read
+// again when a token names an unknown kid, at most once a minute (see JWTConfig).
 // Values are validated by New; parse errors name the variable and never echo a secret.
 func ConfigFromEnv() (Config, error) { return configFrom(os.Getenv, os.ReadFile) }
 
@@ -52,12 +58,17 @@ func configFrom(getenv func(string) string, readFile func(string) ([]byte, error
 		}
 		cfg.Tokens = append(cfg.Tokens, toks...)
 	}
-	if path := getenv("LETHE_JWKS_FILE"); path != "" {
-		data, err := readFile(path)
-		if err != nil {
-			return cfg, fmt.Errorf("auth: LETHE_JWKS_FILE: %w", err)
+	cfg.JWT.JWKSFile = getenv("LETHE_JWKS_FILE")
+	cfg.JWT.JWKSURL = getenv("LETHE_JWKS_URL")
+	if cfg.JWT.JWKSFile != "" && cfg.JWT.JWKSURL != "" {
+		return cfg, errors.New("auth: set LETHE_JWKS_FILE or LETHE_JWKS_URL, not both")
+	}
+	if v := getenv("LETHE_JWKS_REFRESH"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Second {
+			return cfg, fmt.Errorf("auth: LETHE_JWKS_REFRESH must be a duration of at least 1s, such as 10m")
 		}
-		cfg.JWT.JWKS = data
+		cfg.JWT.RefreshInterval = d
 	}
 	secret, file := getenv("LETHE_JWT_HS256_SECRET"), getenv("LETHE_JWT_HS256_SECRET_FILE")
 	switch {

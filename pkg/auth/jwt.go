@@ -2,19 +2,17 @@ package auth
 
 import (
 	"bytes"
-	"crypto"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/hmac"
-	"crypto/rsa"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/json"
+	"context"
 	"errors"
 	"fmt"
-	"math/big"
+	"net/http"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/MicahParks/jwkset"
+	"github.com/golang-jwt/jwt/v5"
+	"go.uber.org/zap"
 )
 
 // MinHS256SecretBytes is the shortest accepted HS256 secret (the HMAC-SHA-256 output size).
@@ -26,27 +24,55 @@ const DefaultLeeway = 30 * time.Second
 // DefaultTenantClaim names the JWT claim that lists a principal's tenants.
 const DefaultTenantClaim = "tenants"
 
+// jwtMethods are the only signing algorithms accepted; "none" is never one of them.
+var jwtMethods = []string{"HS256", "RS256", "ES256"}
+
 // JWTConfig configures JWT verification. Tokens signed with HS256 verify only against
-// HS256Secret; tokens signed with RS256 or ES256 verify only against an RSA or P-256 key
-// of the JWKS (of that key type, with a matching kid when the token names one, and with a
-// matching alg when the key names one). No other algorithm, "none" included, is accepted,
-// and no key is ever used with another algorithm, which rules out algorithm confusion
-// (an HS256 token MACed with an RSA public key).
+// HS256Secret; tokens signed with RS256 or ES256 verify only against an RSA (>= 2048 bits)
+// or P-256 key of the key set, of that key type, with a matching kid when the token names
+// one, a matching alg when the key names one, and use "sig" or no use. No other algorithm,
+// "none" included, is accepted, and no key is ever used with another algorithm, which rules
+// out algorithm confusion (an HS256 token MACed with an RSA public key).
 //
-// A token must carry exp; nbf is checked when present; iss and aud are checked when
-// Issuer and Audience are set. The principal's name is the sub claim ("jwt" without one);
-// its tenants are the TenantClaim claim, a string (one tenant) or an array of strings,
-// where "*" grants every tenant: issue such tokens to operators only.
+// The key set is at most one of JWKS (fixed), JWKSFile or JWKSURL. A file or URL is read
+// when the verifier is built (it fails if it cannot be read or holds no usable key), again
+// every RefreshInterval, and again when a token names a kid the set does not hold, at most
+// once per UnknownKIDInterval: keys an identity provider rotates in are picked up without a
+// restart, and keys it removes stop verifying at the next refresh. A failed refresh keeps
+// the previous keys and is logged. A JWKSURL must be https, except on a loopback host.
+//
+// A token must carry exp, iss equal to Issuer and aud holding Audience (both required
+// whenever JWT is enabled); nbf is checked when present; a typ header, when present, must
+// be "JWT" or "at+jwt" (RFC 9068), compared case-insensitively with or without the
+// "application/" prefix; a token with a crit header is refused (no extension is
+// understood). The principal's name is the sub claim ("jwt" without one); its tenants are
+// the TenantClaim claim, a string (one tenant) or an array of strings, where "*" grants
+// every tenant: issue such tokens to operators only.
+//
+// Verification is github.com/golang-jwt/jwt/v5; the refreshing key set is
+// github.com/MicahParks/keyfunc/v3. What is added here is the policy: the algorithm
+// allow-list, the per-algorithm key type and strength, typ and crit, required claims.
 type JWTConfig struct {
-	HS256Secret []byte        // >= MinHS256SecretBytes; nil = HS256 is not accepted
-	JWKS        []byte        // a JSON Web Key Set; nil = RS256/ES256 are not accepted
-	Issuer      string        // required iss; "" = not checked
-	Audience    string        // required member of aud; "" = not checked
-	TenantClaim string        // default DefaultTenantClaim
-	Leeway      time.Duration // default DefaultLeeway
+	HS256Secret        []byte        // >= MinHS256SecretBytes; nil = HS256 is not accepted
+	JWKS               []byte        // a fixed JSON Web Key Set
+	JWKSFile           string        // a file holding a JSON Web Key Set, refreshed
+	JWKSURL            string        // a URL serving a JSON Web Key Set, refreshed
+	Issuer             string        // required iss
+	Audience           string        // required member of aud
+	TenantClaim        string        // default DefaultTenantClaim
+	Leeway             time.Duration // default DefaultLeeway
+	RefreshInterval    time.Duration // default DefaultJWKSRefresh
+	UnknownKIDInterval time.Duration // default DefaultUnknownKIDInterval
+	HTTPClient         *http.Client  // fetches JWKSURL; default one with a JWKSFetchTimeout timeout
 }
 
-func (c JWTConfig) enabled() bool { return len(c.HS256Secret) > 0 || len(c.JWKS) > 0 }
+func (c JWTConfig) enabled() bool {
+	return len(c.HS256Secret) > 0 || c.hasKeySet()
+}
+
+func (c JWTConfig) hasKeySet() bool {
+	return len(c.JWKS) > 0 || c.JWKSFile != "" || c.JWKSURL != ""
+}
 
 // String describes c with the secret masked.
 func (c JWTConfig) String() string {
@@ -57,48 +83,63 @@ func (c JWTConfig) String() string {
 	if len(c.HS256Secret) > 0 {
 		secret = "***"
 	}
-	return fmt.Sprintf("{hs256_secret: %s, jwks: %d bytes, iss: %q, aud: %q, tenant_claim: %q}",
-		secret, len(c.JWKS), c.Issuer, c.Audience, c.TenantClaim)
+	return fmt.Sprintf("{hs256_secret: %s, jwks: %s, iss: %q, aud: %q, tenant_claim: %q}",
+		secret, c.keySetName(), c.Issuer, c.Audience, c.TenantClaim)
 }
 
 // GoString is String, so %#v prints no secret either.
 func (c JWTConfig) GoString() string { return c.String() }
 
-type publicKey struct {
-	kid, alg string
-	rsa      *rsa.PublicKey
-	ec       *ecdsa.PublicKey
-}
-
 type jwtVerifier struct {
 	hs       []byte
-	keys     []publicKey
+	keys     jwkset.Storage // nil: RS256 and ES256 are not accepted
+	keySet   string         // where keys come from, for String
 	iss, aud string
 	claim    string
-	leeway   time.Duration
-	now      func() time.Time
+	parser   *jwt.Parser
+	ctx      context.Context // ends the key set's refreshes
+	stop     context.CancelFunc
 }
 
-func newJWTVerifier(c JWTConfig, now func() time.Time) (*jwtVerifier, error) {
-	v := &jwtVerifier{iss: c.Issuer, aud: c.Audience, claim: c.TenantClaim, leeway: c.Leeway, now: now}
+func newJWTVerifier(c JWTConfig, now func() time.Time, log *zap.Logger) (*jwtVerifier, error) {
+	switch {
+	case c.Issuer == "":
+		return nil, errors.New("auth: JWT authentication is enabled but no issuer is configured: set LETHE_JWT_ISSUER to the iss every token must carry")
+	case c.Audience == "":
+		return nil, errors.New("auth: JWT authentication is enabled but no audience is configured: set LETHE_JWT_AUDIENCE to the aud every token must carry")
+	}
+	v := &jwtVerifier{iss: c.Issuer, aud: c.Audience, claim: c.TenantClaim, keySet: c.keySetName()}
 	if v.claim == "" {
 		v.claim = DefaultTenantClaim
 	}
-	if v.leeway <= 0 {
-		v.leeway = DefaultLeeway
+	leeway := c.Leeway
+	if leeway <= 0 {
+		leeway = DefaultLeeway
 	}
-	if v.now == nil {
-		v.now = time.Now
+	if now == nil {
+		now = time.Now
 	}
+	v.parser = jwt.NewParser(
+		jwt.WithValidMethods(jwtMethods),
+		jwt.WithIssuer(c.Issuer),
+		jwt.WithAudience(c.Audience),
+		jwt.WithExpirationRequired(),
+		jwt.WithLeeway(leeway),
+		jwt.WithTimeFunc(now),
+		jwt.WithStrictDecoding(),
+		jwt.WithJSONNumber(),
+	)
 	if len(c.HS256Secret) > 0 {
 		if len(c.HS256Secret) < MinHS256SecretBytes {
 			return nil, fmt.Errorf("auth: jwt hs256 secret must have at least %d bytes, has %d", MinHS256SecretBytes, len(c.HS256Secret))
 		}
 		v.hs = bytes.Clone(c.HS256Secret)
 	}
-	if len(c.JWKS) > 0 {
-		keys, err := parseJWKS(c.JWKS)
+	v.ctx, v.stop = context.WithCancel(context.Background())
+	if c.hasKeySet() {
+		keys, err := openKeySet(v.ctx, c, log)
 		if err != nil {
+			v.stop()
 			return nil, err
 		}
 		v.keys = keys
@@ -107,191 +148,120 @@ func newJWTVerifier(c JWTConfig, now func() time.Time) (*jwtVerifier, error) {
 }
 
 func (v *jwtVerifier) String() string {
-	return fmt.Sprintf("{hs256: %t, keys: %d, iss: %q, aud: %q, tenant_claim: %q}", v.hs != nil, len(v.keys), v.iss, v.aud, v.claim)
+	return fmt.Sprintf("{hs256: %t, jwks: %s, iss: %q, aud: %q, tenant_claim: %q}", v.hs != nil, v.keySet, v.iss, v.aud, v.claim)
 }
 
-// parseJWKS parses a JSON Web Key Set and returns its RSA (>= 2048 bits) and P-256 EC
-// signing keys. Keys of other types or curves, and keys marked for encryption, are
-// skipped; a set with no usable key is an error.
-func parseJWKS(data []byte) ([]publicKey, error) {
-	var set struct {
-		Keys []struct {
-			Kty string `json:"kty"`
-			Kid string `json:"kid"`
-			Alg string `json:"alg"`
-			Use string `json:"use"`
-			Crv string `json:"crv"`
-			N   string `json:"n"`
-			E   string `json:"e"`
-			X   string `json:"x"`
-			Y   string `json:"y"`
-		} `json:"keys"`
-	}
-	if err := json.Unmarshal(data, &set); err != nil {
-		return nil, fmt.Errorf("auth: jwks: %w", err)
-	}
-	var keys []publicKey
-	for i, k := range set.Keys {
-		if k.Use != "" && k.Use != "sig" {
-			continue
-		}
-		pk := publicKey{kid: k.Kid, alg: k.Alg}
-		switch {
-		case k.Kty == "RSA" && (k.Alg == "" || k.Alg == "RS256"):
-			n, err1 := b64(k.N)
-			e, err2 := b64(k.E)
-			if err := errors.Join(err1, err2); err != nil || len(e) == 0 || len(e) > 4 {
-				return nil, fmt.Errorf("auth: jwks key %d: bad RSA modulus or exponent", i+1)
-			}
-			pk.rsa = &rsa.PublicKey{N: new(big.Int).SetBytes(n), E: int(new(big.Int).SetBytes(e).Int64())}
-			if pk.rsa.N.BitLen() < 2048 || pk.rsa.E < 3 || pk.rsa.E%2 == 0 {
-				return nil, fmt.Errorf("auth: jwks key %d: RSA key must have >= 2048 bits and an odd exponent >= 3", i+1)
-			}
-		case k.Kty == "EC" && k.Crv == "P-256" && (k.Alg == "" || k.Alg == "ES256"):
-			x, err1 := b64(k.X)
-			y, err2 := b64(k.Y)
-			if err := errors.Join(err1, err2); err != nil || len(x) != 32 || len(y) != 32 {
-				return nil, fmt.Errorf("auth: jwks key %d: bad P-256 coordinates", i+1)
-			}
-			pub, err := ecdsa.ParseUncompressedPublicKey(elliptic.P256(), append(append([]byte{4}, x...), y...))
-			if err != nil {
-				return nil, fmt.Errorf("auth: jwks key %d: %w", i+1, err)
-			}
-			pk.ec = pub
-		default:
-			continue
-		}
-		keys = append(keys, pk)
-	}
-	if len(keys) == 0 {
-		return nil, errors.New("auth: jwks holds no RS256 or ES256 signing key")
-	}
-	return keys, nil
-}
+// reason is a refusal of the key function, reported as it is.
+type reason string
 
-func b64(s string) ([]byte, error) { return base64.RawURLEncoding.Strict().DecodeString(s) }
+func (r reason) Error() string { return string(r) }
 
-func invalid(reason string) error {
-	return fmt.Errorf("%w: invalid jwt: %s", ErrUnauthenticated, reason)
+func invalid(why string) error {
+	return fmt.Errorf("%w: invalid jwt: %s", ErrUnauthenticated, why)
 }
 
 // verify checks a compact JWS and returns its principal.
 func (v *jwtVerifier) verify(token string) (Principal, error) {
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
-		return Principal{}, invalid("want three segments")
-	}
-	var header struct {
-		Alg  string   `json:"alg"`
-		Kid  string   `json:"kid"`
-		Crit []string `json:"crit"`
-	}
-	raw, err := b64(parts[0])
-	if err != nil || json.Unmarshal(raw, &header) != nil {
-		return Principal{}, invalid("malformed header")
-	}
-	if len(header.Crit) > 0 {
-		return Principal{}, invalid("critical header extensions are not supported")
-	}
-	sig, err := b64(parts[2])
-	if err != nil || len(sig) == 0 {
-		return Principal{}, invalid("malformed signature")
-	}
-	digest := sha256.Sum256([]byte(parts[0] + "." + parts[1]))
-	if err := v.checkSignature(header.Alg, header.Kid, parts[0]+"."+parts[1], digest[:], sig); err != nil {
-		return Principal{}, err
-	}
-	payload, err := b64(parts[1])
+	claims := jwt.MapClaims{}
+	tok, err := v.parser.ParseWithClaims(token, claims, v.key)
 	if err != nil {
-		return Principal{}, invalid("malformed payload")
+		return Principal{}, invalid(refusal(tok, err))
 	}
-	return v.principal(payload)
+	return v.principal(claims)
 }
 
-func (v *jwtVerifier) checkSignature(alg, kid, signingInput string, digest, sig []byte) error {
-	switch alg {
-	case "HS256":
+// refusal says why the parser refused a token, without echoing any part of it.
+func refusal(tok *jwt.Token, err error) string {
+	var r reason
+	switch {
+	case errors.As(err, &r):
+		return string(r)
+	case errors.Is(err, jwt.ErrTokenMalformed):
+		return "malformed: " + strings.TrimPrefix(err.Error(), jwt.ErrTokenMalformed.Error()+": ")
+	case errors.Is(err, jwt.ErrTokenUnverifiable): // alg missing or unknown to the library
+		return "unsupported signing algorithm"
+	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
+		if tok != nil && tok.Method != nil && !slices.Contains(jwtMethods, tok.Method.Alg()) {
+			return "unsupported signing algorithm"
+		}
+		return "bad signature"
+	case errors.Is(err, jwt.ErrTokenInvalidClaims):
+		// "token is expired", "token has invalid issuer", "… exp claim is required", …
+		return strings.TrimPrefix(err.Error(), jwt.ErrTokenInvalidClaims.Error()+": ")
+	}
+	return "not verifiable"
+}
+
+// key is the jwt.Keyfunc: it checks the header and returns the keys the token may be
+// verified with, for its algorithm only.
+func (v *jwtVerifier) key(t *jwt.Token) (any, error) {
+	if _, ok := t.Header["crit"]; ok {
+		return nil, reason("critical header extensions are not supported")
+	}
+	if typ, ok := t.Header["typ"]; ok && !acceptedType(typ) {
+		return nil, reason(`typ must be "JWT" or "at+jwt"`)
+	}
+	alg := t.Method.Alg()
+	if alg == "HS256" {
 		if v.hs == nil {
-			return invalid("HS256 is not accepted")
+			return nil, reason("HS256 is not accepted")
 		}
-		mac := hmac.New(sha256.New, v.hs)
-		mac.Write([]byte(signingInput))
-		if !hmac.Equal(mac.Sum(nil), sig) {
-			return invalid("bad signature")
-		}
-		return nil
-	case "RS256", "ES256":
-		tried := false
-		for _, k := range v.keys {
-			if (kid != "" && k.kid != kid) || (k.alg != "" && k.alg != alg) {
-				continue
-			}
-			switch {
-			case alg == "RS256" && k.rsa != nil:
-				tried = true
-				if rsa.VerifyPKCS1v15(k.rsa, crypto.SHA256, digest, sig) == nil {
-					return nil
-				}
-			case alg == "ES256" && k.ec != nil:
-				tried = true
-				if len(sig) != 64 {
-					continue // ES256 signatures are r || s, 32 bytes each
-				}
-				r, s := new(big.Int).SetBytes(sig[:32]), new(big.Int).SetBytes(sig[32:])
-				if ecdsa.Verify(k.ec, digest, r, s) {
-					return nil
-				}
-			}
-		}
-		if !tried {
-			return invalid("no " + alg + " key matches")
-		}
-		return invalid("bad signature")
+		return v.hs, nil
 	}
-	return invalid("unsupported signing algorithm")
+	noKey := reason("no " + alg + " key matches")
+	if v.keys == nil {
+		return nil, noKey
+	}
+	var candidates []jwkset.JWK
+	if raw, ok := t.Header["kid"]; ok {
+		kid, isString := raw.(string)
+		if !isString {
+			return nil, reason("kid must be a string")
+		}
+		// An unknown kid refreshes a file or URL, rate-limited; whether the kid is still
+		// unknown after the refresh or the limit held, the answer is the same.
+		k, err := v.keys.KeyRead(v.ctx, kid)
+		if err != nil {
+			return nil, noKey
+		}
+		candidates = []jwkset.JWK{k}
+	} else {
+		all, err := v.keys.KeyReadAll(v.ctx)
+		if err != nil {
+			return nil, reason("key set unavailable")
+		}
+		candidates = all
+	}
+	var set jwt.VerificationKeySet
+	for _, k := range candidates {
+		if pub, ok := usableKey(k, alg); ok {
+			set.Keys = append(set.Keys, pub)
+		}
+	}
+	if len(set.Keys) == 0 {
+		return nil, noKey
+	}
+	return set, nil
 }
 
-// principal checks the claims of a verified payload and builds the principal.
-func (v *jwtVerifier) principal(payload []byte) (Principal, error) {
-	var claims map[string]any
-	dec := json.NewDecoder(bytes.NewReader(payload))
-	dec.UseNumber()
-	if err := dec.Decode(&claims); err != nil || claims == nil {
-		return Principal{}, invalid("malformed claims")
+// acceptedType reports whether a typ header names a JWT (RFC 7519) or an access token
+// (RFC 9068). Media types compare case-insensitively and may omit "application/".
+func acceptedType(typ any) bool {
+	s, ok := typ.(string)
+	if !ok {
+		return false
 	}
-	now := v.now()
-	exp, ok, err := numericDate(claims["exp"])
-	switch {
-	case err != nil:
-		return Principal{}, invalid("exp is not a number")
-	case !ok:
-		return Principal{}, invalid("exp is missing")
-	case now.After(exp.Add(v.leeway)):
-		return Principal{}, invalid("expired")
-	}
-	nbf, ok, err := numericDate(claims["nbf"])
-	switch {
-	case err != nil:
-		return Principal{}, invalid("nbf is not a number")
-	case ok && now.Before(nbf.Add(-v.leeway)):
-		return Principal{}, invalid("not valid yet")
-	}
-	if v.iss != "" {
-		if iss, _ := claims["iss"].(string); iss != v.iss {
-			return Principal{}, invalid("wrong issuer")
-		}
-	}
-	if v.aud != "" {
-		auds, ok := stringOrList(claims["aud"])
-		if !ok || !containsString(auds, v.aud) {
-			return Principal{}, invalid("wrong audience")
-		}
-	}
+	s = strings.TrimPrefix(strings.ToLower(s), "application/")
+	return s == "jwt" || s == "at+jwt"
+}
+
+// principal checks the tenant claim of verified claims and builds the principal.
+func (v *jwtVerifier) principal(claims jwt.MapClaims) (Principal, error) {
 	tenants, ok := stringOrList(claims[v.claim])
 	if !ok {
 		return Principal{}, invalid("claim " + v.claim + " must be a string or an array of strings")
 	}
-	if len(tenants) == 0 || containsString(tenants, "") {
+	if len(tenants) == 0 || slices.Contains(tenants, "") {
 		return Principal{}, invalid("claim " + v.claim + " grants no tenant")
 	}
 	name, _ := claims["sub"].(string)
@@ -299,23 +269,6 @@ func (v *jwtVerifier) principal(payload []byte) (Principal, error) {
 		name = "jwt"
 	}
 	return Principal{Name: name, Tenants: tenants}, nil
-}
-
-// numericDate reads a JWT NumericDate (seconds since the epoch, possibly fractional).
-func numericDate(v any) (t time.Time, ok bool, err error) {
-	if v == nil {
-		return time.Time{}, false, nil
-	}
-	n, isNum := v.(json.Number)
-	if !isNum {
-		return time.Time{}, false, errors.New("not a number")
-	}
-	f, err := n.Float64()
-	if err != nil {
-		return time.Time{}, false, err
-	}
-	sec := int64(f)
-	return time.Unix(sec, int64((f-float64(sec))*1e9)), true, nil
 }
 
 // stringOrList reads a claim that is a string or an array of strings.
@@ -335,13 +288,4 @@ func stringOrList(v any) ([]string, bool) {
 		return out, true
 	}
 	return nil, false
-}
-
-func containsString(list []string, s string) bool {
-	for _, e := range list {
-		if e == s {
-			return true
-		}
-	}
-	return false
 }

@@ -118,6 +118,10 @@ func TestJWTValid(t *testing.T) {
 		want   []string
 	}{
 		{"HS256", map[string]any{"alg": "HS256", "typ": "JWT"}, claims(nil), hsSecret, []string{"acme", "globex"}},
+		{"typ at+jwt", map[string]any{"alg": "HS256", "typ": "at+jwt"}, claims(nil), hsSecret, []string{"acme", "globex"}},
+		{"typ in another case", map[string]any{"alg": "HS256", "typ": "AT+JWT"}, claims(nil), hsSecret, []string{"acme", "globex"}},
+		{"typ as a media type", map[string]any{"alg": "HS256", "typ": "application/at+jwt"}, claims(nil), hsSecret, []string{"acme", "globex"}},
+		{"typ jwt", map[string]any{"alg": "ES256", "typ": "jwt"}, claims(nil), ecKey, []string{"acme", "globex"}},
 		{"RS256 with kid", map[string]any{"alg": "RS256", "kid": "r1"}, claims(nil), rsaKey, []string{"acme", "globex"}},
 		{"RS256 without kid", map[string]any{"alg": "RS256"}, claims(nil), rsaKey, []string{"acme", "globex"}},
 		{"ES256", map[string]any{"alg": "ES256", "kid": "e1"}, claims(nil), ecKey, []string{"acme", "globex"}},
@@ -143,7 +147,7 @@ func TestJWTValid(t *testing.T) {
 }
 
 func TestJWTCustomTenantClaimAndWildcard(t *testing.T) {
-	a := jwtAuth(t, JWTConfig{HS256Secret: hsSecret, TenantClaim: "lethe/tenants"})
+	a := jwtAuth(t, JWTConfig{HS256Secret: hsSecret, Issuer: "https://idp.example", Audience: "lethe", TenantClaim: "lethe/tenants"})
 	tok := signJWT(t, map[string]any{"alg": "HS256"}, claims(map[string]any{"lethe/tenants": []string{"*"}, "sub": nil}), hsSecret)
 	p, err := a.AuthenticateToken(tok)
 	if err != nil || p.Name != "jwt" || !p.May("anyone") {
@@ -166,18 +170,28 @@ func TestJWTRejected(t *testing.T) {
 		name, token, want string
 	}{
 		{"expired", signJWT(t, hs, claims(map[string]any{"exp": testNow.Add(-time.Minute).Unix()}), hsSecret), "expired"},
-		{"no exp", signJWT(t, hs, claims(map[string]any{"exp": nil}), hsSecret), "exp is missing"},
-		{"exp not a number", signJWT(t, hs, claims(map[string]any{"exp": "tomorrow"}), hsSecret), "exp is not a number"},
+		{"no exp", signJWT(t, hs, claims(map[string]any{"exp": nil}), hsSecret), "exp claim is required"},
+		{"exp not a number", signJWT(t, hs, claims(map[string]any{"exp": "tomorrow"}), hsSecret), "exp is invalid"},
 		{"not yet valid", signJWT(t, hs, claims(map[string]any{"nbf": testNow.Add(time.Minute).Unix()}), hsSecret), "not valid yet"},
-		{"wrong issuer", signJWT(t, hs, claims(map[string]any{"iss": "https://evil"}), hsSecret), "wrong issuer"},
-		{"no issuer", signJWT(t, hs, claims(map[string]any{"iss": nil}), hsSecret), "wrong issuer"},
-		{"wrong audience", signJWT(t, hs, claims(map[string]any{"aud": []string{"other"}}), hsSecret), "wrong audience"},
+		{"wrong issuer", signJWT(t, hs, claims(map[string]any{"iss": "https://evil"}), hsSecret), "invalid issuer"},
+		{"no issuer", signJWT(t, hs, claims(map[string]any{"iss": nil}), hsSecret), "iss claim is required"},
+		{"empty issuer", signJWT(t, hs, claims(map[string]any{"iss": ""}), hsSecret), "iss claim is required"},
+		{"issuer not a string", signJWT(t, hs, claims(map[string]any{"iss": 7}), hsSecret), "iss is invalid"},
+		{"wrong audience", signJWT(t, hs, claims(map[string]any{"aud": []string{"other"}}), hsSecret), "invalid audience"},
+		{"no audience", signJWT(t, hs, claims(map[string]any{"aud": nil}), hsSecret), "aud claim is required"},
+		{"empty audience", signJWT(t, hs, claims(map[string]any{"aud": []string{}}), hsSecret), "aud claim is required"},
+		{"audience of numbers", signJWT(t, hs, claims(map[string]any{"aud": []int{1}}), hsSecret), "aud is invalid"},
+		{"no iss, aud or exp", signJWT(t, hs, claims(map[string]any{"iss": nil, "aud": nil, "exp": nil}), hsSecret), "exp claim is required"},
+		{"typ of another kind", signJWT(t, map[string]any{"alg": "HS256", "typ": "dpop+jwt"}, claims(nil), hsSecret), `typ must be "JWT" or "at+jwt"`},
+		{"typ not a string", signJWT(t, map[string]any{"alg": "HS256", "typ": 1}, claims(nil), hsSecret), `typ must be`},
+		{"typ JWE", signJWT(t, map[string]any{"alg": "HS256", "typ": "JOSE"}, claims(nil), hsSecret), `typ must be`},
 		{"no tenants", signJWT(t, hs, claims(map[string]any{"tenants": nil}), hsSecret), "claim tenants"},
 		{"empty tenants", signJWT(t, hs, claims(map[string]any{"tenants": []string{}}), hsSecret), "grants no tenant"},
 		{"tenants of numbers", signJWT(t, hs, claims(map[string]any{"tenants": []int{1}}), hsSecret), "array of strings"},
 		{"wrong hs secret", signJWT(t, hs, claims(nil), []byte(strings.Repeat("x", 40))), "bad signature"},
 		{"tampered claims", tampered, "bad signature"},
-		{"alg none", signJWT(t, map[string]any{"alg": "none"}, claims(nil), nil), "malformed signature"},
+		{"alg none", signJWT(t, map[string]any{"alg": "none"}, claims(nil), nil), "unsupported signing algorithm"},
+		{"no alg", signJWT(t, map[string]any{"typ": "JWT"}, claims(nil), hsSecret), "unsupported signing algorithm"},
 		{"alg none with signature", signJWT(t, map[string]any{"alg": "none"}, claims(nil), hsSecret), "unsupported signing algorithm"},
 		{"alg None", signJWT(t, map[string]any{"alg": "None"}, claims(nil), hsSecret), "unsupported signing algorithm"},
 		{"alg HS512", signJWT(t, map[string]any{"alg": "HS512"}, claims(nil), hsSecret), "unsupported signing algorithm"},
@@ -187,8 +201,9 @@ func TestJWTRejected(t *testing.T) {
 		{"RS256 with EC kid", signJWT(t, map[string]any{"alg": "RS256", "kid": "e1"}, claims(nil), rsaKey), "no RS256 key matches"},
 		{"ES256 signed by RSA", signJWT(t, map[string]any{"alg": "ES256"}, claims(nil), rsaKey), "bad signature"},
 		{"RS256 signed with HMAC", signJWT(t, map[string]any{"alg": "RS256"}, claims(nil), hsSecret), "bad signature"},
-		{"garbage header", "!!!." + parts[1] + "." + parts[2], "malformed header"},
-		{"padded signature", valid + "==", "malformed signature"},
+		{"garbage header", "!!!." + parts[1] + "." + parts[2], "malformed: could not base64 decode header"},
+		{"padded signature", valid + "==", "malformed: could not base64 decode signature"},
+		{"RS256 kid not a string", signJWT(t, map[string]any{"alg": "RS256", "kid": 1}, claims(nil), rsaKey), "kid must be a string"},
 	}
 	for _, tc := range cases {
 		_, err := a.AuthenticateToken(tc.token)
@@ -219,10 +234,10 @@ func TestJWTAlgorithmConfusion(t *testing.T) {
 		"ec der": ecDER, "jwks": jwks(t),
 	}
 	for cfgName, cfg := range map[string]JWTConfig{
-		"jwks only":        {JWKS: jwks(t)},
-		"jwks and hs256":   {JWKS: jwks(t), HS256Secret: hsSecret},
-		"jwks kid + hs256": {JWKS: jwks(t), HS256Secret: hsSecret, Issuer: "https://idp.example"},
+		"jwks only":      {JWKS: jwks(t)},
+		"jwks and hs256": {JWKS: jwks(t), HS256Secret: hsSecret},
 	} {
+		cfg.Issuer, cfg.Audience = "https://idp.example", "lethe"
 		a := jwtAuth(t, cfg)
 		for keyName, material := range keyMaterial {
 			for _, kid := range []string{"", "r1", "e1"} {
@@ -234,7 +249,7 @@ func TestJWTAlgorithmConfusion(t *testing.T) {
 		}
 	}
 	// HS256-only verifier: an RS256 token is refused outright, never checked with the secret.
-	a := jwtAuth(t, JWTConfig{HS256Secret: hsSecret})
+	a := jwtAuth(t, JWTConfig{HS256Secret: hsSecret, Issuer: "https://idp.example", Audience: "lethe"})
 	if _, err := a.AuthenticateToken(signJWT(t, map[string]any{"alg": "RS256"}, claims(nil), hsSecret)); err == nil || !strings.Contains(err.Error(), "no RS256 key") {
 		t.Fatalf("RS256 token on an HS256-only verifier: %v", err)
 	}
@@ -266,7 +281,8 @@ func TestJWKSRejectsWeakKeys(t *testing.T) {
 		"p384 only":  `{"keys":[{"kty":"EC","crv":"P-384","x":"AA","y":"AA"}]}`,
 		"alg mismat": string(mustJSON(map[string]any{"keys": []map[string]any{{"kty": "RSA", "alg": "RS512", "n": enc(rsaKey.N.Bytes()), "e": "AQAB"}}})),
 	} {
-		if _, err := New(Config{JWT: JWTConfig{JWKS: []byte(set)}, Logger: zap.NewNop()}); err == nil || !strings.HasPrefix(err.Error(), "auth: jwks") {
+		cfg := JWTConfig{JWKS: []byte(set), Issuer: "https://idp.example", Audience: "lethe"}
+		if _, err := New(Config{JWT: cfg, Logger: zap.NewNop()}); err == nil || !strings.HasPrefix(err.Error(), "auth: jwks") {
 			t.Errorf("%s: err %v, want a jwks error", name, err)
 		}
 	}
@@ -280,7 +296,8 @@ func FuzzAuthenticateToken(f *testing.F) {
 	} {
 		f.Add(s)
 	}
-	a, err := New(Config{JWT: JWTConfig{HS256Secret: hsSecret, JWKS: jwks(f)}, Logger: zap.NewNop(), Now: func() time.Time { return testNow }})
+	cfg := JWTConfig{HS256Secret: hsSecret, JWKS: jwks(f), Issuer: "https://idp.example", Audience: "lethe"}
+	a, err := New(Config{JWT: cfg, Logger: zap.NewNop(), Now: func() time.Time { return testNow }})
 	if err != nil {
 		f.Fatal(err)
 	}

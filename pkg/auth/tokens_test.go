@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -167,7 +169,7 @@ func TestAuthenticateToken(t *testing.T) {
 func TestPrintedFormHasNoSecret(t *testing.T) {
 	tok, hash := NewToken()
 	secret := strings.Repeat("s3cr3t-", 6)
-	cfg := Config{Tokens: []Token{{"ci", hash, []string{"acme"}}}, JWT: JWTConfig{HS256Secret: []byte(secret)}}
+	cfg := Config{Tokens: []Token{{"ci", hash, []string{"acme"}}}, JWT: JWTConfig{HS256Secret: []byte(secret), Issuer: "https://idp", Audience: "lethe"}}
 	a, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -193,7 +195,10 @@ func TestConfigFromEnv(t *testing.T) {
 	files := map[string]string{
 		"/tokens.yaml": fmt.Sprintf("- {name: ci, token_sha256: %s, tenants: [acme]}\n", h1),
 		"/secret":      strings.Repeat("k", 40) + "\n",
-		"/jwks.json":   `{"keys": []}`,
+	}
+	emptySet := filepath.Join(t.TempDir(), "jwks.json")
+	if err := os.WriteFile(emptySet, []byte(`{"keys": []}`), 0o600); err != nil {
+		t.Fatal(err)
 	}
 	readFile := func(p string) ([]byte, error) {
 		if s, ok := files[p]; ok {
@@ -215,6 +220,7 @@ func TestConfigFromEnv(t *testing.T) {
 		"LETHE_TOKENS":                "ops:" + h2 + ":*",
 		"LETHE_JWT_HS256_SECRET_FILE": "/secret",
 		"LETHE_JWT_ISSUER":            "https://idp",
+		"LETHE_JWT_AUDIENCE":          "lethe",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -225,7 +231,7 @@ func TestConfigFromEnv(t *testing.T) {
 	if p, err := a.AuthenticateToken("two"); err != nil || p.Name != "ops" {
 		t.Fatalf("env token: %+v %v", p, err)
 	}
-	if a.jwt == nil || string(a.jwt.hs) != strings.Repeat("k", 40) || a.jwt.iss != "https://idp" || a.jwt.claim != "tenants" {
+	if a.jwt == nil || string(a.jwt.hs) != strings.Repeat("k", 40) || a.jwt.iss != "https://idp" || a.jwt.aud != "lethe" || a.jwt.claim != "tenants" {
 		t.Fatalf("jwt config not applied: %v", a)
 	}
 
@@ -236,7 +242,16 @@ func TestConfigFromEnv(t *testing.T) {
 		{map[string]string{}, "no credentials configured"},
 		{map[string]string{"LETHE_TOKENS_FILE": "/missing"}, "LETHE_TOKENS_FILE"},
 		{map[string]string{"LETHE_TOKENS": "ci"}, "LETHE_TOKENS entry 1"},
-		{map[string]string{"LETHE_JWKS_FILE": "/jwks.json"}, "no RS256 or ES256 signing key"},
+		{map[string]string{"LETHE_JWKS_FILE": emptySet, "LETHE_JWT_ISSUER": "https://idp", "LETHE_JWT_AUDIENCE": "lethe"}, "no RS256 or ES256 signing key"},
+		{map[string]string{"LETHE_JWKS_FILE": "/missing.json", "LETHE_JWT_ISSUER": "https://idp", "LETHE_JWT_AUDIENCE": "lethe"}, "jwks file"},
+		{map[string]string{"LETHE_JWKS_URL": "http://idp.example/jwks", "LETHE_JWT_ISSUER": "https://idp", "LETHE_JWT_AUDIENCE": "lethe"}, "must be https"},
+		{map[string]string{"LETHE_JWKS_URL": "/jwks", "LETHE_JWT_ISSUER": "https://idp", "LETHE_JWT_AUDIENCE": "lethe"}, "not an absolute URL"},
+		{map[string]string{"LETHE_JWKS_URL": "https://idp.example/jwks", "LETHE_JWKS_FILE": emptySet}, "not both"},
+		{map[string]string{"LETHE_JWKS_FILE": emptySet, "LETHE_JWKS_REFRESH": "soon"}, "LETHE_JWKS_REFRESH"},
+		{map[string]string{"LETHE_JWT_HS256_SECRET": strings.Repeat("k", 32), "LETHE_JWT_AUDIENCE": "lethe"}, "set LETHE_JWT_ISSUER"},
+		{map[string]string{"LETHE_JWT_HS256_SECRET": strings.Repeat("k", 32), "LETHE_JWT_ISSUER": "https://idp"}, "set LETHE_JWT_AUDIENCE"},
+		{map[string]string{"LETHE_JWKS_FILE": emptySet, "LETHE_JWT_AUDIENCE": "lethe"}, "set LETHE_JWT_ISSUER"},
+		{map[string]string{"LETHE_JWKS_URL": "https://idp.example/jwks", "LETHE_JWT_ISSUER": "https://idp"}, "set LETHE_JWT_AUDIENCE"},
 		{map[string]string{"LETHE_JWT_HS256_SECRET": "short"}, "at least 32 bytes"},
 		{map[string]string{"LETHE_JWT_HS256_SECRET": strings.Repeat("k", 32), "LETHE_JWT_HS256_SECRET_FILE": "/secret"}, "not both"},
 		{map[string]string{"LETHE_JWT_ISSUER": "https://idp", "LETHE_TOKENS": "ci:" + h1 + ":a"}, "without a key"},

@@ -32,6 +32,12 @@
 //	LETHE_DYNAMODB_ENDPOINT  DynamoDB endpoint (DynamoDB Local, tests) none
 //	LETHE_LOG_LEVEL          debug, info, warn, error                 info
 //
+// The intake's credentials are read by auth.ConfigFromEnv: LETHE_TOKENS[_FILE] and, for
+// JWTs, LETHE_JWKS_FILE or LETHE_JWKS_URL (refreshed every LETHE_JWKS_REFRESH, 10m) or
+// LETHE_JWT_HS256_SECRET[_FILE], with LETHE_JWT_ISSUER and LETHE_JWT_AUDIENCE, both
+// required whenever JWT is enabled (the intake refuses to start without them), and
+// LETHE_JWT_TENANT_CLAIM.
+//
 // AWS credentials and region come from the AWS default chain (AWS_REGION, AWS_PROFILE,
 // web identity, instance roles).
 package config

@@ -2,6 +2,8 @@ package intake_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/auth"
 	"github.com/lethe-erasure/lethe/pkg/consumer"
 	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/intake"
 )
 
 const (
@@ -86,6 +89,79 @@ func TestTenantIsolation(t *testing.T) {
 	}
 	if p := e.published(t); len(p) != 1 || p[0].TenantID != "acme" {
 		t.Errorf("published %+v", p)
+	}
+}
+
+// The body is validated before the tenant is authorised: an invalid body is 400 with its
+// reason whatever the token (an empty tenant too, even for an operator), and the answers
+// are the same for a tenant with requests and one without, so they tell nothing about
+// either. Authentication still comes first.
+func TestSubmitValidatesBeforeAuthorising(t *testing.T) {
+	e := secured(t)
+	e.svc.Limiter = nil
+	e.submit(t, body(t, func(m map[string]any) { m["tenant_id"] = "globex" }), bearer(globexToken)...)
+	set := func(k string, v any) func(map[string]any) { return func(m map[string]any) { m[k] = v } }
+	for _, tc := range []struct {
+		name, token string
+		mod         func(map[string]any)
+		code        int
+		reason      string
+	}{
+		{"operator, empty tenant", opsToken, set("tenant_id", ""), 400, "tenant_id must be 1-63 characters"},
+		{"tenant token, empty tenant", acmeToken, set("tenant_id", ""), 400, "tenant_id must be 1-63 characters"},
+		{"operator, missing tenant", opsToken, func(m map[string]any) { delete(m, "tenant_id") }, 400, "tenant_id must be 1-63 characters"},
+		{"operator, upper-case tenant", opsToken, set("tenant_id", "ACME"), 400, "tenant_id may hold only"},
+		{"operator, blank subject", opsToken, set("subject_id", " "), 400, "subject_id is blank"},
+		{"other tenant, blank subject", acmeToken, func(m map[string]any) { m["tenant_id"] = "globex"; m["subject_id"] = " " }, 400, "subject_id is blank"},
+		{"other tenant, unknown regulation", acmeToken, func(m map[string]any) { m["tenant_id"] = "globex"; m["regulation"] = "X" }, 400, "regulation must be one of"},
+		{"other tenant, valid body", acmeToken, set("tenant_id", "globex"), 403, "forbidden"},
+	} {
+		code, resp := e.do(t, "POST", "/v1/erasures", body(t, tc.mod), bearer(tc.token)...)
+		if code != tc.code || !strings.Contains(decode[map[string]string](t, resp)["error"], tc.reason) {
+			t.Errorf("%s: %d %s, want %d saying %q", tc.name, code, resp, tc.code, tc.reason)
+		}
+	}
+	if code, _ := e.do(t, "POST", "/v1/erasures", body(t, func(m map[string]any) { m["tenant_id"] = "" })); code != http.StatusUnauthorized {
+		t.Errorf("no token, empty tenant: %d, want 401", code)
+	}
+	// globex has a request, initech none: a token for neither gets the same answers.
+	for _, mod := range []func(map[string]any){nil, set("subject_id", " "), set("regulation", "X")} {
+		answer := func(tenant string) string {
+			code, resp := e.do(t, "POST", "/v1/erasures", body(t, func(m map[string]any) {
+				if mod != nil {
+					mod(m)
+				}
+				m["tenant_id"] = tenant
+			}), bearer(acmeToken)...)
+			return fmt.Sprint(code, " ", string(resp))
+		}
+		if a, b := answer("globex"), answer("initech"); a != b {
+			t.Errorf("answers differ by tenant: %q and %q", a, b)
+		}
+	}
+	if n := len(e.published(t)); n != 1 {
+		t.Errorf("%d requests published, want only globex's own", n)
+	}
+}
+
+// Over erasure.intake too, an invalid record is dead-lettered for what is wrong with it,
+// not as forbidden.
+func TestIntakeRecordValidatedBeforeAuthorising(t *testing.T) {
+	e := secured(t)
+	for name, in := range map[string]event.IntakeRequest{
+		"empty tenant":  {TenantID: "", SubjectID: subj, Regulation: "GDPR"},
+		"blank subject": {TenantID: "acme", SubjectID: "  ", Regulation: "GDPR"},
+	} {
+		in.SessionIDs, in.Scope, in.SubmittedAt = []string{}, event.ScopeSubject, start
+		b, err := event.Intake.Encode(&in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := &kgo.Record{Topic: event.TopicIntake, Value: b, Headers: []kgo.RecordHeader{{Key: auth.RecordHeader, Value: []byte("Bearer " + opsToken)}}}
+		err = e.svc.HandleIntake(context.Background(), rec)
+		if !consumer.IsPermanent(err) || !errors.Is(err, intake.ErrInvalid) || errors.Is(err, auth.ErrForbidden) {
+			t.Errorf("%s: %v, want a permanent ErrInvalid", name, err)
+		}
 	}
 }
 

@@ -101,7 +101,7 @@ func (s *Service) handleRetry(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, ErrInvalid):
 		s.reject(w, http.StatusBadRequest, metrics.ReasonInvalid, err.Error())
 	case errors.Is(err, ErrUnavailable):
-		s.reject(w, http.StatusServiceUnavailable, metrics.ReasonUnavailable, ErrUnavailable.Error())
+		s.reject(w, http.StatusServiceUnavailable, metrics.ReasonUnavailable, UnavailableReason(err))
 	case err != nil:
 		s.log().Error("retry failed", zap.Error(err))
 		writeError(w, http.StatusInternalServerError, "internal error")

@@ -84,7 +84,7 @@ const Pending event.Status = "PENDING"
 
 // Handler serves the intake API:
 //
-//	POST /v1/erasures               submit (202 with Accepted; 400, 409, 413, 503 with {"error"})
+//	POST /v1/erasures               submit (202 with Accepted; 400, 403, 409, 413, 429, 503 with {"error"})
 //	GET  /v1/erasures/{id}          status (200 with Status; 404)
 //	GET  /v1/erasures/{id}/receipt  receipt (200 with event.Receipt; 404 until it exists)
 //	GET  /v1/erasures               list: ?tenant=&state=&overdue=true&limit= (200 {"requests": [Status]})
@@ -137,27 +137,38 @@ func (s *Service) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool
 	return true
 }
 
+// handleSubmit answers a submission. The body is validated before the tenant is
+// authorised: validity depends on the body alone (no store is read), so a 400 says what is
+// wrong with it whatever the token, and tells nothing about any tenant or its requests.
 func (s *Service) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	var body SubmitRequest
-	if !s.decodeBody(w, r, &body) || !s.authorize(w, r, body.TenantID) || !s.limit(w, body.TenantID) {
+	if !s.decodeBody(w, r, &body) {
 		return
 	}
 	source := "http"
 	if p, ok := auth.PrincipalFrom(r.Context()); ok {
 		source = p.Name
 	}
-	req, err := s.Submit(r.Context(), event.IntakeRequest{
+	in := event.IntakeRequest{
 		TenantID: body.TenantID, SubjectID: body.SubjectID, SessionIDs: body.SessionIDs,
 		Regulation: body.Regulation, Scope: body.Scope, IdempotencyKey: r.Header.Get("Idempotency-Key"),
 		Source: source, SubmittedAt: s.now(),
-	})
+	}
+	if err := s.Validate(&in); err != nil {
+		s.reject(w, http.StatusBadRequest, metrics.ReasonInvalid, err.Error())
+		return
+	}
+	if !s.authorize(w, r, in.TenantID) || !s.limit(w, in.TenantID) {
+		return
+	}
+	req, err := s.Submit(r.Context(), in)
 	switch {
 	case errors.Is(err, ErrInvalid):
 		s.reject(w, http.StatusBadRequest, metrics.ReasonInvalid, err.Error())
 	case errors.Is(err, ErrConflict):
 		s.reject(w, http.StatusConflict, metrics.ReasonConflict, err.Error())
 	case errors.Is(err, ErrUnavailable):
-		s.reject(w, http.StatusServiceUnavailable, metrics.ReasonUnavailable, ErrUnavailable.Error())
+		s.reject(w, http.StatusServiceUnavailable, metrics.ReasonUnavailable, UnavailableReason(err))
 	case err != nil:
 		s.log().Error("submit failed", zap.Error(err))
 		writeError(w, http.StatusInternalServerError, "internal error")

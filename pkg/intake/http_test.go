@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/lethe-erasure/lethe/pkg/aggregator"
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/event"
@@ -142,6 +145,10 @@ func TestSubmitRejects(t *testing.T) {
 		{"control character", body(t, set("subject_id", subj+"\x00")), "subject_id holds a control character"},
 		{"control character in a session", body(t, set("session_ids", []string{"s\t1"})), "session_ids[] holds a control character"},
 		{"empty session", body(t, set("session_ids", []string{""})), "session_ids[] is empty"},
+		{"blank subject", body(t, set("subject_id", " ")), "subject_id is blank"},
+		{"blank subject of several spaces", body(t, set("subject_id", "  \u00a0\u3000")), "subject_id is blank"},
+		{"invisible subject", body(t, set("subject_id", "\u200b")), "subject_id is blank"},
+		{"blank session", body(t, set("session_ids", []string{"s1", "  "})), "session_ids[] is blank"},
 		{"invalid UTF-8", `{"tenant_id":"acme","subject_id":"alice@example.com` + "\xff" + `","regulation":"GDPR"}`, "not valid UTF-8"},
 		{"lone high surrogate", `{"tenant_id":"acme","subject_id":"alice@example.com\ud800","regulation":"GDPR"}`, "not valid UTF-8"},
 		{"lone low surrogate", `{"tenant_id":"acme","subject_id":"alice@example.com\udc00x","regulation":"GDPR"}`, "not valid UTF-8"},
@@ -207,17 +214,23 @@ func TestSubmitTooLarge(t *testing.T) {
 	}
 }
 
-// The answer waits for the broker: with the broker down it is 503 and nothing is recorded.
+// The answer waits for the broker: with the broker down it is 503 naming the broker, the
+// refusal is logged without identifiers, and nothing is recorded.
 func TestSubmitBrokerDown(t *testing.T) {
 	e := setup(t)
+	core, logs := observer.New(zap.InfoLevel)
+	e.svc.Log = zap.New(core)
 	e.cluster.Close()
 	begin := time.Now()
 	code, resp := e.do(t, "POST", "/v1/erasures", body(t, nil), "Idempotency-Key", "k-1")
 	if code != http.StatusServiceUnavailable {
 		t.Fatalf("status %d %s, want 503", code, resp)
 	}
-	if got := decode[map[string]string](t, resp)["error"]; got != intake.ErrUnavailable.Error() {
+	if got := decode[map[string]string](t, resp)["error"]; got != intake.ErrBrokerUnavailable.Error() || got != "request not accepted: broker unavailable" {
 		t.Errorf("reason %q", got)
+	}
+	if got := refusals(t, logs); len(got) != 1 || got[0]["component"] != "broker" || got[0]["tenant"] != "acme" {
+		t.Errorf("logged refusals %v, want one of the broker", got)
 	}
 	if d := time.Since(begin); d > 3*time.Second {
 		t.Errorf("503 after %v", d)
@@ -257,6 +270,45 @@ func TestIdempotencyKey(t *testing.T) {
 	}
 	if n := len(e.published(t)); n != 2 {
 		t.Errorf("%d requests published, want 2", n)
+	}
+}
+
+// Without an Idempotency-Key, the same body submitted twice is two requests: two request
+// ids, two events on erasure.requested, two recorded requests (each gets its own receipt).
+func TestSubmitTwiceWithoutIdempotencyKey(t *testing.T) {
+	e := setup(t)
+	first := e.submit(t, body(t, nil))
+	second := e.submit(t, body(t, nil))
+	if first.RequestID == second.RequestID {
+		t.Fatalf("both submissions answered request %s", first.RequestID)
+	}
+	if first.SubjectHash != second.SubjectHash {
+		t.Errorf("subject hashes %s and %s for one subject", first.SubjectHash, second.SubjectHash)
+	}
+	for _, acc := range []intake.Accepted{first, second} {
+		if pub := e.of(t, acc.RequestID); len(pub) != 1 || pub[0].Attempt != 1 {
+			t.Errorf("request %s published %d times, want once", acc.RequestID, len(pub))
+		}
+		if _, err := e.store.GetRequest(context.Background(), acc.RequestID); err != nil {
+			t.Errorf("request %s not recorded: %v", acc.RequestID, err)
+		}
+	}
+	if n := len(e.published(t)); n != 2 {
+		t.Errorf("%d requests published, want 2", n)
+	}
+}
+
+// Identifiers are never trimmed: leading and trailing spaces are part of the id the
+// stores match, and only a blank id is refused.
+func TestSubmitKeepsSpaces(t *testing.T) {
+	e := setup(t)
+	acc := e.submit(t, body(t, func(m map[string]any) { m["subject_id"] = " " + subj + " "; m["session_ids"] = []string{" s1"} }))
+	pub := e.of(t, acc.RequestID)
+	if len(pub) != 1 || pub[0].Identifiers.SubjectID != " "+subj+" " || pub[0].Identifiers.SessionIDs[0] != " s1" {
+		t.Fatalf("published %+v", pub)
+	}
+	if pub[0].SubjectHash == e.key.Pseudonym("acme", subj) {
+		t.Error("the spaced id has the pseudonym of the trimmed one")
 	}
 }
 

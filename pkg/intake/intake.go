@@ -2,12 +2,20 @@
 // their status and receipts.
 //
 // A request is validated at the edge (tenant ids are strict, subject and session ids are
-// any non-empty, valid UTF-8 without control characters), pseudonymised with the keyed
+// any valid UTF-8 without control characters that is not blank, never trimmed; see
+// subject.ValidateID), before its tenant is authorised, and pseudonymised with the keyed
 // pseudonym, stamped with the inventory version, the stores that must report and the due
 // date of its regulation, and published on erasure.requested. Submit returns only after the
 // broker acknowledged the event. With an idempotency key, the request id is derived from
 // (tenant, key): submitting again returns the same request without publishing it twice,
-// and reusing a key for another subject is a conflict.
+// and reusing a key for another subject is a conflict. Without one, every submission is a
+// new request with a new random id, published and erased on its own, even when its body
+// is the same as an earlier one's.
+//
+// A request the intake cannot accept because a component it needs is down is refused with
+// an error wrapping ErrUnavailable that names the component (the broker, the state store
+// or the key store), and the refusal is logged with the component and the tenant, never
+// an identifier.
 package intake
 
 import (
@@ -37,10 +45,56 @@ import (
 
 // Errors of Submit.
 var (
-	ErrInvalid     = subject.ErrInvalid                                     // the request is malformed (400)
-	ErrConflict    = errors.New("idempotency key used for another request") // (409)
-	ErrUnavailable = errors.New("request not accepted: broker unavailable") // (503)
+	ErrInvalid  = subject.ErrInvalid                                     // the request is malformed (400)
+	ErrConflict = errors.New("idempotency key used for another request") // (409)
+	// ErrUnavailable means a component the intake needs is down and the request was not
+	// accepted (503); every such error wraps one of the three below, which names it.
+	ErrUnavailable = errors.New("request not accepted")
+	// ErrBrokerUnavailable: the broker did not acknowledge erasure.requested.
+	ErrBrokerUnavailable = fmt.Errorf("%w: broker unavailable", ErrUnavailable)
+	// ErrStateStoreUnavailable: the state store (the audit table of requests and receipts,
+	// DynamoDB or the directory store) could not be read.
+	ErrStateStoreUnavailable = fmt.Errorf("%w: state store unavailable", ErrUnavailable)
+	// ErrKeyStoreUnavailable: the key store (per-request data keys that seal identifiers,
+	// DynamoDB or the directory store) could not store the request's key.
+	ErrKeyStoreUnavailable = fmt.Errorf("%w: key store unavailable", ErrUnavailable)
 )
+
+// Components named by the Unavailable errors, as logged in the field "component".
+var unavailableComponents = []struct {
+	err  error
+	name string
+}{
+	{ErrBrokerUnavailable, "broker"},
+	{ErrStateStoreUnavailable, "state_store"},
+	{ErrKeyStoreUnavailable, "key_store"},
+}
+
+// unavailable returns the refusal of a request for tenant because of cause, one of the
+// Unavailable errors wrapping the component's error, and logs it without identifiers.
+func (s *Service) unavailable(component error, tenant string, cause error) error {
+	name := "unknown"
+	for _, c := range unavailableComponents {
+		if c.err == component {
+			name = c.name
+		}
+	}
+	s.log().Warn("request not accepted: component unavailable", zap.String("component", name),
+		zap.String("tenant", tenant), zap.Error(cause))
+	return fmt.Errorf("%w: %v", component, cause)
+}
+
+// UnavailableReason is the answer to a caller refused with err: the message of the
+// Unavailable error err wraps, which names the component ("request not accepted: state
+// store unavailable"), and never the cause, which may describe the infrastructure.
+func UnavailableReason(err error) string {
+	for _, c := range unavailableComponents {
+		if errors.Is(err, c.err) {
+			return c.err.Error()
+		}
+	}
+	return ErrUnavailable.Error()
+}
 
 // Policy maps a regulation (upper case) to the time allowed to complete an erasure.
 type Policy map[string]time.Duration
@@ -161,7 +215,7 @@ func (s *Service) Submit(ctx context.Context, in event.IntakeRequest) (event.Req
 			req.RequestedAt, req.DueAt, req.InventoryVersion, req.ExpectedStores = prev.RequestedAt, prev.DueAt, prev.InventoryVersion, prev.ExpectedStores
 			return req, nil // already accepted
 		case !errors.Is(err, auditlog.ErrNotFound):
-			return event.Requested{}, fmt.Errorf("%w: state store: %v", ErrUnavailable, err)
+			return event.Requested{}, s.unavailable(ErrStateStoreUnavailable, req.TenantID, err)
 		}
 	}
 	if err := s.publish(ctx, &req); err != nil {
@@ -186,7 +240,7 @@ func (s *Service) publish(ctx context.Context, req *event.Requested) error {
 			return fmt.Errorf("%w: the request is complete and its identifiers key was destroyed", ErrInvalid)
 		}
 		if err != nil {
-			return fmt.Errorf("%w: seal identifiers: %v", ErrUnavailable, err)
+			return s.unavailable(ErrKeyStoreUnavailable, req.TenantID, fmt.Errorf("seal identifiers: %w", err))
 		}
 		req.Sealed, req.Identifiers = sealed, event.Identifiers{SessionIDs: []string{}}
 	}
@@ -196,8 +250,7 @@ func (s *Service) publish(ctx context.Context, req *event.Requested) error {
 	}
 	rec := &kgo.Record{Topic: s.requestedTopic(), Key: []byte(req.RequestID), Value: b}
 	if err := s.Producer.ProduceSync(ctx, rec).FirstErr(); err != nil {
-		s.log().Error("publish failed", zap.String("request_id", req.RequestID), zap.Error(err))
-		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return s.unavailable(ErrBrokerUnavailable, req.TenantID, err)
 	}
 	return nil
 }
@@ -207,17 +260,24 @@ func (s *Service) publish(ctx context.Context, req *event.Requested) error {
 // none outside erasure.requested. It fails with an error wrapping auditlog.ErrNotFound for
 // an unknown request, ErrInvalid when the identifiers are invalid or are not the request's
 // subject's (a TENANT request takes none) or a store is not one the request expects, and
-// ErrUnavailable when the broker did not acknowledge the event.
+// ErrUnavailable (naming the component) when the state store could not be read or the
+// event could not be published.
 func (s *Service) Redrive(ctx context.Context, requestID string, ids event.Identifiers, stores []string) (event.Requested, error) {
 	prev, err := s.Store.GetRequest(ctx, requestID)
-	if err != nil {
+	switch {
+	case errors.Is(err, auditlog.ErrNotFound):
 		return event.Requested{}, err
+	case err != nil:
+		return event.Requested{}, s.unavailable(ErrStateStoreUnavailable, "", err)
 	}
 	if err := validRedrive(prev, ids, stores); err != nil {
 		return event.Requested{}, err
 	}
-	if _, err := s.Store.GetReceipt(ctx, requestID); err == nil {
+	switch _, err := s.Store.GetReceipt(ctx, requestID); {
+	case err == nil:
 		return event.Requested{}, fmt.Errorf("%w: the request is complete", ErrInvalid)
+	case !errors.Is(err, auditlog.ErrNotFound):
+		return event.Requested{}, s.unavailable(ErrStateStoreUnavailable, prev.TenantID, err)
 	}
 	req := event.Requested{
 		RequestID: prev.RequestID, TenantID: prev.TenantID, SubjectHash: prev.SubjectHash, KeyID: prev.KeyID,
@@ -268,10 +328,15 @@ func (s *Service) HandleIntake(ctx context.Context, rec *kgo.Record) error {
 	}
 	if s.Auth != nil {
 		p, err := s.Auth.AuthenticateHeader(header(rec, auth.RecordHeader))
-		if err == nil {
-			err = p.Authorize(in.TenantID)
-		}
 		if err != nil {
+			return deletion.Permanent(fmt.Errorf("intake: record refused: %w", err))
+		}
+		// As over HTTP, the body is checked before the tenant is authorised, so that the
+		// dead letter says what is wrong with it (an empty tenant is invalid, not forbidden).
+		if err := s.Validate(&in); err != nil {
+			return deletion.Permanent(err)
+		}
+		if err := p.Authorize(in.TenantID); err != nil {
 			return deletion.Permanent(fmt.Errorf("intake: record refused: %w", err))
 		}
 		in.Source = p.Name // the authenticated producer, not what the record claims

@@ -196,6 +196,21 @@ func TestHandleIntake(t *testing.T) {
 	}
 }
 
+// A record without an idempotency key is a new request each time it is delivered.
+func TestHandleIntakeTwiceWithoutIdempotencyKey(t *testing.T) {
+	e := setup(t)
+	in := event.IntakeRequest{TenantID: "acme", SubjectID: "alice", SessionIDs: []string{}, Regulation: "GDPR", Scope: event.ScopeSubject, SubmittedAt: start}
+	for range 2 {
+		if err := e.svc.HandleIntake(context.Background(), encodeIntake(t, in)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pub := e.published(t)
+	if len(pub) != 2 || pub[0].RequestID == pub[1].RequestID || pub[0].SubjectHash != pub[1].SubjectHash {
+		t.Fatalf("published %d requests (%+v), want two with distinct ids for one subject", len(pub), pub)
+	}
+}
+
 func TestRedrive(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()

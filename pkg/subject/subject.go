@@ -127,8 +127,10 @@ func ValidateTenant(t string) error {
 }
 
 // ValidateID checks a subject or session id: non-empty, at most MaxSubjectLen bytes, valid
-// UTF-8, no control characters. Any other character, glob metacharacters and delimiters
-// included, is allowed: stores escape identifiers so they match only themselves.
+// UTF-8, no control characters, and not blank (only white space or invisible format
+// characters such as U+200B, which name no real subject). Any other character, glob
+// metacharacters and delimiters included, is allowed, and leading or trailing spaces are
+// kept (never trimmed): stores escape identifiers so they match only themselves.
 func ValidateID(field, id string) error {
 	switch {
 	case id == "":
@@ -138,10 +140,15 @@ func ValidateID(field, id string) error {
 	case !utf8.ValidString(id):
 		return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalid, field)
 	}
+	blank := true
 	for _, r := range id {
 		if unicode.IsControl(r) {
 			return fmt.Errorf("%w: %s holds a control character", ErrInvalid, field)
 		}
+		blank = blank && (unicode.IsSpace(r) || unicode.Is(unicode.Cf, r))
+	}
+	if blank {
+		return fmt.Errorf("%w: %s is blank (only white space or invisible characters)", ErrInvalid, field)
 	}
 	return nil
 }

@@ -95,7 +95,8 @@ func TestValidate(t *testing.T) {
 		id string
 		ok bool
 	}{
-		{"alice", true}, {"a*b?[c]\\:d", true}, {"Zoë", true}, {"用户", true},
+		{"alice", true}, {"a*b?[c]\\:d", true}, {"Zoë", true}, {"用户", true}, {" alice ", true}, {"a b", true},
+		{" ", false}, {"   ", false}, {"\u00a0", false}, {"\u3000\u2003", false}, {"\u200b", false}, {"\ufeff ", false},
 		{"", false}, {"a\nb", false}, {"a\x00", false}, {"\xff", false}, {strings.Repeat("a", 257), false},
 	} {
 		if err := ValidateID("subject_id", tc.id); (err == nil) != tc.ok {

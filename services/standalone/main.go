@@ -155,7 +155,7 @@ func start(ctx context.Context, o options, stderr io.Writer) (*app, error) {
 // loadAuth configures authentication from the environment when credentials are
 // configured there; otherwise the standalone intake accepts every caller and says so.
 func loadAuth(stderr io.Writer) (*auth.Authenticator, error) {
-	for _, v := range []string{"LETHE_TOKENS", "LETHE_TOKENS_FILE", "LETHE_JWKS_FILE", "LETHE_JWT_HS256_SECRET", "LETHE_JWT_HS256_SECRET_FILE", "LETHE_AUTH_DISABLED"} {
+	for _, v := range []string{"LETHE_TOKENS", "LETHE_TOKENS_FILE", "LETHE_JWKS_FILE", "LETHE_JWKS_URL", "LETHE_JWT_HS256_SECRET", "LETHE_JWT_HS256_SECRET_FILE", "LETHE_AUTH_DISABLED"} {
 		if os.Getenv(v) != "" {
 			return auth.FromEnv()
 		}
