@@ -68,7 +68,10 @@ func (s *DirStore) apply(p []byte) error {
 	case opEvent:
 		var e Event
 		if err := decode(js, &e); err != nil {
-			return err
+			var ok bool
+			if e.TenantID, e.SubjectHash, e.EventID, ok = eventKey(js); !ok {
+				return err
+			}
 		}
 		key := [2]string{e.TenantID, e.SubjectHash}
 		if s.events[key] == nil {

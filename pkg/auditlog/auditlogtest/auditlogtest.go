@@ -134,6 +134,21 @@ func testEventsPaginate(t *testing.T, s auditlog.Store) {
 			t.Fatalf("event %d is %s at %s, want %s in time order", i, e.EventID, e.At, want)
 		}
 	}
+	if raw, ok := s.(auditlog.RawEventStore); ok {
+		stored, err := raw.RawEvents(ctx, "acme", h)
+		must(t, err)
+		ids := map[string]bool{}
+		for _, se := range stored {
+			var e auditlog.Event
+			if se.Err != nil || json.Unmarshal(se.JSON, &e) != nil || e.SubjectHash != h {
+				t.Fatalf("RawEvents item %q, %v: want the JSON of an event of the subject", se.JSON, se.Err)
+			}
+			ids[e.EventID] = true
+		}
+		if len(stored) != EventCount || len(ids) != EventCount {
+			t.Errorf("RawEvents returned %d items (%d distinct events), want %d", len(stored), len(ids), EventCount)
+		}
+	}
 }
 
 func testRequests(t *testing.T, s auditlog.Store) {

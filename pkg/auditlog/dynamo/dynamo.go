@@ -133,6 +133,26 @@ func (s *Store) Events(ctx context.Context, tenant, subjectHash string) ([]audit
 	return evs, nil
 }
 
+var _ auditlog.RawEventStore = (*Store)(nil)
+
+// RawEvents returns the JSON of every event item of the subject as stored; an item without
+// a string "data" attribute comes back with auditlog.ErrNoEventJSON.
+func (s *Store) RawEvents(ctx context.Context, tenant, subjectHash string) ([]auditlog.StoredEvent, error) {
+	items, err := s.query(ctx, "events", eventPK(tenant, subjectHash), "EVT#")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]auditlog.StoredEvent, 0, len(items))
+	for _, it := range items {
+		if d, ok := it["data"].(*types.AttributeValueMemberS); ok {
+			out = append(out, auditlog.StoredEvent{JSON: []byte(d.Value)})
+		} else {
+			out = append(out, auditlog.StoredEvent{Err: auditlog.ErrNoEventJSON})
+		}
+	}
+	return out, nil
+}
+
 // PutRequest inserts r or replaces the stored request when r.Attempt >= its attempt. It
 // writes r's index entries (see ListRequests) before the request itself, so a crash in
 // between leaves entries that ListRequests skips until the request is written.
