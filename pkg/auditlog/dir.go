@@ -60,6 +60,7 @@ type DirStore struct {
 	receipts   map[string][]byte                  // request id → receipt JSON
 	receiptIdx map[string]map[string]int64        // tenant → request id → seq at creation
 	heads      map[string]storedHead
+	published  map[string][]byte // request id → publication mark JSON
 }
 
 type storedRequest struct {
@@ -100,6 +101,7 @@ func OpenDir(dir string) (*DirStore, error) {
 		events: map[[2]string]map[string][]byte{}, requests: map[string]storedRequest{},
 		reports: map[string]map[string]storedReport{}, receipts: map[string][]byte{},
 		receiptIdx: map[string]map[string]int64{}, heads: map[string]storedHead{},
+		published: map[string][]byte{},
 	}
 	s.cond = sync.NewCond(&s.mu)
 	var err error

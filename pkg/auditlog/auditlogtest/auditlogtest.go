@@ -74,6 +74,7 @@ func Run(t *testing.T, newStore func(t *testing.T) auditlog.Store) {
 		{"IssueIsIdempotent", testIssueIdempotent},
 		{"IssueHealsCrashedWriter", testIssueHeals},
 		{"IssueReadsReceiptAfterHead", testIssueRace},
+		{"PublishMarker", testPublishMarker},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -85,6 +86,29 @@ func Run(t *testing.T, newStore func(t *testing.T) auditlog.Store) {
 		t.Parallel()
 		testTamper(t, newStore)
 	})
+}
+
+// testPublishMarker checks a store's publication marks, when it has them: absent until
+// marked, then present for that request only; a second mark is harmless.
+func testPublishMarker(t *testing.T, s auditlog.Store) {
+	pm, ok := s.(auditlog.PublishMarker)
+	if !ok {
+		return // an optional capability
+	}
+	ctx := context.Background()
+	if got, err := pm.Published(ctx, "r-1"); err != nil || got {
+		t.Fatalf("Published before any mark = %v, %v; want false", got, err)
+	}
+	must(t, pm.MarkPublished(ctx, "r-1", "rcpt-1"))
+	must(t, pm.MarkPublished(ctx, "r-1", "rcpt-1"))
+	for id, want := range map[string]bool{"r-1": true, "r-2": false, "r": false} {
+		if got, err := pm.Published(ctx, id); err != nil || got != want {
+			t.Errorf("Published(%s) = %v, %v; want %v", id, got, err, want)
+		}
+	}
+	if err := pm.MarkPublished(ctx, "", "rcpt"); err == nil {
+		t.Error("MarkPublished without a request id succeeded")
+	}
 }
 
 func testAppendEvent(t *testing.T, s auditlog.Store) {

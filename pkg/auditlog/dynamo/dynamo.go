@@ -12,6 +12,7 @@
 //	REQIDX                           <requested at>#<request id>   request index entry (all tenants)
 //	REQ#<request id>                 REPORT#<store>            a store's report (attempt)
 //	REQ#<request id>                 RECEIPT                   the receipt (seq)
+//	REQ#<request id>                 PUBLISHED                 the receipt was published (PublishMarker)
 //	TEN#<tenant>                     HEAD                      the chain's head (seq)
 //	TEN#<tenant>                     RCPT#<seq, 20 digits>#<request id>   receipt index entry
 //
