@@ -36,7 +36,9 @@ const MinSubstringLen = 6
 // when they hold the expected values. Verify does not find events an app wrote under some
 // other pseudonym, identifiers it does not know, or identifiers transformed (encoded,
 // lower-cased) before they were written. For tenant scope it scans nothing and says so in
-// the method: per-subject identifiers are unknown there.
+// the method: per-subject identifiers are unknown there. An event of the subject that the
+// store cannot read or that does not decode is never counted as clean: it is reported
+// unexamined (see Verify).
 //
 // Verifier is safe for concurrent use. Store errors are returned as they are classified by
 // the store.

@@ -168,6 +168,14 @@ func (r *Store) Verify(ctx context.Context, st inventory.Store, s deletion.Subje
 			down[name] = true
 		}
 	}
+	if ring, ok := r.client.(*redis.Ring); ok {
+		// Also when nothing was scanned (index_only): the ring routes a down shard's index
+		// keys to another shard, where they read as empty.
+		_, names := ringShards(ring)
+		for _, name := range names {
+			down[name] = true
+		}
+	}
 	indexes, err := r.indexes(ctx, p)
 	if err != nil {
 		return event.Verification{}, err
@@ -243,16 +251,7 @@ func (r *Store) forEachPrimary(ctx context.Context, fn func(ctx context.Context,
 	case *redis.ClusterClient:
 		return nil, c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return fn(ctx, n) })
 	case *redis.Ring:
-		up := c.GetShardClients()
-		live := map[string]bool{}
-		for _, n := range up {
-			live[n.Options().Addr] = true
-		}
-		for name, addr := range c.Options().Addrs {
-			if !live[addr] {
-				skipped = append(skipped, name)
-			}
-		}
+		up, skipped := ringShards(c)
 		var g errgroup.Group
 		for _, n := range up {
 			g.Go(func() error { return fn(ctx, n) })
@@ -261,6 +260,21 @@ func (r *Store) forEachPrimary(ctx context.Context, fn func(ctx context.Context,
 	default:
 		return nil, fn(ctx, r.client)
 	}
+}
+
+// ringShards returns the clients of the ring's live shards and the names of those down.
+func ringShards(c *redis.Ring) (up []*redis.Client, down []string) {
+	up = c.GetShardClients()
+	live := map[string]bool{}
+	for _, n := range up {
+		live[n.Options().Addr] = true
+	}
+	for name, addr := range c.Options().Addrs {
+		if !live[addr] {
+			down = append(down, name)
+		}
+	}
+	return up, down
 }
 
 // pipeline returns a MULTI pipeline where all keys live on one server, a plain pipeline

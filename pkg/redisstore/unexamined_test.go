@@ -172,6 +172,10 @@ func TestRingShardDownIsUnexamined(t *testing.T) {
 	if v.Unexamined != 1 || !slices.Equal(v.UnexaminedItems, want) {
 		t.Errorf("Verify with a shard down = %+v, want 1 unexamined %q", v, want)
 	}
+	st.Locators.IndexOnly = true // reads only the index, which the ring now routes elsewhere
+	if v, err := store.Verify(ctx, st, s); err != nil || v.Unexamined != 1 || !slices.Equal(v.UnexaminedItems, want) {
+		t.Errorf("index_only Verify with a shard down = %+v, %v; want 1 unexamined %q", v, err, want)
+	}
 }
 
 // Through the deleter runtime: a store holding an unreadable index key reports FAILED on
