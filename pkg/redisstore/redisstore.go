@@ -53,8 +53,8 @@
 // Network errors, timeouts, LOADING, TRYAGAIN, CLUSTERDOWN, MASTERDOWN, READONLY and BUSY
 // are transient; NOPERM, NOAUTH, WRONGPASS, WRONGTYPE (where Index writes to an index that
 // is not a set), unknown commands and templates outside the contract are
-// deletion.Permanent. Error messages and
-// locations name templates with the tenant filled in, never an identifier.
+// deletion.Permanent. Error messages and locations name templates with the tenant filled
+// in, never an identifier.
 package redisstore
 
 import (
