@@ -2,18 +2,32 @@
 //
 // It consumes erasure.requested (to learn the expected stores and the due date) and
 // erasure.store.done, records both durably in the audit table, and when every expected
-// store has reported success with zero remaining, issues exactly one receipt
-// (auditlog.Issue: conditional writes, crash- and race-safe) and publishes it on
-// erasure.completed. Handling is idempotent: a redelivered record rewrites the same state
-// and, for a completed request, publishes the same receipt again; consumers of
-// erasure.completed deduplicate by request id. The offset is marked only after the receipt
-// and its event were acknowledged.
+// store has reported success with nothing remaining and nothing unexamined, issues exactly
+// one receipt (auditlog.Issue: conditional writes, crash- and race-safe) and publishes it
+// on erasure.completed.
+//
+// Delivery: handling is idempotent, and each receipt is published once. After the broker
+// acknowledged the receipt's record, the aggregator writes a publication mark beside the
+// receipt (auditlog.PublishMarker), and it publishes only while the mark is absent: a
+// redelivered record, or every record of the topics re-consumed after a restart with
+// uncommitted offsets, finds the mark and publishes nothing. The one exception is a crash (or a failed mark write) between the broker's
+// acknowledgement and the mark: the record is then handled again and the same receipt,
+// with the same receipt_id, is published a second time. Two aggregator processes handling
+// records of the same unpublished request at the same moment can also both publish it;
+// within one process such records are serialized. So consumers of erasure.completed
+// de-duplicate by receipt_id (one receipt per request, so request_id serves as well). A
+// store without PublishMarker publishes the receipt on every record of a complete request.
+// The request's identifiers key is shredded after the mark, and again on every later record
+// of the request (shredding is idempotent). The offset is marked only after the receipt,
+// its event, the mark and the shredding.
 package aggregator
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -120,8 +134,35 @@ func validRequest(r *event.Requested) error {
 	return nil
 }
 
-// complete issues and publishes the receipt of requestID if every expected store succeeded.
+// completing serializes, within the process, the completion of one request across
+// Aggregator values: a request's record and its last report arrive on different topics
+// (different partitions, handled concurrently), and both must not find the receipt
+// unpublished and publish it.
+var completing [64]sync.Mutex
+
+func completionLock(requestID string) *sync.Mutex {
+	h := fnv.New32a()
+	h.Write([]byte(requestID))
+	return &completing[h.Sum32()%uint32(len(completing))]
+}
+
+// complete issues and publishes the receipt of requestID if every expected store succeeded
+// and the receipt is not marked published yet; it marks it published after the broker's
+// acknowledgement.
 func (a *Aggregator) complete(ctx context.Context, requestID string) error {
+	mu := completionLock(requestID)
+	mu.Lock()
+	defer mu.Unlock()
+	marks, _ := a.Store.(auditlog.PublishMarker)
+	if marks != nil {
+		done, err := marks.Published(ctx, requestID)
+		if err != nil {
+			return fmt.Errorf("aggregator: read publication mark: %w", err)
+		}
+		if done {
+			return a.shred(ctx, requestID) // again: a crash may have come between mark and shred
+		}
+	}
 	req, err := a.Store.GetRequest(ctx, requestID)
 	if errors.Is(err, auditlog.ErrNotFound) {
 		return nil // reports came before the request; its own record completes it
@@ -149,11 +190,13 @@ func (a *Aggregator) complete(ctx context.Context, requestID string) error {
 	if err := a.Producer.ProduceSync(ctx, out).FirstErr(); err != nil {
 		return fmt.Errorf("aggregator: publish receipt: %w", err)
 	}
-	if a.Sealer != nil {
-		// Crypto-shredding: erasure.requested keeps the sealed identifiers, unreadable now.
-		if err := a.Sealer.Shred(ctx, requestID); err != nil {
-			return fmt.Errorf("aggregator: shred identifiers key: %w", err)
+	if marks != nil {
+		if err := marks.MarkPublished(ctx, requestID, issued.ReceiptID); err != nil {
+			return fmt.Errorf("aggregator: mark receipt published: %w", err)
 		}
+	}
+	if err := a.shred(ctx, requestID); err != nil {
+		return err
 	}
 	if issued.ReceiptID == r.ReceiptID {
 		m := metrics.Or(a.Metrics)
@@ -161,6 +204,19 @@ func (a *Aggregator) complete(ctx context.Context, requestID string) error {
 		m.ErasureDuration.Observe(issued.CompletedAt.Sub(issued.RequestedAt).Seconds())
 		a.log().Info("receipt issued", zap.String("request_id", requestID), zap.String("tenant", req.TenantID),
 			zap.String("subject_hash", req.SubjectHash), zap.Int64("seq", issued.Seq), zap.Int64("elapsed_ms", issued.ElapsedMS))
+	}
+	return nil
+}
+
+// shred destroys the data key of the request's sealed identifiers (crypto-shredding:
+// erasure.requested keeps them, unreadable now). It is idempotent; without a Sealer it does
+// nothing.
+func (a *Aggregator) shred(ctx context.Context, requestID string) error {
+	if a.Sealer == nil {
+		return nil
+	}
+	if err := a.Sealer.Shred(ctx, requestID); err != nil {
+		return fmt.Errorf("aggregator: shred identifiers key: %w", err)
 	}
 	return nil
 }

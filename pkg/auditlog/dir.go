@@ -63,6 +63,7 @@ type DirStore struct {
 	receipts   map[string][]byte                  // request id → receipt JSON
 	receiptIdx map[string]map[string]int64        // tenant → request id → seq at creation
 	heads      map[string]storedHead
+	published  map[string][]byte // request id → publication mark JSON
 }
 
 type storedRequest struct {
@@ -134,6 +135,7 @@ func newDirStore(dir string) (*DirStore, error) {
 		events: map[[2]string]map[string][]byte{}, requests: map[string]storedRequest{},
 		reports: map[string]map[string]storedReport{}, receipts: map[string][]byte{},
 		receiptIdx: map[string]map[string]int64{}, heads: map[string]storedHead{},
+		published: map[string][]byte{},
 	}
 	s.cond = sync.NewCond(&s.mu)
 	return s, nil

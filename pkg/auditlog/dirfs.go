@@ -21,6 +21,7 @@ const (
 	opReceiptOverwrite = 'O' // event.Receipt without touching the index
 	opIndex            = 'I' // an index entry alone: indexEntry (compaction writes it)
 	opHead             = 'H' // Head of the tenant
+	opPublished        = 'B' // publication mark of a request's receipt
 )
 
 type indexEntry struct {
@@ -68,7 +69,10 @@ func (s *DirStore) apply(p []byte) error {
 	case opEvent:
 		var e Event
 		if err := decode(js, &e); err != nil {
-			return err
+			var ok bool
+			if e.TenantID, e.SubjectHash, e.EventID, ok = eventKey(js); !ok {
+				return err
+			}
 		}
 		key := [2]string{e.TenantID, e.SubjectHash}
 		if s.events[key] == nil {
@@ -113,6 +117,12 @@ func (s *DirStore) apply(p []byte) error {
 			return err
 		}
 		s.heads[tenant] = storedHead{seq: h.Seq, json: js}
+	case opPublished:
+		var m publishedMark
+		if err := decode(js, &m); err != nil {
+			return err
+		}
+		s.published[m.RequestID] = js
 	default:
 		return fmt.Errorf("unknown record operation %q", op)
 	}
@@ -236,6 +246,11 @@ func (s *DirStore) snapshot(emit func([]byte, int) (int64, error)) error {
 	}
 	for tenant, sh := range s.heads {
 		if err := put(opHead, tenant, sh.json); err != nil {
+			return err
+		}
+	}
+	for _, js := range s.published {
+		if err := put(opPublished, "", js); err != nil {
 			return err
 		}
 	}

@@ -36,7 +36,9 @@ const MinSubstringLen = 6
 // when they hold the expected values. Verify does not find events an app wrote under some
 // other pseudonym, identifiers it does not know, or identifiers transformed (encoded,
 // lower-cased) before they were written. For tenant scope it scans nothing and says so in
-// the method: per-subject identifiers are unknown there.
+// the method: per-subject identifiers are unknown there. An event of the subject that the
+// store cannot read or that does not decode is never counted as clean: it is reported
+// unexamined (see Verify).
 //
 // Verifier is safe for concurrent use. Store errors are returned as they are classified by
 // the store.
@@ -55,7 +57,10 @@ func (v *Verifier) Erase(ctx context.Context, st inventory.Store, s deletion.Sub
 }
 
 // Verify counts the subject's events that hold a raw identifier or a PII pattern (see
-// Verifier). A subject-scope subject without a hash is a Permanent error.
+// Verifier). When the store is a RawEventStore, Verify reads the events as stored: every
+// string of a field Event does not declare is checked too, and an event that cannot be read
+// or decoded is unexamined (named by its position, never by its content), so the store
+// cannot verify clean. A subject-scope subject without a hash is a Permanent error.
 func (v *Verifier) Verify(ctx context.Context, st inventory.Store, s deletion.Subject) (event.Verification, error) {
 	if s.TenantScope() {
 		return event.Verification{Method: "tenant scope: audit events hold keyed pseudonyms only (not scanned)"}, nil
@@ -63,31 +68,56 @@ func (v *Verifier) Verify(ctx context.Context, st inventory.Store, s deletion.Su
 	if s.Hash == "" {
 		return event.Verification{}, deletion.Permanent(errors.New("auditlog: verify: subject has no pseudonym"))
 	}
-	evs, err := v.s.Events(ctx, s.Tenant, s.Hash)
-	if err != nil {
-		return event.Verification{}, fmt.Errorf("auditlog: verify: %w", err)
-	}
 	ids := make([]string, 0, 1+len(s.Sessions))
 	for _, id := range append([]string{s.ID}, s.Sessions...) {
 		if id != "" {
 			ids = append(ids, id)
 		}
 	}
-	var n int64
-	for _, e := range evs {
-		if tainted(e, s, ids) {
-			n++
+	raw, ok := v.s.(RawEventStore)
+	if !ok {
+		evs, err := v.s.Events(ctx, s.Tenant, s.Hash)
+		if err != nil {
+			return event.Verification{}, fmt.Errorf("auditlog: verify: %w", err)
+		}
+		var n int64
+		for _, e := range evs {
+			if tainted(e, nil, s, ids) {
+				n++
+			}
+		}
+		return event.Verification{
+			Method:    fmt.Sprintf("audit events scanned for raw identifiers and PII patterns: %d events", len(evs)),
+			Remaining: n,
+		}, nil
+	}
+	stored, err := raw.RawEvents(ctx, s.Tenant, s.Hash)
+	if err != nil {
+		return event.Verification{}, fmt.Errorf("auditlog: verify: %w", err)
+	}
+	var ver event.Verification
+	for i, se := range stored {
+		e, extra, err := decodeStored(se)
+		if err != nil {
+			ver.Unexamined++
+			ver.UnexaminedItems = append(ver.UnexaminedItems,
+				fmt.Sprintf("audit event %d of %d under the subject's pseudonym: %s", i+1, len(stored), unreadable(err)))
+			continue
+		}
+		if tainted(e, extra, s, ids) {
+			ver.Remaining++
 		}
 	}
-	return event.Verification{
-		Method:    fmt.Sprintf("audit events scanned for raw identifiers and PII patterns: %d events", len(evs)),
-		Remaining: n,
-	}, nil
+	ver.Method = fmt.Sprintf("audit events scanned for raw identifiers and PII patterns: %d events", len(stored)-int(ver.Unexamined))
+	if ver.Unexamined > 0 {
+		ver.Method += fmt.Sprintf(", %d unreadable", ver.Unexamined)
+	}
+	return ver, nil
 }
 
-// tainted reports whether e holds one of ids (raw identifiers of s) or a PII pattern, by
-// the rules documented on Verifier.
-func tainted(e Event, s deletion.Subject, ids []string) bool {
+// tainted reports whether e, or one of the extra strings stored with it, holds one of ids
+// (raw identifiers of s) or a PII pattern, by the rules documented on Verifier.
+func tainted(e Event, extra []string, s deletion.Subject, ids []string) bool {
 	fields := []string{e.EventID, e.KeyID, e.Type, e.QueryFingerprint, e.Model, e.Path}
 	if e.TenantID != s.Tenant {
 		fields = append(fields, e.TenantID)
@@ -96,6 +126,7 @@ func tainted(e Event, s deletion.Subject, ids []string) bool {
 		fields = append(fields, e.SubjectHash)
 	}
 	fields = append(fields, e.ChunkIDs...)
+	fields = append(fields, extra...)
 	for _, f := range fields {
 		if f == "" {
 			continue

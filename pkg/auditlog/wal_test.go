@@ -105,6 +105,15 @@ func TestDirStoreReopensAfterCompaction(t *testing.T) {
 	dir := t.TempDir()
 	s := openT(t, dir)
 	s.compactAt = 4 << 10
+	// Written first, so that the compactions below must carry them over.
+	for i := range 5 {
+		if err := s.MarkPublished(ctx, fmt.Sprintf("r-%d", i), fmt.Sprint(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.AppendRawEvent(ctx, []byte(`{"event_id": "bad", "tenant_id": "acme", "subject_hash": "h", "at": 1}`)); err != nil {
+		t.Fatal(err)
+	}
 	for i := range 300 {
 		id := fmt.Sprintf("r-%d", i)
 		if err := s.PutRequest(ctx, request(id)); err != nil {
@@ -140,8 +149,13 @@ func TestDirStoreReopensAfterCompaction(t *testing.T) {
 	if ds, _ := r.Reports(ctx, "r-299"); len(ds) != 1 || ds[0].Attempt != 299%3 {
 		t.Errorf("reports after reopen: %+v", ds)
 	}
-	if evs, _ := r.Events(ctx, "acme", "h"); len(evs) != 300 {
-		t.Errorf("%d events after reopen, want 300", len(evs))
+	if evs, _ := r.RawEvents(ctx, "acme", "h"); len(evs) != 301 {
+		t.Errorf("%d events after reopen, want 300 and the undecodable one", len(evs))
+	}
+	for id, want := range map[string]bool{"r-4": true, "r-5": false} {
+		if got, err := r.Published(ctx, id); err != nil || got != want {
+			t.Errorf("Published(%s) after reopen = %v, %v; want %v", id, got, err, want)
+		}
 	}
 	// The overwritten receipt disagrees with its index entry and is skipped, as before.
 	if rs, _ := r.Receipts(ctx, "acme"); len(rs) != 4 {

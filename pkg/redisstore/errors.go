@@ -48,6 +48,12 @@ func isPermanent(err error) bool {
 	return false
 }
 
+// isWrongType reports whether err is Redis's WRONGTYPE reply: the key holds another type.
+func isWrongType(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re) && strings.HasPrefix(re.Error(), "WRONGTYPE")
+}
+
 // cause returns the error of a failed pipeline that says most about why: the first
 // permanent error of a command (a MULTI reports only EXECABORT for a command refused when
 // queued), else err.

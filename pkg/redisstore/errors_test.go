@@ -25,18 +25,6 @@ func noIdentifier(t *testing.T, err error) {
 	}
 }
 
-func TestIndexOfWrongTypeIsPermanent(t *testing.T) {
-	backends(t, func(t *testing.T, c *redis.Client) {
-		s := deletiontest.NewSubject("acme", secretID)
-		c.Set(context.Background(), indexKey(s), "not a set", 0)
-		_, err := redisstore.New(c).Erase(context.Background(), refStore(t, "redis"), s)
-		if !deletion.IsPermanent(err) {
-			t.Errorf("Erase with a string index = %v, want a permanent error", err)
-		}
-		noIdentifier(t, err)
-	})
-}
-
 func TestNoPermissionIsPermanent(t *testing.T) {
 	admin := realRedis(t)
 	ctx := context.Background()

@@ -148,6 +148,7 @@ func fixture(c redis.UniversalClient, name string, reset func(t *testing.T)) fun
 			Count: func(t *testing.T, s deletion.Subject) int {
 				return countKeys(t, c, s, kindsOf[name])
 			},
+			Unreadable: unreadableIndex(c),
 		}
 	}
 }

@@ -127,10 +127,24 @@ type pattern struct {
 
 // plan is what an erasure or a verification of one subject in one store touches.
 type plan struct {
-	locations []string  // key templates with the tenant filled in, one per Locators.Keys
-	patterns  []pattern // SCAN patterns, exact for the subject (or the tenant)
-	indexes   []string  // exact index set names (subject scope)
-	indexGlob string    // pattern of the tenant's index sets (tenant scope), or ""
+	locations  []string  // key templates with the tenant filled in, one per Locators.Keys
+	patterns   []pattern // SCAN patterns, exact for the subject (or the tenant)
+	indexes    []string  // exact index set names (subject scope)
+	indexGlob  string    // pattern of the tenant's index sets (tenant scope), or ""
+	indexName  string    // the index template with the tenant filled in (for reports)
+	indexParts int       // delimiters in an index key of the template (tenant scope)
+}
+
+// notSetItem names, for Verification.UnexaminedItems, n index keys of p that are not sets.
+func (p plan) notSetItem(n int, indexOnly bool) string {
+	what := "the key is not a set (WRONGTYPE), its members are unknown"
+	if indexOnly {
+		what = "the key is not a set (WRONGTYPE); the store is index_only, so the subject's keys are unknown"
+	}
+	if n > 1 {
+		what = fmt.Sprintf("%d keys are not sets (WRONGTYPE), their members are unknown", n)
+	}
+	return p.indexName + ": " + what
 }
 
 // errEmpty marks a request whose identifiers cannot fill a template.
@@ -160,7 +174,9 @@ func newPlan(st inventory.Store, s deletion.Subject) (plan, error) {
 		}
 	}
 	if idx := st.Locators.Index; idx != "" {
+		p.indexName = strings.ReplaceAll(idx, inventory.Tenant, s.Tenant)
 		if s.TenantScope() {
+			p.indexParts = strings.Count(idx, string(Delimiter))
 			p.indexGlob = tenantPattern(idx, s.Tenant)
 			return p, nil
 		}

@@ -40,20 +40,34 @@
 // (VerifyIndexMethod says so in the receipt): keys an app wrote outside the index are
 // neither erased nor seen there, which is the price of not scanning the keyspace.
 //
+// What Verify cannot read it reports as unexamined (Verification.Unexamined and
+// UnexaminedItems, named by template, never by identifier), so the store cannot verify
+// clean: an index key that holds something other than a set (WRONGTYPE; Erase leaves it
+// alone, and for an index_only store the subject's keys are then unknown), and, on a
+// Ring, every shard go-redis has marked down (its keys were neither erased nor scanned).
+// A primary that cannot be reached while scanning is an error instead (transient: the
+// runtime retries, then reports FAILED).
+//
 // # Errors
 //
 // Network errors, timeouts, LOADING, TRYAGAIN, CLUSTERDOWN, MASTERDOWN, READONLY and BUSY
-// are transient; NOPERM, NOAUTH, WRONGPASS, WRONGTYPE (an index that is not a set), unknown
-// commands and templates outside the contract are deletion.Permanent. Error messages and
-// locations name templates with the tenant filled in, never an identifier.
+// are transient; NOPERM, NOAUTH, WRONGPASS, WRONGTYPE (where Index writes to an index that
+// is not a set), unknown commands and templates outside the contract are
+// deletion.Permanent. Error messages and locations name templates with the tenant filled
+// in, never an identifier.
 package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/event"
@@ -105,7 +119,7 @@ func (r *Store) Erase(ctx context.Context, st inventory.Store, s deletion.Subjec
 		if indexOnly(st, s) {
 			break
 		}
-		if err := r.scanDelete(ctx, p, pt, t); err != nil {
+		if _, err := r.scanDelete(ctx, p, pt, t); err != nil {
 			return deletion.Result{}, classify("scan and unlink "+p.locations[pt.loc], err)
 		}
 	}
@@ -117,7 +131,10 @@ func (r *Store) Erase(ctx context.Context, st inventory.Store, s deletion.Subjec
 }
 
 // Verify counts the distinct keys of s that st's patterns find on every primary, plus the
-// names st's index still lists for those patterns. It changes nothing.
+// names st's index still lists for those patterns. What it cannot read is unexamined, never
+// zero: an index key that is not a set (its members, and for an index_only store the
+// subject's keys, are unknown) and a shard of a Ring that is down (not scanned). It changes
+// nothing.
 func (r *Store) Verify(ctx context.Context, st inventory.Store, s deletion.Subject) (event.Verification, error) {
 	p, err := newPlan(st, s)
 	if err != nil {
@@ -125,13 +142,14 @@ func (r *Store) Verify(ctx context.Context, st inventory.Store, s deletion.Subje
 	}
 	var mu sync.Mutex
 	found := map[string]struct{}{}
+	down := map[string]bool{}
 	method := VerifyMethod
 	if indexOnly(st, s) {
 		method = VerifyIndexMethod
 		p.patterns = nil
 	}
 	for _, pt := range p.patterns {
-		err := r.forEachPrimary(ctx, func(ctx context.Context, node redis.Cmdable) error {
+		skipped, err := r.forEachPrimary(ctx, func(ctx context.Context, node redis.Cmdable) error {
 			return scan(ctx, node, pt.glob, "", func(keys []string) error {
 				mu.Lock()
 				defer mu.Unlock()
@@ -146,15 +164,31 @@ func (r *Store) Verify(ctx context.Context, st inventory.Store, s deletion.Subje
 		if err != nil {
 			return event.Verification{}, classify("scan "+p.locations[pt.loc], err)
 		}
+		for _, name := range skipped {
+			down[name] = true
+		}
+	}
+	if ring, ok := r.client.(*redis.Ring); ok {
+		// Also when nothing was scanned (index_only): the ring routes a down shard's index
+		// keys to another shard, where they read as empty.
+		_, names := ringShards(ring)
+		for _, name := range names {
+			down[name] = true
+		}
 	}
 	indexes, err := r.indexes(ctx, p)
 	if err != nil {
 		return event.Verification{}, err
 	}
+	notSets := 0
 	for _, idx := range indexes {
-		members, err := r.client.SMembers(ctx, idx).Result()
+		members, err := r.members(ctx, idx)
+		if errors.Is(err, errNotASet) {
+			notSets++
+			continue
+		}
 		if err != nil {
-			return event.Verification{}, classify("read index", err)
+			return event.Verification{}, err
 		}
 		for _, m := range members {
 			if p.match(m) >= 0 {
@@ -162,7 +196,31 @@ func (r *Store) Verify(ctx context.Context, st inventory.Store, s deletion.Subje
 			}
 		}
 	}
-	return event.Verification{Method: method, Remaining: int64(len(found))}, nil
+	v := event.Verification{Method: method, Remaining: int64(len(found))}
+	if notSets > 0 {
+		v.Unexamined += int64(notSets)
+		v.UnexaminedItems = append(v.UnexaminedItems, p.notSetItem(notSets, indexOnly(st, s)))
+	}
+	for _, name := range slices.Sorted(maps.Keys(down)) {
+		v.Unexamined++
+		v.UnexaminedItems = append(v.UnexaminedItems, fmt.Sprintf("shard %s: down, its keys were not scanned", name))
+	}
+	return v, nil
+}
+
+// errNotASet marks an index key that holds something other than a set (WRONGTYPE).
+var errNotASet = errors.New("index key is not a set")
+
+// members returns the members of index set idx, errNotASet when the key holds another type.
+func (r *Store) members(ctx context.Context, idx string) ([]string, error) {
+	ms, err := r.client.SMembers(ctx, idx).Result()
+	if isWrongType(err) {
+		return nil, errNotASet
+	}
+	if err != nil {
+		return nil, classify("read index", err)
+	}
+	return ms, nil
 }
 
 // indexOnly reports whether st trusts its index alone for s: the app writes every key of a
@@ -185,16 +243,38 @@ func (t *tally) add(loc int, n int64) {
 }
 
 // forEachPrimary calls fn for every primary that holds keys: each master of a cluster
-// (concurrently), each shard of a ring, or the single server.
-func (r *Store) forEachPrimary(ctx context.Context, fn func(ctx context.Context, node redis.Cmdable) error) error {
+// (concurrently), each live shard of a ring (concurrently), or the single server. It returns
+// the names of the ring's shards that are down and were not called: go-redis marks a shard
+// down after failed health checks and routes around it, so its keys are out of reach.
+func (r *Store) forEachPrimary(ctx context.Context, fn func(ctx context.Context, node redis.Cmdable) error) (skipped []string, err error) {
 	switch c := r.client.(type) {
 	case *redis.ClusterClient:
-		return c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return fn(ctx, n) })
+		return nil, c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return fn(ctx, n) })
 	case *redis.Ring:
-		return c.ForEachShard(ctx, func(ctx context.Context, n *redis.Client) error { return fn(ctx, n) })
+		up, skipped := ringShards(c)
+		var g errgroup.Group
+		for _, n := range up {
+			g.Go(func() error { return fn(ctx, n) })
+		}
+		return skipped, g.Wait()
 	default:
-		return fn(ctx, r.client)
+		return nil, fn(ctx, r.client)
 	}
+}
+
+// ringShards returns the clients of the ring's live shards and the names of those down.
+func ringShards(c *redis.Ring) (up []*redis.Client, down []string) {
+	up = c.GetShardClients()
+	live := map[string]bool{}
+	for _, n := range up {
+		live[n.Options().Addr] = true
+	}
+	for name, addr := range c.Options().Addrs {
+		if !live[addr] {
+			down = append(down, name)
+		}
+	}
+	return up, down
 }
 
 // pipeline returns a MULTI pipeline where all keys live on one server, a plain pipeline
@@ -234,8 +314,9 @@ func scan(ctx context.Context, node redis.Cmdable, glob, typ string, fn func([]s
 	}
 }
 
-// indexes returns the index sets to read: the subject's own, or every set of the tenant
-// that the index template covers.
+// indexes returns the index keys to read: the subject's own, or every key of the tenant
+// that the index template covers (as many parts as the template: a longer key is data, not
+// an index), whatever its type.
 func (r *Store) indexes(ctx context.Context, p plan) ([]string, error) {
 	if p.indexGlob == "" {
 		return p.indexes, nil
@@ -243,12 +324,13 @@ func (r *Store) indexes(ctx context.Context, p plan) ([]string, error) {
 	var mu sync.Mutex
 	seen := map[string]bool{}
 	var out []string
-	err := r.forEachPrimary(ctx, func(ctx context.Context, node redis.Cmdable) error {
-		return scan(ctx, node, p.indexGlob, "set", func(keys []string) error {
+	// No TYPE filter: an index key that is not a set must be seen, to be reported.
+	_, err := r.forEachPrimary(ctx, func(ctx context.Context, node redis.Cmdable) error {
+		return scan(ctx, node, p.indexGlob, "", func(keys []string) error {
 			mu.Lock()
 			defer mu.Unlock()
 			for _, k := range keys {
-				if !seen[k] && globMatch(p.indexGlob, k) {
+				if !seen[k] && globMatch(p.indexGlob, k) && strings.Count(k, string(Delimiter)) == p.indexParts {
 					seen[k] = true
 					out = append(out, k)
 				}
@@ -263,10 +345,14 @@ func (r *Store) indexes(ctx context.Context, p plan) ([]string, error) {
 }
 
 // eraseIndexed unlinks the members of index idx that p covers and removes them from idx.
+// An index key that is not a set is left alone (Verify reports it unexamined).
 func (r *Store) eraseIndexed(ctx context.Context, p plan, idx string, t *tally) error {
-	members, err := r.client.SMembers(ctx, idx).Result()
+	members, err := r.members(ctx, idx)
+	if errors.Is(err, errNotASet) {
+		return nil
+	}
 	if err != nil {
-		return classify("read index", err)
+		return err
 	}
 	var keys []string
 	var locs []int
@@ -299,7 +385,7 @@ func (r *Store) eraseIndexed(ctx context.Context, p plan, idx string, t *tally) 
 
 // scanDelete scans every primary for pt and unlinks, in pipelined batches, the keys that
 // p covers (checked in Go), adding the UNLINK replies to t.
-func (r *Store) scanDelete(ctx context.Context, p plan, pt pattern, t *tally) error {
+func (r *Store) scanDelete(ctx context.Context, p plan, pt pattern, t *tally) ([]string, error) {
 	return r.forEachPrimary(ctx, func(ctx context.Context, node redis.Cmdable) error {
 		batch := make([]string, 0, unlinkBatch)
 		seen := make(map[string]bool, unlinkBatch)

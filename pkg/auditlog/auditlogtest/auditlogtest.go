@@ -74,6 +74,7 @@ func Run(t *testing.T, newStore func(t *testing.T) auditlog.Store) {
 		{"IssueIsIdempotent", testIssueIdempotent},
 		{"IssueHealsCrashedWriter", testIssueHeals},
 		{"IssueReadsReceiptAfterHead", testIssueRace},
+		{"PublishMarker", testPublishMarker},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -85,6 +86,29 @@ func Run(t *testing.T, newStore func(t *testing.T) auditlog.Store) {
 		t.Parallel()
 		testTamper(t, newStore)
 	})
+}
+
+// testPublishMarker checks a store's publication marks, when it has them: absent until
+// marked, then present for that request only; a second mark is harmless.
+func testPublishMarker(t *testing.T, s auditlog.Store) {
+	pm, ok := s.(auditlog.PublishMarker)
+	if !ok {
+		return // an optional capability
+	}
+	ctx := context.Background()
+	if got, err := pm.Published(ctx, "r-1"); err != nil || got {
+		t.Fatalf("Published before any mark = %v, %v; want false", got, err)
+	}
+	must(t, pm.MarkPublished(ctx, "r-1", "rcpt-1"))
+	must(t, pm.MarkPublished(ctx, "r-1", "rcpt-1"))
+	for id, want := range map[string]bool{"r-1": true, "r-2": false, "r": false} {
+		if got, err := pm.Published(ctx, id); err != nil || got != want {
+			t.Errorf("Published(%s) = %v, %v; want %v", id, got, err, want)
+		}
+	}
+	if err := pm.MarkPublished(ctx, "", "rcpt"); err == nil {
+		t.Error("MarkPublished without a request id succeeded")
+	}
 }
 
 func testAppendEvent(t *testing.T, s auditlog.Store) {
@@ -132,6 +156,21 @@ func testEventsPaginate(t *testing.T, s auditlog.Store) {
 	for i, e := range got {
 		if want := fmt.Sprintf("ev-%03d", i); e.EventID != want || !e.At.Equal(T0.Add(time.Duration(i)*time.Millisecond)) {
 			t.Fatalf("event %d is %s at %s, want %s in time order", i, e.EventID, e.At, want)
+		}
+	}
+	if raw, ok := s.(auditlog.RawEventStore); ok {
+		stored, err := raw.RawEvents(ctx, "acme", h)
+		must(t, err)
+		ids := map[string]bool{}
+		for _, se := range stored {
+			var e auditlog.Event
+			if se.Err != nil || json.Unmarshal(se.JSON, &e) != nil || e.SubjectHash != h {
+				t.Fatalf("RawEvents item %q, %v: want the JSON of an event of the subject", se.JSON, se.Err)
+			}
+			ids[e.EventID] = true
+		}
+		if len(stored) != EventCount || len(ids) != EventCount {
+			t.Errorf("RawEvents returned %d items (%d distinct events), want %d", len(stored), len(ids), EventCount)
 		}
 	}
 }

@@ -12,6 +12,7 @@
 //	REQIDX                           <requested at>#<request id>   request index entry (all tenants)
 //	REQ#<request id>                 REPORT#<store>            a store's report (attempt)
 //	REQ#<request id>                 RECEIPT                   the receipt (seq)
+//	REQ#<request id>                 PUBLISHED                 the receipt was published (PublishMarker)
 //	TEN#<tenant>                     HEAD                      the chain's head (seq)
 //	TEN#<tenant>                     RCPT#<seq, 20 digits>#<request id>   receipt index entry
 //
@@ -131,6 +132,26 @@ func (s *Store) Events(ctx context.Context, tenant, subjectHash string) ([]audit
 	}
 	auditlog.SortEvents(evs)
 	return evs, nil
+}
+
+var _ auditlog.RawEventStore = (*Store)(nil)
+
+// RawEvents returns the JSON of every event item of the subject as stored; an item without
+// a string "data" attribute comes back with auditlog.ErrNoEventJSON.
+func (s *Store) RawEvents(ctx context.Context, tenant, subjectHash string) ([]auditlog.StoredEvent, error) {
+	items, err := s.query(ctx, "events", eventPK(tenant, subjectHash), "EVT#")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]auditlog.StoredEvent, 0, len(items))
+	for _, it := range items {
+		if d, ok := it["data"].(*types.AttributeValueMemberS); ok {
+			out = append(out, auditlog.StoredEvent{JSON: []byte(d.Value)})
+		} else {
+			out = append(out, auditlog.StoredEvent{Err: auditlog.ErrNoEventJSON})
+		}
+	}
+	return out, nil
 }
 
 // PutRequest inserts r or replaces the stored request when r.Attempt >= its attempt. It

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,7 +19,9 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/auditlog/auditlogtest"
 	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/deletion/deletiontest"
 	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/testenv"
 )
 
@@ -84,6 +87,38 @@ func TestDynamo(t *testing.T) {
 
 	t.Run("Suite", func(t *testing.T) {
 		auditlogtest.Run(t, func(t *testing.T) auditlog.Store { return e.store(t, PageSize(25)) })
+	})
+
+	t.Run("Verifier", func(t *testing.T) {
+		deletiontest.Run(t, func(t *testing.T) deletiontest.Fixture {
+			s := e.store(t)
+			return auditlogtest.VerifierFixture(t, s, func(t testing.TB, sub deletion.Subject) {
+				must(t, s.putEventItem(ctx, sub, "unreadable", nil))
+			})
+		})
+	})
+
+	t.Run("VerifierReportsUnreadableItems", func(t *testing.T) {
+		s := e.store(t, PageSize(2))
+		sub := deletiontest.NewSubject("acme", "cust-1")
+		must(t, s.AppendEvent(ctx, auditlog.Event{EventID: "ok", TenantID: "acme", SubjectHash: sub.Hash, Type: "query", At: auditlogtest.T0}))
+		must(t, s.putEventItem(ctx, sub, "no-data", nil))
+		must(t, s.putEventItem(ctx, sub, "number", &types.AttributeValueMemberN{Value: "42"}))
+		must(t, s.putEventItem(ctx, sub, "not-json", str(`{"event_id": "not-json", "path": "/customers/cust-1`)))
+		v, err := auditlog.NewVerifier(s).Verify(ctx, inventory.Reference().OfKinds(inventory.KindAuditLog)[0], sub)
+		must(t, err)
+		// Items come in key order: no-data, not-json, number, ok.
+		want := []string{
+			"audit event 1 of 4 under the subject's pseudonym: the item holds no event JSON",
+			"audit event 2 of 4 under the subject's pseudonym: not valid JSON",
+			"audit event 3 of 4 under the subject's pseudonym: the item holds no event JSON",
+		}
+		if v.Remaining != 0 || v.Unexamined != 3 || !slices.Equal(v.UnexaminedItems, want) {
+			t.Errorf("Verify = %+v, want 3 unexamined %q", v, want)
+		}
+		if st := deletion.StatusOf(deletion.Result{NoPIIByDesign: true}, v); st != event.StatusFailed {
+			t.Errorf("status %s, want FAILED", st)
+		}
 	})
 
 	t.Run("EventsFollowsPages", func(t *testing.T) {
@@ -195,7 +230,17 @@ func TestDynamo(t *testing.T) {
 	})
 }
 
-func must(t *testing.T, err error) {
+// putEventItem writes, bypassing AppendEvent, an event item of sub with id whose "data"
+// attribute is data (none when nil), as another writer of the table could.
+func (s *Store) putEventItem(ctx context.Context, sub deletion.Subject, id string, data types.AttributeValue) error {
+	item := key(eventPK(sub.Tenant, sub.Hash), "EVT#"+esc(id))
+	if data != nil {
+		item["data"] = data
+	}
+	return s.put(ctx, "put raw event", item, "", nil)
+}
+
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)

@@ -38,6 +38,11 @@ type Fixture struct {
 	// Taint, when set, writes one item of s that the store must never hold (for stores with
 	// no personal data by design): Verify must then report it.
 	Taint func(t *testing.T, s deletion.Subject)
+	// Unreadable, when set, writes one item under the store's locators for s that the
+	// store cannot read (a key of the wrong type, an event that does not decode): Verify
+	// must then report it as unexamined, or fail, and never call the store clean. Stores
+	// that cannot hold such an item leave it nil.
+	Unreadable func(t testing.TB, s deletion.Subject)
 }
 
 // HostilePairs are (erased, bystander) subject ids where a careless pattern or filter built
@@ -194,6 +199,10 @@ func Run(t *testing.T, newFixture func(t *testing.T) Fixture) {
 		}
 	})
 
+	if f := newFixture(t); f.Unreadable != nil {
+		t.Run("UnreadableIsNotClean", func(t *testing.T) { checkUnreadable(t, newFixture(t)) })
+	}
+
 	if f := newFixture(t); f.Taint != nil {
 		t.Run("VerifyReportsTaint", func(t *testing.T) {
 			f := newFixture(t)
@@ -213,6 +222,46 @@ func Run(t *testing.T, newFixture func(t *testing.T) Fixture) {
 				t.Errorf("Verify of a clean subject = %+v, %v", v, err)
 			}
 		})
+	}
+}
+
+// checkUnreadable seeds a subject, erases it, injects an item the store cannot read and
+// expects Verify to fail or to report the item unexamined; a bystander stays clean.
+func checkUnreadable(t *testing.T, f Fixture) {
+	ctx := context.Background()
+	s := NewSubject("acme", "unreadable")
+	f.Seed(t, s, 2)
+	if _, err := f.Impl.Erase(ctx, f.Store, s); err != nil {
+		t.Fatalf("Erase: %v", err)
+	}
+	f.Unreadable(t, s)
+	// A second erasure meets the unreadable item: it may fail, never delete what it cannot read.
+	if _, err := f.Impl.Erase(ctx, f.Store, s); err != nil {
+		t.Logf("Erase with an unreadable item: %v", err)
+	}
+	v, err := f.Impl.Verify(ctx, f.Store, s)
+	switch {
+	case err != nil:
+		t.Logf("Verify with an unreadable item: %v", err)
+	case v.Clean():
+		t.Errorf("Verify with an unreadable item = %+v, want it unexamined (not clean)", v)
+	case v.Unexamined == 0:
+		t.Errorf("Verify with an unreadable item = %+v, want unexamined > 0", v)
+	case len(v.UnexaminedItems) == 0:
+		t.Errorf("Verify with an unreadable item = %+v, want the item named", v)
+	}
+	for _, it := range v.UnexaminedItems {
+		if containsID(it, s) {
+			t.Errorf("unexamined item %q holds a raw identifier", it)
+		}
+	}
+	clean := NewSubject("acme", "readable")
+	f.Seed(t, clean, 2)
+	if _, err := f.Impl.Erase(ctx, f.Store, clean); err != nil {
+		t.Fatalf("Erase of a bystander: %v", err)
+	}
+	if v, err := f.Impl.Verify(ctx, f.Store, clean); err != nil || !v.Clean() {
+		t.Errorf("Verify of a bystander next to an unreadable item = %+v, %v; want clean", v, err)
 	}
 }
 

@@ -1,0 +1,44 @@
+package dynamo
+
+import (
+	"context"
+	"errors"
+
+	"github.com/lethe-erasure/lethe/pkg/auditlog"
+	"github.com/lethe-erasure/lethe/pkg/deletion"
+)
+
+var _ auditlog.PublishMarker = (*Store)(nil)
+
+// publishedMark is the item (REQ#<request id>, PUBLISHED) beside the receipt.
+type publishedMark struct {
+	RequestID string `json:"request_id"`
+	ReceiptID string `json:"receipt_id"`
+}
+
+// MarkPublished writes the publication mark of requestID's receipt with
+// attribute_not_exists: a second mark is a no-op that keeps the first.
+func (s *Store) MarkPublished(ctx context.Context, requestID, receiptID string) error {
+	if requestID == "" {
+		return deletion.Permanent(errors.New("auditlog/dynamo: publication mark needs a request id"))
+	}
+	item, err := record(reqPK(requestID), "PUBLISHED", publishedMark{RequestID: requestID, ReceiptID: receiptID})
+	if err != nil {
+		return err
+	}
+	err = s.put(ctx, "mark published", item, "attribute_not_exists(pk)", nil)
+	if isConditionFailed(err) {
+		return nil
+	}
+	return err
+}
+
+// Published reports whether requestID's receipt was marked published (a consistent read).
+func (s *Store) Published(ctx context.Context, requestID string) (bool, error) {
+	var m publishedMark
+	err := s.get(ctx, "published", reqPK(requestID), "PUBLISHED", &m)
+	if errors.Is(err, auditlog.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
