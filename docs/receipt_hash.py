@@ -34,7 +34,7 @@ def canonical_time(s):
 def hash_format(receipt):
     for s in receipt.get("stores") or []:
         v = s.get("verification") or {}
-        if v.get("unexamined", 0) or v.get("unexamined_items") or v.get("excluded"):
+        if v.get("unexamined", 0) or v.get("unexamined_items") or v.get("excluded") or v.get("attestation"):
             return 2
     return 1
 
@@ -49,6 +49,7 @@ def canonical(receipt):
             ver["unexamined"] = v.get("unexamined", 0)
             ver["unexamined_items"] = v.get("unexamined_items") or []
             ver["excluded"] = v.get("excluded") or []
+            ver["attestation"] = v.get("attestation", "")
         stores.append({
             "store": s.get("store", ""),
             "kind": s.get("kind", ""),

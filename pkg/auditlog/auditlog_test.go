@@ -180,11 +180,12 @@ func TestHashReceiptCoversEveryField(t *testing.T) {
 		"store.unexamined_items": func(r *event.Receipt) {
 			r.Stores[0].Verification.UnexaminedItems = []string{"a: b"}
 		},
-		"store.excluded": func(r *event.Receipt) { r.Stores[0].Verification.Excluded = []string{"a"} },
-		"audit_log_pii":  func(r *event.Receipt) { r.AuditLogPII = true },
-		"status":         func(r *event.Receipt) { r.Status = "x" },
-		"seq":            func(r *event.Receipt) { r.Seq++ },
-		"prev_hash":      func(r *event.Receipt) { r.PrevHash = "x" },
+		"store.excluded":    func(r *event.Receipt) { r.Stores[0].Verification.Excluded = []string{"a"} },
+		"store.attestation": func(r *event.Receipt) { r.Stores[0].Verification.Attestation = "att-1" },
+		"audit_log_pii":     func(r *event.Receipt) { r.AuditLogPII = true },
+		"status":            func(r *event.Receipt) { r.Status = "x" },
+		"seq":               func(r *event.Receipt) { r.Seq++ },
+		"prev_hash":         func(r *event.Receipt) { r.PrevHash = "x" },
 	}
 	for name, mutate := range mutations {
 		r := auditlogtest.Receipt("acme", "req-1")
@@ -262,6 +263,7 @@ func TestHashReceiptFormat2(t *testing.T) {
 		"excluded reordered":    func(v *event.Verification) { v.Excluded[0], v.Excluded[1] = v.Excluded[1], v.Excluded[0] },
 		"unexamined added":      func(v *event.Verification) { v.Unexamined = 1 },
 		"unexamined item added": func(v *event.Verification) { v.UnexaminedItems = []string{"x: y"} },
+		"attestation added":     func(v *event.Verification) { v.Attestation = "att-1" },
 	} {
 		r := goldenReceipts()["receipt_v2"]
 		mutate(&r.Stores[1].Verification)

@@ -67,13 +67,15 @@ type canonicalLoc struct {
 }
 
 // canonicalVerifying is a store's verification. Format 1 has method and remaining only;
-// format 2 adds unexamined, unexamined_items and excluded, always present ([] when empty).
+// format 2 adds unexamined, unexamined_items, excluded and attestation, always present ([]
+// or "" when empty).
 type canonicalVerifying struct {
 	Method          string    `json:"method"`
 	Remaining       int64     `json:"remaining"`
 	Unexamined      *int64    `json:"unexamined,omitempty"`
 	UnexaminedItems *[]string `json:"unexamined_items,omitempty"`
 	Excluded        *[]string `json:"excluded,omitempty"`
+	Attestation     *string   `json:"attestation,omitempty"`
 }
 
 // hashFormat is the canonical format of r: 1 when no store's verification carries the
@@ -82,7 +84,7 @@ type canonicalVerifying struct {
 func hashFormat(r event.Receipt) int {
 	for _, s := range r.Stores {
 		v := s.Verification
-		if v.Unexamined != 0 || len(v.UnexaminedItems) > 0 || len(v.Excluded) > 0 {
+		if v.Unexamined != 0 || len(v.UnexaminedItems) > 0 || len(v.Excluded) > 0 || v.Attestation != "" {
 			return 2
 		}
 	}
@@ -94,7 +96,7 @@ func canonicalVerification(v event.Verification, format int) canonicalVerifying 
 	if format >= 2 {
 		items := append([]string{}, v.UnexaminedItems...)
 		excluded := append([]string{}, v.Excluded...)
-		c.Unexamined, c.UnexaminedItems, c.Excluded = &v.Unexamined, &items, &excluded
+		c.Unexamined, c.UnexaminedItems, c.Excluded, c.Attestation = &v.Unexamined, &items, &excluded, &v.Attestation
 	}
 	return c
 }
@@ -113,9 +115,10 @@ func canonicalTime(t time.Time) string {
 // regulation, requested_at, completed_at, due_at, elapsed_ms, inventory_version, stores
 // (in the receipt's order, each: store, kind, status, deleted, locations (each: location,
 // deleted), verification (method, remaining; in format 2 also unexamined, unexamined_items,
-// excluded), physical), audit_log_pii, status, seq, prev_hash. Format 2 is used exactly
-// when some store's verification has unexamined ≠ 0 or a non-empty unexamined_items or
-// excluded list; otherwise format 1, which every earlier receipt was hashed with. Times are UTC truncated to milliseconds, formatted RFC 3339 with nanoseconds
+// excluded, attestation), physical), audit_log_pii, status, seq, prev_hash. Format 2 is
+// used exactly when some store's verification has unexamined ≠ 0, a non-empty
+// unexamined_items or excluded list, or an attestation; otherwise format 1, which every
+// earlier receipt was hashed with. Times are UTC truncated to milliseconds, formatted RFC 3339 with nanoseconds
 // ("2025-01-02T03:04:05.678Z"); nil and empty lists both encode as []; strings follow
 // encoding/json (HTML-escaped <, > and &, invalid UTF-8 replaced by U+FFFD). So a receipt hashes
 // the same before and after an Avro or JSON round trip, on every run and platform.

@@ -128,6 +128,9 @@ type Verification struct {
 	Unexamined      int64    `avro:"unexamined" json:"unexamined"`
 	UnexaminedItems []string `avro:"unexamined_items" json:"unexamined_items,omitempty"` // "name: reason", no identifiers
 	Excluded        []string `avro:"excluded" json:"excluded,omitempty"`
+	// Attestation is, for a store that a processor erases on Lethe's request, the
+	// processor's attestation id of its own erasure and read-back.
+	Attestation string `avro:"attestation" json:"attestation,omitempty"`
 }
 
 // Clean reports whether v proves the store free of the subject: nothing remains and nothing

@@ -83,6 +83,7 @@ func goldens() []golden {
 					Method: "scan", Remaining: 1, Unexamined: 2,
 					UnexaminedItems: []string{"index:acme:{subject}: WRONGTYPE", "cache:acme:{subject}:7: read timeout"},
 					Excluded:        []string{"blob:acme:{subject}:*"},
+					Attestation:     "att-7f3a",
 				},
 				Physical:   "AOF keeps values until rewrite",
 				Attempt:    3,
@@ -115,6 +116,7 @@ func goldens() []golden {
 						Verification: Verification{
 							Method: "count", Remaining: 0x7fffffff, Unexamined: 1,
 							UnexaminedItems: []string{"shopbot_acme: unreadable"}, Excluded: []string{"shopbot_acme_old"},
+							Attestation: "att-1",
 						},
 						Physical: "vacuum pending",
 					},
@@ -124,6 +126,7 @@ func goldens() []golden {
 						Verification: Verification{
 							Method: "by-design", Remaining: -1, Unexamined: -1,
 							UnexaminedItems: []string{"evt-1: undecodable"}, Excluded: []string{"evt-2"},
+							Attestation: "att-2",
 						},
 						Physical: "pseudonyms only",
 					},
