@@ -5,9 +5,10 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
-	"unicode/utf8"
 
 	"github.com/qdrant/go-client/qdrant"
+
+	"github.com/lethe-erasure/lethe/pkg/qdrantstore/qdrantkey"
 )
 
 // segment is one step of a payload path: a key, then any number of array selectors
@@ -18,78 +19,22 @@ type segment struct {
 }
 
 // parsePath parses Qdrant's JSON path grammar (lib/segment/src/json_path/parse.rs,
-// json_path): a first key, then any number of ".key", "[n]" and "[]" items. A key is raw
-// (one or more Unicode letters or digits, '_' or '-') or double-quoted (any characters but
-// '"' and '\', possibly none). Anything else is refused, as Qdrant refuses it with
-// InvalidArgument "Invalid json path".
+// json_path; see package qdrantkey): a first key, then any number of ".key", "[n]" and
+// "[]" items. Anything else is refused, as Qdrant refuses it with InvalidArgument
+// "Invalid json path".
 func parsePath(p string) ([]segment, error) {
-	bad := fmt.Errorf("Wrong input: Invalid json path: '%s'", p)
+	items, err := qdrantkey.Parse(p)
+	if err != nil {
+		return nil, fmt.Errorf("Wrong input: Invalid json path: '%s'", p)
+	}
 	var segs []segment
-	i := 0
-	key := func() (string, bool) {
-		if i < len(p) && p[i] == '"' {
-			j := strings.IndexAny(p[i+1:], "\"\\")
-			if j < 0 || p[i+1+j] != '"' {
-				return "", false
-			}
-			k := p[i+1 : i+1+j]
-			i += j + 2
-			return k, true
+	for _, it := range items {
+		if it.IsKey {
+			segs = append(segs, segment{key: it.Key})
+			continue
 		}
-		j := i
-		for j < len(p) {
-			r, n := utf8.DecodeRuneInString(p[j:])
-			if !rawRune(r) {
-				break
-			}
-			j += n
-		}
-		if j == i {
-			return "", false
-		}
-		k := p[i:j]
-		i = j
-		return k, true
-	}
-	k, ok := key()
-	if !ok {
-		return nil, bad
-	}
-	segs = append(segs, segment{key: k})
-	for i < len(p) {
-		switch p[i] {
-		case '.':
-			i++
-			k, ok := key()
-			if !ok {
-				return nil, bad
-			}
-			segs = append(segs, segment{key: k})
-		case '[':
-			j := strings.IndexByte(p[i:], ']')
-			if j < 0 {
-				return nil, bad
-			}
-			inner := p[i+1 : i+j]
-			ix := -1
-			if inner != "" {
-				for _, c := range inner {
-					if c < '0' || c > '9' {
-						return nil, bad
-					}
-				}
-				n, err := strconv.Atoi(inner)
-				if err != nil {
-					return nil, bad
-				}
-				ix = n
-			}
-			last := &segs[len(segs)-1]
-			last.idxs = append(last.idxs, ix)
-			i += j + 1
-		default:
-			return nil, bad
-		}
+		last := &segs[len(segs)-1]
+		last.idxs = append(last.idxs, it.Index)
 	}
 	return segs, nil
 }
