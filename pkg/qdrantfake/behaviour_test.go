@@ -220,3 +220,44 @@ func TestAliases(t *testing.T) {
 		t.Errorf("aliases after dropping the target = %v, %v", got, err)
 	}
 }
+
+func TestMalformedConditionsAreRefused(t *testing.T) {
+	c := connect(t)
+	seedCities(t, c)
+	for name, f := range map[string]*qdrant.Filter{
+		"nested without a filter":        must(&qdrant.Condition{ConditionOneOf: &qdrant.Condition_Nested{Nested: &qdrant.NestedCondition{Key: "parts"}}}),
+		"field condition without a test": must(&qdrant.Condition{ConditionOneOf: &qdrant.Condition_Field{Field: &qdrant.FieldCondition{Key: "city"}}}),
+		"match without a value":          must(&qdrant.Condition{ConditionOneOf: &qdrant.Condition_Field{Field: &qdrant.FieldCondition{Key: "city", Match: &qdrant.Match{}}}}),
+	} {
+		if _, err := c.Count(context.Background(), &qdrant.CountPoints{CollectionName: "cities", Filter: f}); status.Code(err) != codes.InvalidArgument {
+			t.Errorf("%s: %v, want InvalidArgument", name, err)
+		}
+	}
+}
+
+func TestIndexOfAnotherTypeReplacesIt(t *testing.T) {
+	c := connect(t)
+	createCollection(t, c, "retype")
+	upsert(t, c, "retype", pt(qdrant.NewIDNum(1), map[string]any{"meta": map[string]any{"n": []any{1, "x"}}}))
+	index(t, c, "retype", "meta.n", qdrant.FieldType_FieldTypeKeyword)
+	except1 := must(qdrant.NewMatchExceptInts("meta.n", 1))
+	if n := count(t, c, "retype", except1); n != 1 {
+		t.Errorf("keyword index: except 1 counts %d, want 1 (\"x\" is not 1)", n)
+	}
+	index(t, c, "retype", `"meta".n`, qdrant.FieldType_FieldTypeInteger) // the same key, spelled otherwise
+	info, err := c.GetCollectionInfo(context.Background(), "retype")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(info.GetPayloadSchema()) != 1 {
+		t.Errorf("schema = %v, want one index", info.GetPayloadSchema())
+	}
+	for _, si := range info.GetPayloadSchema() {
+		if si.GetDataType() != qdrant.PayloadSchemaType_Integer {
+			t.Errorf("index type %v, want integer", si.GetDataType())
+		}
+	}
+	if n := count(t, c, "retype", except1); n != 0 {
+		t.Errorf("integer index: except 1 counts %d, want 0 (the index holds only 1)", n)
+	}
+}
