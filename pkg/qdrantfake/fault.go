@@ -3,6 +3,7 @@ package qdrantfake
 import (
 	"context"
 	"path"
+	"strings"
 	"sync"
 
 	"github.com/qdrant/go-client/qdrant"
@@ -13,8 +14,8 @@ import (
 
 // Fault makes calls of one gRPC method misbehave as real Qdrant can.
 type Fault struct {
-	// Method is the gRPC method name, e.g. "Delete", "Count", "Upsert", "Delete" of the
-	// collections service too (both are hit).
+	// Method is the gRPC method: a name such as "Count" or "Upsert" hits it in any
+	// service ("Delete" both points and collections), "Points/Delete" only the one.
 	Method string
 	// Code, when not codes.OK, fails the call with this status before it does anything,
 	// e.g. codes.FailedPrecondition as Qdrant answers during a shard transfer ("No target
@@ -57,16 +58,17 @@ func (s *Server) Calls(method string) int {
 	return s.faults.calls[method]
 }
 
-// take counts a call of method and returns the fault that hits it, if any.
-func (fs *faults) take(method string) *Fault {
+// take counts a call of the gRPC method full ("/qdrant.Points/Delete") and returns the
+// fault that hits it, if any.
+func (fs *faults) take(full string) *Fault {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	if fs.calls == nil {
 		fs.calls = map[string]int{}
 	}
-	fs.calls[method]++
+	fs.calls[path.Base(full)]++
 	for i, f := range fs.list {
-		if f.Method != method {
+		if f.Method != path.Base(full) && !strings.HasSuffix(full, "."+f.Method) {
 			continue
 		}
 		if f.Times > 0 {
@@ -81,7 +83,7 @@ func (fs *faults) take(method string) *Fault {
 }
 
 func (fs *faults) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	f := fs.take(path.Base(info.FullMethod))
+	f := fs.take(info.FullMethod)
 	if f == nil {
 		return handler(ctx, req)
 	}

@@ -51,15 +51,22 @@ func TestFaultHook(t *testing.T) {
 	ctx := context.Background()
 	createCollection(t, c, "f")
 	upsert(t, c, "f", pt(qdrant.NewIDNum(1), map[string]any{"owner": "a"}), pt(qdrant.NewIDNum(2), map[string]any{"owner": "a"}))
-	srv.InjectFault(qdrantfake.Fault{Method: "Delete", Status: qdrant.UpdateStatus_WaitTimeout, Times: 1})
+	srv.InjectFault(qdrantfake.Fault{Method: "Collections/Delete", Code: codes.Internal, Times: 1}) // not a points delete
+	srv.InjectFault(qdrantfake.Fault{Method: "Points/Delete", Status: qdrant.UpdateStatus_WaitTimeout, Times: 1})
 	del := func() (*qdrant.UpdateResult, error) {
 		return c.Delete(ctx, &qdrant.DeletePoints{CollectionName: "f", Wait: qdrant.PtrOf(true), Points: qdrant.NewPointsSelector(qdrant.NewIDNum(1))})
 	}
 	if res, err := del(); err != nil || res.GetStatus() != qdrant.UpdateStatus_WaitTimeout {
 		t.Errorf("first delete = %v, %v; want WaitTimeout without an error", res, err)
 	}
+	if n := count(t, c, "f", nil); n != 1 {
+		t.Errorf("after the timed-out delete %d points, want 1: the write is applied all the same", n)
+	}
 	if res, err := del(); err != nil || res.GetStatus() != qdrant.UpdateStatus_Completed {
 		t.Errorf("second delete = %v, %v; want Completed", res, err)
+	}
+	if err := c.DeleteCollection(ctx, "no-such"); status.Code(err) != codes.Internal {
+		t.Errorf("collections delete under its fault: %v, want Internal", err)
 	}
 	srv.InjectFault(qdrantfake.Fault{Method: "Count", Code: codes.FailedPrecondition, Message: "No target shard found for update", Times: 2})
 	before := srv.Calls("Count")

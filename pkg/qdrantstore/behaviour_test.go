@@ -13,7 +13,6 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/deletion/deletiontest"
 	"github.com/lethe-erasure/lethe/pkg/event"
-	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/qdrantfake"
 	"github.com/lethe-erasure/lethe/pkg/qdrantfake/qdranttest"
 	"github.com/lethe-erasure/lethe/pkg/qdrantstore"
@@ -24,24 +23,21 @@ import (
 func onQdrant(t *testing.T, tenant string) *env {
 	t.Helper()
 	client, srv := qdranttest.Connect(t)
-	inv, _ := inventory.Reference().Store("qdrant")
-	e := &env{srv: srv, client: client, store: qdrantstore.New(client), inv: inv}
-	qdranttest.Collection(t, client, collection(tenant))
+	e := envOver(t, client, srv)
+	qdranttest.Collection(t, e.client, collection(tenant))
 	return e
 }
 
 // onEmulator is onQdrant on an emulator, for the tests using its hooks.
 func onEmulator(t *testing.T, tenant string) *env {
 	t.Helper()
-	client, srv := qdranttest.Emulator(t)
-	inv, _ := inventory.Reference().Store("qdrant")
-	e := &env{srv: srv, client: client, store: qdrantstore.New(client), inv: inv}
+	e := newEnv(t)
 	e.store.PreconditionBackoff = time.Millisecond
-	qdranttest.Collection(t, client, collection(tenant))
+	qdranttest.Collection(t, e.client, collection(tenant))
 	return e
 }
 
-// ids scrolls the tenant's collection and returns every point's "tag" payload, sorted.
+// tags scrolls the tenant's collection and returns every point's "tag" payload, sorted.
 func (e *env) tags(t *testing.T, tenant string) []string {
 	t.Helper()
 	pts, err := e.client.Scroll(context.Background(), &qdrant.ScrollPoints{CollectionName: collection(tenant), Limit: qdrant.PtrOf(uint32(1000))})

@@ -67,7 +67,7 @@ func (a *app) demo(ctx context.Context, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "seeded tenant %q: customer %s has %s\n", demoTenant, a.Key.Pseudonym(demoTenant, target.id)[:12], before[target.id])
 
 	start := time.Now()
-	acc, err := a.submit(ctx)
+	acc, err := a.submit(ctx, target)
 	if err != nil {
 		return err
 	}
@@ -123,31 +123,25 @@ func (a *app) eraseNumeric(ctx context.Context, stderr io.Writer) error {
 		}
 		return total, nil
 	}
-	before, err := count(numericCustomer)
+	both := func() (victim, other int64, err error) {
+		if victim, err = count(numericCustomer); err == nil {
+			other, err = count(numericBystander)
+		}
+		return victim, other, err
+	}
+	before, kept, err := both()
 	if err != nil {
 		return err
 	}
-	kept, err := count(numericBystander)
+	acc, err := a.submit(ctx, numericCustomer)
 	if err != nil {
 		return err
-	}
-	body, _ := json.Marshal(intake.SubmitRequest{TenantID: demoTenant, SubjectID: numericCustomer.id, Regulation: "GDPR"})
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, a.BaseURL+"/v1/erasures", bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", "demo-numeric-"+time.Now().UTC().Format(time.RFC3339Nano))
-	var acc intake.Accepted
-	if err := doJSON(req, http.StatusAccepted, &acc); err != nil {
-		return fmt.Errorf("submit: %w", err)
 	}
 	r, err := a.await(ctx, acc.RequestID, stderr)
 	if err != nil {
 		return err
 	}
-	left, err := count(numericCustomer)
-	if err != nil {
-		return err
-	}
-	still, err := count(numericBystander)
+	left, still, err := both()
 	if err != nil {
 		return err
 	}
@@ -280,8 +274,8 @@ func check(r event.Receipt, inv *inventory.Inventory, before, after map[string]f
 	return bad
 }
 
-func (a *app) submit(ctx context.Context) (intake.Accepted, error) {
-	body, _ := json.Marshal(intake.SubmitRequest{TenantID: demoTenant, SubjectID: target.id, SessionIDs: target.sessions, Regulation: "GDPR"})
+func (a *app) submit(ctx context.Context, c customer) (intake.Accepted, error) {
+	body, _ := json.Marshal(intake.SubmitRequest{TenantID: demoTenant, SubjectID: c.id, SessionIDs: c.sessions, Regulation: "GDPR"})
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, a.BaseURL+"/v1/erasures", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", "demo-"+time.Now().UTC().Format(time.RFC3339Nano))
