@@ -15,6 +15,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/lethe-erasure/lethe/pkg/qdrantstore/qdrantkey"
 )
 
 // Store kinds served by Lethe's deleters.
@@ -167,6 +169,11 @@ func (l Locators) validateKind(kind string) error {
 	case KindQdrant:
 		if len(l.Collections) == 0 || len(l.SubjectFields)+len(l.HashFields)+len(l.SessionFields) == 0 {
 			return errors.New("qdrant needs collections and at least one of subject_fields, hash_fields, session_fields")
+		}
+		for _, f := range append(append(append([]string{}, l.SubjectFields...), l.HashFields...), l.SessionFields...) {
+			if err := qdrantkey.Check(f); err != nil {
+				return err
+			}
 		}
 	case KindRedis:
 		if len(l.Keys) == 0 {

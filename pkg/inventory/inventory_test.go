@@ -173,6 +173,13 @@ stores:
   - name: q
     kind: qdrant
     locators: {collections: ["kb_{tenant}"]}`, []string{"qdrant needs collections and at least one of"}},
+		{"qdrant field outside Qdrant's key grammar", `
+version: "1"
+stores:
+  - name: q
+    kind: qdrant
+    locators: {collections: ["kb_{tenant}"], subject_fields: [metadata.customer_id, "user id"], session_fields: ["meta..sid"]}`,
+			[]string{`stores[0] "q": qdrant payload key "user id"`, "unexpected ' ' at byte 4"}},
 		{"redis without keys", `
 version: "1"
 stores: [{name: r, kind: redis}]`, []string{"redis needs keys"}},

@@ -12,9 +12,22 @@ import (
 type point struct {
 	payload map[string]*qdrant.Value
 	vectors *qdrant.Vectors
+	// deferred points are written but not yet visible to count, scroll and get; a delete
+	// by filter or by id removes them all the same (see Server.SetDeferredVisibility).
+	deferred bool
 }
 
 type idSet map[pointKey]struct{}
+
+// fieldIndex is one payload index. Keyword, integer and uuid indexes keep value -> ids
+// maps (values are string, int64 and [16]byte) that serve candidates; every index also
+// changes how conditions on its key are answered (see indexedValues and filter.go).
+type fieldIndex struct {
+	typ     qdrant.FieldType
+	path    []segment
+	text    *qdrant.TextIndexParams // for a text index
+	byValue map[any]idSet           // nil for types that serve no candidates
+}
 
 // collection holds the points of one collection. mu guards everything but the sorted-id
 // cache, which readers rebuild under sortMu while holding mu for reading.
@@ -23,12 +36,12 @@ type collection struct {
 	params   *qdrant.CollectionParams
 	examined *atomic.Uint64 // the server's count of points checked against a filter
 
-	mu      sync.RWMutex
-	dropped bool
-	points  map[pointKey]*point
-	schema  map[string]qdrant.FieldType
-	keyword map[string]map[string]idSet // indexed keyword field -> value -> ids
-	paths   map[string][]segment        // parsed paths of indexed fields
+	mu       sync.RWMutex
+	dropped  bool
+	points   map[pointKey]*point
+	deferred int                    // how many points are deferred
+	indexes  map[string]*fieldIndex // by canonical path
+	names    map[string]string      // canonical path -> field name as created
 
 	sortMu sync.Mutex
 	sorted []pointKey // nil when stale
@@ -38,9 +51,8 @@ func newCollection(name string, params *qdrant.CollectionParams, examined *atomi
 	return &collection{
 		name: name, params: params, examined: examined,
 		points:  map[pointKey]*point{},
-		schema:  map[string]qdrant.FieldType{},
-		keyword: map[string]map[string]idSet{},
-		paths:   map[string][]segment{},
+		indexes: map[string]*fieldIndex{},
+		names:   map[string]string{},
 	}
 }
 
@@ -48,10 +60,16 @@ func newCollection(name string, params *qdrant.CollectionParams, examined *atomi
 func (c *collection) upsert(k pointKey, p *point) {
 	if old, ok := c.points[k]; ok {
 		c.unindex(k, old)
+		if old.deferred {
+			c.deferred--
+		}
 	} else {
 		c.sorted = nil
 	}
 	c.points[k] = p
+	if p.deferred {
+		c.deferred++
+	}
 	c.index(k, p)
 }
 
@@ -62,77 +80,126 @@ func (c *collection) remove(k pointKey) bool {
 		return false
 	}
 	c.unindex(k, old)
+	if old.deferred {
+		c.deferred--
+	}
 	delete(c.points, k)
 	c.sorted = nil
 	return true
 }
 
-// addIndex records a payload index on field; keyword indexes are built at once and then
-// maintained on every write. Callers hold mu for writing.
-func (c *collection) addIndex(field string, path []segment, t qdrant.FieldType) {
-	c.schema[field] = t
-	delete(c.keyword, field)
-	delete(c.paths, field)
-	if t != qdrant.FieldType_FieldTypeKeyword {
+// reveal makes every deferred point visible. Callers hold mu for writing.
+func (c *collection) reveal() {
+	for _, p := range c.points {
+		p.deferred = false
+	}
+	c.deferred = 0
+}
+
+// visible is the number of points count and scroll can see. Callers hold mu.
+func (c *collection) visible() int { return len(c.points) - c.deferred }
+
+// addIndex records a payload index on field, replacing one of another type as Qdrant
+// does (payload_index.rs, drop_index_if_incompatible). Value maps are built at once and
+// then maintained on every write. Callers hold mu for writing.
+func (c *collection) addIndex(field string, path []segment, t qdrant.FieldType, text *qdrant.TextIndexParams) {
+	key := canonical(path)
+	idx := &fieldIndex{typ: t, path: path, text: text}
+	switch t {
+	case qdrant.FieldType_FieldTypeKeyword, qdrant.FieldType_FieldTypeInteger, qdrant.FieldType_FieldTypeUuid:
+		idx.byValue = map[any]idSet{}
+	}
+	c.indexes[key] = idx
+	c.names[key] = field
+	if idx.byValue == nil {
 		return
 	}
-	c.keyword[field] = map[string]idSet{}
-	c.paths[field] = path
 	for k, p := range c.points {
-		c.indexField(field, k, p)
+		idx.add(k, p)
 	}
 }
 
-func (c *collection) dropIndex(field string) {
-	delete(c.schema, field)
-	delete(c.keyword, field)
-	delete(c.paths, field)
+func (c *collection) dropIndex(path []segment) {
+	delete(c.indexes, canonical(path))
+	delete(c.names, canonical(path))
 }
+
+// indexOn returns the index on the canonical path key, or nil. Callers hold mu.
+func (c *collection) indexOn(key string) *fieldIndex { return c.indexes[key] }
 
 func (c *collection) index(k pointKey, p *point) {
-	for field := range c.keyword {
-		c.indexField(field, k, p)
-	}
-}
-
-func (c *collection) indexField(field string, k pointKey, p *point) {
-	byValue := c.keyword[field]
-	for _, s := range keywordsAt(p.payload, c.paths[field]) {
-		ids := byValue[s]
-		if ids == nil {
-			ids = idSet{}
-			byValue[s] = ids
-		}
-		ids[k] = struct{}{}
+	for _, idx := range c.indexes {
+		idx.add(k, p)
 	}
 }
 
 func (c *collection) unindex(k pointKey, p *point) {
-	for field, byValue := range c.keyword {
-		for _, s := range keywordsAt(p.payload, c.paths[field]) {
-			if ids := byValue[s]; ids != nil {
+	for _, idx := range c.indexes {
+		if idx.byValue == nil {
+			continue
+		}
+		for _, v := range idx.indexedValues(p.payload) {
+			if ids := idx.byValue[v]; ids != nil {
 				delete(ids, k)
 				if len(ids) == 0 {
-					delete(byValue, s)
+					delete(idx.byValue, v)
 				}
 			}
 		}
 	}
 }
 
-// keywordsAt lists the strings a keyword index holds for a point: every string value at
-// path, and every string element of an array value there.
-func keywordsAt(payload map[string]*qdrant.Value, path []segment) []string {
-	var out []string
-	for _, v := range valuesAt(payload, path) {
-		if s, ok := str(v); ok {
-			out = append(out, s)
+func (idx *fieldIndex) add(k pointKey, p *point) {
+	if idx.byValue == nil {
+		return
+	}
+	for _, v := range idx.indexedValues(p.payload) {
+		ids := idx.byValue[v]
+		if ids == nil {
+			ids = idSet{}
+			idx.byValue[v] = ids
 		}
-		for _, e := range v.GetListValue().GetValues() {
-			if s, ok := str(e); ok {
+		ids[k] = struct{}{}
+	}
+}
+
+// indexedValues lists what the index holds for a point: every value at its path, and
+// every element of an array value there, that its type indexes — strings for keyword;
+// integers, and doubles with an integral value, for integer (index/field_index/utils.rs,
+// value_to_integer); strings that parse as a UUID for uuid (as 16 bytes). Other types
+// hold no values here.
+func (idx *fieldIndex) indexedValues(payload map[string]*qdrant.Value) []any {
+	var out []any
+	one := func(v *qdrant.Value) {
+		switch idx.typ {
+		case qdrant.FieldType_FieldTypeKeyword:
+			if s, ok := str(v); ok {
 				out = append(out, s)
 			}
+		case qdrant.FieldType_FieldTypeInteger:
+			if n, ok := integer(v); ok {
+				out = append(out, n)
+			} else if d, ok := v.GetKind().(*qdrant.Value_DoubleValue); ok {
+				if n := int64(d.DoubleValue); float64(n) == d.DoubleValue {
+					out = append(out, n)
+				}
+			}
+		case qdrant.FieldType_FieldTypeUuid:
+			if s, ok := str(v); ok {
+				if u, err := parseUUID(s); err == nil {
+					out = append(out, u)
+				}
+			}
 		}
+	}
+	for _, v := range valuesAt(payload, idx.path) {
+		if l := v.GetListValue(); l != nil {
+			for _, e := range l.GetValues() {
+				one(e)
+			}
+			continue
+		}
+		one(v)
 	}
 	return out
 }
@@ -199,37 +266,97 @@ func (c *collection) condCandidates(cond *qdrant.Condition) (idSet, bool) {
 		}
 		return out, true
 	case *qdrant.Condition_Field:
-		byValue := c.keyword[v.Field.GetKey()]
-		if byValue == nil || v.Field.IsEmpty != nil || v.Field.IsNull != nil || v.Field.GetRange() != nil {
-			return nil, false
-		}
-		switch m := v.Field.GetMatch().GetMatchValue().(type) {
-		case *qdrant.Match_Keyword:
-			if s := byValue[m.Keyword]; s != nil {
-				return s, true
-			}
-			return idSet{}, true
-		case *qdrant.Match_Keywords:
-			out := idSet{}
-			for _, w := range m.Keywords.GetStrings() {
-				for k := range byValue[w] {
-					out[k] = struct{}{}
-				}
-			}
-			return out, true
-		}
+		return c.fieldCandidates(v.Field)
 	}
 	return nil, false
 }
 
-// matching returns the ids of the points passing p, in no particular order. It checks
-// only the index candidates of f when there are any, else every point. Callers hold mu.
-func (c *collection) matching(f *qdrant.Filter, p pred) []pointKey {
+// fieldCandidates reads the ids a match on an indexed key can pass from the index's
+// value map: keywords from a keyword index, integers from an integer index, UUIDs (any
+// spelling) from a uuid index. Anything else needs a scan.
+func (c *collection) fieldCandidates(fc *qdrant.FieldCondition) (idSet, bool) {
+	path, err := parsePath(fc.GetKey())
+	if err != nil {
+		return nil, false
+	}
+	idx := c.indexOn(canonical(path))
+	if idx == nil || idx.byValue == nil || fc.IsEmpty != nil || fc.IsNull != nil || fc.GetRange() != nil {
+		return nil, false
+	}
+	var keys []any
+	switch m := fc.GetMatch().GetMatchValue().(type) {
+	case *qdrant.Match_Keyword:
+		keys = idx.queryStrings([]string{m.Keyword})
+	case *qdrant.Match_Keywords:
+		keys = idx.queryStrings(m.Keywords.GetStrings())
+	case *qdrant.Match_Integer:
+		if idx.typ == qdrant.FieldType_FieldTypeInteger {
+			keys = []any{m.Integer}
+		}
+	case *qdrant.Match_Integers:
+		if idx.typ == qdrant.FieldType_FieldTypeInteger {
+			for _, n := range m.Integers.GetIntegers() {
+				keys = append(keys, n)
+			}
+			if keys == nil {
+				return idSet{}, true
+			}
+		}
+	}
+	if keys == nil {
+		return nil, false
+	}
+	if len(keys) == 1 {
+		if s := idx.byValue[keys[0]]; s != nil {
+			return s, true
+		}
+		return idSet{}, true
+	}
+	out := idSet{}
+	for _, key := range keys {
+		for k := range idx.byValue[key] {
+			out[k] = struct{}{}
+		}
+	}
+	return out, true
+}
+
+// queryStrings converts the strings of a keyword match into the index's value type, or
+// returns nil when this index cannot serve the match: an integer index never serves
+// strings, and a uuid index serves only strings that all parse as UUIDs
+// (payload_index_impl/uuid.rs, condition_checker_impl). An empty list serves nothing
+// but needs no scan either, so it is an empty non-nil slice.
+func (idx *fieldIndex) queryStrings(ss []string) []any {
+	out := make([]any, 0, len(ss))
+	switch idx.typ {
+	case qdrant.FieldType_FieldTypeKeyword:
+		for _, s := range ss {
+			out = append(out, s)
+		}
+	case qdrant.FieldType_FieldTypeUuid:
+		for _, s := range ss {
+			u, err := parseUUID(s)
+			if err != nil {
+				return nil
+			}
+			out = append(out, u)
+		}
+	default:
+		return nil
+	}
+	return out
+}
+
+// matching returns the ids of the points passing p, in no particular order, deferred
+// points included only when withDeferred (a delete sees them, a count does not: Qdrant's
+// DeferredBehavior::WithDeferred and VisibleOnly). It checks only the index candidates of
+// f when there are any, else every point. Callers hold mu.
+func (c *collection) matching(f *qdrant.Filter, p pred, withDeferred bool) []pointKey {
 	var out []pointKey
 	if ids, ok := c.candidates(f); ok {
 		c.examined.Add(uint64(len(ids)))
 		for k := range ids {
-			if pt, ok := c.points[k]; ok && p(&k, pt.payload) {
+			if pt, ok := c.points[k]; ok && (withDeferred || !pt.deferred) && p(&k, pt.payload) {
 				out = append(out, k)
 			}
 		}
@@ -237,14 +364,14 @@ func (c *collection) matching(f *qdrant.Filter, p pred) []pointKey {
 	}
 	c.examined.Add(uint64(len(c.points)))
 	for k, pt := range c.points {
-		if p(&k, pt.payload) {
+		if (withDeferred || !pt.deferred) && p(&k, pt.payload) {
 			out = append(out, k)
 		}
 	}
 	return out
 }
 
-// scroll returns up to limit ids passing p in ascending order from offset (inclusive), and
+// scroll returns up to limit visible ids passing p in ascending order from offset (inclusive), and
 // the id after the last one returned, if any. Callers hold mu.
 func (c *collection) scroll(f *qdrant.Filter, p pred, offset *pointKey, limit int) ([]pointKey, *pointKey) {
 	var order []pointKey
@@ -272,7 +399,7 @@ func (c *collection) scroll(f *qdrant.Filter, p pred, offset *pointKey, limit in
 	var out []pointKey
 	for _, k := range order[start:] {
 		pt, ok := c.points[k]
-		if !ok {
+		if !ok || pt.deferred {
 			continue
 		}
 		c.examined.Add(1)

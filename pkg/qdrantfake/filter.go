@@ -2,6 +2,7 @@ package qdrantfake
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/qdrant/go-client/qdrant"
 	"google.golang.org/grpc/codes"
@@ -11,32 +12,47 @@ import (
 // pred reports whether a point (its id, when ids are known, and its payload) passes.
 type pred func(k *pointKey, payload map[string]*qdrant.Value) bool
 
+// indexLookup returns the payload index on a canonical path, or nil. A nil indexLookup
+// means no index anywhere.
+type indexLookup func(key string) *fieldIndex
+
+func (ix indexLookup) on(path []segment) *fieldIndex {
+	if ix == nil {
+		return nil
+	}
+	return ix(canonical(path))
+}
+
 // compile turns a filter into a predicate with Qdrant's semantics (see
 // lib/segment/src/payload_storage/query_checker.rs): every must condition, at least one
 // should condition when there are any, at least min_count of min_should, no must_not
-// condition. A nil or empty filter passes every point. Conditions the emulator does not
+// condition. A nil or empty filter passes every point. A Condition with nothing set is
+// dropped, as Qdrant's conditions_helper_from_grpc drops it (lib/api/src/grpc/conversions.rs),
+// so a should made only of those, or an empty nested filter, passes every point.
+// Conditions on a key with a payload index of ix are answered as that index answers them
+// (condition_converter.rs, field_condition_checker). Conditions the emulator does not
 // implement fail compilation with codes.Unimplemented, malformed ones with
 // codes.InvalidArgument, so no request half-applies.
-func compile(f *qdrant.Filter) (pred, error) {
+func compile(f *qdrant.Filter, ix indexLookup) (pred, error) {
 	if f == nil {
 		return func(*pointKey, map[string]*qdrant.Value) bool { return true }, nil
 	}
-	must, err := compileAll(f.GetMust())
+	must, err := compileAll(f.GetMust(), ix)
 	if err != nil {
 		return nil, err
 	}
-	should, err := compileAll(f.GetShould())
+	should, err := compileAll(f.GetShould(), ix)
 	if err != nil {
 		return nil, err
 	}
-	mustNot, err := compileAll(f.GetMustNot())
+	mustNot, err := compileAll(f.GetMustNot(), ix)
 	if err != nil {
 		return nil, err
 	}
 	var minShould []pred
 	var minCount int
 	if ms := f.GetMinShould(); ms != nil {
-		if minShould, err = compileAll(ms.GetConditions()); err != nil {
+		if minShould, err = compileAll(ms.GetConditions(), ix); err != nil {
 			return nil, err
 		}
 		minCount = int(ms.GetMinCount())
@@ -82,10 +98,13 @@ func anyOf(ps []pred, k *pointKey, p map[string]*qdrant.Value) bool {
 	return false
 }
 
-func compileAll(cs []*qdrant.Condition) ([]pred, error) {
+func compileAll(cs []*qdrant.Condition, ix indexLookup) ([]pred, error) {
 	out := make([]pred, 0, len(cs))
 	for _, c := range cs {
-		p, err := compileCondition(c)
+		if c.GetConditionOneOf() == nil {
+			continue // dropped, as Qdrant drops it
+		}
+		p, err := compileCondition(c, ix)
 		if err != nil {
 			return nil, err
 		}
@@ -94,12 +113,12 @@ func compileAll(cs []*qdrant.Condition) ([]pred, error) {
 	return out, nil
 }
 
-func compileCondition(c *qdrant.Condition) (pred, error) {
+func compileCondition(c *qdrant.Condition, ix indexLookup) (pred, error) {
 	switch v := c.GetConditionOneOf().(type) {
 	case *qdrant.Condition_Filter:
-		return compile(v.Filter)
+		return compile(v.Filter, ix)
 	case *qdrant.Condition_Field:
-		return compileField(v.Field)
+		return compileField(v.Field, ix)
 	case *qdrant.Condition_HasId:
 		ids := map[pointKey]bool{}
 		for _, id := range v.HasId.GetHasId() {
@@ -129,6 +148,9 @@ func compileCondition(c *qdrant.Condition) (pred, error) {
 		if err != nil {
 			return nil, status.Error(codes.InvalidArgument, err.Error())
 		}
+		if ix.on(path) != nil {
+			return func(_ *pointKey, p map[string]*qdrant.Value) bool { return nullFlag(valuesAt(p, path)) }, nil
+		}
 		return func(_ *pointKey, p map[string]*qdrant.Value) bool {
 			for _, x := range valuesAt(p, path) {
 				if isNull(x) {
@@ -146,7 +168,10 @@ func compileCondition(c *qdrant.Condition) (pred, error) {
 		if err != nil {
 			return nil, status.Error(codes.InvalidArgument, err.Error())
 		}
-		inner, err := compile(v.Nested.GetFilter())
+		if v.Nested.GetFilter() == nil {
+			return nil, status.Error(codes.InvalidArgument, "Wrong input: Nested condition must have a filter")
+		}
+		inner, err := compile(v.Nested.GetFilter(), nil)
 		if err != nil {
 			return nil, err
 		}
@@ -167,8 +192,10 @@ func compileCondition(c *qdrant.Condition) (pred, error) {
 
 // compileField mirrors FieldCondition's ValueChecker: when the key holds no value the
 // condition passes only for is_empty=true or is_null=false; otherwise it passes when any
-// value passes, an array value passing when any of its elements does.
-func compileField(fc *qdrant.FieldCondition) (pred, error) {
+// value passes, an array value passing when any of its elements does. With a payload index
+// on the key, the parts that index serves are answered from the values it holds instead
+// (see indexMatch), and is_null from the null index built beside every index.
+func compileField(fc *qdrant.FieldCondition, ix indexLookup) (pred, error) {
 	path, err := parsePath(fc.GetKey())
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
@@ -177,7 +204,9 @@ func compileField(fc *qdrant.FieldCondition) (pred, error) {
 		fc.GetValuesCount() != nil || fc.GetDatetimeRange() != nil {
 		return nil, status.Error(codes.Unimplemented, "qdrantfake: geo, values_count and datetime_range conditions are not implemented")
 	}
-	var check func(*qdrant.Value) bool // on one value, arrays included
+	idx := ix.on(path)
+	var check func(*qdrant.Value) bool              // on one value, arrays included
+	var indexed func(map[string]*qdrant.Value) bool // on the point, through the index
 	onEmpty := false
 	switch {
 	case fc.IsEmpty != nil:
@@ -192,6 +221,9 @@ func compileField(fc *qdrant.FieldCondition) (pred, error) {
 			}
 			return !want
 		}
+	case fc.IsNull != nil && idx != nil:
+		want := *fc.IsNull
+		return func(_ *pointKey, p map[string]*qdrant.Value) bool { return nullFlag(valuesAt(p, path)) == want }, nil
 	case fc.IsNull != nil:
 		want := *fc.IsNull
 		onEmpty = !want
@@ -209,22 +241,43 @@ func compileField(fc *qdrant.FieldCondition) (pred, error) {
 			return !want
 		}
 	case fc.GetMatch() != nil || fc.GetRange() != nil:
-		m, err := compileMatch(fc.GetMatch())
-		if err != nil {
-			return nil, err
+		var m func(*qdrant.Value) bool
+		if fc.GetMatch() != nil {
+			if im := idx.match(fc.GetMatch()); im != nil {
+				indexed = im
+			} else if m, err = compileMatch(fc.GetMatch()); err != nil {
+				return nil, err
+			}
 		}
 		r := fc.GetRange()
-		one := func(x *qdrant.Value) bool { return (m != nil && m(x)) || (r != nil && inRange(r, x)) }
-		check = func(x *qdrant.Value) bool {
-			if l := x.GetListValue(); l != nil {
-				for _, e := range l.GetValues() {
-					if one(e) {
+		if r != nil && idx != nil && idx.typ == qdrant.FieldType_FieldTypeInteger {
+			im, ir := indexed, r
+			indexed = func(p map[string]*qdrant.Value) bool {
+				if im != nil && im(p) {
+					return true
+				}
+				for _, v := range idx.indexedValues(p) {
+					if inRange(ir, qdrant.NewValueInt(v.(int64))) {
 						return true
 					}
 				}
 				return false
 			}
-			return one(x)
+			r = nil
+		}
+		if m != nil || r != nil {
+			one := func(x *qdrant.Value) bool { return (m != nil && m(x)) || (r != nil && inRange(r, x)) }
+			check = func(x *qdrant.Value) bool {
+				if l := x.GetListValue(); l != nil {
+					for _, e := range l.GetValues() {
+						if one(e) {
+							return true
+						}
+					}
+					return false
+				}
+				return one(x)
+			}
 		}
 	default:
 		return nil, status.Error(codes.InvalidArgument, "Wrong input: Malformed FieldCondition: no condition given")
@@ -234,13 +287,99 @@ func compileField(fc *qdrant.FieldCondition) (pred, error) {
 		if len(vals) == 0 {
 			return onEmpty
 		}
-		for _, x := range vals {
-			if check(x) {
-				return true
+		if indexed != nil && indexed(p) {
+			return true
+		}
+		if check != nil {
+			for _, x := range vals {
+				if check(x) {
+					return true
+				}
 			}
 		}
 		return false
 	}, nil
+}
+
+// nullFlag is the null index's is_null for a point: a value at the key is null or an
+// array holding a null (null_index/mutable_null_index/lifecycle.rs, add_point). Without
+// an index only a null value counts (common/utils.rs, check_is_null).
+func nullFlag(vals []*qdrant.Value) bool {
+	for _, x := range vals {
+		if isNull(x) {
+			return true
+		}
+		for _, e := range x.GetListValue().GetValues() {
+			if isNull(e) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// match returns how idx answers m for a point, or nil when idx cannot serve m and Qdrant
+// falls back to checking the payload: keyword, integer and uuid indexes look only at the
+// values they hold, so "except" passes a point only when one of its indexed values is
+// outside the list (map_index/read_ops.rs, MapConditionChecker::matches); a text index
+// tokenises (full_text_index_read.rs, check_payload_match).
+func (idx *fieldIndex) match(m *qdrant.Match) func(map[string]*qdrant.Value) bool {
+	if idx == nil {
+		return nil
+	}
+	if idx.typ == qdrant.FieldType_FieldTypeText {
+		return idx.textMatch(m)
+	}
+	var set map[any]bool
+	negate := false
+	switch v := m.GetMatchValue().(type) {
+	case *qdrant.Match_Keyword:
+		set = anySet(idx.queryStrings([]string{v.Keyword}))
+	case *qdrant.Match_Keywords:
+		set = anySet(idx.queryStrings(v.Keywords.GetStrings()))
+	case *qdrant.Match_ExceptKeywords:
+		set, negate = anySet(idx.queryStrings(v.ExceptKeywords.GetStrings())), true
+	case *qdrant.Match_Integer:
+		if idx.typ == qdrant.FieldType_FieldTypeInteger {
+			set = map[any]bool{v.Integer: true}
+		}
+	case *qdrant.Match_Integers:
+		if idx.typ == qdrant.FieldType_FieldTypeInteger {
+			set = map[any]bool{}
+			for _, n := range v.Integers.GetIntegers() {
+				set[n] = true
+			}
+		}
+	case *qdrant.Match_ExceptIntegers:
+		if idx.typ == qdrant.FieldType_FieldTypeInteger {
+			set, negate = map[any]bool{}, true
+			for _, n := range v.ExceptIntegers.GetIntegers() {
+				set[n] = true
+			}
+		}
+	}
+	if set == nil {
+		return nil
+	}
+	return func(p map[string]*qdrant.Value) bool {
+		for _, v := range idx.indexedValues(p) {
+			if set[v] != negate {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+func anySet(xs []any) map[any]bool {
+	if xs == nil {
+		return nil
+	}
+	m := make(map[any]bool, len(xs))
+	for _, x := range xs {
+		m[x] = true
+	}
+	return m
 }
 
 // compileMatch returns the check of one (non-array) value against m, or nil for no match.
@@ -282,8 +421,24 @@ func compileMatch(m *qdrant.Match) (func(*qdrant.Value) bool, error) {
 			n, ok := integer(x)
 			return !ok || !set[n]
 		}, nil
-	case *qdrant.Match_Text, *qdrant.Match_Phrase, *qdrant.Match_TextAny:
-		return nil, status.Error(codes.Unimplemented, "qdrantfake: full-text match is not implemented")
+	case *qdrant.Match_Text:
+		return func(x *qdrant.Value) bool { s, ok := str(x); return ok && strings.Contains(s, v.Text) }, nil
+	case *qdrant.Match_Phrase:
+		return func(x *qdrant.Value) bool { s, ok := str(x); return ok && strings.Contains(s, v.Phrase) }, nil
+	case *qdrant.Match_TextAny:
+		toks := strings.Fields(v.TextAny)
+		return func(x *qdrant.Value) bool {
+			s, ok := str(x)
+			if !ok {
+				return false
+			}
+			for _, t := range toks {
+				if strings.Contains(s, t) {
+					return true
+				}
+			}
+			return false
+		}, nil
 	default:
 		return nil, status.Error(codes.InvalidArgument, "Wrong input: Malformed Match condition")
 	}

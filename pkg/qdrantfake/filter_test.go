@@ -1,7 +1,6 @@
 package qdrantfake_test
 
 import (
-	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -28,52 +27,60 @@ func must(cs ...*qdrant.Condition) *qdrant.Filter    { return &qdrant.Filter{Mus
 func should(cs ...*qdrant.Condition) *qdrant.Filter  { return &qdrant.Filter{Should: cs} }
 func mustNot(cs ...*qdrant.Condition) *qdrant.Filter { return &qdrant.Filter{MustNot: cs} }
 
+// TestFilterSemantics runs every case without payload indexes and then with keyword
+// indexes on city, color, tags and meta.lang. A case with an indexed answer expects it
+// in the indexed run, where Qdrant answers through the index.
 func TestFilterSemantics(t *testing.T) {
-	_, c := start(t)
+	c := connect(t)
 	seedCities(t, c)
 	london, red := qdrant.NewMatch("city", "London"), qdrant.NewMatch("color", "red")
 	cases := []struct {
-		name string
-		f    *qdrant.Filter
-		want string
+		name    string
+		f       *qdrant.Filter
+		want    string
+		indexed *string // the answer with the indexes, when it differs
 	}{
-		{"no filter", nil, "1 2 3 4 6 " + uuid5},
-		{"empty filter", &qdrant.Filter{}, "1 2 3 4 6 " + uuid5},
-		{"must", must(london), "1 2"},
-		{"must and", must(london, red), "2"},
-		{"should or", should(london, qdrant.NewMatch("city", "Berlin")), "1 2 3"},
-		{"must_not passes missing and null", mustNot(london), "3 4 6 " + uuid5},
-		{"array element matches", must(red), "2 3 " + uuid5},
-		{"any", must(qdrant.NewMatchKeywords("color", "red", "green")), "1 2 3 " + uuid5},
-		{"any of nothing", must(qdrant.NewMatchKeywords("color")), ""},
-		{"except", must(qdrant.NewMatchExcept("color", "red")), "1 4 " + uuid5},
-		{"except on arrays", must(qdrant.NewMatchExcept("tags", "a")), "1 2 4"},
-		{"keyword in array", must(qdrant.NewMatch("tags", "a")), "1 4"},
-		{"keyword is case sensitive", must(qdrant.NewMatch("city", "london")), ""},
-		{"keyword never matches a number", must(qdrant.NewMatch("n", "1")), ""},
-		{"integer", must(qdrant.NewMatchInt("n", 2)), "2"},
-		{"integer never matches a double", must(qdrant.NewMatchInts("n", 4, 5)), ""},
-		{"except integers", must(qdrant.NewMatchExceptInts("n", 1, 2)), "3 4"},
-		{"bool", must(qdrant.NewMatchBool("ok", true)), "1"},
-		{"range", must(qdrant.NewRange("n", &qdrant.Range{Gte: qdrant.PtrOf(2.0), Lt: qdrant.PtrOf(5.0)})), "2 3 4"},
+		{"no filter", nil, "1 2 3 4 6 " + uuid5, nil},
+		{"empty filter", &qdrant.Filter{}, "1 2 3 4 6 " + uuid5, nil},
+		{"must", must(london), "1 2", nil},
+		{"must and", must(london, red), "2", nil},
+		{"should or", should(london, qdrant.NewMatch("city", "Berlin")), "1 2 3", nil},
+		{"must_not passes missing and null", mustNot(london), "3 4 6 " + uuid5, nil},
+		{"array element matches", must(red), "2 3 " + uuid5, nil},
+		{"any", must(qdrant.NewMatchKeywords("color", "red", "green")), "1 2 3 " + uuid5, nil},
+		{"any of nothing", must(qdrant.NewMatchKeywords("color")), "", nil},
+		{"except", must(qdrant.NewMatchExcept("color", "red")), "1 4 " + uuid5, nil},
+		// Point 4 holds ["a", 7]: unindexed, 7 is not "a"; the keyword index holds only "a".
+		{"except on arrays", must(qdrant.NewMatchExcept("tags", "a")), "1 2 4", qdrant.PtrOf("1 2")},
+		{"keyword in array", must(qdrant.NewMatch("tags", "a")), "1 4", nil},
+		{"keyword is case sensitive", must(qdrant.NewMatch("city", "london")), "", nil},
+		{"keyword never matches a number", must(qdrant.NewMatch("n", "1")), "", nil},
+		{"integer", must(qdrant.NewMatchInt("n", 2)), "2", nil},
+		{"integer never matches a double", must(qdrant.NewMatchInts("n", 4, 5)), "", nil},
+		{"except integers", must(qdrant.NewMatchExceptInts("n", 1, 2)), "3 4", nil},
+		{"bool", must(qdrant.NewMatchBool("ok", true)), "1", nil},
+		{"range", must(qdrant.NewRange("n", &qdrant.Range{Gte: qdrant.PtrOf(2.0), Lt: qdrant.PtrOf(5.0)})), "2 3 4", nil},
 		{"nested filters", should(
 			qdrant.NewFilterAsCondition(must(london, qdrant.NewMatchBool("ok", true))),
-			qdrant.NewFilterAsCondition(must(qdrant.NewMatch("city", "Berlin")))), "1 3"},
-		{"must_not inside must", must(qdrant.NewFilterAsCondition(mustNot(red))), "1 4 6"},
-		{"must with should", &qdrant.Filter{Must: []*qdrant.Condition{red}, Should: []*qdrant.Condition{london, qdrant.NewMatch("city", "Berlin")}}, "2 3"},
-		{"min_should", &qdrant.Filter{MinShould: &qdrant.MinShould{MinCount: 2, Conditions: []*qdrant.Condition{london, red, qdrant.NewMatchBool("ok", true)}}}, "1 2"},
-		{"has_id", must(qdrant.NewHasID(qdrant.NewIDNum(1), qdrant.NewID(uuid5), qdrant.NewIDNum(99))), "1 " + uuid5},
-		{"has_id negated", mustNot(qdrant.NewHasID(qdrant.NewIDNum(1))), "2 3 4 6 " + uuid5},
-		{"is_empty", must(qdrant.NewIsEmpty("tags")), "3 6 " + uuid5},
-		{"is_null", must(qdrant.NewIsNull("city")), uuid5},
-		{"dotted key", must(qdrant.NewMatch("meta.lang", "en")), "1"},
-		{"flattened array path", must(qdrant.NewMatch("parts[].name", "x"), qdrant.NewMatchInt("parts[].q", 2)), uuid5},
-		{"nested condition is per object", must(qdrant.NewNestedFilter("parts", must(qdrant.NewMatch("name", "x"), qdrant.NewMatchInt("q", 2)))), ""},
-		{"nested condition", must(qdrant.NewNestedFilter("parts", must(qdrant.NewMatch("name", "x"), qdrant.NewMatchInt("q", 1)))), uuid5},
+			qdrant.NewFilterAsCondition(must(qdrant.NewMatch("city", "Berlin")))), "1 3", nil},
+		{"must_not inside must", must(qdrant.NewFilterAsCondition(mustNot(red))), "1 4 6", nil},
+		{"must with should", &qdrant.Filter{Must: []*qdrant.Condition{red}, Should: []*qdrant.Condition{london, qdrant.NewMatch("city", "Berlin")}}, "2 3", nil},
+		{"min_should", &qdrant.Filter{MinShould: &qdrant.MinShould{MinCount: 2, Conditions: []*qdrant.Condition{london, red, qdrant.NewMatchBool("ok", true)}}}, "1 2", nil},
+		{"has_id", must(qdrant.NewHasID(qdrant.NewIDNum(1), qdrant.NewID(uuid5), qdrant.NewIDNum(99))), "1 " + uuid5, nil},
+		{"has_id negated", mustNot(qdrant.NewHasID(qdrant.NewIDNum(1))), "2 3 4 6 " + uuid5, nil},
+		{"is_empty", must(qdrant.NewIsEmpty("tags")), "3 6 " + uuid5, nil},
+		{"is_null", must(qdrant.NewIsNull("city")), uuid5, nil},
+		{"dotted key", must(qdrant.NewMatch("meta.lang", "en")), "1", nil},
+		{"flattened array path", must(qdrant.NewMatch("parts[].name", "x"), qdrant.NewMatchInt("parts[].q", 2)), uuid5, nil},
+		{"nested condition is per object", must(qdrant.NewNestedFilter("parts", must(qdrant.NewMatch("name", "x"), qdrant.NewMatchInt("q", 2)))), "", nil},
+		{"nested condition", must(qdrant.NewNestedFilter("parts", must(qdrant.NewMatch("name", "x"), qdrant.NewMatchInt("q", 1)))), uuid5, nil},
 	}
-	run := func(t *testing.T) {
+	run := func(t *testing.T, indexed bool) {
 		for _, tc := range cases {
 			want := strings.Fields(tc.want)
+			if indexed && tc.indexed != nil {
+				want = strings.Fields(*tc.indexed)
+			}
 			if got := scrollAll(t, c, "cities", tc.f); !slices.Equal(got, want) {
 				t.Errorf("%s: scroll = %v, want %v", tc.name, got, want)
 			}
@@ -82,13 +89,9 @@ func TestFilterSemantics(t *testing.T) {
 			}
 		}
 	}
-	t.Run("scan", run)
+	t.Run("scan", func(t *testing.T) { run(t, false) })
 	for _, f := range []string{"city", "color", "tags", "meta.lang"} {
-		if _, err := c.CreateFieldIndex(context.Background(), &qdrant.CreateFieldIndexCollection{
-			CollectionName: "cities", FieldName: f, FieldType: qdrant.FieldType_FieldTypeKeyword.Enum(), Wait: qdrant.PtrOf(true),
-		}); err != nil {
-			t.Fatal(err)
-		}
+		index(t, c, "cities", f, qdrant.FieldType_FieldTypeKeyword)
 	}
-	t.Run("indexed", run)
+	t.Run("indexed", func(t *testing.T) { run(t, true) })
 }

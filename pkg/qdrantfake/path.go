@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/qdrant/go-client/qdrant"
+
+	"github.com/lethe-erasure/lethe/pkg/qdrantstore/qdrantkey"
 )
 
 // segment is one step of a payload path: a key, then any number of array selectors
@@ -15,60 +18,67 @@ type segment struct {
 	idxs []int // -1 for "[]"
 }
 
-// parsePath parses Qdrant's JSON path syntax: keys separated by dots, a key optionally
-// double-quoted (to hold dots), each key optionally followed by [] or [n].
+// parsePath parses Qdrant's JSON path grammar (lib/segment/src/json_path/parse.rs,
+// json_path; see package qdrantkey): a first key, then any number of ".key", "[n]" and
+// "[]" items. Anything else is refused, as Qdrant refuses it with InvalidArgument
+// "Invalid json path".
 func parsePath(p string) ([]segment, error) {
-	if p == "" {
-		return nil, fmt.Errorf("Wrong input: empty payload key")
-	}
-	if !strings.ContainsAny(p, `.["`) {
-		return []segment{{key: p}}, nil
+	items, err := qdrantkey.Parse(p)
+	if err != nil {
+		return nil, fmt.Errorf("Wrong input: Invalid json path: '%s'", p)
 	}
 	var segs []segment
-	for i := 0; i < len(p); {
-		var s segment
-		if p[i] == '"' {
-			j := strings.IndexByte(p[i+1:], '"')
-			if j < 0 {
-				return nil, fmt.Errorf("Wrong input: invalid payload key %q", p)
-			}
-			s.key, i = p[i+1:i+1+j], i+j+2
-		} else {
-			j := i
-			for j < len(p) && p[j] != '.' && p[j] != '[' {
-				j++
-			}
-			s.key, i = p[i:j], j
+	for _, it := range items {
+		if it.IsKey {
+			segs = append(segs, segment{key: it.Key})
+			continue
 		}
-		if s.key == "" {
-			return nil, fmt.Errorf("Wrong input: invalid payload key %q", p)
-		}
-		for i < len(p) && p[i] == '[' {
-			j := strings.IndexByte(p[i:], ']')
-			if j < 0 {
-				return nil, fmt.Errorf("Wrong input: invalid payload key %q", p)
-			}
-			inner := p[i+1 : i+j]
-			if inner == "" {
-				s.idxs = append(s.idxs, -1)
-			} else {
-				n, err := strconv.Atoi(inner)
-				if err != nil || n < 0 {
-					return nil, fmt.Errorf("Wrong input: invalid payload key %q", p)
-				}
-				s.idxs = append(s.idxs, n)
-			}
-			i += j + 1
-		}
-		segs = append(segs, s)
-		if i < len(p) {
-			if p[i] != '.' || i == len(p)-1 {
-				return nil, fmt.Errorf("Wrong input: invalid payload key %q", p)
-			}
-			i++
-		}
+		last := &segs[len(segs)-1]
+		last.idxs = append(last.idxs, it.Index)
 	}
 	return segs, nil
+}
+
+// canonical renders a parsed path in one spelling (keys quoted only when the raw grammar
+// cannot hold them), so that "a.b" and "\"a\".b" name the same payload index, as the
+// parsed JsonPath Qdrant keys its indexes by does.
+func canonical(segs []segment) string {
+	var b strings.Builder
+	for i, s := range segs {
+		if i > 0 {
+			b.WriteByte('.')
+		}
+		if rawKey(s.key) {
+			b.WriteString(s.key)
+		} else {
+			b.WriteString(strconv.Quote(s.key))
+		}
+		for _, ix := range s.idxs {
+			if ix < 0 {
+				b.WriteString("[]")
+			} else {
+				fmt.Fprintf(&b, "[%d]", ix)
+			}
+		}
+	}
+	return b.String()
+}
+
+func rawKey(k string) bool {
+	if k == "" {
+		return false
+	}
+	for _, r := range k {
+		if !rawRune(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// rawRune is Rust's char::is_alphanumeric (letters and numbers), '_' or '-'.
+func rawRune(r rune) bool {
+	return unicode.IsLetter(r) || unicode.IsNumber(r) || r == '_' || r == '-'
 }
 
 // valuesAt returns the values at path in payload, as Qdrant's JsonPath does: keys descend

@@ -54,7 +54,7 @@ func (ps *pointsService) Upsert(_ context.Context, req *qdrant.UpsertPoints) (*q
 			if payload == nil {
 				payload = map[string]*qdrant.Value{}
 			}
-			c.upsert(keys[i], &point{payload: payload, vectors: pt.GetVectors()})
+			c.upsert(keys[i], &point{payload: payload, vectors: pt.GetVectors(), deferred: ps.s.deferWrites.Load()})
 		}
 		return nil
 	})
@@ -68,7 +68,6 @@ func (ps *pointsService) Upsert(_ context.Context, req *qdrant.UpsertPoints) (*q
 func (ps *pointsService) Delete(_ context.Context, req *qdrant.DeletePoints) (*qdrant.PointsOperationResponse, error) {
 	var ids []pointKey
 	var filter *qdrant.Filter
-	var p pred
 	switch sel := req.GetPoints().GetPointsSelectorOneOf().(type) {
 	case *qdrant.PointsSelector_Points:
 		for _, id := range sel.Points.GetIds() {
@@ -79,17 +78,20 @@ func (ps *pointsService) Delete(_ context.Context, req *qdrant.DeletePoints) (*q
 			ids = append(ids, k)
 		}
 	case *qdrant.PointsSelector_Filter:
-		var err error
 		filter = sel.Filter
-		if p, err = compile(filter); err != nil {
+		if _, err := compile(filter, nil); err != nil {
 			return nil, err
 		}
 	default:
 		return nil, status.Error(codes.InvalidArgument, "Wrong input: No PointSelector provided")
 	}
 	err := ps.s.write(req.GetCollectionName(), func(c *collection) error {
-		if p != nil {
-			ids = c.matching(filter, p)
+		if filter != nil {
+			p, err := compile(filter, c.indexOn)
+			if err != nil {
+				return err
+			}
+			ids = c.matching(filter, p, true)
 		}
 		for _, k := range ids {
 			c.remove(k)
@@ -102,18 +104,22 @@ func (ps *pointsService) Delete(_ context.Context, req *qdrant.DeletePoints) (*q
 	return ps.ack(req.Wait), nil
 }
 
+// Count counts the visible points passing the filter; deferred points are not counted.
 func (ps *pointsService) Count(_ context.Context, req *qdrant.CountPoints) (*qdrant.CountResponse, error) {
-	p, err := compile(req.GetFilter())
-	if err != nil {
+	if _, err := compile(req.GetFilter(), nil); err != nil {
 		return nil, err
 	}
 	var n int
-	err = ps.s.read(req.GetCollectionName(), func(c *collection) error {
+	err := ps.s.read(req.GetCollectionName(), func(c *collection) error {
 		if req.GetFilter() == nil || isEmptyFilter(req.GetFilter()) {
-			n = len(c.points)
+			n = c.visible()
 			return nil
 		}
-		n = len(c.matching(req.GetFilter(), p))
+		p, err := compile(req.GetFilter(), c.indexOn)
+		if err != nil {
+			return err
+		}
+		n = len(c.matching(req.GetFilter(), p, false))
 		return nil
 	})
 	if err != nil {
@@ -145,12 +151,15 @@ func (ps *pointsService) Scroll(_ context.Context, req *qdrant.ScrollPoints) (*q
 		}
 		offset = &k
 	}
-	p, err := compile(req.GetFilter())
-	if err != nil {
+	if _, err := compile(req.GetFilter(), nil); err != nil {
 		return nil, err
 	}
 	out := &qdrant.ScrollResponse{}
-	err = ps.s.read(req.GetCollectionName(), func(c *collection) error {
+	err := ps.s.read(req.GetCollectionName(), func(c *collection) error {
+		p, err := compile(req.GetFilter(), c.indexOn)
+		if err != nil {
+			return err
+		}
 		keys, next := c.scroll(req.GetFilter(), p, offset, limit)
 		recs, err := records(c, keys, req.GetWithPayload(), true, req.GetWithVectors())
 		if err != nil {
@@ -185,7 +194,7 @@ func (ps *pointsService) Get(_ context.Context, req *qdrant.GetPoints) (*qdrant.
 	err := ps.s.read(req.GetCollectionName(), func(c *collection) error {
 		found := keys[:0:0]
 		for _, k := range keys {
-			if _, ok := c.points[k]; ok {
+			if pt, ok := c.points[k]; ok && !pt.deferred {
 				found = append(found, k)
 			}
 		}
@@ -199,8 +208,12 @@ func (ps *pointsService) Get(_ context.Context, req *qdrant.GetPoints) (*qdrant.
 	return out, nil
 }
 
-// CreateFieldIndex records a payload index. Keyword indexes serve filtered reads and
-// deletes; other types are recorded in the schema only. Re-creating an index is harmless.
+// CreateFieldIndex records a payload index, replacing one of another type on the same
+// key as Qdrant does. Keyword, integer and uuid indexes serve filtered reads and deletes;
+// every index changes how conditions on its key are answered (see filter.go). A text
+// index is emulated with the word or whitespace tokenizer, lowercase or not, and
+// phrase_matching; other text options answer Unimplemented. Re-creating an index is
+// harmless.
 func (ps *pointsService) CreateFieldIndex(_ context.Context, req *qdrant.CreateFieldIndexCollection) (*qdrant.PointsOperationResponse, error) {
 	path, err := parsePath(req.GetFieldName())
 	if err != nil {
@@ -209,8 +222,19 @@ func (ps *pointsService) CreateFieldIndex(_ context.Context, req *qdrant.CreateF
 	if req.FieldType == nil {
 		return nil, status.Error(codes.InvalidArgument, "Wrong input: field_type is required")
 	}
+	text := req.GetFieldIndexParams().GetTextIndexParams()
+	if text != nil {
+		switch text.GetTokenizer() {
+		case qdrant.TokenizerType_Unknown, qdrant.TokenizerType_Word, qdrant.TokenizerType_Whitespace:
+		default:
+			return nil, status.Error(codes.Unimplemented, "qdrantfake: only the word and whitespace tokenizers are implemented")
+		}
+		if text.MinTokenLen != nil || text.MaxTokenLen != nil || text.Stopwords != nil || text.Stemmer != nil || text.GetAsciiFolding() {
+			return nil, status.Error(codes.Unimplemented, "qdrantfake: token length, stopwords, stemmer and ascii folding are not implemented")
+		}
+	}
 	err = ps.s.write(req.GetCollectionName(), func(c *collection) error {
-		c.addIndex(req.GetFieldName(), path, req.GetFieldType())
+		c.addIndex(req.GetFieldName(), path, req.GetFieldType(), text)
 		return nil
 	})
 	if err != nil {
@@ -220,8 +244,12 @@ func (ps *pointsService) CreateFieldIndex(_ context.Context, req *qdrant.CreateF
 }
 
 func (ps *pointsService) DeleteFieldIndex(_ context.Context, req *qdrant.DeleteFieldIndexCollection) (*qdrant.PointsOperationResponse, error) {
-	err := ps.s.write(req.GetCollectionName(), func(c *collection) error {
-		c.dropIndex(req.GetFieldName())
+	path, err := parsePath(req.GetFieldName())
+	if err != nil {
+		return nil, invalid(err)
+	}
+	err = ps.s.write(req.GetCollectionName(), func(c *collection) error {
+		c.dropIndex(path)
 		return nil
 	})
 	if err != nil {

@@ -4,19 +4,28 @@
 // listener.
 //
 // It follows Qdrant's semantics where it implements them: filters with must / should /
-// must_not / min_should, nested filters, keyword / integer / bool / any / except matches,
-// numeric ranges, has_id, is_empty, is_null and nested conditions, with a condition on an
-// array payload passing when any element does; scroll in ascending id order (every numeric
-// id before every UUID) with next_page_offset; exact counts; deletes by ids or by filter;
-// codes.NotFound with Qdrant's message for a missing collection. Everything else — vector
-// search and query, text matches, geo, aliases, snapshots — answers codes.Unimplemented.
-// Writes are applied before the call returns, so wait=true and wait=false differ only in
-// the reported status.
+// must_not / min_should, nested filters, keyword / integer / bool / any / except / text /
+// text_any / phrase matches, numeric ranges, has_id, is_empty, is_null and nested
+// conditions, with a condition on an array payload passing when any element does and an
+// empty Condition dropped as Qdrant drops it; payload paths in Qdrant's grammar; payload
+// indexes that change answers as Qdrant's do (except sees only indexed values, a uuid
+// index matches any spelling of a UUID, a text index tokenises, every index makes is_null
+// true on [null], an integer index holds integral doubles); aliases; scroll in ascending
+// id order (every numeric id before every UUID) with next_page_offset; exact counts;
+// deletes by ids or by filter; codes.NotFound with Qdrant's message for a missing
+// collection. Everything else — vector search and query, geo, values_count, snapshots —
+// answers codes.Unimplemented. docs/qdrant-emulator.md lists each behaviour with the
+// Qdrant source it follows and the test that pins it.
 //
-// Keyword payload indexes created with CreateFieldIndex are kept as value -> ids maps, so
-// a count, scroll or delete whose filter matches an indexed keyword costs in proportion to
-// the matches, not to the collection; any other filter scans. Data lives in memory only.
-// A Server is safe for concurrent use.
+// Writes are applied before the call returns, so wait=true and wait=false differ only in
+// the reported status, unless SetDeferredVisibility is on: then new points are deleted by
+// filter but not counted until Reveal, as Qdrant's deferred points are. InjectFault makes
+// calls fail with a status (e.g. FailedPrecondition) or answer a write with WaitTimeout.
+//
+// Keyword, integer and uuid payload indexes created with CreateFieldIndex are kept as
+// value -> ids maps, so a count, scroll or delete whose filter matches an indexed value
+// costs in proportion to the matches, not to the collection; any other filter scans. Data
+// lives in memory only. A Server is safe for concurrent use.
 package qdrantfake
 
 import (
@@ -41,19 +50,23 @@ const Version = "1.17.1"
 
 // Server is the emulator. Create it with New (then Serve) or Start.
 type Server struct {
-	grpc     *grpc.Server
-	examined atomic.Uint64
-	opID     atomic.Uint64
+	grpc        *grpc.Server
+	examined    atomic.Uint64
+	opID        atomic.Uint64
+	deferWrites atomic.Bool
+	faults      faults
 
 	mu          sync.RWMutex
 	collections map[string]*collection
+	aliases     map[string]string // alias -> collection
 	lis         net.Listener
 }
 
 // New returns a server that is not yet listening.
 func New() *Server {
-	s := &Server{collections: map[string]*collection{}}
+	s := &Server{collections: map[string]*collection{}, aliases: map[string]string{}}
 	s.grpc = grpc.NewServer(
+		grpc.UnaryInterceptor(s.faults.intercept),
 		grpc.MaxRecvMsgSize(64<<20),
 		// The official client pings every 10 s even when idle.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
@@ -134,10 +147,33 @@ func (s *Server) Close() { s.grpc.Stop() }
 // of whether payload indexes were used.
 func (s *Server) PointsExamined() uint64 { return s.examined.Load() }
 
-// get returns the live collection name or a NotFound status.
+// SetDeferredVisibility turns the deferred mode on or off. While it is on, every point
+// upserted is stored deferred: a delete by filter or by id removes it, but count, scroll
+// and get do not see it until Reveal. This is what Qdrant 1.18+ does with points not yet
+// optimized under optimizers.prevent_unoptimized (count uses DeferredBehavior::VisibleOnly,
+// delete WithDeferred), and what a count racing a wait=false upsert sees.
+func (s *Server) SetDeferredVisibility(on bool) { s.deferWrites.Store(on) }
+
+// Reveal makes every deferred point of every collection visible, as an optimizer run
+// does.
+func (s *Server) Reveal() {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, c := range s.collections {
+		c.mu.Lock()
+		c.reveal()
+		c.mu.Unlock()
+	}
+}
+
+// get returns the live collection name names, directly or through an alias (an alias
+// wins, as in Qdrant's TableOfContent::resolve_name), or a NotFound status.
 func (s *Server) get(name string) (*collection, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	if target, ok := s.aliases[name]; ok {
+		name = target
+	}
 	c, ok := s.collections[name]
 	if !ok {
 		return nil, notFound(name)
@@ -209,12 +245,20 @@ func (cs *collectionsService) Create(_ context.Context, req *qdrant.CreateCollec
 	return &qdrant.CollectionOperationResponse{Result: true}, nil
 }
 
-// Delete drops a collection; like Qdrant it answers false, not an error, when there is none.
+// Delete drops a collection and every alias of it; like Qdrant it answers false, not an
+// error, when there is none. An alias is not resolved: deleting one answers false and
+// leaves the alias and its collection (toc/collection_meta_ops.rs, delete_collection).
 func (cs *collectionsService) Delete(_ context.Context, req *qdrant.DeleteCollection) (*qdrant.CollectionOperationResponse, error) {
 	s := cs.s
+	name := req.GetCollectionName()
 	s.mu.Lock()
-	c, ok := s.collections[req.GetCollectionName()]
-	delete(s.collections, req.GetCollectionName())
+	c, ok := s.collections[name]
+	delete(s.collections, name)
+	for a, target := range s.aliases {
+		if target == name {
+			delete(s.aliases, a)
+		}
+	}
 	s.mu.Unlock()
 	if !ok {
 		return &qdrant.CollectionOperationResponse{Result: false}, nil
@@ -246,16 +290,22 @@ func (cs *collectionsService) Get(_ context.Context, req *qdrant.GetCollectionIn
 	err := cs.s.read(req.GetCollectionName(), func(c *collection) error {
 		n := uint64(len(c.points))
 		schema := map[string]*qdrant.PayloadSchemaInfo{}
-		for field, t := range c.schema {
-			si := &qdrant.PayloadSchemaInfo{DataType: schemaType(t)}
-			if ids := c.keyword[field]; ids != nil {
-				indexed := uint64(0)
-				for _, set := range ids {
-					indexed += uint64(len(set))
-				}
-				si.Points = &indexed
+		for key, idx := range c.indexes {
+			si := &qdrant.PayloadSchemaInfo{DataType: schemaType(idx.typ)}
+			if idx.text != nil {
+				si.Params = &qdrant.PayloadIndexParams{IndexParams: &qdrant.PayloadIndexParams_TextIndexParams{TextIndexParams: idx.text}}
 			}
-			schema[field] = si
+			if idx.byValue != nil {
+				seen := idSet{}
+				for _, set := range idx.byValue {
+					for k := range set {
+						seen[k] = struct{}{}
+					}
+				}
+				n := uint64(len(seen))
+				si.Points = &n
+			}
+			schema[c.names[key]] = si
 		}
 		info = &qdrant.CollectionInfo{
 			Status:          qdrant.CollectionStatus_Green,

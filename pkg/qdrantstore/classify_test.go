@@ -16,7 +16,7 @@ func TestClassify(t *testing.T) {
 		codes.InvalidArgument:    true,
 		codes.PermissionDenied:   true,
 		codes.Unimplemented:      true,
-		codes.FailedPrecondition: true,
+		codes.FailedPrecondition: false,
 		codes.Unavailable:        false,
 		codes.DeadlineExceeded:   false,
 		codes.ResourceExhausted:  false,

@@ -4,11 +4,19 @@
 // A subject's points are those whose payload matches any of: a subject field equal to the
 // subject id, a hash field equal to its keyed pseudonym, or a session field equal to one of
 // its session ids (legacy chunks written before the subject field existed carry only a
-// session). Matches are exact keyword matches; on an array field any element matches.
-// Erase counts the matches exactly, then deletes them with one filtered delete and
-// wait=true, so every match goes however many there are; Verify counts them again. A
-// tenant-scope erasure drops the tenant's collections. Call EnsureIndexes once per tenant
-// so the filters use keyword payload indexes rather than scanning.
+// session). An identifier matches a string value equal to it and, when it is a decimal
+// integer, an integer value equal to it; a UUID identifier matches its lower- and
+// upper-case spellings too. On an array field any element matches. Every filter is checked
+// before it is sent so that it can never be one Qdrant reads as matching every point.
+//
+// Erase counts the matches exactly, then always deletes by filter with wait=true — a count
+// can miss points a delete still removes (points written with wait=false and not yet
+// applied, or deferred until optimized), so a count of 0 never skips the delete — and
+// reports the count as what matched before the delete. A write Qdrant answers with any
+// status but Completed is a transient failure. Verify counts again. A tenant-scope erasure
+// drops the tenant's collections, resolving a name that is an alias to the collection it
+// names. Call EnsureIndexes once per tenant so the filters read payload indexes rather
+// than scanning.
 package qdrantstore
 
 import (
@@ -16,8 +24,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/qdrant/go-client/qdrant"
+	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -32,10 +42,27 @@ const (
 	MethodTenant  = "qdrant collection dropped or exact count 0"
 )
 
+// Defaults for the FailedPrecondition retries of a Store.
+const (
+	DefaultPreconditionTries   = 4
+	DefaultPreconditionBackoff = 250 * time.Millisecond
+)
+
 // Store is the deletion.Store for Qdrant. It is safe for concurrent use (the client is),
-// idempotent, and never closes the client.
+// idempotent, and never closes the client. Set its fields before first use.
 type Store struct {
 	client *qdrant.Client
+
+	// Log receives warnings that name no identifier, such as a subject field EnsureIndexes
+	// found indexed with another type and kept. Nil logs nothing.
+	Log *zap.Logger
+	// PreconditionTries is how many times one request is sent while Qdrant answers
+	// FailedPrecondition, which it does in passing cluster states ("No target shard
+	// found" during a shard transfer); 0 means DefaultPreconditionTries. Waits double from
+	// PreconditionBackoff (0: DefaultPreconditionBackoff). When the tries run out the error
+	// is transient, and the worker's own attempts bound the rest.
+	PreconditionTries   int
+	PreconditionBackoff time.Duration
 }
 
 var _ deletion.Store = (*Store)(nil)
@@ -43,13 +70,17 @@ var _ deletion.Store = (*Store)(nil)
 // New returns a Store over client.
 func New(client *qdrant.Client) *Store { return &Store{client: client} }
 
+// errNotCompleted is a write Qdrant accepted but did not report done.
+var errNotCompleted = errors.New("qdrant: write not completed")
+
 // Erase deletes every point of s from every collection of st and reports, per collection
-// (its name with the tenant filled in), the exact count that matched before the delete. A
-// missing collection holds nothing and counts 0. For a tenant-scope s it drops the
-// collections. Errors retrying cannot fix (InvalidArgument, PermissionDenied,
-// Unimplemented, FailedPrecondition) are deletion.Permanent, all others transient; a
-// subject with no identifier to match is a permanent error, never a filter that matches
-// everything. Error messages name collections by template, never by an identifier.
+// (its name with the tenant filled in), the exact count that matched before the delete;
+// the delete itself is always sent, with wait=true. A missing collection holds nothing and
+// counts 0. For a tenant-scope s it drops the collections. Errors retrying cannot fix
+// (InvalidArgument, PermissionDenied, Unimplemented) are deletion.Permanent, all others
+// transient, FailedPrecondition after st's own retries; a subject with no identifier to
+// match, or a filter that could match every point, is a permanent error sent to no one.
+// Error messages name collections by template, never by an identifier.
 func (st *Store) Erase(ctx context.Context, inv inventory.Store, s deletion.Subject) (deletion.Result, error) {
 	if s.TenantScope() {
 		return st.eraseTenant(ctx, inv, s)
@@ -58,31 +89,77 @@ func (st *Store) Erase(ctx context.Context, inv inventory.Store, s deletion.Subj
 	if err != nil {
 		return deletion.Result{}, err
 	}
+	return st.eraseFilter(ctx, inv, s, f)
+}
+
+// eraseFilter deletes the points passing f from every collection of st for s, after
+// checking f.
+func (st *Store) eraseFilter(ctx context.Context, inv inventory.Store, s deletion.Subject, f *qdrant.Filter) (deletion.Result, error) {
+	if err := checkFilter(f); err != nil {
+		return deletion.Result{}, err
+	}
 	var res deletion.Result
 	for _, tmpl := range inv.Locators.Collections {
 		loc := location(tmpl, s.Tenant)
-		var deleted int64
+		var matched int64
 		for _, coll := range collections(tmpl, s) {
 			n, err := st.count(ctx, coll, f)
 			if err != nil {
 				return res, fmt.Errorf("qdrant: count %s: %w", loc, redact(err, coll, loc))
 			}
-			if n == 0 {
-				continue
-			}
-			_, err = st.client.Delete(ctx, &qdrant.DeletePoints{
-				CollectionName: coll,
-				Wait:           qdrant.PtrOf(true),
-				Points:         qdrant.NewPointsSelectorFilter(f),
+			err = st.retry(ctx, func() error {
+				r, err := st.client.Delete(ctx, &qdrant.DeletePoints{
+					CollectionName: coll,
+					Wait:           qdrant.PtrOf(true),
+					Points:         qdrant.NewPointsSelectorFilter(f),
+				})
+				if err != nil {
+					return err
+				}
+				return completed(r)
 			})
 			if err != nil && status.Code(err) != codes.NotFound {
 				return res, fmt.Errorf("qdrant: delete from %s: %w", loc, redact(classify(err), coll, loc))
 			}
-			deleted += n
+			matched += n
 		}
-		res.Locations = append(res.Locations, event.LocationCount{Location: loc, Deleted: deleted})
+		res.Locations = append(res.Locations, event.LocationCount{Location: loc, Deleted: matched})
 	}
 	return res, nil
+}
+
+// completed is nil for a write Qdrant reports Completed, else a transient error naming
+// the status (WaitTimeout: not applied within the request's timeout; Acknowledged: only
+// queued; ClockRejected: refused as out of order).
+func completed(r *qdrant.UpdateResult) error {
+	if r.GetStatus() == qdrant.UpdateStatus_Completed {
+		return nil
+	}
+	return fmt.Errorf("%w: status %s", errNotCompleted, r.GetStatus())
+}
+
+// retry runs call until it answers anything but FailedPrecondition, at most
+// PreconditionTries times, waiting between tries.
+func (st *Store) retry(ctx context.Context, call func() error) error {
+	tries, wait := st.PreconditionTries, st.PreconditionBackoff
+	if tries <= 0 {
+		tries = DefaultPreconditionTries
+	}
+	if wait <= 0 {
+		wait = DefaultPreconditionBackoff
+	}
+	for try := 1; ; try++ {
+		err := call()
+		if status.Code(err) != codes.FailedPrecondition || try >= tries {
+			return err
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return err
+		}
+		wait *= 2
+	}
 }
 
 // Verify counts, exactly and with the filter Erase uses, the points of s that remain in
@@ -112,28 +189,68 @@ func (st *Store) Verify(ctx context.Context, inv inventory.Store, s deletion.Sub
 	return v, nil
 }
 
+// eraseTenant drops the tenant's collections. A name that is an alias is resolved to the
+// collection it names, which is dropped (and with it, in Qdrant, every alias of it) only
+// when every alias naming that collection is one of this tenant's own names: a collection
+// some other name also reaches may hold another tenant's data, and is refused as a
+// permanent error. Dropping the alias's name itself would do nothing: Qdrant answers
+// false for DeleteCollection of an alias and keeps both.
 func (st *Store) eraseTenant(ctx context.Context, inv inventory.Store, s deletion.Subject) (deletion.Result, error) {
 	if err := tenantTemplates(inv); err != nil {
 		return deletion.Result{}, err
 	}
+	aliases, err := st.aliases(ctx)
+	if err != nil {
+		return deletion.Result{}, fmt.Errorf("qdrant: list aliases: %w", err)
+	}
+	own := map[string]bool{}
+	for _, tmpl := range inv.Locators.Collections {
+		own[location(tmpl, s.Tenant)] = true
+	}
 	var res deletion.Result
 	for _, tmpl := range inv.Locators.Collections {
-		coll := location(tmpl, s.Tenant)
-		n, err := st.count(ctx, coll, nil)
+		name := location(tmpl, s.Tenant)
+		target := name
+		if t, ok := aliases[name]; ok {
+			for a, c := range aliases {
+				if c == t && !own[a] {
+					return res, deletion.Permanent(fmt.Errorf("qdrant: %s is an alias of collection %s, which alias %s also names: tenant erasure will not drop a collection other names reach", name, t, a))
+				}
+			}
+			target = t
+		}
+		n, err := st.count(ctx, name, nil)
 		if err != nil {
-			return res, fmt.Errorf("qdrant: count %s: %w", coll, err)
+			return res, fmt.Errorf("qdrant: count %s: %w", name, err)
 		}
-		if err := st.dropCollection(ctx, coll); err != nil {
-			return res, fmt.Errorf("qdrant: drop %s: %w", coll, err)
+		if err := st.dropCollection(ctx, target); err != nil {
+			return res, fmt.Errorf("qdrant: drop %s: %w", name, err)
 		}
-		res.Locations = append(res.Locations, event.LocationCount{Location: coll, Deleted: n})
+		res.Locations = append(res.Locations, event.LocationCount{Location: name, Deleted: n})
 	}
 	return res, nil
 }
 
+// aliases maps every alias to the collection it names.
+func (st *Store) aliases(ctx context.Context) (map[string]string, error) {
+	var list []*qdrant.AliasDescription
+	err := st.retry(ctx, func() (err error) {
+		list, err = st.client.ListAliases(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, classify(err)
+	}
+	out := make(map[string]string, len(list))
+	for _, a := range list {
+		out[a.GetAliasName()] = a.GetCollectionName()
+	}
+	return out, nil
+}
+
 // dropCollection deletes coll; a collection that is already gone is not an error.
 func (st *Store) dropCollection(ctx context.Context, coll string) error {
-	err := st.client.DeleteCollection(ctx, coll)
+	err := st.retry(ctx, func() error { return st.client.DeleteCollection(ctx, coll) })
 	if err == nil || status.Code(err) == codes.NotFound {
 		return nil
 	}
@@ -158,7 +275,11 @@ func tenantTemplates(inv inventory.Store) error {
 // count is the exact count of points passing f in coll (all points for a nil f); a
 // missing collection counts 0.
 func (st *Store) count(ctx context.Context, coll string, f *qdrant.Filter) (int64, error) {
-	n, err := st.client.Count(ctx, &qdrant.CountPoints{CollectionName: coll, Filter: f, Exact: qdrant.PtrOf(true)})
+	var n uint64
+	err := st.retry(ctx, func() (err error) {
+		n, err = st.client.Count(ctx, &qdrant.CountPoints{CollectionName: coll, Filter: f, Exact: qdrant.PtrOf(true)})
+		return err
+	})
 	if status.Code(err) == codes.NotFound {
 		return 0, nil
 	}
@@ -166,39 +287,6 @@ func (st *Store) count(ctx context.Context, coll string, f *qdrant.Filter) (int6
 		return 0, classify(err)
 	}
 	return int64(n), nil
-}
-
-// subjectFilter is the one filter that finds s: should = subject fields match the id,
-// hash fields match the pseudonym, session fields match any of the sessions. Empty
-// identifiers are left out; with none left there is no safe filter (an empty one matches
-// every point), which is a permanent error.
-func subjectFilter(l inventory.Locators, s deletion.Subject) (*qdrant.Filter, error) {
-	var should []*qdrant.Condition
-	if s.ID != "" {
-		for _, f := range l.SubjectFields {
-			should = append(should, qdrant.NewMatchKeyword(f, s.ID))
-		}
-	}
-	if s.Hash != "" {
-		for _, f := range l.HashFields {
-			should = append(should, qdrant.NewMatchKeyword(f, s.Hash))
-		}
-	}
-	var sessions []string
-	for _, ses := range s.Sessions {
-		if ses != "" {
-			sessions = append(sessions, ses)
-		}
-	}
-	if len(sessions) > 0 {
-		for _, f := range l.SessionFields {
-			should = append(should, qdrant.NewMatchKeywords(f, sessions...))
-		}
-	}
-	if len(should) == 0 {
-		return nil, deletion.Permanent(errors.New("qdrant: the subject has no identifier that the inventory's payload fields can match"))
-	}
-	return &qdrant.Filter{Should: should}, nil
 }
 
 // collections are the collection names tmpl expands to for s: one per session when the
@@ -222,12 +310,13 @@ func location(tmpl, tenant string) string {
 }
 
 // classify marks the errors retrying cannot fix as permanent: a refused request
-// (InvalidArgument, FailedPrecondition, e.g. strict mode refusing an unindexed filter),
-// PermissionDenied, and Unimplemented. Everything else — Unavailable, DeadlineExceeded,
-// ResourceExhausted, Aborted, Internal, a cancelled context — stays transient.
+// (InvalidArgument, e.g. strict mode refusing an unindexed filter or a key outside
+// Qdrant's grammar), PermissionDenied, and Unimplemented. Everything else — Unavailable,
+// DeadlineExceeded, ResourceExhausted, Aborted, Internal, FailedPrecondition (Qdrant's
+// answer during shard transfers), a cancelled context — stays transient.
 func classify(err error) error {
 	switch status.Code(err) {
-	case codes.InvalidArgument, codes.PermissionDenied, codes.Unimplemented, codes.FailedPrecondition:
+	case codes.InvalidArgument, codes.PermissionDenied, codes.Unimplemented:
 		return deletion.Permanent(err)
 	}
 	return err

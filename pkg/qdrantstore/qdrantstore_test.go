@@ -17,6 +17,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/qdrantfake"
+	"github.com/lethe-erasure/lethe/pkg/qdrantfake/qdranttest"
 	"github.com/lethe-erasure/lethe/pkg/qdrantstore"
 )
 
@@ -31,16 +32,12 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	srv, err := qdrantfake.Start(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	client, err := qdrant.NewClient(&qdrant.Config{Host: srv.Host(), Port: srv.Port(), SkipCompatibilityCheck: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Close() })
+	client, srv := qdranttest.Emulator(t)
+	return envOver(t, client, srv)
+}
+
+func envOver(t *testing.T, client *qdrant.Client, srv *qdrantfake.Server) *env {
+	t.Helper()
 	inv, ok := inventory.Reference().Store("qdrant")
 	if !ok {
 		t.Fatal("reference inventory has no qdrant store")

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -45,6 +46,11 @@ var (
 	}
 )
 
+// numericCustomer's app stores its id as an integer in Qdrant payloads, as many apps store
+// numeric user ids; the demo erases it in a second request. numericBystander's integer id
+// shares its digits and must stay.
+var numericCustomer, numericBystander = customer{"424242", nil}, customer{"4242420", nil}
+
 func (c customer) subject(k interface{ Pseudonym(t, s string) string }) deletion.Subject {
 	return deletion.Subject{Tenant: demoTenant, ID: c.id, Hash: k.Pseudonym(demoTenant, c.id), Sessions: c.sessions, Scope: event.ScopeSubject}
 }
@@ -61,7 +67,7 @@ func (a *app) demo(ctx context.Context, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "seeded tenant %q: customer %s has %s\n", demoTenant, a.Key.Pseudonym(demoTenant, target.id)[:12], before[target.id])
 
 	start := time.Now()
-	acc, err := a.submit(ctx)
+	acc, err := a.submit(ctx, target)
 	if err != nil {
 		return err
 	}
@@ -87,7 +93,62 @@ func (a *app) demo(ctx context.Context, stdout, stderr io.Writer) error {
 		return fmt.Errorf("demo failed:\n  %s", strings.Join(problems, "\n  "))
 	}
 	fmt.Fprintf(stderr, "re-checked every store: customer gone (%s; the audit log keeps hash-only events by design), %d other customers intact\n", after[target.id], len(bystanders))
+	if err := a.eraseNumeric(ctx, stderr); err != nil {
+		fmt.Fprintln(stdout, string(line))
+		return fmt.Errorf("demo failed: %w", err)
+	}
 	fmt.Fprintln(stdout, string(line))
+	return nil
+}
+
+// eraseNumeric erases numericCustomer over HTTP and re-checks Qdrant with a filter of its
+// own (an integer match, not the deleter's): none of its integer-tagged chunks remain and
+// numericBystander's are intact.
+func (a *app) eraseNumeric(ctx context.Context, stderr io.Writer) error {
+	count := func(c customer) (int64, error) {
+		n, _ := strconv.ParseInt(c.id, 10, 64)
+		var total int64
+		for _, st := range a.Inventory.OfKinds(inventory.KindQdrant) {
+			for _, tmpl := range st.Locators.Collections {
+				k, err := a.Stack.Qdrant.Count(ctx, &qdrant.CountPoints{
+					CollectionName: inventory.Expand(tmpl, inventory.Vars{Tenant: demoTenant}, nil),
+					Filter:         &qdrant.Filter{Must: []*qdrant.Condition{qdrant.NewMatchInt("customer_id", n)}},
+					Exact:          qdrant.PtrOf(true),
+				})
+				if err != nil {
+					return 0, fmt.Errorf("re-check qdrant: %w", err)
+				}
+				total += int64(k)
+			}
+		}
+		return total, nil
+	}
+	both := func() (victim, other int64, err error) {
+		if victim, err = count(numericCustomer); err == nil {
+			other, err = count(numericBystander)
+		}
+		return victim, other, err
+	}
+	before, kept, err := both()
+	if err != nil {
+		return err
+	}
+	acc, err := a.submit(ctx, numericCustomer)
+	if err != nil {
+		return err
+	}
+	r, err := a.await(ctx, acc.RequestID, stderr)
+	if err != nil {
+		return err
+	}
+	left, still, err := both()
+	if err != nil {
+		return err
+	}
+	if r.Status != event.ReceiptComplete || before == 0 || left != 0 || still != kept {
+		return fmt.Errorf("numeric customer: receipt %s, %d of %d integer-tagged chunks remain, the bystander has %d of %d", r.Status, left, before, still, kept)
+	}
+	fmt.Fprintf(stderr, "numeric-id customer erased: %d integer-tagged chunks gone, re-checked 0 left; the customer whose id shares its digits kept %d\n", before, still)
 	return nil
 }
 
@@ -213,8 +274,8 @@ func check(r event.Receipt, inv *inventory.Inventory, before, after map[string]f
 	return bad
 }
 
-func (a *app) submit(ctx context.Context) (intake.Accepted, error) {
-	body, _ := json.Marshal(intake.SubmitRequest{TenantID: demoTenant, SubjectID: target.id, SessionIDs: target.sessions, Regulation: "GDPR"})
+func (a *app) submit(ctx context.Context, c customer) (intake.Accepted, error) {
+	body, _ := json.Marshal(intake.SubmitRequest{TenantID: demoTenant, SubjectID: c.id, SessionIDs: c.sessions, Regulation: "GDPR"})
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, a.BaseURL+"/v1/erasures", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", "demo-"+time.Now().UTC().Format(time.RFC3339Nano))
@@ -305,7 +366,8 @@ func (a *app) seed(ctx context.Context) error {
 }
 
 // seedQdrant writes 30 chunks per customer tagged with customer_id and session_id, and 17
-// legacy chunks tagged only with the old session id (47 in all, as in the seeds' story).
+// legacy chunks tagged only with the old session id (47 in all, as in the seeds' story),
+// and 12 chunks for each numeric-id customer tagged with its id as an integer.
 func (a *app) seedQdrant(ctx context.Context, st inventory.Store) error {
 	q := a.Stack.Qdrant
 	for _, tmpl := range st.Locators.Collections {
@@ -330,6 +392,14 @@ func (a *app) seedQdrant(ctx context.Context, st inventory.Store) error {
 					payload["session_id"] = c.sessions[len(c.sessions)-1]
 				}
 				points = append(points, &qdrant.PointStruct{Id: qdrant.NewIDNum(id), Vectors: qdrant.NewVectors(0.1, 0.2, 0.3, float32(i)), Payload: qdrant.NewValueMap(payload)})
+				id++
+			}
+		}
+		for _, c := range []customer{numericCustomer, numericBystander} {
+			n, _ := strconv.ParseInt(c.id, 10, 64)
+			for i := 0; i < 12; i++ {
+				payload := map[string]any{"text": fmt.Sprintf("chunk %d of an order answer", i), "customer_id": n}
+				points = append(points, &qdrant.PointStruct{Id: qdrant.NewIDNum(id), Vectors: qdrant.NewVectors(0.4, 0.3, 0.2, float32(i)), Payload: qdrant.NewValueMap(payload)})
 				id++
 			}
 		}

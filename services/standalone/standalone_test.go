@@ -51,6 +51,11 @@ func TestDemoEndToEnd(t *testing.T) {
 		t.Fatalf("demo: %v\n%s", err, stderr.String())
 	}
 
+	// The demo's second request erases a customer whose numeric id its app stores as an
+	// integer in Qdrant: two requests, two receipts.
+	if !strings.Contains(stderr.String(), "numeric-id customer erased") {
+		t.Error("the demo did not report erasing the numeric-id customer")
+	}
 	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
 	var r event.Receipt
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
@@ -77,12 +82,12 @@ func TestDemoEndToEnd(t *testing.T) {
 	// system is ready.
 	var scrape string
 	wants := []string{
-		`lethe_requests_total{regulation="GDPR",source="http",tenant="vastralaya"} 1`,
-		`lethe_store_outcomes_total{kind="qdrant",status="DELETED",store="qdrant"} 1`,
-		`lethe_store_outcomes_total{kind="audit_log",status="NO_PII_BY_DESIGN",store="audit_log"} 1`,
-		`lethe_store_duration_seconds_count{kind="dataset",store="dataset"} 1`,
-		`lethe_receipts_total{tenant="vastralaya"} 1`,
-		`lethe_erasure_duration_seconds_count 1`,
+		`lethe_requests_total{regulation="GDPR",source="http",tenant="vastralaya"} 2`,
+		`lethe_store_outcomes_total{kind="qdrant",status="DELETED",store="qdrant"} 2`,
+		`lethe_store_outcomes_total{kind="audit_log",status="NO_PII_BY_DESIGN",store="audit_log"} 2`,
+		`lethe_store_duration_seconds_count{kind="dataset",store="dataset"} 2`,
+		`lethe_receipts_total{tenant="vastralaya"} 2`,
+		`lethe_erasure_duration_seconds_count 2`,
 		`lethe_consumer_lag{group="lethe-aggregator",topic="erasure.store.done"} 0`,
 	}
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
@@ -140,7 +145,7 @@ func TestDemoEndToEnd(t *testing.T) {
 		pcancel()
 	}
 	cl.Close()
-	if counts[event.TopicStoreDone] != 5 || counts[event.TopicCompleted] != 1 || counts[event.TopicRequested] != 1 {
+	if counts[event.TopicStoreDone] != 10 || counts[event.TopicCompleted] != 2 || counts[event.TopicRequested] != 2 {
 		t.Errorf("records per topic: %v", counts)
 	}
 	for _, dlq := range []string{event.DLQ(event.TopicIntake), event.DLQ(event.TopicRequested), event.DLQ(event.TopicStoreDone)} {

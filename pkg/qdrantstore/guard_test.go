@@ -1,0 +1,173 @@
+package qdrantstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/qdrant/go-client/qdrant"
+
+	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/qdrantfake/qdranttest"
+)
+
+var fieldPool = []string{"customer_id", "user-id", "metadata.customer_id", "tags[]", `"user id"`, "a[0].b", "ключ"}
+
+func randomIdentifier(r *rand.Rand) string {
+	switch r.IntN(8) {
+	case 0:
+		return ""
+	case 1:
+		return fmt.Sprint(r.Int64N(1 << 62))
+	case 2:
+		return fmt.Sprint(-r.Int64N(1000))
+	case 3:
+		return "0" + fmt.Sprint(r.IntN(1000))
+	case 4:
+		u := fmt.Sprintf("%08x-%04x-4%03x-8%03x-%012x", r.Uint32(), r.IntN(1<<16), r.IntN(1<<12), r.IntN(1<<12), r.Int64N(1<<48))
+		if r.IntN(2) == 0 {
+			return strings.ToUpper(u)
+		}
+		return u
+	case 5:
+		return "99999999999999999999" // beyond int64
+	case 6:
+		return "ü-" + fmt.Sprint(r.IntN(100))
+	}
+	return fmt.Sprintf("cust-%d", r.IntN(1e6))
+}
+
+func pick(r *rand.Rand, max int) []string {
+	var out []string
+	for range r.IntN(max + 1) {
+		out = append(out, fieldPool[r.IntN(len(fieldPool))])
+	}
+	return out
+}
+
+// TestFiltersNeverHoldAnEmptyCondition builds the erasure filter of random inventories
+// and identifiers: either there is nothing to match and the refusal is permanent, or the
+// filter has conditions, every one of them set, naming only inventory fields and only the
+// subject's identifiers.
+func TestFiltersNeverHoldAnEmptyCondition(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range 5000 {
+		l := inventory.Locators{SubjectFields: pick(r, 3), HashFields: pick(r, 2), SessionFields: pick(r, 2)}
+		s := deletion.Subject{Tenant: "acme", ID: randomIdentifier(r), Hash: randomIdentifier(r)}
+		for range r.IntN(4) {
+			s.Sessions = append(s.Sessions, randomIdentifier(r))
+		}
+		f, err := subjectFilter(l, s)
+		matchable := (s.ID != "" && len(l.SubjectFields) > 0) || (s.Hash != "" && len(l.HashFields) > 0) ||
+			(strings.Join(s.Sessions, "") != "" && len(l.SessionFields) > 0)
+		if !matchable {
+			if !deletion.IsPermanent(err) || f != nil {
+				t.Fatalf("case %d: %+v %+v: got %v, %v; want a permanent refusal", i, l, s, f, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("case %d: %+v %+v: %v", i, l, s, err)
+		}
+		if len(f.GetShould()) == 0 || len(f.GetMust())+len(f.GetMustNot()) != 0 || f.GetMinShould() != nil {
+			t.Fatalf("case %d: filter %v is not a plain should", i, f)
+		}
+		fields := strings.Join(append(append(append([]string{}, l.SubjectFields...), l.HashFields...), l.SessionFields...), "\x00")
+		ids := append([]string{s.ID, s.Hash}, s.Sessions...)
+		for _, c := range f.GetShould() {
+			fc := c.GetField()
+			if fc == nil {
+				t.Fatalf("case %d: condition %v is not a field condition", i, c)
+			}
+			if !strings.Contains("\x00"+fields+"\x00", "\x00"+fc.GetKey()+"\x00") {
+				t.Fatalf("case %d: condition on %q, a field the inventory does not name", i, fc.GetKey())
+			}
+			for _, v := range matchedValues(fc.GetMatch()) {
+				if !fromIdentifiers(v, ids) {
+					t.Fatalf("case %d: condition matches %q, which is none of the subject's identifiers %q", i, v, ids)
+				}
+			}
+		}
+	}
+}
+
+// matchedValues lists what a match condition matches, as strings; none for an empty one.
+func matchedValues(m *qdrant.Match) []string {
+	switch v := m.GetMatchValue().(type) {
+	case *qdrant.Match_Keyword:
+		return []string{v.Keyword}
+	case *qdrant.Match_Keywords:
+		return v.Keywords.GetStrings()
+	case *qdrant.Match_Integer:
+		return []string{fmt.Sprint(v.Integer)}
+	case *qdrant.Match_Integers:
+		var out []string
+		for _, n := range v.Integers.GetIntegers() {
+			out = append(out, fmt.Sprint(n))
+		}
+		return out
+	}
+	return []string{"\x00empty match"}
+}
+
+// fromIdentifiers reports whether v is one of ids, or a UUID spelling of one.
+func fromIdentifiers(v string, ids []string) bool {
+	for _, id := range ids {
+		if id != "" && (v == id || strings.EqualFold(v, id)) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestEmptyConditionMatchesAllAndIsRefused: a Condition with nothing set, or an empty
+// nested filter, makes Qdrant (and the emulator) match every point; the store refuses to
+// send such a filter at all.
+func TestEmptyConditionMatchesAllAndIsRefused(t *testing.T) {
+	ctx := context.Background()
+	client, srv := qdranttest.Connect(t)
+	qdranttest.Collection(t, client, "shopbot_acme")
+	var pts []*qdrant.PointStruct
+	for i := range 5 {
+		pts = append(pts, &qdrant.PointStruct{Id: qdrant.NewIDNum(uint64(i + 1)), Vectors: qdrant.NewVectors(0.1, 0.2, 0.3, 0.4),
+			Payload: qdrant.NewValueMap(map[string]any{"customer_id": fmt.Sprint("c", i)})})
+	}
+	if _, err := client.Upsert(ctx, &qdrant.UpsertPoints{CollectionName: "shopbot_acme", Points: pts, Wait: qdrant.PtrOf(true)}); err != nil {
+		t.Fatal(err)
+	}
+	st := New(client)
+	inv, _ := inventory.Reference().Store("qdrant")
+	s := deletion.Subject{Tenant: "acme", ID: "c0", Scope: event.ScopeSubject}
+	for name, f := range map[string]*qdrant.Filter{
+		"empty condition":                  {Should: []*qdrant.Condition{{}}},
+		"empty nested filter":              {Should: []*qdrant.Condition{qdrant.NewFilterAsCondition(&qdrant.Filter{})}},
+		"empty condition beside a match":   {Should: []*qdrant.Condition{qdrant.NewMatch("customer_id", "c0"), {}}},
+		"nested filter of empty condition": {Should: []*qdrant.Condition{qdrant.NewFilterAsCondition(&qdrant.Filter{Should: []*qdrant.Condition{{}}})}},
+	} {
+		if name != "empty condition beside a match" {
+			n, err := client.Count(ctx, &qdrant.CountPoints{CollectionName: "shopbot_acme", Filter: f, Exact: qdrant.PtrOf(true)})
+			if err != nil || n != 5 {
+				t.Errorf("%s: Qdrant counts %d, %v; want all 5", name, n, err)
+			}
+		}
+		var sent int
+		if srv != nil {
+			sent = srv.Calls("Delete") + srv.Calls("Count")
+		}
+		_, err := st.eraseFilter(ctx, inv, s, f)
+		if !deletion.IsPermanent(err) || !errors.Is(err, errMatchAll) {
+			t.Errorf("%s: eraseFilter = %v, want the permanent match-all refusal", name, err)
+		}
+		if srv != nil && srv.Calls("Delete")+srv.Calls("Count") != sent {
+			t.Errorf("%s: requests were sent before the refusal", name)
+		}
+	}
+	if n, err := client.Count(ctx, &qdrant.CountPoints{CollectionName: "shopbot_acme", Exact: qdrant.PtrOf(true)}); err != nil || n != 5 {
+		t.Errorf("%d points left of 5, %v", n, err)
+	}
+}
