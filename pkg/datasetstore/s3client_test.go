@@ -206,5 +206,3 @@ func newS3ClientAt(endpoint string) *s3.Client {
 		ResponseChecksumValidation: aws.ResponseChecksumValidationWhenRequired,
 	})
 }
-
-
