@@ -36,6 +36,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -76,9 +77,35 @@ func New(s3c *s3.Client, dirRoot string) *Store {
 
 // location is one expanded prefix.
 type location struct {
-	name   string // the prefix with the tenant filled in, as reported
-	bucket Bucket
-	prefix string // key prefix inside bucket
+	name     string // the prefix with the tenant filled in, as reported
+	template string // the prefix as the inventory writes it
+	bucket   Bucket
+	prefix   string   // key prefix inside bucket
+	exclude  []string // patterns of the objects not to examine
+}
+
+// display names key by its prefix template and the rest of its key, so that reports of
+// single objects name no tenant.
+func (l location) display(key string) string {
+	return l.template + strings.TrimPrefix(key, l.prefix)
+}
+
+// excludes reports whether an exclude pattern matches key: a pattern without a slash
+// matches the object's base name, one with a slash its key below the prefix; both ignore
+// case.
+func (l location) excludes(key string) bool {
+	rel := strings.ToLower(strings.TrimPrefix(key, l.prefix))
+	for _, p := range l.exclude {
+		p = strings.ToLower(p)
+		name := rel
+		if !strings.Contains(p, "/") {
+			name = path.Base(rel)
+		}
+		if ok, _ := path.Match(p, name); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // locations expands and resolves the prefixes of st for s.
@@ -107,6 +134,7 @@ func (s *Store) locations(st inventory.Store, subj deletion.Subject) ([]location
 		if err != nil {
 			return nil, deletion.Permanent(fmt.Errorf("dataset store %q: prefix %q: %w", st.Name, tmpl, err))
 		}
+		l.template, l.exclude = tmpl, st.Locators.Exclude
 		out = append(out, l)
 	}
 	return out, nil
@@ -163,7 +191,6 @@ func (s *Store) Erase(ctx context.Context, st inventory.Store, subj deletion.Sub
 			return res, err
 		}
 	}
-	var bad []error
 	for _, l := range locs {
 		var c counts
 		if subj.TenantScope() {
@@ -175,20 +202,18 @@ func (s *Store) Erase(ctx context.Context, st inventory.Store, subj deletion.Sub
 		if c.versioned {
 			res.Locations = append(res.Locations, event.LocationCount{Location: l.name + oldVersions, Deleted: c.old})
 		}
-		bad = append(bad, c.malformed...)
 		if err != nil {
 			return res, fmt.Errorf("dataset store %q: %w", st.Name, err)
 		}
-	}
-	if len(bad) > 0 {
-		return res, deletion.Permanent(fmt.Errorf("dataset store %q: %w", st.Name, errors.Join(bad...)))
 	}
 	return res, nil
 }
 
 // Verify counts what of s remains in the datasets of st: matching rows in every current
-// object and remaining version, or, for a tenant, the dataset objects and versions left. A
-// dataset that does not parse makes it fail permanently: it cannot prove anything about it.
+// object and remaining version, or, for a tenant, the dataset objects and versions left.
+// Every object or version it cannot read or decode is counted in Unexamined and named in
+// UnexaminedItems with the reason; the objects the inventory excludes are named in
+// Excluded.
 func (s *Store) Verify(ctx context.Context, st inventory.Store, subj deletion.Subject) (event.Verification, error) {
 	v := event.Verification{Method: MethodRows}
 	if subj.TenantScope() {
@@ -205,11 +230,14 @@ func (s *Store) Verify(ctx context.Context, st inventory.Store, subj deletion.Su
 		}
 	}
 	for _, l := range locs {
-		n, err := remaining(ctx, l, m)
+		c, err := remaining(ctx, l, m)
 		if err != nil {
 			return v, fmt.Errorf("dataset store %q: verify: %w", st.Name, err)
 		}
-		v.Remaining += n
+		v.Remaining += c.current
+		v.Unexamined += int64(len(c.unexamined))
+		v.UnexaminedItems = append(v.UnexaminedItems, c.unexamined...)
+		v.Excluded = append(v.Excluded, c.excluded...)
 	}
 	return v, nil
 }
