@@ -43,6 +43,20 @@ func TestConformanceS3(t *testing.T) {
 	deletiontest.Run(t, func(t *testing.T) deletiontest.Fixture { f, _, _ := s3Fixture(t); return f })
 }
 
+// formatsFixture is s3Fixture with one dataset of each other format per tenant: a JSON
+// array, a gzip-compressed TSV, NDJSON and Parquet.
+func formatsFixture(t *testing.T) deletiontest.Fixture {
+	fx, f, _ := s3Fixture(t)
+	f.keys = func(tenant string) []string {
+		return []string{tenant + "/qa.json", tenant + "/qa.tsv.gz", tenant + "/x/qa.ndjson", tenant + "/qa.parquet"}
+	}
+	return fx
+}
+
+func TestConformanceFormats(t *testing.T) {
+	deletiontest.Run(t, formatsFixture)
+}
+
 func TestConformanceDir(t *testing.T) {
 	deletiontest.Run(t, func(t *testing.T) deletiontest.Fixture { f, _, _ := dirFixture(t); return f })
 }
