@@ -246,7 +246,7 @@ func renderJSONL(t *testing.T, rows []row) []byte {
 // prow is a fixture row as Parquet holds it: a legacy row has no customer, and the
 // session column is repeated.
 type prow struct {
-	Customer *string `parquet:"customer_id,optional"`
+	Customer *string  `parquet:"customer_id,optional"`
 	Sessions []string `parquet:"session_id"`
 	Question string   `parquet:"question"`
 }
