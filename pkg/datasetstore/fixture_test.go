@@ -18,7 +18,6 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/johannesboyne/gofakes3"
@@ -55,14 +54,7 @@ func newS3ClientWith(t *testing.T, versioning bool) *s3.Client {
 	}
 	srv := httptest.NewServer(gofakes3.New(s3mem.New(), opts...).Server())
 	t.Cleanup(srv.Close)
-	c := s3.New(s3.Options{
-		Region:                     "us-east-1",
-		Credentials:                credentials.NewStaticCredentialsProvider("lethe", "lethe-secret", ""),
-		BaseEndpoint:               aws.String(srv.URL),
-		UsePathStyle:               true,
-		RequestChecksumCalculation: aws.RequestChecksumCalculationWhenRequired,
-		ResponseChecksumValidation: aws.ResponseChecksumValidationWhenRequired,
-	})
+	c := newS3ClientAt(srv.URL)
 	ctx := context.Background()
 	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(testBucket)}); err != nil {
 		t.Fatal(err)

@@ -325,7 +325,6 @@ func TestGzipKeepsContentEncoding(t *testing.T) {
 // TestUnreadableObjects: objects the store cannot decode are unexamined, with their name
 // and reason, and left byte for byte; an excluded object is recorded and not read.
 func TestUnreadableObjects(t *testing.T) {
-	ctx := context.Background()
 	all, _ := formatRows()
 	var truncated bytes.Buffer
 	zw := gzip.NewWriter(&truncated)
@@ -356,14 +355,7 @@ func TestUnreadableObjects(t *testing.T) {
 	st.Locators.Exclude = []string{"*.png"}
 	store := New(c, "")
 	victim := deletiontest.NewSubject("acme", "cust-1")
-	res, err := store.Erase(ctx, st, victim)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := store.Verify(ctx, st, victim)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, v := eraseAndVerify(t, store, st, victim)
 	if got := deletion.StatusOf(res, v); got != event.StatusFailed || v.Remaining != 0 {
 		t.Errorf("status %s, %+v; want FAILED with the good dataset erased", got, v)
 	}

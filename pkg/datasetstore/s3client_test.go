@@ -20,6 +20,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/deletion/deletiontest"
 	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/inventory"
 )
 
 // nullVersions sits in front of gofakes3 and gives it S3's "null" version: gofakes3 names
@@ -81,14 +82,22 @@ func (n *nullVersions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // defaultClient is an S3 client with the SDK's default checksum behaviour: it sends a
 // checksum with every upload and validates the checksum of every download that has one.
 func defaultClient(endpoint string) *s3.Client {
+	return s3ClientAt(endpoint, aws.RequestChecksumCalculationWhenSupported, aws.ResponseChecksumValidationWhenSupported)
+}
+
+// newS3ClientAt is a client of endpoint that computes checksums only where S3 requires them.
+func newS3ClientAt(endpoint string) *s3.Client {
+	return s3ClientAt(endpoint, aws.RequestChecksumCalculationWhenRequired, aws.ResponseChecksumValidationWhenRequired)
+}
+
+func s3ClientAt(endpoint string, send aws.RequestChecksumCalculation, validate aws.ResponseChecksumValidation) *s3.Client {
 	return s3.New(s3.Options{
-		Region:       "us-east-1",
-		Credentials:  credentials.NewStaticCredentialsProvider("lethe", "lethe-secret", ""),
-		BaseEndpoint: aws.String(endpoint),
-		UsePathStyle: true,
-		// The defaults, said out loud.
-		RequestChecksumCalculation: aws.RequestChecksumCalculationWhenSupported,
-		ResponseChecksumValidation: aws.ResponseChecksumValidationWhenSupported,
+		Region:                     "us-east-1",
+		Credentials:                credentials.NewStaticCredentialsProvider("lethe", "lethe-secret", ""),
+		BaseEndpoint:               aws.String(endpoint),
+		UsePathStyle:               true,
+		RequestChecksumCalculation: send,
+		ResponseChecksumValidation: validate,
 	})
 }
 
@@ -145,14 +154,7 @@ func TestRewriteLeavesValidObject(t *testing.T) {
 
 	store := New(newS3ClientAt(srv.URL), "") // a client that sends no checksum of its own
 	st := testInventory("s3://" + testBucket + "/{tenant}/")
-	res, err := store.Erase(ctx, st, victim)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := store.Verify(ctx, st, victim)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, v := eraseAndVerify(t, store, st, victim)
 	if got := deletion.StatusOf(res, v); got != event.StatusDeleted {
 		t.Errorf("status %s (verification %+v), want %s", got, v, event.StatusDeleted)
 	}
@@ -195,14 +197,16 @@ func TestRewriteLeavesValidObject(t *testing.T) {
 	}
 }
 
-// newS3ClientAt is a client of endpoint that computes checksums only where S3 requires them.
-func newS3ClientAt(endpoint string) *s3.Client {
-	return s3.New(s3.Options{
-		Region:                     "us-east-1",
-		Credentials:                credentials.NewStaticCredentialsProvider("lethe", "lethe-secret", ""),
-		BaseEndpoint:               aws.String(endpoint),
-		UsePathStyle:               true,
-		RequestChecksumCalculation: aws.RequestChecksumCalculationWhenRequired,
-		ResponseChecksumValidation: aws.ResponseChecksumValidationWhenRequired,
-	})
+// eraseAndVerify erases subj from st and verifies, failing the test on an error.
+func eraseAndVerify(t *testing.T, s *Store, st inventory.Store, subj deletion.Subject) (deletion.Result, event.Verification) {
+	t.Helper()
+	res, err := s.Erase(context.Background(), st, subj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := s.Verify(context.Background(), st, subj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, v
 }
