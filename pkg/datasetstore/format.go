@@ -153,15 +153,13 @@ func decodeAndFilter(key string, src io.Reader, dst *tracked, m *matcher) (int, 
 // open settles the compression and the format of the dataset key read from src, and
 // returns its decompressed content (zr is the decompressor of gzip content, nil otherwise).
 func open(key string, src io.Reader) (f format, content *bufio.Reader, zr *gzip.Reader, err error) {
-	br := bufio.NewReaderSize(src, 64<<10)
-	var in io.Reader = br
-	if head, _ := br.Peek(len(gzipMagic)); bytes.Equal(head, gzipMagic) {
-		if zr, err = gzip.NewReader(br); err != nil {
+	content = bufio.NewReaderSize(src, 64<<10)
+	if head, _ := content.Peek(len(gzipMagic)); bytes.Equal(head, gzipMagic) {
+		if zr, err = gzip.NewReader(content); err != nil {
 			return 0, nil, nil, malformed("gzip: %v", err)
 		}
-		in = zr
+		content = bufio.NewReaderSize(zr, 64<<10)
 	}
-	content = bufio.NewReaderSize(in, 64<<10)
 	f, err = sniff(key, content)
 	return f, content, zr, err
 }
