@@ -36,7 +36,9 @@ type Versioned interface {
 	ListVersions(ctx context.Context, prefix string) ([]Version, error)
 	// GetVersion opens one version of key. The caller closes Body.
 	GetVersion(ctx context.Context, key, id string) (*Object, error)
-	// DeleteVersion removes one version of key for good; a missing version is no error.
+	// DeleteVersion removes one version of key for good, always naming it (the version
+	// written before versioning was enabled is named "null"), so that it never adds a
+	// delete marker; a missing version is no error.
 	DeleteVersion(ctx context.Context, key, id string) error
 }
 
@@ -48,9 +50,14 @@ type Object struct {
 	Token string
 	// VersionID is the version read (S3 with versioning), "" otherwise.
 	VersionID string
-	// ContentType and Metadata are carried over to the rewritten object (S3 only).
-	ContentType string
-	Metadata    map[string]string
+	// The object's headers and user metadata, carried over to the rewritten object (S3
+	// only).
+	ContentType        string
+	ContentEncoding    string
+	CacheControl       string
+	ContentDisposition string
+	ContentLanguage    string
+	Metadata           map[string]string
 }
 
 // Version is one version of an object in a Versioned bucket.

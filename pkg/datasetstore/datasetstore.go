@@ -1,34 +1,58 @@
 // Package datasetstore is the deletion.Store of inventory kind "dataset": labelled
-// evaluation datasets, CSV files with a header row and JSONL files with one JSON object per
-// line, kept in S3 (versioned or not) or in a local directory.
+// evaluation datasets and exports kept in S3 (versioned or not) or in a local directory.
 //
 // An inventory prefix names where the datasets of a tenant live: "s3://bucket/key-prefix"
 // for S3, "file://path" or a plain relative "path" for the directory backend (relative to
 // the dataset root, never outside it). Prefixes are expanded with the tenant only; a prefix
 // naming {subject} or {session} is refused, so no raw identifier reaches an object name or a
-// reported location. Every object under a prefix whose name ends in .csv or .jsonl is a
-// dataset; other objects are ignored.
+// reported location.
+//
+// Every object under a prefix is examined, except those an exclude pattern of the
+// inventory matches (recorded in the verification's Excluded). Formats: CSV with a header
+// row, TSV (CSV with tabs), JSONL/NDJSON (one JSON object per line), JSON arrays of
+// objects, each also gzip-compressed, and Apache Parquet. Extensions are matched ignoring
+// case (.csv, .tsv, .tab, .jsonl, .ndjson, .json, .parquet, .pq, each with an optional
+// .gz); content settles the rest: gzip's magic number means compressed whatever the name,
+// Parquet's (PAR1) means Parquet, and a .json object or one of another name is a JSON
+// array when it starts with '[' and JSONL when it starts with '{'. An object that cannot be
+// read or decoded (an unknown format, a parse error, a corrupt or truncated stream, a
+// Parquet file over 256 MiB) is unexamined: Erase never rewrites or deletes it, and Verify
+// counts it in Unexamined and names it in UnexaminedItems as its prefix template and the
+// rest of its key, with the reason, so the store ends FAILED until it is fixed or
+// excluded.
+//
+// CSV, TSV, JSONL and JSON arrays stream: memory holds one row (one array element) and
+// the buffers, whatever the object's size, and gzip is decompressed and recompressed on the
+// fly (the gzip header kept). Parquet needs random access, so a Parquet object is read
+// whole, bounded to 256 MiB; its rewrite keeps the schema, the compression codecs and the
+// key/value metadata. A rewrite to S3 is staged in a temporary file, sent with a CRC32
+// checksum, and keeps the object's Content-Type, Content-Encoding, Cache-Control,
+// Content-Disposition, Content-Language and user metadata.
 //
 // Subject scope: a row belongs to the subject when one of its subject columns equals the
 // subject id, or one of its session columns equals one of the subject's session ids,
-// exactly (after CSV or JSON decoding; JSON columns may hold an array, any element
-// matching). Erase streams each dataset, rewrites those holding such rows without them (every
-// other row byte for byte, atomically, only if the object did not change meanwhile) and, in
-// a versioned bucket, deletes every older version that still holds such rows. It reports,
-// per expanded prefix, the rows removed from current objects and, for S3, under
-// "<prefix> (old versions)", the older versions it deleted besides the one its own rewrite
-// superseded (whose rows are already counted). A dataset that does not parse is never
-// rewritten or deleted: the erasure goes on with the other objects and then fails with a
-// deletion.Permanent error naming the object.
+// exactly (after CSV, JSON or Parquet decoding; JSON columns may hold an array, any
+// element matching, and numbers match by their literal; Parquet strings and integers
+// match, a repeated column by any value). A column named by a dotted path
+// (metadata.customer_id) names a nested field in JSON objects and Parquet groups, as
+// LangChain stores document metadata; a flat field of that exact name matches too. Erase
+// rewrites each dataset holding such rows without them (every other row byte for byte in
+// the text formats, value for value in Parquet, atomically, only if the object did not
+// change meanwhile) and, in a versioned bucket, deletes every older version that still
+// holds such rows, always by its version id (the "null" version of an object written
+// before versioning included). It reports, per expanded prefix, the rows removed from
+// current objects and, for S3, under "<prefix> (old versions)", the older versions it
+// deleted besides the one its own rewrite superseded (whose rows are already counted).
 //
-// Tenant scope: Erase deletes every dataset object under the prefixes, all versions and
-// delete markers included, reporting the current objects under "<prefix>" and the older
-// versions under "<prefix> (old versions)".
+// Tenant scope: Erase deletes every dataset object under the prefixes (by extension, or
+// else by content), all versions and delete markers included, reporting the current
+// objects under "<prefix>" and the older versions under "<prefix> (old versions)". Objects
+// that are no dataset are left and reported unexamined.
 //
 // Verify re-reads every current object and every remaining version and counts the
-// subject's rows (tenant scope: the dataset objects and versions left). Erase and Verify are
-// idempotent and safe for concurrent use; errors other than the permanent ones described
-// are transient.
+// subject's rows (tenant scope: the dataset objects and versions left), beside what it
+// could not examine. Erase and Verify are idempotent and safe for concurrent use; errors
+// other than the permanent ones described (configuration, a missing bucket) are transient.
 package datasetstore
 
 import (
@@ -36,6 +60,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -76,9 +101,35 @@ func New(s3c *s3.Client, dirRoot string) *Store {
 
 // location is one expanded prefix.
 type location struct {
-	name   string // the prefix with the tenant filled in, as reported
-	bucket Bucket
-	prefix string // key prefix inside bucket
+	name     string // the prefix with the tenant filled in, as reported
+	template string // the prefix as the inventory writes it
+	bucket   Bucket
+	prefix   string   // key prefix inside bucket
+	exclude  []string // patterns of the objects not to examine
+}
+
+// display names key by its prefix template and the rest of its key, so that reports of
+// single objects name no tenant.
+func (l location) display(key string) string {
+	return l.template + strings.TrimPrefix(key, l.prefix)
+}
+
+// excludes reports whether an exclude pattern matches key: a pattern without a slash
+// matches the object's base name, one with a slash its key below the prefix; both ignore
+// case.
+func (l location) excludes(key string) bool {
+	rel := strings.ToLower(strings.TrimPrefix(key, l.prefix))
+	for _, p := range l.exclude {
+		p = strings.ToLower(p)
+		name := rel
+		if !strings.Contains(p, "/") {
+			name = path.Base(rel)
+		}
+		if ok, _ := path.Match(p, name); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // locations expands and resolves the prefixes of st for s.
@@ -107,6 +158,7 @@ func (s *Store) locations(st inventory.Store, subj deletion.Subject) ([]location
 		if err != nil {
 			return nil, deletion.Permanent(fmt.Errorf("dataset store %q: prefix %q: %w", st.Name, tmpl, err))
 		}
+		l.template, l.exclude = tmpl, st.Locators.Exclude
 		out = append(out, l)
 	}
 	return out, nil
@@ -163,7 +215,6 @@ func (s *Store) Erase(ctx context.Context, st inventory.Store, subj deletion.Sub
 			return res, err
 		}
 	}
-	var bad []error
 	for _, l := range locs {
 		var c counts
 		if subj.TenantScope() {
@@ -175,20 +226,18 @@ func (s *Store) Erase(ctx context.Context, st inventory.Store, subj deletion.Sub
 		if c.versioned {
 			res.Locations = append(res.Locations, event.LocationCount{Location: l.name + oldVersions, Deleted: c.old})
 		}
-		bad = append(bad, c.malformed...)
 		if err != nil {
 			return res, fmt.Errorf("dataset store %q: %w", st.Name, err)
 		}
-	}
-	if len(bad) > 0 {
-		return res, deletion.Permanent(fmt.Errorf("dataset store %q: %w", st.Name, errors.Join(bad...)))
 	}
 	return res, nil
 }
 
 // Verify counts what of s remains in the datasets of st: matching rows in every current
-// object and remaining version, or, for a tenant, the dataset objects and versions left. A
-// dataset that does not parse makes it fail permanently: it cannot prove anything about it.
+// object and remaining version, or, for a tenant, the dataset objects and versions left.
+// Every object or version it cannot read or decode is counted in Unexamined and named in
+// UnexaminedItems with the reason; the objects the inventory excludes are named in
+// Excluded.
 func (s *Store) Verify(ctx context.Context, st inventory.Store, subj deletion.Subject) (event.Verification, error) {
 	v := event.Verification{Method: MethodRows}
 	if subj.TenantScope() {
@@ -205,11 +254,14 @@ func (s *Store) Verify(ctx context.Context, st inventory.Store, subj deletion.Su
 		}
 	}
 	for _, l := range locs {
-		n, err := remaining(ctx, l, m)
+		c, err := remaining(ctx, l, m)
 		if err != nil {
 			return v, fmt.Errorf("dataset store %q: verify: %w", st.Name, err)
 		}
-		v.Remaining += n
+		v.Remaining += c.current
+		v.Unexamined += int64(len(c.unexamined))
+		v.UnexaminedItems = append(v.UnexaminedItems, c.unexamined...)
+		v.Excluded = append(v.Excluded, c.excluded...)
 	}
 	return v, nil
 }

@@ -43,6 +43,20 @@ func TestConformanceS3(t *testing.T) {
 	deletiontest.Run(t, func(t *testing.T) deletiontest.Fixture { f, _, _ := s3Fixture(t); return f })
 }
 
+// formatsFixture is s3Fixture with one dataset of each other format per tenant: a JSON
+// array, a gzip-compressed TSV, NDJSON and Parquet.
+func formatsFixture(t *testing.T) deletiontest.Fixture {
+	fx, f, _ := s3Fixture(t)
+	f.keys = func(tenant string) []string {
+		return []string{tenant + "/qa.json", tenant + "/qa.tsv.gz", tenant + "/x/qa.ndjson", tenant + "/qa.parquet"}
+	}
+	return fx
+}
+
+func TestConformanceFormats(t *testing.T) {
+	deletiontest.Run(t, formatsFixture)
+}
+
 func TestConformanceDir(t *testing.T) {
 	deletiontest.Run(t, func(t *testing.T) deletiontest.Fixture { f, _, _ := dirFixture(t); return f })
 }
@@ -117,6 +131,11 @@ func TestTenantScope(t *testing.T) {
 				s3w.putVersion(t, "acme/eval/qa.csv", renderCSV(t, f.rows["acme/eval/qa.csv"]))
 			}
 			tenant := deletion.Subject{Tenant: "acme", Scope: event.ScopeTenant}
+			// Not a dataset and not excluded: unexamined.
+			if v, err := fx.Impl.Verify(ctx, fx.Store, tenant); err != nil || v.Unexamined != 1 || !strings.Contains(strings.Join(v.UnexaminedItems, ""), "README.md: ") {
+				t.Errorf("Verify without the exclusion = %+v, %v; want README.md unexamined", v, err)
+			}
+			fx.Store.Locators.Exclude = []string{"*.MD"}
 			v, err := fx.Impl.Verify(ctx, fx.Store, tenant)
 			if err != nil || v.Remaining == 0 || v.Method != MethodObjects {
 				t.Fatalf("Verify before = %+v, %v; want objects remaining", v, err)
@@ -128,8 +147,8 @@ func TestTenantScope(t *testing.T) {
 			if res.Deleted() != v.Remaining {
 				t.Errorf("deleted %d, verify counted %d", res.Deleted(), v.Remaining)
 			}
-			if v, err := fx.Impl.Verify(ctx, fx.Store, tenant); err != nil || v.Remaining != 0 {
-				t.Errorf("Verify after = %+v, %v", v, err)
+			if v, err := fx.Impl.Verify(ctx, fx.Store, tenant); err != nil || !v.Clean() || len(v.Excluded) != 1 || !strings.HasSuffix(v.Excluded[0], "{tenant}/README.md") {
+				t.Errorf("Verify after = %+v, %v; want clean with README.md excluded", v, err)
 			}
 			for _, key := range f.keys("acme") {
 				if got := w.versions(t, key); len(got) != 0 {

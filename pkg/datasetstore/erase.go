@@ -3,87 +3,93 @@ package datasetstore
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"slices"
 	"strings"
 	"sync"
-
-	"github.com/lethe-erasure/lethe/pkg/deletion"
 )
 
-// counts is what erasing one location did.
+// counts is what erasing or verifying one location did or found.
 type counts struct {
-	current   int64   // rows removed from current objects (tenant scope: objects deleted)
-	old       int64   // older versions deleted (besides those superseded by our rewrites)
-	versioned bool    // the location keeps versions
-	malformed []error // permanent, per object; the objects were left untouched
+	current    int64    // rows removed or left in current objects (tenant scope: objects)
+	old        int64    // older versions deleted (besides those superseded by our rewrites)
+	versioned  bool     // the location keeps versions
+	unexamined []string // "name: reason" of each object or version that could not be read
+	excluded   []string // names of the objects the inventory excludes
 }
 
 // errUnchanged aborts a rewrite that would remove nothing.
 var errUnchanged = errors.New("nothing to remove")
 
-// inventoryOf lists the dataset objects of l: for a versioned bucket every version and
-// delete marker grouped by key (so objects whose current version is a delete marker are
-// still found), otherwise the current objects with no versions. Keys come sorted.
-func inventoryOf(ctx context.Context, l location) (keys []string, vers map[string][]Version, vb Versioned, err error) {
+// listing is what is stored under one location.
+type listing struct {
+	keys     []string             // the objects to examine, sorted
+	vers     map[string][]Version // per key every version and delete marker (versioned only)
+	vb       Versioned            // nil when the location keeps no versions
+	excluded []string             // names of the objects excluded by pattern, sorted
+}
+
+// inventoryOf lists the objects of l: for a versioned bucket every version and delete
+// marker grouped by key (so objects whose current version is a delete marker are still
+// found), otherwise the current objects with no versions. Objects the inventory excludes
+// are only named.
+func inventoryOf(ctx context.Context, l location) (ls listing, err error) {
+	add := func(key string) {
+		if l.excludes(key) {
+			ls.excluded = append(ls.excluded, l.display(key))
+		} else {
+			ls.keys = append(ls.keys, key)
+		}
+	}
+	defer func() {
+		slices.Sort(ls.keys)
+		slices.Sort(ls.excluded)
+	}()
 	if v, ok := l.bucket.(Versioned); ok {
 		all, err := v.ListVersions(ctx, l.prefix)
 		switch {
 		case err == nil:
-			vers = map[string][]Version{}
+			ls.vb, ls.vers = v, map[string][]Version{}
 			for _, ver := range all {
-				if _, ok := formatOf(ver.Key); !ok {
-					continue
+				if _, seen := ls.vers[ver.Key]; !seen {
+					add(ver.Key)
 				}
-				if _, seen := vers[ver.Key]; !seen {
-					keys = append(keys, ver.Key)
-				}
-				vers[ver.Key] = append(vers[ver.Key], ver)
+				ls.vers[ver.Key] = append(ls.vers[ver.Key], ver)
 			}
-			slices.Sort(keys)
-			return keys, vers, v, nil
+			return ls, nil
 		case !errors.Is(err, errNoVersions):
-			return nil, nil, nil, err
+			return ls, err
 		}
 	}
-	err = l.bucket.List(ctx, l.prefix, func(key string) error {
-		if _, ok := formatOf(key); ok {
-			keys = append(keys, key)
-		}
-		return nil
-	})
-	slices.Sort(keys)
-	return keys, nil, nil, err
+	err = l.bucket.List(ctx, l.prefix, func(key string) error { add(key); return nil })
+	return ls, err
 }
 
 // eraseRows removes the rows m matches from every dataset of l, then deletes the older
-// versions that still hold such rows.
+// versions that still hold such rows. Objects and versions it cannot read are left as they
+// are (Verify reports them).
 func eraseRows(ctx context.Context, l location, m *matcher) (c counts, err error) {
-	keys, vers, vb, err := inventoryOf(ctx, l)
-	c.versioned = vb != nil
+	ls, err := inventoryOf(ctx, l)
+	c.versioned, c.excluded = ls.vb != nil, ls.excluded
 	if err != nil || m.empty() {
 		return c, err
 	}
-	for _, key := range keys {
+	vb := ls.vb
+	for _, key := range ls.keys {
 		if err := ctx.Err(); err != nil {
 			return c, err
 		}
-		f, _ := formatOf(key)
 		unlock := objectLocks.lock(objectName(l, key))
-		rows, superseded, err := eraseCurrent(ctx, l.bucket, key, f, m)
+		rows, superseded, err := eraseCurrent(ctx, l.bucket, key, m)
 		unlock()
-		switch {
-		case errors.Is(err, errMalformed):
-			c.malformed = append(c.malformed, fmt.Errorf("%s: %w", objectName(l, key), err))
-		case err != nil:
+		if err != nil && !errors.Is(err, errMalformed) {
 			return c, err
 		}
 		c.current += int64(rows)
 		if vb == nil {
 			continue
 		}
-		candidates := vers[key]
+		candidates := ls.vers[key]
 		if superseded != "" {
 			// Our rewrite made a new current version: list again so that the version it
 			// superseded, and any written since the first listing, are seen as non-current.
@@ -97,13 +103,10 @@ func eraseRows(ctx context.Context, l location, m *matcher) (c counts, err error
 			}
 			n, err := 1, error(nil) // the version our rewrite superseded held the rows
 			if v.ID != superseded {
-				n, err = countVersion(ctx, vb, v, f, m)
+				n, err = countVersion(ctx, vb, v, m)
 			}
 			switch {
-			case errors.Is(err, errMalformed):
-				c.malformed = append(c.malformed, fmt.Errorf("%s (an older version): %w", objectName(l, key), err))
-				continue
-			case errors.Is(err, ErrNotFound):
+			case errors.Is(err, errMalformed) || errors.Is(err, ErrNotFound):
 				continue
 			case err != nil:
 				return c, err
@@ -142,7 +145,7 @@ func versionsOf(ctx context.Context, vb Versioned, key string) ([]Version, error
 // version it superseded ("-" when the bucket has no versions). Rewrites of one object
 // within this process take turns, so concurrent erasures of several subjects do not
 // abort each other's conditional writes.
-func eraseCurrent(ctx context.Context, b Bucket, key string, f format, m *matcher) (int, string, error) {
+func eraseCurrent(ctx context.Context, b Bucket, key string, m *matcher) (int, string, error) {
 	obj, err := b.Get(ctx, key)
 	if errors.Is(err, ErrNotFound) {
 		return 0, "", nil
@@ -154,7 +157,7 @@ func eraseCurrent(ctx context.Context, b Bucket, key string, f format, m *matche
 	var rows int
 	err = b.Put(ctx, key, obj, func(w io.Writer) error {
 		var err error
-		if rows, err = filter(f, obj.Body, w, m); err == nil && rows == 0 {
+		if rows, err = rewrite(key, obj.Body, w, m); err == nil && rows == 0 {
 			err = errUnchanged
 		}
 		return err
@@ -172,50 +175,102 @@ func eraseCurrent(ctx context.Context, b Bucket, key string, f format, m *matche
 	return rows, superseded, nil
 }
 
-// countObject counts the rows m matches in the current object of key.
-func countObject(ctx context.Context, b Bucket, key string, f format, m *matcher) (int, error) {
+// countObject counts the rows m matches in the current object of key; with a nil m it
+// only settles that the object is a dataset and counts 1.
+func countObject(ctx context.Context, b Bucket, key string, m *matcher) (int, error) {
 	obj, err := b.Get(ctx, key)
 	if err != nil {
 		return 0, err
 	}
 	defer obj.Body.Close()
-	return filter(f, obj.Body, nil, m)
+	return count(key, obj.Body, m)
+}
+
+func count(key string, body io.Reader, m *matcher) (int, error) {
+	if m == nil {
+		return 1, probe(key, body)
+	}
+	return rewrite(key, body, nil, m)
 }
 
 // countVersion counts the rows m matches in one version (the current one by key, so that
 // the "null" version of an unversioned bucket needs no version id).
-func countVersion(ctx context.Context, vb Versioned, v Version, f format, m *matcher) (int, error) {
+func countVersion(ctx context.Context, vb Versioned, v Version, m *matcher) (int, error) {
 	if v.Latest {
-		return countObject(ctx, vb, v.Key, f, m)
+		return countObject(ctx, vb, v.Key, m)
 	}
 	obj, err := vb.GetVersion(ctx, v.Key, v.ID)
 	if err != nil {
 		return 0, err
 	}
 	defer obj.Body.Close()
-	return filter(f, obj.Body, nil, m)
+	return count(v.Key, obj.Body, m)
+}
+
+// isDataset reports whether key, listed in ls, is a dataset for a tenant erasure: by its
+// extension, or else by the content of its newest version that holds data. It returns a
+// malformed error when it is not.
+func isDataset(ctx context.Context, l location, ls listing, key string) error {
+	if knownExtension(key) {
+		return nil
+	}
+	if ls.vb == nil {
+		_, err := countObject(ctx, l.bucket, key, nil)
+		return err
+	}
+	for _, v := range ls.vers[key] { // newest first
+		if !v.DeleteMarker {
+			_, err := countVersion(ctx, ls.vb, v, nil)
+			return err
+		}
+	}
+	return nil // only delete markers
+}
+
+// tenantItems counts the objects and versions of key that hold data, if it is a dataset.
+func tenantItems(ctx context.Context, l location, ls listing, key string) (int, error) {
+	if err := isDataset(ctx, l, ls, key); err != nil {
+		return 0, err
+	}
+	if ls.vb == nil {
+		return 1, nil
+	}
+	n := 0
+	for _, v := range ls.vers[key] {
+		if !v.DeleteMarker {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // dropAll deletes every dataset object of l, every version and delete marker included.
+// Objects that are no datasets are left as they are (Verify reports them).
 func dropAll(ctx context.Context, l location) (c counts, err error) {
-	keys, vers, vb, err := inventoryOf(ctx, l)
-	c.versioned = vb != nil
+	ls, err := inventoryOf(ctx, l)
+	c.versioned, c.excluded = ls.vb != nil, ls.excluded
 	if err != nil {
 		return c, err
 	}
-	for _, key := range keys {
+	for _, key := range ls.keys {
 		if err := ctx.Err(); err != nil {
 			return c, err
 		}
-		if vb == nil {
+		switch err := isDataset(ctx, l, ls, key); {
+		case errors.Is(err, errMalformed) || errors.Is(err, ErrNotFound):
+			continue
+		case err != nil:
+			return c, err
+		}
+		if ls.vb == nil {
 			if err := l.bucket.Delete(ctx, key); err != nil {
 				return c, err
 			}
 			c.current++
 			continue
 		}
-		for _, v := range vers[key] {
-			if err := vb.DeleteVersion(ctx, key, v.ID); err != nil {
+		for _, v := range ls.vers[key] {
+			if err := ls.vb.DeleteVersion(ctx, key, v.ID); err != nil {
 				return c, err
 			}
 			switch {
@@ -230,51 +285,67 @@ func dropAll(ctx context.Context, l location) (c counts, err error) {
 	return c, nil
 }
 
-// remaining counts what of the subject (m) or, with a nil m, of the tenant is left in l.
-func remaining(ctx context.Context, l location, m *matcher) (int64, error) {
-	keys, vers, vb, err := inventoryOf(ctx, l)
+// remaining counts what of the subject (m) or, with a nil m, of the tenant is left in l,
+// and what it could not examine there.
+func remaining(ctx context.Context, l location, m *matcher) (c counts, err error) {
+	ls, err := inventoryOf(ctx, l)
+	c.versioned, c.excluded = ls.vb != nil, ls.excluded
 	if err != nil || m != nil && m.empty() {
-		return 0, err
+		return c, err
 	}
-	var n int64
-	add := func(key string, read func(format) (int, error)) error {
-		if m == nil {
-			n++ // tenant scope: every dataset object or version left counts
-			return nil
-		}
-		f, _ := formatOf(key)
-		k, err := read(f)
+	check := func(key, what string, read func() (int, error)) error {
+		n, err := read()
 		switch {
 		case errors.Is(err, ErrNotFound):
 			return nil // gone since the listing
 		case errors.Is(err, errMalformed):
-			return deletion.Permanent(fmt.Errorf("%s: %w", objectName(l, key), err))
+			c.unexamined = append(c.unexamined, l.display(key)+what+": "+reason(err))
+			return nil
+		case err != nil:
+			return err
 		}
-		n += int64(k)
-		return err
+		c.current += int64(n)
+		return nil
 	}
-	for _, key := range keys {
+	for _, key := range ls.keys {
 		if err := ctx.Err(); err != nil {
-			return n, err
+			return c, err
 		}
-		if vb == nil {
-			err := add(key, func(f format) (int, error) { return countObject(ctx, l.bucket, key, f, m) })
-			if err != nil {
-				return n, err
+		if m == nil { // tenant scope: every dataset object or version left counts
+			if err := check(key, "", func() (int, error) { return tenantItems(ctx, l, ls, key) }); err != nil {
+				return c, err
 			}
 			continue
 		}
-		for _, v := range vers[key] {
+		if ls.vb == nil {
+			if err := check(key, "", func() (int, error) { return countObject(ctx, l.bucket, key, m) }); err != nil {
+				return c, err
+			}
+			continue
+		}
+		for _, v := range ls.vers[key] {
 			if v.DeleteMarker {
 				continue
 			}
-			err := add(key, func(f format) (int, error) { return countVersion(ctx, vb, v, f, m) })
-			if err != nil {
-				return n, err
+			what := ""
+			if !v.Latest {
+				what = " (an older version)"
+			}
+			if err := check(key, what, func() (int, error) { return countVersion(ctx, ls.vb, v, m) }); err != nil {
+				return c, err
 			}
 		}
 	}
-	return n, nil
+	return c, nil
+}
+
+// reason is the part of a malformed error after its sentinel.
+func reason(err error) string {
+	msg := err.Error()
+	if i := strings.Index(msg, errMalformed.Error()+": "); i >= 0 {
+		return msg[i+len(errMalformed.Error())+2:]
+	}
+	return msg
 }
 
 // objectLocks serialises rewrites of one object within the process.

@@ -8,32 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path"
 	"strings"
 )
-
-// format is a dataset file format.
-type format int
-
-const (
-	formatCSV   format = iota + 1 // CSV with a header row
-	formatJSONL                   // one JSON object per line
-)
-
-// formatOf returns the format of a dataset object by its extension (case-insensitive), or
-// false for an object that is no dataset.
-func formatOf(key string) (format, bool) {
-	switch strings.ToLower(path.Ext(key)) {
-	case ".csv":
-		return formatCSV, true
-	case ".jsonl":
-		return formatJSONL, true
-	}
-	return 0, false
-}
-
-// errMalformed marks content that cannot be parsed; the object is left as it is.
-var errMalformed = errors.New("malformed dataset")
 
 // matcher decides whether a row belongs to the subject. Values are compared exactly after
 // decoding: no substring, no case folding, no normalisation. Empty identifiers match
@@ -68,6 +44,9 @@ func (m *matcher) session(v string) bool { return v != "" && m.sessions[v] }
 // a nil w it only counts. A parse error wraps errMalformed; a read error is returned as is.
 // Both leave w with partial output that the caller must discard.
 func filter(f format, r io.Reader, w io.Writer, m *matcher) (int, error) {
+	if f == formatParquet {
+		return filterParquet(r, w, m)
+	}
 	if w == nil {
 		w = io.Discard
 	}
@@ -76,9 +55,14 @@ func filter(f format, r io.Reader, w io.Writer, m *matcher) (int, error) {
 	var err error
 	switch f {
 	case formatCSV:
-		n, err = filterCSV(r, bw, m)
+		n, err = filterCSV(r, bw, ',', m)
+	case formatTSV:
+		n, err = filterCSV(r, bw, '\t', m)
 	case formatJSONL:
 		n, err = filterJSONL(r, bw, m)
+	case formatJSONArray:
+		n, err = filterJSONArray(r, bw, m)
+	case formatEmpty:
 	default:
 		return 0, fmt.Errorf("%w: unknown format", errMalformed)
 	}
@@ -117,9 +101,10 @@ func (r *recorder) take(end int64) []byte {
 	return out
 }
 
-func filterCSV(src io.Reader, w *bufio.Writer, m *matcher) (int, error) {
+func filterCSV(src io.Reader, w *bufio.Writer, comma rune, m *matcher) (int, error) {
 	rec := &recorder{src: src}
 	cr := csv.NewReader(rec)
+	cr.Comma = comma
 	cr.FieldsPerRecord = 0 // every record has as many fields as the header
 	cr.ReuseRecord = true
 	wrap := func(err error) error {
@@ -230,15 +215,29 @@ func filterJSONL(src io.Reader, w *bufio.Writer, m *matcher) (int, error) {
 var errNotObject = errors.New("not a json object")
 
 // matchJSONL reports whether one JSONL line belongs to the subject. A blank line matches
-// nothing; anything else must be exactly one JSON object. A column matches when it holds a
-// matching string, a number whose literal is the identifier, or an array with such an
-// element; every occurrence of a duplicated key is checked. Errors say where, never what.
+// nothing; anything else must be exactly one JSON object. Errors say where, never what.
 func matchJSONL(line []byte, m *matcher) (bool, error) {
 	if len(bytes.TrimSpace(line)) == 0 {
 		return false, nil
 	}
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.UseNumber()
+	match, err := matchObject(dec, m)
+	if err != nil {
+		return false, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return false, errNotObject // trailing data after the object
+	}
+	return match, nil
+}
+
+// matchObject reads one JSON object from dec and reports whether it belongs to the
+// subject. A column matches when it holds a matching string, a number whose literal is the
+// identifier, or an array with such an element; every occurrence of a duplicated key is
+// checked. A column naming a dotted path (metadata.customer_id) also matches the field
+// customer_id of the object under metadata, at any depth.
+func matchObject(dec *json.Decoder, m *matcher) (bool, error) {
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return false, errNotObject
 	}
@@ -253,20 +252,61 @@ func matchJSONL(line []byte, m *matcher) (bool, error) {
 		if err := dec.Decode(&raw); err != nil {
 			return false, errNotObject
 		}
-		if !match && contains(m.subjectCols, key) {
-			match = anyValue(raw, m.subject)
-		}
-		if !match && contains(m.sessionCols, key) {
-			match = anyValue(raw, m.session)
+		if !match {
+			match = pathMatch(m.subjectCols, key, raw, m.subject) || pathMatch(m.sessionCols, key, raw, m.session)
 		}
 	}
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
 		return false, errNotObject
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return false, errNotObject // trailing data after the object
-	}
 	return match, nil
+}
+
+// pathMatch reports whether one of cols names the field key and its value raw holds a
+// value eq accepts, or names a path below key whose field does.
+func pathMatch(cols []string, key string, raw json.RawMessage, eq func(string) bool) bool {
+	for _, c := range cols {
+		if c == key {
+			if anyValue(raw, eq) {
+				return true
+			}
+			continue
+		}
+		if rest, ok := strings.CutPrefix(c, key+"."); ok && nestedMatch(raw, rest, eq) {
+			return true
+		}
+	}
+	return false
+}
+
+// nestedMatch reports whether raw is an object whose path col holds a value eq accepts.
+// raw was already decoded once, so it is valid JSON.
+func nestedMatch(raw json.RawMessage, col string, eq func(string) bool) bool {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '{' {
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if _, err := dec.Token(); err != nil {
+		return false
+	}
+	cols := []string{col}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		key, _ := tok.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return false
+		}
+		if pathMatch(cols, key, v, eq) {
+			return true
+		}
+	}
+	return false
 }
 
 // anyValue reports whether raw, a string, a number or an array of them, holds a value eq

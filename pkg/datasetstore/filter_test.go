@@ -9,6 +9,7 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/deletion/deletiontest"
+	"github.com/lethe-erasure/lethe/pkg/event"
 )
 
 func testMatcher(id string, sessions ...string) *matcher {
@@ -163,14 +164,22 @@ func TestFilterReadErrorIsNotMalformed(t *testing.T) {
 	}
 }
 
-// TestMalformedObjectLeftUntouched: a dataset with a malformed row is neither rewritten nor
-// stripped of its versions, the other datasets are erased, and the error is permanent.
+// TestMalformedObjectLeftUntouched: a dataset with a malformed row, and an object of no
+// format the store reads, are neither rewritten nor stripped of their versions, the other
+// datasets are erased, and the verification names each of them with its reason, so the
+// store ends FAILED.
 func TestMalformedObjectLeftUntouched(t *testing.T) {
 	ctx := context.Background()
 	victim := deletiontest.NewSubject("acme", "a")
 	bad := map[string][]byte{
 		"bad.csv":   []byte("customer_id,session_id,question\nb,s,ok\na,s,mine\nb,s,\"unterminated\n"),
 		"bad.jsonl": []byte(`{"customer_id":"a"}` + "\n" + `{"customer_id":"b",}` + "\n"),
+		"notes.bin": []byte("customer_id a\n"),
+	}
+	reasons := map[string]string{
+		"bad.csv":   "extraneous or missing \" in quoted-field",
+		"bad.jsonl": "line 2: not a json object",
+		"notes.bin": "format not recognised",
 	}
 	good := renderCSV(t, []row{{Customer: "a"}, {Customer: "b"}})
 	run := func(t *testing.T, fx func(*testing.T) (deletion.Store, string, world), s3 bool) {
@@ -184,11 +193,8 @@ func TestMalformedObjectLeftUntouched(t *testing.T) {
 		}
 		w.put(t, "acme/good.csv", good)
 		res, err := impl.Erase(ctx, st, victim)
-		if !deletion.IsPermanent(err) {
-			t.Fatalf("Erase: %v, want a permanent error", err)
-		}
-		if msg := err.Error(); !strings.Contains(msg, "acme/bad.csv") || !strings.Contains(msg, "acme/bad.jsonl") {
-			t.Errorf("error %q does not name both malformed objects", msg)
+		if err != nil {
+			t.Fatal(err)
 		}
 		if res.Deleted() != 1 {
 			t.Errorf("deleted %d, want the good dataset's row", res.Deleted())
@@ -211,8 +217,30 @@ func TestMalformedObjectLeftUntouched(t *testing.T) {
 		if got := w.versions(t, "acme/good.csv"); len(got) != 1 || countRows(t, "good.csv", got[0], victim) != 0 {
 			t.Errorf("good dataset not erased: %q", got)
 		}
-		if _, err := impl.Verify(ctx, st, victim); !deletion.IsPermanent(err) {
-			t.Errorf("Verify: %v, want a permanent error", err)
+		v, err := impl.Verify(ctx, st, victim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := deletion.StatusOf(res, v); got != event.StatusFailed || v.Remaining != 0 {
+			t.Errorf("status %s, verification %+v; want FAILED with nothing remaining", got, v)
+		}
+		versions := 1
+		if s3 {
+			versions = 2
+		}
+		if v.Unexamined != int64(len(bad)*versions) || len(v.UnexaminedItems) != len(bad)*versions {
+			t.Errorf("unexamined %d %q, want %d", v.Unexamined, v.UnexaminedItems, len(bad)*versions)
+		}
+		for name, why := range reasons {
+			n := 0
+			for _, item := range v.UnexaminedItems {
+				if strings.HasPrefix(item, prefix+"{tenant}/"+name) && strings.Contains(item, why) {
+					n++
+				}
+			}
+			if n != versions {
+				t.Errorf("%s named %d times with %q in %q", name, n, why, v.UnexaminedItems)
+			}
 		}
 	}
 	t.Run("s3", func(t *testing.T) {

@@ -156,3 +156,50 @@ func refMatchJSON(t *testing.T, line string, isID, isSession func(string) bool) 
 	}
 	return mine, keys != len(obj)
 }
+
+// FuzzFilterJSONArray checks, against encoding/json, that filtering a JSON array keeps a
+// valid array whose elements are the input's other elements, byte for byte and in order,
+// drops every element that belongs to the target, and counts what it dropped.
+func FuzzFilterJSONArray(f *testing.F) {
+	f.Add([]byte(`[{"customer_id":"a"}, {"customer_id":"b","session_id":["s"]},`+"\n"+`{"customer_id":1}]`), "a", "s")
+	f.Add([]byte(" [\n] \n"), "a", "")
+	f.Add([]byte(`[{"customer_id":"b"},{"customer_id":"a","x":{"y":[1,{"z":"a"}]}}]`), "a", "t")
+	f.Fuzz(func(t *testing.T, data []byte, target, session string) {
+		m := newMatcher([]string{"customer_id"}, []string{"session_id"}, target, []string{session})
+		isID := func(v string) bool { return target != "" && v == target }
+		isSession := func(v string) bool { return session != "" && v == session }
+		var out bytes.Buffer
+		n, err := filter(formatJSONArray, bytes.NewReader(data), &out, m)
+		if err != nil {
+			if !errors.Is(err, errMalformed) {
+				t.Fatalf("error that is not errMalformed: %v", err)
+			}
+			return
+		}
+		var in, kept []json.RawMessage
+		if err := json.Unmarshal(data, &in); err != nil {
+			t.Fatalf("filter accepted an array the reference rejects: %v", err)
+		}
+		if err := json.Unmarshal(out.Bytes(), &kept); err != nil {
+			t.Fatalf("output is no json array: %v\n%q", err, out.Bytes())
+		}
+		dropped := 0
+		for _, e := range in {
+			mine, dup := refMatchJSON(t, string(e), isID, isSession)
+			if len(kept) > 0 && bytes.Equal(kept[0], e) && !mine {
+				kept = kept[1:]
+				continue
+			}
+			if !mine && !dup {
+				t.Fatalf("dropped an element of someone else: %q", e)
+			}
+			dropped++
+		}
+		if len(kept) != 0 {
+			t.Fatalf("output has elements that are no kept input element: %q", kept)
+		}
+		if n != dropped {
+			t.Fatalf("reported %d dropped, dropped %d", n, dropped)
+		}
+	})
+}

@@ -65,11 +65,15 @@ func (b *s3Bucket) get(ctx context.Context, key, id string) (*Object, error) {
 		return nil, b.wrap("get "+key, err)
 	}
 	return &Object{
-		Body:        out.Body,
-		Token:       aws.ToString(out.ETag),
-		VersionID:   aws.ToString(out.VersionId),
-		ContentType: aws.ToString(out.ContentType),
-		Metadata:    out.Metadata,
+		Body:               out.Body,
+		Token:              aws.ToString(out.ETag),
+		VersionID:          aws.ToString(out.VersionId),
+		ContentType:        aws.ToString(out.ContentType),
+		ContentEncoding:    aws.ToString(out.ContentEncoding),
+		CacheControl:       aws.ToString(out.CacheControl),
+		ContentDisposition: aws.ToString(out.ContentDisposition),
+		ContentLanguage:    aws.ToString(out.ContentLanguage),
+		Metadata:           out.Metadata,
 	}, nil
 }
 
@@ -90,14 +94,23 @@ func (b *s3Bucket) Put(ctx context.Context, key string, prev *Object, write func
 	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
 		return fmt.Errorf("stage rewrite: %w", err)
 	}
-	in := &s3.PutObjectInput{Bucket: &b.name, Key: &key, Body: tmp}
+	in := &s3.PutObjectInput{
+		Bucket: &b.name,
+		Key:    &key,
+		Body:   tmp,
+		// A checksum whatever the client's setting: the server stores it with the new
+		// version (a server that kept the old one would fail every validating reader).
+		ChecksumAlgorithm: types.ChecksumAlgorithmCrc32,
+	}
 	if prev != nil {
 		if prev.Token != "" {
 			in.IfMatch = aws.String(prev.Token)
 		}
-		if prev.ContentType != "" {
-			in.ContentType = aws.String(prev.ContentType)
-		}
+		in.ContentType = nonEmpty(prev.ContentType)
+		in.ContentEncoding = nonEmpty(prev.ContentEncoding)
+		in.CacheControl = nonEmpty(prev.CacheControl)
+		in.ContentDisposition = nonEmpty(prev.ContentDisposition)
+		in.ContentLanguage = nonEmpty(prev.ContentLanguage)
 		in.Metadata = prev.Metadata
 	}
 	if _, err := b.client.PutObject(ctx, in); err != nil {
@@ -113,10 +126,19 @@ func (b *s3Bucket) Delete(ctx context.Context, key string) error {
 	return nil
 }
 
+// nonEmpty is nil for "", a pointer to s otherwise.
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// DeleteVersion always passes the version id: a plain DELETE in a versioned bucket would
+// only add a delete marker, hiding the current object and keeping the version.
 func (b *s3Bucket) DeleteVersion(ctx context.Context, key, id string) error {
-	if id == "null" || id == "" {
-		// The null version of an unversioned or suspended bucket: a plain delete removes it.
-		return b.Delete(ctx, key)
+	if id == "" {
+		id = "null" // the version written while versioning was never enabled or suspended
 	}
 	_, err := b.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &b.name, Key: &key, VersionId: &id})
 	if err != nil {

@@ -4,8 +4,9 @@
 // reading back, what remains. Implementations are safe for concurrent use, idempotent (a
 // second Erase finds nothing and returns zero counts), honour ctx, and never touch data of
 // any other subject: identifiers are matched exactly, never as patterns. They classify their
-// errors once: Permanent for errors that repeating cannot fix (a malformed dataset row, a
-// refused filter), anything else is transient and the runtime retries it. Every
+// errors once: Permanent for errors that repeating cannot fix (an inventory entry the store
+// cannot serve, a refused filter), anything else is transient and the runtime retries it.
+// What a store cannot read (a malformed dataset) is no error: Verify reports it unexamined. Every
 // implementation passes the conformance suite in deletiontest.
 package deletion
 

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"regexp"
 	"strings"
 
@@ -70,10 +71,15 @@ type Locators struct {
 	Index     string   `yaml:"index,omitempty" json:"index,omitempty"`
 	IndexOnly bool     `yaml:"index_only,omitempty" json:"index_only,omitempty"`
 	// dataset: object prefixes (s3://bucket/prefix/ or a directory path relative to the
-	// dataset root) and the columns holding the subject id or a session id.
+	// dataset root), the columns holding the subject id or a session id (a dotted path such
+	// as metadata.customer_id names a nested field), and glob patterns (path.Match, case
+	// ignored) of objects under the prefixes that are no datasets: a pattern without a
+	// slash matches an object's name, one with a slash its key below the prefix. Excluded
+	// objects are never read and are listed in the verification.
 	Prefixes       []string `yaml:"prefixes,omitempty" json:"prefixes,omitempty"`
 	SubjectColumns []string `yaml:"subject_columns,omitempty" json:"subject_columns,omitempty"`
 	SessionColumns []string `yaml:"session_columns,omitempty" json:"session_columns,omitempty"`
+	Exclude        []string `yaml:"exclude,omitempty" json:"exclude,omitempty"`
 }
 
 //go:embed reference.yaml
@@ -193,6 +199,11 @@ func (l Locators) validateKind(kind string) error {
 	case KindDataset:
 		if len(l.Prefixes) == 0 || len(l.SubjectColumns)+len(l.SessionColumns) == 0 {
 			return errors.New("dataset needs prefixes and subject_columns or session_columns")
+		}
+		for _, p := range l.Exclude {
+			if _, err := path.Match(p, ""); err != nil || p == "" {
+				return fmt.Errorf("dataset exclude pattern %q is not a valid glob", p)
+			}
 		}
 	}
 	return nil

@@ -60,6 +60,24 @@ func TestDeployedInventoryIsReference(t *testing.T) {
 	}
 }
 
+// TestLangChainExample loads the example inventory for LangChain's Qdrant layout, whose
+// locators are nested payload fields.
+func TestLangChainExample(t *testing.T) {
+	inv, err := inventory.Load("../../deploy/examples/inventory-langchain.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, ok := inv.Store("qdrant")
+	if !ok || !reflect.DeepEqual(q.Locators.SubjectFields, []string{"metadata.customer_id"}) ||
+		!reflect.DeepEqual(q.Locators.SessionFields, []string{"metadata.session_id"}) {
+		t.Errorf("qdrant locators %+v", q.Locators)
+	}
+	d, ok := inv.Store("dataset")
+	if !ok || !reflect.DeepEqual(d.Locators.SubjectColumns, []string{"metadata.customer_id"}) || len(d.Locators.Exclude) == 0 {
+		t.Errorf("dataset locators %+v", d.Locators)
+	}
+}
+
 func TestLoadMissingFile(t *testing.T) {
 	if _, err := inventory.Load("testdata/does-not-exist.yaml"); err == nil {
 		t.Fatal("Load of a missing file succeeded")
@@ -213,6 +231,12 @@ stores:
   - name: d
     kind: dataset
     locators: {subject_columns: [customer_id]}`, []string{"dataset needs prefixes"}},
+		{"dataset with a bad exclude pattern", `
+version: "1"
+stores:
+  - name: d
+    kind: dataset
+    locators: {prefixes: ["s3://b/{tenant}/"], subject_columns: [customer_id], exclude: ["*.png", "[a-"]}`, []string{`exclude pattern "[a-" is not a valid glob`}},
 		{"every problem is reported", `
 version: ""
 stores: [{name: X, kind: nope}, {name: X, kind: redis}]`, []string{

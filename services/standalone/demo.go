@@ -3,24 +3,20 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/qdrant/go-client/qdrant"
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/deletion"
-	"github.com/lethe-erasure/lethe/pkg/embedded"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/intake"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
@@ -92,6 +88,7 @@ func (a *app) demo(ctx context.Context, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, string(line))
 		return fmt.Errorf("demo failed:\n  %s", strings.Join(problems, "\n  "))
 	}
+	fmt.Fprintln(stderr, datasetSummary())
 	fmt.Fprintf(stderr, "re-checked every store: customer gone (%s; the audit log keeps hash-only events by design), %d other customers intact\n", after[target.id], len(bystanders))
 	if err := a.eraseNumeric(ctx, stderr); err != nil {
 		fmt.Fprintln(stdout, string(line))
@@ -189,8 +186,14 @@ func (a *app) footprints(ctx context.Context) (map[string]footprint, error) {
 				// deletes old versions that also hold others' rows, so others are compared
 				// on the current objects.
 				fp[st.Name+allVersions] = v.Remaining
-				if fp[st.Name], err = a.currentRows(ctx, c); err != nil {
+				objects, err := a.currentRows(ctx, c)
+				if err != nil {
 					return nil, err
+				}
+				fp[st.Name] = 0
+				for key, n := range objects {
+					fp[st.Name] += n
+					fp[datasetObject(st.Name, key)] = n
 				}
 			}
 		}
@@ -200,49 +203,6 @@ func (a *app) footprints(ctx context.Context) (map[string]footprint, error) {
 }
 
 const allVersions = " (all versions)"
-
-// currentRows counts the rows of c in the current dataset objects of the demo tenant.
-func (a *app) currentRows(ctx context.Context, c customer) (int64, error) {
-	list, err := a.Stack.S3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(embedded.DatasetBucket), Prefix: aws.String(demoTenant + "/")})
-	if err != nil {
-		return 0, err
-	}
-	var n int64
-	for _, o := range list.Contents {
-		obj, err := a.Stack.S3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(embedded.DatasetBucket), Key: o.Key})
-		if err != nil {
-			return 0, err
-		}
-		b, err := io.ReadAll(obj.Body)
-		obj.Body.Close()
-		if err != nil {
-			return 0, err
-		}
-		var rows [][]string
-		if strings.HasSuffix(*o.Key, ".csv") {
-			if rows, err = csv.NewReader(bytes.NewReader(b)).ReadAll(); err != nil {
-				return 0, err
-			}
-			rows = rows[1:] // header: customer_id, session_id, ...
-		} else {
-			for _, line := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
-				var m map[string]any
-				if err := json.Unmarshal(line, &m); err != nil {
-					return 0, err
-				}
-				id, _ := m["customer_id"].(string)
-				sess, _ := m["session_id"].(string)
-				rows = append(rows, []string{id, sess})
-			}
-		}
-		for _, r := range rows {
-			if r[0] == c.id || slices.Contains(c.sessions, r[1]) {
-				n++
-			}
-		}
-	}
-	return n, nil
-}
 
 // check lists what is wrong with the outcome.
 func check(r event.Receipt, inv *inventory.Inventory, before, after map[string]footprint) []string {
@@ -258,6 +218,7 @@ func check(r event.Receipt, inv *inventory.Inventory, before, after map[string]f
 			bad = append(bad, fmt.Sprintf("receipt: %s remaining %d unexamined %d", s.Store, s.Verification.Remaining, s.Verification.Unexamined))
 		}
 	}
+	bad = append(bad, objectProblems(before, after)...)
 	for _, st := range inv.Stores {
 		if st.Kind != inventory.KindAuditLog && before[target.id][st.Name] == 0 {
 			bad = append(bad, fmt.Sprintf("seed: the customer had no data in %s", st.Name))
@@ -430,27 +391,6 @@ func (a *app) seedRedis(ctx context.Context, st inventory.Store) error {
 				if err := redisstore.Index(ctx, a.Stack.Redis, st, s, keys...); err != nil {
 					return err
 				}
-			}
-		}
-	}
-	return nil
-}
-
-// seedDatasets writes the tenant's evaluation datasets twice (so the bucket holds an older
-// version with the customer's row as well): a CSV labelled set and a JSONL one.
-func (a *app) seedDatasets(ctx context.Context) error {
-	for version := 1; version <= 2; version++ {
-		var csv, jsonl strings.Builder
-		csv.WriteString("customer_id,session_id,question,ground_truth,faithfulness\n")
-		for _, c := range append([]customer{target}, bystanders...) {
-			fmt.Fprintf(&csv, "%q,%q,\"is this kurta, in blue, available?\",\"yes, sizes S-XL\",0.9%d\n", c.id, c.sessions[0], version)
-			fmt.Fprintf(&csv, ",%q,\"legacy question\",\"legacy answer\",0.7\n", c.sessions[len(c.sessions)-1])
-			line, _ := json.Marshal(map[string]any{"customer_id": c.id, "session_id": c.sessions[0], "query": "where is my order?", "label": "order_status", "v": version})
-			jsonl.Write(append(line, '\n'))
-		}
-		for key, body := range map[string]string{demoTenant + "/ragas_eval.csv": csv.String(), demoTenant + "/intent_labels.jsonl": jsonl.String()} {
-			if _, err := a.Stack.S3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(embedded.DatasetBucket), Key: aws.String(key), Body: strings.NewReader(body)}); err != nil {
-				return fmt.Errorf("s3 put: %w", err)
 			}
 		}
 	}

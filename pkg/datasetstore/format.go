@@ -1,0 +1,222 @@
+package datasetstore
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"strings"
+)
+
+// format is the encoding of a dataset once decompressed.
+type format int
+
+const (
+	formatCSV       format = iota + 1 // CSV with a header row
+	formatJSONL                       // one JSON object per line (JSONL, NDJSON)
+	formatTSV                         // CSV with tabs
+	formatJSONArray                   // one JSON array of objects
+	formatParquet                     // Apache Parquet
+	formatEmpty                       // no bytes at all: nothing to read, whatever the name
+)
+
+func (f format) String() string {
+	switch f {
+	case formatCSV:
+		return "csv"
+	case formatJSONL:
+		return "jsonl"
+	case formatTSV:
+		return "tsv"
+	case formatJSONArray:
+		return "json array"
+	case formatParquet:
+		return "parquet"
+	case formatEmpty:
+		return "empty"
+	}
+	return fmt.Sprintf("format %d", int(f))
+}
+
+// byExtension is the format an extension (lower case) names; ".json" is settled by content.
+var byExtension = map[string]format{
+	".csv":     formatCSV,
+	".tsv":     formatTSV,
+	".tab":     formatTSV,
+	".jsonl":   formatJSONL,
+	".ndjson":  formatJSONL,
+	".parquet": formatParquet,
+	".pq":      formatParquet,
+}
+
+// maxWhole bounds what a format read whole (Parquet, which needs random access) may hold.
+const maxWhole = 256 << 20
+
+var (
+	gzipMagic    = []byte{0x1f, 0x8b}
+	parquetMagic = []byte("PAR1")
+)
+
+// errMalformed marks content the store cannot read or decode: the object is left as it is
+// and reported unexamined.
+var errMalformed = errors.New("malformed dataset")
+
+// malformed is an errMalformed saying why; reasons name places and formats, never values.
+func malformed(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", errMalformed, fmt.Sprintf(format, args...))
+}
+
+// tracked remembers the first error other than io.EOF of the reader or writer it wraps,
+// so that a failure can be told apart: the transport's (transient) from the content's.
+type tracked struct {
+	r   io.Reader
+	w   io.Writer
+	err error
+}
+
+func (t *tracked) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	if err != nil && err != io.EOF && t.err == nil {
+		t.err = err
+	}
+	return n, err
+}
+
+func (t *tracked) Write(p []byte) (int, error) {
+	n, err := t.w.Write(p)
+	if err != nil && t.err == nil {
+		t.err = err
+	}
+	return n, err
+}
+
+// rewrite copies the dataset object key, read from body, to w without the rows m matches
+// and returns how many rows it dropped; with a nil w it only counts. Compression is settled
+// by content (gzip's magic number) and kept; the format by the extension (ignoring case and
+// a ".gz" suffix) and, for ".json", an unknown extension or Parquet's magic number, by
+// content. Kept rows are copied byte for byte (CSV, TSV, JSONL, JSON arrays; their
+// decompressed bytes when gzip-compressed) or value for value with the schema and the
+// compression codec (Parquet). Content that cannot be decoded wraps errMalformed; a
+// failure to read body or to write w is returned as it is. Either way w holds partial
+// output that the caller must discard.
+func rewrite(key string, body io.Reader, w io.Writer, m *matcher) (int, error) {
+	src := &tracked{r: body}
+	var dst *tracked
+	if w != nil {
+		dst = &tracked{w: w}
+	}
+	n, err := decodeAndFilter(key, src, dst, m)
+	switch {
+	case err == nil:
+		return n, nil
+	case dst != nil && dst.err != nil:
+		return n, fmt.Errorf("write: %w", dst.err)
+	case src.err != nil:
+		return n, fmt.Errorf("read: %w", src.err)
+	case errors.Is(err, errMalformed):
+		return n, err
+	}
+	// The source and the destination did not fail: the decompressor did.
+	return n, malformed("%v", err)
+}
+
+func decodeAndFilter(key string, src io.Reader, dst *tracked, m *matcher) (int, error) {
+	f, in, zr, err := open(key, src)
+	if err != nil {
+		return 0, err
+	}
+	var out io.Writer
+	var zw *gzip.Writer
+	if dst != nil {
+		out = dst
+		if zr != nil {
+			zw = gzip.NewWriter(dst)
+			zw.Header = zr.Header
+			out = zw
+		}
+	}
+	n, err := filter(f, in, out, m)
+	if err != nil {
+		return n, err
+	}
+	if zw != nil {
+		if err := zw.Close(); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// open settles the compression and the format of the dataset key read from src, and
+// returns its decompressed content (zr is the decompressor of gzip content, nil otherwise).
+func open(key string, src io.Reader) (f format, content *bufio.Reader, zr *gzip.Reader, err error) {
+	content = bufio.NewReaderSize(src, 64<<10)
+	if head, _ := content.Peek(len(gzipMagic)); bytes.Equal(head, gzipMagic) {
+		if zr, err = gzip.NewReader(content); err != nil {
+			return 0, nil, nil, malformed("gzip: %v", err)
+		}
+		content = bufio.NewReaderSize(zr, 64<<10)
+	}
+	f, err = sniff(key, content)
+	return f, content, zr, err
+}
+
+// probe settles that the object key read from body is a dataset of a known format, reading
+// only its start; it fails as rewrite does.
+func probe(key string, body io.Reader) error {
+	src := &tracked{r: body}
+	_, _, _, err := open(key, src)
+	switch {
+	case err == nil || errors.Is(err, errMalformed):
+		return err
+	case src.err != nil:
+		return fmt.Errorf("read: %w", src.err)
+	}
+	return malformed("%v", err)
+}
+
+// knownExtension reports whether key ends in a dataset extension (ignoring case and a
+// ".gz" suffix).
+func knownExtension(key string) bool {
+	_, ok := byExtension[extension(key)]
+	return ok || extension(key) == ".json"
+}
+
+// extension is the lower-case extension of key's name without a ".gz" suffix.
+func extension(key string) string {
+	return path.Ext(strings.TrimSuffix(strings.ToLower(path.Base(key)), ".gz"))
+}
+
+// sniff settles the format of the decompressed content r, which it peeks at.
+func sniff(key string, r *bufio.Reader) (format, error) {
+	head, err := r.Peek(512)
+	if len(head) == 0 {
+		if err != nil && err != io.EOF {
+			return 0, err
+		}
+		return formatEmpty, nil
+	}
+	if bytes.HasPrefix(head, parquetMagic) {
+		return formatParquet, nil
+	}
+	ext := extension(key)
+	if f, ok := byExtension[ext]; ok {
+		if f == formatParquet {
+			return 0, malformed("no parquet magic number")
+		}
+		return f, nil
+	}
+	switch first := bytes.TrimLeft(bytes.TrimPrefix(head, []byte("\ufeff")), " \t\r\n"); {
+	case len(first) > 0 && first[0] == '[':
+		return formatJSONArray, nil
+	case len(first) > 0 && first[0] == '{':
+		return formatJSONL, nil // a JSON file of one object over several lines does not parse
+	}
+	if ext == ".json" {
+		return 0, malformed("json that is neither an array nor objects, one per line")
+	}
+	return 0, malformed("format not recognised (csv, tsv, jsonl, json, parquet, each possibly gzip-compressed)")
+}

@@ -1,0 +1,98 @@
+package datasetstore
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/lethe-erasure/lethe/pkg/consumer"
+	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/testenv"
+	"github.com/lethe-erasure/lethe/pkg/worker"
+)
+
+// TestWorkerFailsOnUnreadableObject: through the worker, over Kafka, a dataset prefix that
+// holds an object the store cannot read makes the dataset store FAILED, naming the object
+// and the reason, while the readable dataset is erased; excluding the object by pattern
+// makes it DELETED with the object recorded as excluded.
+func TestWorkerFailsOnUnreadableObject(t *testing.T) {
+	all, _ := formatRows()
+	for _, tc := range []struct {
+		name    string
+		exclude []string
+		want    event.Status
+	}{
+		{"unexamined", nil, event.StatusFailed},
+		{"excluded", []string{"*.xlsx"}, event.StatusDeleted},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newS3Client(t)
+			w := s3World{c}
+			w.put(t, "acme/eval/qa.csv", delimited(',').encode(t, all))
+			w.put(t, "acme/eval/labels.xlsx", []byte("PK\x03\x04 a spreadsheet holding cust-1"))
+			inv := inventory.Reference()
+			for i := range inv.Stores {
+				if inv.Stores[i].Kind == inventory.KindDataset {
+					inv.Stores[i].Locators.Exclude = tc.exclude
+				}
+			}
+			b := testenv.Kafka(t, 1, event.TopicStoreDone)
+			wk := &worker.Worker{
+				Inventory: inv,
+				Stores:    map[string]deletion.Store{inventory.KindDataset: New(c, "")},
+				Producer:  testenv.Producer(t, b),
+				Attempts:  2,
+				Backoff:   consumer.Backoff{Base: time.Millisecond, Max: time.Millisecond},
+			}
+			req := event.Requested{
+				RequestID:        "er_1",
+				TenantID:         "acme",
+				SubjectHash:      "h",
+				Identifiers:      event.Identifiers{SubjectID: "cust-1", SessionIDs: []string{"sess-cust-1"}},
+				Scope:            event.ScopeSubject,
+				Regulation:       "GDPR",
+				RequestedAt:      time.Now(),
+				DueAt:            time.Now().Add(time.Hour),
+				InventoryVersion: inv.Version,
+				ExpectedStores:   inv.Names(),
+			}
+			val, err := event.Request.Encode(&req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := wk.Handle(context.Background(), &kgo.Record{Topic: event.TopicRequested, Key: []byte("er_1"), Value: val}); err != nil {
+				t.Fatal(err)
+			}
+			recs := testenv.ReadTopic(t, b.Brokers, event.TopicStoreDone)
+			if len(recs) != 1 {
+				t.Fatalf("%d reports, want the dataset store's", len(recs))
+			}
+			var d event.StoreDone
+			if err := event.Done.Decode(recs[0].Value, &d); err != nil {
+				t.Fatal(err)
+			}
+			if d.Status != tc.want || d.Deleted() != 3 || d.Verification.Remaining != 0 {
+				t.Errorf("status %s deleted %d verification %+v error %q; want %s after 3 rows", d.Status, d.Deleted(), d.Verification, d.Error, tc.want)
+			}
+			const name = "s3://lethe-datasets/{tenant}/eval/labels.xlsx"
+			if tc.exclude == nil {
+				if d.Verification.Unexamined != 1 || !strings.Contains(d.Error, name+": format not recognised") {
+					t.Errorf("error %q, verification %+v; want the object named with its reason", d.Error, d.Verification)
+				}
+			} else if len(d.Verification.Excluded) != 1 || d.Verification.Excluded[0] != name || d.Verification.Unexamined != 0 {
+				t.Errorf("verification %+v; want the object excluded", d.Verification)
+			}
+			if strings.Contains(d.Error, "cust-1") || strings.Contains(d.Error, "acme/") {
+				t.Errorf("error %q names the subject or the tenant's objects", d.Error)
+			}
+			if got := w.versions(t, "acme/eval/labels.xlsx"); len(got) != 1 || !strings.HasPrefix(string(got[0]), "PK") {
+				t.Error("the unreadable object was changed")
+			}
+		})
+	}
+}
