@@ -46,6 +46,7 @@ var metricTypes = map[string]string{
 	"lethe_erasure_duration_seconds": "histogram",
 	"lethe_overdue_requests":         "gauge",
 	"lethe_sla_threshold_total":      "counter",
+	"lethe_missing_data_keys_total":  "counter",
 }
 
 var metricRef = regexp.MustCompile(`lethe_[a-z_]+`)

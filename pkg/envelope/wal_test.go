@@ -127,8 +127,8 @@ func TestDirKeyStoreCutsTornLastRecord(t *testing.T) {
 		if got, err := r.Get(ctx, "er_1"); err != nil || !bytes.Equal(got, wrappedKey("er_1")) {
 			t.Fatalf("cut at %d: complete record lost: %q, %v", cut, got, err)
 		}
-		if _, err := r.Get(ctx, "er_2"); !errors.Is(err, ErrShredded) {
-			t.Fatalf("cut at %d: torn record read as %v", cut, err)
+		if _, err := r.Get(ctx, "er_2"); !errors.Is(err, ErrMissing) {
+			t.Fatalf("cut at %d: torn record read as %v, want ErrMissing", cut, err)
 		}
 		if err := r.Create(ctx, "er_2", wrappedKey("er_2")); err != nil {
 			t.Fatalf("cut at %d: create after recovery: %v", cut, err)
@@ -145,8 +145,8 @@ func TestDirKeyStoreFailedSyncLeavesNoKey(t *testing.T) {
 	if err := s.Create(ctx, "er_1", wrappedKey("er_1")); !errors.Is(err, failing) {
 		t.Fatalf("Create with a failing fsync = %v, want the fsync error", err)
 	}
-	if _, err := s.Get(ctx, "er_1"); !errors.Is(err, ErrShredded) {
-		t.Fatalf("Get after the failed Create = %v, want ErrShredded (absent)", err)
+	if _, err := s.Get(ctx, "er_1"); !errors.Is(err, ErrMissing) {
+		t.Fatalf("Get after the failed Create = %v, want ErrMissing (absent)", err)
 	}
 	if err := s.Create(ctx, "er_1", wrappedKey("er_1")); err != nil {
 		t.Fatalf("Create after the failed one: %v", err)
@@ -190,6 +190,9 @@ func TestDirKeyStoreConcurrentCreatesAreDurable(t *testing.T) {
 			got, err := r.Get(ctx, id)
 			if i%10 == 0 && !errors.Is(err, ErrShredded) || i%10 != 0 && (err != nil || !bytes.Equal(got, wrappedKey(id))) {
 				t.Fatalf("%s after reopen: %q, %v", id, got, err)
+			}
+			if at, _ := ShreddedAt(err); i%10 == 0 && at.IsZero() {
+				t.Fatalf("%s after compaction and reopen: the tombstone lost its time", id)
 			}
 		}
 	}
