@@ -136,6 +136,9 @@ func (s *standIns) createTables(t *testing.T, audit, keys string) {
 	if err := dynamo.New(c, audit).CreateTable(t.Context()); err != nil {
 		t.Fatal(err)
 	}
+	if keys == "" {
+		return // no shared key table configured: nothing to provision
+	}
 	if err := dynamokeys.New(c, keys).CreateTable(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -181,9 +184,12 @@ func (r *rewriter) value(name, k, v string) string {
 			}
 		}
 		v = strings.Join(parts, ",")
-		for _, from := range sortedKeys(r.mounts) {
+		mounts := sortedKeys(r.mounts)
+		slices.SortStableFunc(mounts, func(a, b string) int { return len(b) - len(a) }) // the deepest mount first
+		for _, from := range mounts {
 			if v == from || strings.HasPrefix(v, from+"/") {
 				v = r.mounts[from] + strings.TrimPrefix(v, from)
+				break
 			}
 		}
 	}
