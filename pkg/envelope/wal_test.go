@@ -212,3 +212,31 @@ func TestDirKeyStoreLocksDirectory(t *testing.T) {
 	}
 	openKeys(t, dir)
 }
+
+// A tombstone written before tombstones held a time still reads as shredded, with no time,
+// across a reopen and a compaction.
+func TestDirKeyStoreReadsTombstonesWithoutTime(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openKeys(t, dir)
+	if err, _ := s.change("er_old", func(*keyEntry) ([]byte, int, error) { return idRecord(opTombstone, "er_old"), 0, nil }); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	r := openKeys(t, dir)
+	check := func(when string) {
+		t.Helper()
+		_, err := r.Get(ctx, "er_old")
+		if at, shredded := ShreddedAt(err); !shredded || !at.IsZero() || errors.Is(err, ErrMissing) {
+			t.Fatalf("%s: Get of an old tombstone = %v, want ErrShredded without a time", when, err)
+		}
+	}
+	check("after reopen")
+	r.mu.Lock()
+	err := r.maybeCompact(true)
+	r.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("after compaction")
+}
