@@ -170,9 +170,13 @@ func runCompose(t *testing.T, doc map[string]any, curl string) composeRun {
 	newRewriter := func(svc any) *rewriter {
 		r := &rewriter{t: t, hosts: hosts, mounts: map[string]string{}, ports: map[int]int{}}
 		for _, v := range list(svc, "volumes") {
-			parts := strings.Split(fmt.Sprint(v), ":")
-			if len(parts) >= 2 && filepath.IsAbs(parts[0]) {
-				r.mounts[parts[1]] = parts[0]
+			src, target := str(v, "source"), str(v, "target") // Compose v2's long form
+			if s, ok := v.(string); ok {                      // v1's source:target[:mode]
+				parts := strings.Split(s, ":")
+				src, target = parts[0], parts[min(1, len(parts)-1)]
+			}
+			if filepath.IsAbs(src) {
+				r.mounts[target] = src
 			}
 		}
 		return r
@@ -200,11 +204,14 @@ func runCompose(t *testing.T, doc map[string]any, curl string) composeRun {
 		env := r.env(sv.name, composeEnv(t, c))
 		p := start(t, sv.name, filepath.Join(bin, sv.name), nil, env, writableDir(t), nil)
 		p.waitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/readyz", r.ports[9090]))
-		for _, pub := range list(c, "ports") { // host_ip:published:target/proto
-			f := strings.Split(strings.TrimSuffix(fmt.Sprint(pub), "/tcp"), ":")
-			target, _ := strconv.Atoi(f[len(f)-1])
-			if len(f) >= 2 && r.ports[target] != 0 {
-				published["localhost:"+f[len(f)-2]] = fmt.Sprintf("127.0.0.1:%d", r.ports[target])
+		for _, pub := range list(c, "ports") {
+			hostPort, target := fmt.Sprint(get(pub, "published")), fmt.Sprint(get(pub, "target")) // Compose v2's long form
+			if s, ok := pub.(string); ok {                                                        // v1's host_ip:published:target/proto
+				f := strings.Split(strings.TrimSuffix(s, "/tcp"), ":")
+				hostPort, target = f[max(0, len(f)-2)], f[len(f)-1]
+			}
+			if cp, _ := strconv.Atoi(target); r.ports[cp] != 0 {
+				published["localhost:"+hostPort] = fmt.Sprintf("127.0.0.1:%d", r.ports[cp])
 			}
 		}
 	}
