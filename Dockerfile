@@ -1,10 +1,14 @@
 # One image per Lethe service: docker build --build-arg SERVICE=intake -t lethe-intake .
-FROM golang:1.26 AS build
+# SERVICE is a directory of services/, or lethectl (cmd/lethectl, for the topics job).
+# The Go image is the toolchain go.work asks for; it keeps its module cache in /go/pkg/mod
+# (GOPATH=/go) and its build cache in /root/.cache/go-build.
+FROM golang:1.26.8 AS build
 WORKDIR /src
 COPY . .
 ARG SERVICE=standalone
-RUN --mount=type=cache,target=/root/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
-    cd services/${SERVICE} && CGO_ENABLED=0 go build -trimpath -o /out/lethe .
+RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
+    dir=services/${SERVICE}; [ -d "$dir" ] || dir=cmd/${SERVICE}; \
+    cd "$dir" && CGO_ENABLED=0 go build -trimpath -o /out/lethe .
 
 FROM gcr.io/distroless/static-debian12:nonroot
 ARG SERVICE=standalone

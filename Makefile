@@ -48,9 +48,9 @@ bench:
 	cd bench && go run ./cmd/benchrun -out ../.bench/results.json
 
 ## chaos-short: the fault-injection tests (N=200 with kills, outages, scaling, broker restarts)
-chaos-short:
+chaos-short: tools
 	cd chaos && go test $(GOTEST_FLAGS) -v ./...
 
 ## chaos: the long fault-injection run (5000 requests, services and the broker killed at random)
-chaos:
+chaos: tools
 	cd chaos && go run ./cmd/chaos -n 5000

@@ -4,6 +4,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -32,6 +34,36 @@ func TestCompose(t *testing.T) {
 		if get(c, "depends_on", "kafka", "condition") != "service_healthy" {
 			t.Errorf("compose %s: does not wait for a healthy kafka", s.name)
 		}
+		if get(c, "depends_on", "topics", "condition") != "service_completed_successfully" || env["LETHE_CREATE_TOPICS"] != "false" {
+			t.Errorf("compose %s: must leave the topics to the topics one-shot and wait for it", s.name)
+		}
+		if env["LETHE_KEYS_TABLE"] == nil || env["LETHE_AUDIT_TABLE"] == nil {
+			t.Errorf("compose %s: no shared LETHE_KEYS_TABLE and LETHE_AUDIT_TABLE: each process would keep its own keys", s.name)
+		}
+	}
+	if env, _ := get(svcs["intake"], "environment").(map[string]any); env["LETHE_TOKENS"] == nil {
+		t.Error("compose intake: no LETHE_TOKENS: the intake refuses to start without credentials")
+	}
+	// Published ports listen on the loopback interface only; stores keep their data on volumes.
+	for name, c := range svcs {
+		for _, p := range list(c, "ports") {
+			if !strings.HasPrefix(p.(string), "127.0.0.1:") {
+				t.Errorf("compose %s publishes %s on every interface", name, p)
+			}
+		}
+	}
+	for name, dir := range map[string]string{"kafka": "/var/lib/kafka/data", "dynamodb": "/home/dynamodblocal/data", "minio": "/data", "qdrant": "/qdrant/storage"} {
+		found := false
+		for _, v := range list(svcs[name], "volumes") {
+			src, target, _ := strings.Cut(v.(string), ":")
+			found = found || target == dir && !strings.HasPrefix(src, ".")
+		}
+		if !found {
+			t.Errorf("compose %s keeps %s on no named volume", name, dir)
+		}
+	}
+	if slices.Contains(list(svcs["dynamodb"], "command"), any("-inMemory")) {
+		t.Error("compose dynamodb runs in memory")
 	}
 	if env, _ := get(svcs["intake"], "environment").(map[string]any); env["LETHE_HTTP_ADDR"] != "0.0.0.0:8080" {
 		t.Errorf("compose intake: LETHE_HTTP_ADDR = %v", env["LETHE_HTTP_ADDR"])
@@ -94,4 +126,27 @@ func filterEnv(env []string, drop ...string) []string {
 		}
 	}
 	return out
+}
+
+// TestDockerfile: the build image is the toolchain go.work asks for, and the module cache
+// is mounted where that image keeps it (GOPATH=/go).
+func TestDockerfile(t *testing.T) {
+	work, err := os.ReadFile("../go.work")
+	if err != nil {
+		t.Fatal(err)
+	}
+	version := regexp.MustCompile(`(?m)^go (\S+)`).FindSubmatch(work)
+	if version == nil {
+		t.Fatal("go.work names no go version")
+	}
+	b, err := os.ReadFile("../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "FROM golang:"+string(version[1])+" ") {
+		t.Errorf("the Dockerfile does not build with golang:%s, the toolchain go.work asks for", version[1])
+	}
+	if !strings.Contains(string(b), "--mount=type=cache,target=/go/pkg/mod") {
+		t.Error("the Dockerfile does not cache /go/pkg/mod, the golang image's module cache")
+	}
 }

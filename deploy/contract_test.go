@@ -46,6 +46,7 @@ var metricTypes = map[string]string{
 	"lethe_erasure_duration_seconds": "histogram",
 	"lethe_overdue_requests":         "gauge",
 	"lethe_sla_threshold_total":      "counter",
+	"lethe_missing_data_keys_total":  "counter",
 }
 
 var metricRef = regexp.MustCompile(`lethe_[a-z_]+`)
@@ -156,9 +157,8 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// tool returns the command line of the first of the candidates found on the PATH. Without
-// any it fails the test under CI (CI=true), where the tool must be installed, and skips it
-// elsewhere.
+// tool returns the command line of the first of the candidates found on the PATH; without
+// any it fails the test (bash .ci/run installs them), never skips it.
 func tool(t *testing.T, install string, candidates ...[]string) []string {
 	t.Helper()
 	for _, c := range candidates {
@@ -166,11 +166,7 @@ func tool(t *testing.T, install string, candidates ...[]string) []string {
 			return c
 		}
 	}
-	msg := "none of " + candidateNames(candidates) + " is on the PATH; install with: " + install
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
+	t.Fatal("none of " + candidateNames(candidates) + " is on the PATH; install with: " + install)
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -111,5 +112,45 @@ func TestKustomizeBuild(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestKafkaAuthComponent enables the kafka-sasl-tls component in a copy of the example
+// overlay as its comment says, and checks that every KEDA trigger then authenticates with
+// the TriggerAuthentication, whose Secrets exist under their generated names.
+func TestKafkaAuthComponent(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.CopyFS(filepath.Join(dir, "k8s"), os.DirFS("k8s")); err != nil {
+		t.Fatal(err)
+	}
+	overlay := filepath.Join(dir, "k8s", "overlays", "example", "kustomization.yaml")
+	b, err := os.ReadFile(overlay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enabled := strings.Replace(strings.Replace(string(b), "# components:", "components:", 1),
+		"#   - ../../components/kafka-sasl-tls", "  - ../../components/kafka-sasl-tls", 1)
+	if enabled == string(b) {
+		t.Fatal("the example overlay has no commented components entry for kafka-sasl-tls")
+	}
+	if err := os.WriteFile(overlay, []byte(enabled), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o := build(t, filepath.Join(dir, "k8s", "overlays", "example"))
+	ta := o["TriggerAuthentication"]["lethe-kafka"]
+	if ta == nil {
+		t.Fatal("no TriggerAuthentication lethe-kafka")
+	}
+	for _, ref := range list(ta, "spec", "secretTargetRef") {
+		if o["Secret"][str(ref, "name")] == nil {
+			t.Errorf("TriggerAuthentication refers to Secret %s, which is not rendered (generated names carry a hash)", str(ref, "name"))
+		}
+	}
+	for name, so := range o["ScaledObject"] {
+		for i, tr := range list(so, "spec", "triggers") {
+			if str(tr, "authenticationRef", "name") != "lethe-kafka" {
+				t.Errorf("ScaledObject %s trigger %d does not authenticate with lethe-kafka", name, i)
+			}
+		}
 	}
 }

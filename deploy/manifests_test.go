@@ -129,7 +129,7 @@ func TestDeployments(t *testing.T) {
 		if s.name == "intake" && ports["http"] != 8080 {
 			t.Errorf("lethe-intake: no container port http=8080: %v", ports)
 		}
-		for probe, p := range map[string]string{"readinessProbe": "/readyz", "livenessProbe": "/healthz"} {
+		for probe, p := range map[string]string{"readinessProbe": "/readyz", "livenessProbe": "/healthz", "startupProbe": "/healthz"} {
 			if str(c, probe, "httpGet", "path") != p || str(c, probe, "httpGet", "port") != "metrics" {
 				t.Errorf("lethe-%s: %s is not GET %s on port metrics", s.name, probe, p)
 			}
@@ -152,6 +152,38 @@ func TestDeployments(t *testing.T) {
 			t.Errorf("lethe-%s: envFrom %v, want lethe-config and lethe-secrets", s.name, envFrom)
 		}
 		checkInventoryMount(t, s.name, pod, c, config["LETHE_INVENTORY"])
+		if sa := str(pod, "serviceAccountName"); sa != "lethe-"+s.name || o["ServiceAccount"][sa] == nil {
+			t.Errorf("lethe-%s: serviceAccountName %q, want its own ServiceAccount lethe-%s", s.name, sa, s.name)
+		}
+		np := o["NetworkPolicy"]["lethe-"+s.name]
+		if !selects(get(np, "spec", "podSelector", "matchLabels"), get(d, "spec", "template", "metadata", "labels")) ||
+			!slices.Equal(list(np, "spec", "policyTypes"), []any{"Ingress", "Egress"}) {
+			t.Errorf("lethe-%s: no NetworkPolicy lethe-%s selecting its pods for ingress and egress", s.name, s.name)
+		}
+	}
+}
+
+func TestTopicsJob(t *testing.T) {
+	o := baseObjects(t)
+	job := o["Job"]["lethe-topics"]
+	pod := get(job, "spec", "template", "spec")
+	c := get(pod, "containers", "0")
+	if str(c, "image") != "lethe-lethectl" || !slices.Equal(list(c, "args")[:2], []any{"topics", "apply"}) {
+		t.Fatalf("Job lethe-topics runs %s %v, want lethectl topics apply", str(c, "image"), list(c, "args"))
+	}
+	if get(c, "securityContext", "readOnlyRootFilesystem") != true || get(pod, "securityContext", "runAsNonRoot") != true {
+		t.Error("Job lethe-topics: not read-only and non-root")
+	}
+	config := generatedLiterals(t, "k8s/base/kustomization.yaml", "configMapGenerator", "lethe-config")
+	if config["LETHE_CREATE_TOPICS"] != "false" {
+		t.Errorf("LETHE_CREATE_TOPICS = %q: the services must leave topics to the Job", config["LETHE_CREATE_TOPICS"])
+	}
+	for _, kind := range []string{"ServiceMonitor", "PrometheusRule"} {
+		for name, obj := range o[kind] {
+			if str(obj, "metadata", "labels", "release") == "" {
+				t.Errorf("%s %s has no release label for kube-prometheus-stack's selector", kind, name)
+			}
+		}
 	}
 }
 
@@ -178,7 +210,7 @@ func checkInventoryMount(t *testing.T, name string, pod, c any, inventory string
 
 func TestConfigAndSecrets(t *testing.T) {
 	config := generatedLiterals(t, "k8s/base/kustomization.yaml", "configMapGenerator", "lethe-config")
-	for _, k := range []string{"LETHE_KAFKA_BROKERS", "LETHE_INVENTORY", "LETHE_METRICS_ADDR", "LETHE_QDRANT_ADDR", "LETHE_REDIS_ADDRS", "LETHE_AUDIT_TABLE"} {
+	for _, k := range []string{"LETHE_KAFKA_BROKERS", "LETHE_INVENTORY", "LETHE_METRICS_ADDR", "LETHE_QDRANT_ADDR", "LETHE_REDIS_ADDRS", "LETHE_AUDIT_TABLE", "LETHE_KEYS_TABLE", "LETHE_REDIS_USERNAME"} {
 		if config[k] == "" {
 			t.Errorf("lethe-config has no %s", k)
 		}
@@ -187,7 +219,7 @@ func TestConfigAndSecrets(t *testing.T) {
 		t.Errorf("LETHE_METRICS_ADDR = %q, want 0.0.0.0:9090 (the probes' port)", config["LETHE_METRICS_ADDR"])
 	}
 	secrets := generatedLiterals(t, "k8s/overlays/example/kustomization.yaml", "secretGenerator", "lethe-secrets")
-	for _, k := range []string{"LETHE_HMAC_KEY", "LETHE_KEK"} {
+	for _, k := range []string{"LETHE_HMAC_KEY", "LETHE_KEK", "LETHE_TOKENS", "LETHE_QDRANT_API_KEY", "LETHE_REDIS_PASSWORD"} {
 		if _, ok := config[k]; ok {
 			t.Errorf("secret %s is in the lethe-config ConfigMap", k)
 		}

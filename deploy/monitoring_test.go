@@ -15,6 +15,7 @@ var requiredAlerts = map[string]string{
 	"LetheStoreFailures":   "lethe_store_outcomes_total",
 	"LetheConsumerLagHigh": "lethe_consumer_lag",
 	"LetheNoReceipts":      "lethe_receipts_total",
+	"LetheMissingDataKeys": "lethe_missing_data_keys_total",
 }
 
 func TestAlertRules(t *testing.T) {

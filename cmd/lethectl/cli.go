@@ -99,7 +99,7 @@ var commands []*command
 
 func init() {
 	commands = []*command{submitCmd, statusCmd, listCmd, receiptCmd, retryCmd,
-		dlqListCmd, dlqReplayCmd, auditReplayCmd, auditVerifyChainCmd, inventoryValidateCmd}
+		dlqListCmd, dlqReplayCmd, auditReplayCmd, auditVerifyChainCmd, inventoryValidateCmd, topicsApplyCmd}
 }
 
 // groups are the first words of two-word commands.
@@ -107,6 +107,7 @@ var groups = map[string]string{
 	"dlq":       "dead-letter topics",
 	"audit":     "audit trail checks",
 	"inventory": "inventory files",
+	"topics":    "Kafka topic provisioning",
 }
 
 func (c *cli) run(ctx context.Context, args []string) int {

@@ -91,7 +91,7 @@ Commands:
 Global flags (accepted before or after the command):
   --server URL       intake API base URL (env LETHE_SERVER; default ` + defaultServer + `)
   --token TOKEN      bearer token for the intake API (env LETHE_TOKEN)
-  --brokers LIST     Kafka seed brokers for dlq and audit replay (env LETHE_KAFKA_BROKERS;
+  --brokers LIST     Kafka seed brokers for dlq, audit replay and topics (env LETHE_KAFKA_BROKERS;
                      TLS and SASL from LETHE_KAFKA_TLS*, LETHE_KAFKA_SASL_*)
   --audit-dir DIR    directory audit store for audit commands (env LETHE_AUDIT_DIR)
   --audit-table T    DynamoDB audit table for audit commands (env LETHE_AUDIT_TABLE;

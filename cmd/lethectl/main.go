@@ -1,8 +1,8 @@
 // Command lethectl is the operator's command line for Lethe: it submits erasure requests
 // and waits for their receipts, shows status, lists requests, re-drives failed stores,
 // inspects and replays dead-letter topics, checks the audit table against the event topics
-// and the receipt chains, and validates inventory files. Run "lethectl help" for the
-// commands and exit codes.
+// and the receipt chains, validates inventory files, and provisions the topics. Run
+// "lethectl help" for the commands and exit codes.
 package main
 
 import (

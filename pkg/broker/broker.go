@@ -1,7 +1,13 @@
-// Package broker builds franz-go clients with Lethe's delivery settings and creates topics.
+// Package broker builds franz-go clients with Lethe's delivery settings and provisions
+// topics.
 //
 // Every producer waits for all in-sync replicas (acks=all), is idempotent, and does not
 // linger: a consume-then-produce stage would otherwise add the default 10 ms per hop.
+//
+// Topics are provisioned on purpose by ApplyTopics (lethectl topics apply): replication
+// factor, min.insync.replicas, partitions and retention per topic (Plan). A service creates
+// the topics it finds missing at start (EnsureTopics, with the broker's defaults) only when
+// CreateTopics is set; otherwise it waits for them (WaitTopics).
 package broker
 
 import (
@@ -30,6 +36,9 @@ type Config struct {
 	Partitions int32       // partitions of topics created by EnsureTopics
 	TLS        *tls.Config // nil: plaintext
 	SASL       sasl.Mechanism
+	// CreateTopics makes PrepareTopics create missing topics; false: wait for them to be
+	// provisioned (lethectl topics apply).
+	CreateTopics bool
 }
 
 // FromEnv reads the cluster settings from the environment:
@@ -40,8 +49,16 @@ type Config struct {
 //	LETHE_KAFKA_TLS_CA_FILE     a PEM bundle to trust instead (implies TLS)
 //	LETHE_KAFKA_SASL_MECHANISM  PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512
 //	LETHE_KAFKA_SASL_USERNAME, LETHE_KAFKA_SASL_PASSWORD[_FILE]
+//	LETHE_CREATE_TOPICS         "false": never create topics, wait for them (default true)
 func FromEnv(clientID string) (Config, error) {
-	c := Config{Brokers: []string{"127.0.0.1:9092"}, ClientID: clientID, Partitions: 6}
+	c := Config{Brokers: []string{"127.0.0.1:9092"}, ClientID: clientID, Partitions: 6, CreateTopics: true}
+	switch v := os.Getenv("LETHE_CREATE_TOPICS"); v {
+	case "", "true":
+	case "false":
+		c.CreateTopics = false
+	default:
+		return c, fmt.Errorf("broker: LETHE_CREATE_TOPICS must be true or false, not %q", v)
+	}
 	if b := os.Getenv("LETHE_KAFKA_BROKERS"); b != "" {
 		c.Brokers = strings.Split(b, ",")
 	}
@@ -139,20 +156,102 @@ func (c Config) NewProducer(extra ...kgo.Opt) (*kgo.Client, error) {
 	return kgo.NewClient(append(c.Options(), extra...)...)
 }
 
-// EnsureTopics creates the topics that do not exist yet, with c.Partitions partitions.
+// PrepareTopics makes sure topics exist before a service uses them: it creates the missing
+// ones when c.CreateTopics is set (EnsureTopics), else waits up to wait for them to be
+// provisioned (WaitTopics).
+func (c Config) PrepareTopics(ctx context.Context, cl *kgo.Client, wait time.Duration, topics ...string) error {
+	if c.CreateTopics {
+		return EnsureTopics(ctx, cl, c.Partitions, topics...)
+	}
+	return WaitTopics(ctx, cl, wait, topics...)
+}
+
+// EnsureTopics creates the topics that do not exist yet, with partitions partitions and
+// the broker's default replication factor and configs. A create the cluster refuses (no
+// CREATE permission under ACLs, a create policy) is fine for a topic that exists: only a
+// topic that is missing and cannot be created is an error.
 func EnsureTopics(ctx context.Context, cl *kgo.Client, partitions int32, topics ...string) error {
 	if partitions <= 0 {
 		partitions = 1
 	}
-	resp, err := kadm.NewClient(cl).CreateTopics(ctx, partitions, -1, nil, topics...)
+	adm := kadm.NewClient(cl)
+	resp, err := adm.CreateTopics(ctx, partitions, -1, nil, topics...)
+	refused := map[string]error{}
+	switch {
+	case err != nil:
+		for _, t := range topics {
+			refused[t] = err
+		}
+	default:
+		for _, r := range resp.Sorted() {
+			if r.Err != nil && !errors.Is(r.Err, kerr.TopicAlreadyExists) {
+				refused[r.Topic] = r.Err
+			}
+		}
+	}
+	if len(refused) == 0 {
+		return nil
+	}
+	missing, err := missingTopics(ctx, adm, topics)
 	if err != nil {
-		return fmt.Errorf("broker: create topics: %w", err)
+		return fmt.Errorf("broker: create topics refused (%w) and listing them failed: %w", firstOf(refused, topics), err)
 	}
 	var errs []error
-	for _, r := range resp.Sorted() {
-		if r.Err != nil && !errors.Is(r.Err, kerr.TopicAlreadyExists) {
-			errs = append(errs, fmt.Errorf("broker: create topic %s: %w", r.Topic, r.Err))
+	for _, t := range missing {
+		if e := refused[t]; e != nil {
+			errs = append(errs, fmt.Errorf("broker: create topic %s: %w", t, e))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// WaitTopics waits until every topic exists, polling every second, for at most wait. It
+// fails naming the missing topics.
+func WaitTopics(ctx context.Context, cl *kgo.Client, wait time.Duration, topics ...string) error {
+	adm := kadm.NewClient(cl)
+	deadline := time.Now().Add(wait)
+	for {
+		missing, err := missingTopics(ctx, adm, topics)
+		if err == nil && len(missing) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			if err != nil {
+				return fmt.Errorf("broker: list topics: %w", err)
+			}
+			return fmt.Errorf("broker: topics %s do not exist after %s and topic creation is off: provision them (lethectl topics apply)", strings.Join(missing, ", "), wait)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// missingTopics returns the topics of names the cluster does not have.
+func missingTopics(ctx context.Context, adm *kadm.Client, names []string) ([]string, error) {
+	details, err := listFresh(ctx, adm, names)
+	if err != nil {
+		return nil, err
+	}
+	var missing []string
+	for _, n := range names {
+		d, ok := details[n]
+		switch {
+		case !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition):
+			missing = append(missing, n)
+		case d.Err != nil:
+			return nil, fmt.Errorf("topic %s: %w", n, d.Err)
+		}
+	}
+	return missing, nil
+}
+
+func firstOf(m map[string]error, order []string) error {
+	for _, k := range order {
+		if m[k] != nil {
+			return m[k]
+		}
+	}
+	return nil
 }

@@ -2,14 +2,19 @@ package broker_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/lethe-erasure/lethe/pkg/broker"
+	"github.com/lethe-erasure/lethe/pkg/testenv"
 )
 
 func TestFromEnv(t *testing.T) {
@@ -70,5 +75,81 @@ func TestSASL(t *testing.T) {
 	}
 	if err := produce("wrong-password"); err == nil {
 		t.Fatal("wrong credentials accepted")
+	}
+}
+
+func TestFromEnvCreateTopics(t *testing.T) {
+	for v, want := range map[string]bool{"": true, "true": true, "false": false} {
+		t.Setenv("LETHE_CREATE_TOPICS", v)
+		c, err := broker.FromEnv("x")
+		if err != nil || c.CreateTopics != want {
+			t.Errorf("LETHE_CREATE_TOPICS=%q: CreateTopics %v, %v; want %v", v, c.CreateTopics, err, want)
+		}
+	}
+	t.Setenv("LETHE_CREATE_TOPICS", "no")
+	if _, err := broker.FromEnv("x"); err == nil {
+		t.Error(`LETHE_CREATE_TOPICS="no" accepted`)
+	}
+}
+
+// refuseCreates makes the cluster refuse every topic creation as a cluster with ACLs
+// refuses a principal without CREATE permission.
+func refuseCreates(c *kfake.Cluster) {
+	c.ControlKey(int16(kmsg.CreateTopics), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		r := req.(*kmsg.CreateTopicsRequest)
+		resp := r.ResponseKind().(*kmsg.CreateTopicsResponse)
+		for _, rt := range r.Topics {
+			st := kmsg.NewCreateTopicsResponseTopic()
+			st.Topic = rt.Topic
+			st.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+}
+
+// With creation refused, EnsureTopics succeeds for topics that exist and fails naming a
+// missing one.
+func TestEnsureTopicsToleratesRefusedCreate(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "exists"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	refuseCreates(c)
+	cl := testenv.Producer(t, broker.Config{Brokers: c.ListenAddrs()})
+	if err := broker.EnsureTopics(t.Context(), cl, 3, "exists"); err != nil {
+		t.Fatalf("EnsureTopics of an existing topic with creation refused: %v", err)
+	}
+	err = broker.EnsureTopics(t.Context(), cl, 3, "exists", "absent")
+	if !errors.Is(err, kerr.TopicAuthorizationFailed) || !strings.Contains(err.Error(), "absent") || strings.Contains(err.Error(), "topic exists") {
+		t.Fatalf("EnsureTopics with a missing topic and creation refused = %v, want the refusal naming absent", err)
+	}
+}
+
+// With topic creation off a service waits for its topics and fails naming the missing
+// ones.
+func TestPrepareTopicsWithCreationOff(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cfg := broker.Config{Brokers: c.ListenAddrs(), CreateTopics: false}
+	cl := testenv.Producer(t, cfg)
+	err = cfg.PrepareTopics(t.Context(), cl, 10*time.Millisecond, "a", "b")
+	if err == nil || !strings.Contains(err.Error(), "b do not exist") {
+		t.Fatalf("PrepareTopics with b missing = %v, want an error naming b", err)
+	}
+	if details, _ := kadm.NewClient(cl).ListTopics(t.Context(), "b"); details["b"].Err == nil {
+		t.Fatal("PrepareTopics with creation off created b")
+	}
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		c.CreateTopic("b", 1, nil)
+	}()
+	if err := cfg.PrepareTopics(t.Context(), cl, 10*time.Second, "a", "b"); err != nil {
+		t.Fatalf("PrepareTopics once b was provisioned: %v", err)
 	}
 }

@@ -6,6 +6,7 @@
 //	LETHE_KAFKA_PARTITIONS   partitions of topics a service creates  6
 //	LETHE_KAFKA_TLS, LETHE_KAFKA_TLS_CA_FILE, LETHE_KAFKA_SASL_MECHANISM,
 //	LETHE_KAFKA_SASL_USERNAME, LETHE_KAFKA_SASL_PASSWORD[_FILE]   see broker.FromEnv
+//	LETHE_CREATE_TOPICS      "false": wait for provisioned topics     true (create missing ones)
 //	LETHE_INVENTORY          inventory YAML file                      the embedded reference inventory
 //	LETHE_HMAC_KEY[_FILE]    pseudonym key (>= 32 bytes)              required
 //	LETHE_HMAC_KEY_ID        its id                                   k1

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"slices"
+	"time"
 
 	"github.com/lethe-erasure/lethe/pkg/wal"
 )
@@ -48,6 +49,9 @@ func (s *DirKeyStore) apply(p []byte, off int64) error {
 		}
 	case opTombstone:
 		e.tomb = true
+		if len(rest) == 8 {
+			e.tombAt = time.Unix(0, int64(binary.LittleEndian.Uint64(rest))).UTC()
+		}
 	case opCorrupt:
 		e.corrupt = true
 	default:
@@ -145,8 +149,10 @@ func (s *DirKeyStore) maybeCompact(force bool) error {
 		for id, e := range s.keys {
 			var err error
 			switch {
-			case e.tomb:
+			case e.tomb && e.tombAt.IsZero():
 				_, err = emit(idRecord(opTombstone, id), 0)
+			case e.tomb:
+				_, err = emit(tombRecord(id, e.tombAt), 0)
 			case e.corrupt:
 				_, err = emit(idRecord(opCorrupt, id), 0)
 			default:

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/lethe-erasure/lethe/pkg/wal"
 
@@ -20,7 +21,7 @@ import (
 // log's own checksum, so that it can be zeroed in place.
 const (
 	opKey       = 'K' // the wrapped key of id
-	opTombstone = 'T' // id was destroyed
+	opTombstone = 'T' // id was destroyed; the payload may end in the time (8 bytes, Unix nanoseconds)
 	opCorrupt   = 'X' // id's key was found damaged (written by compaction only)
 )
 
@@ -61,6 +62,7 @@ type DirKeyStore struct {
 	compacting bool
 	closed     bool
 	keys       map[string]*keyEntry
+	now        func() time.Time // the time Destroy records
 }
 
 // keyEntry is the state of one id. where is the log region holding its current key, stale
@@ -68,6 +70,7 @@ type DirKeyStore struct {
 type keyEntry struct {
 	key     []byte // nil for a tombstone or a damaged key
 	tomb    bool
+	tombAt  time.Time // when the id was destroyed; zero in tombstones of earlier versions
 	corrupt bool
 	where   region
 	stale   []region
@@ -91,7 +94,7 @@ func NewDirKeyStore(dir string) (*DirKeyStore, error) {
 	if fi, err := os.Stat(filepath.Join(dir, "keys")); err == nil && fi.IsDir() {
 		return nil, fmt.Errorf("envelope: open key store %s: the directory holds the one-file-per-key layout of an earlier version, which this version does not read", dir)
 	}
-	s := &DirKeyStore{root: dir, compactAt: 64 << 20, busy: map[string]bool{}, keys: map[string]*keyEntry{}}
+	s := &DirKeyStore{root: dir, compactAt: 64 << 20, busy: map[string]bool{}, keys: map[string]*keyEntry{}, now: time.Now}
 	s.cond = sync.NewCond(&s.mu)
 	var err error
 	if s.log, err = wal.Open(dir, "lethe-keys-1", s.apply); err != nil {
@@ -131,7 +134,7 @@ func (s *DirKeyStore) Create(ctx context.Context, id string, wrapped []byte) err
 			p, n := keyRecord(id, wrapped)
 			return p, n, nil
 		case e.tomb:
-			return nil, 0, ErrShredded
+			return nil, 0, Shredded(e.tombAt)
 		default:
 			return nil, 0, ErrExists
 		}
@@ -148,8 +151,10 @@ func (s *DirKeyStore) Get(ctx context.Context, id string) ([]byte, error) {
 	defer s.mu.RUnlock()
 	e := s.keys[id]
 	switch {
-	case e == nil || e.tomb:
-		return nil, ErrShredded
+	case e == nil:
+		return nil, ErrMissing
+	case e.tomb:
+		return nil, Shredded(e.tombAt)
 	case e.corrupt:
 		return nil, deletion.Permanent(fmt.Errorf("envelope: dir key store: get: %w: the stored key is damaged", ErrCorrupt))
 	default:
@@ -166,7 +171,7 @@ func (s *DirKeyStore) Destroy(ctx context.Context, id string) error {
 		if e != nil && e.tomb {
 			return nil, 0, nil // destroyed already; change still overwrites what is left
 		}
-		return idRecord(opTombstone, id), 0, nil
+		return tombRecord(id, s.now()), 0, nil
 	})
 	if err == nil && scrubErr != nil {
 		err = fmt.Errorf("overwrite the destroyed key: %w", scrubErr)
@@ -187,8 +192,10 @@ func (s *DirKeyStore) Replace(ctx context.Context, id string, old, wrapped []byt
 	// replace itself is durable.
 	err, _ := s.change(id, func(e *keyEntry) ([]byte, int, error) {
 		switch {
-		case e == nil || e.tomb:
-			return nil, 0, ErrShredded
+		case e == nil:
+			return nil, 0, ErrMissing
+		case e.tomb:
+			return nil, 0, Shredded(e.tombAt)
 		case e.corrupt:
 			return nil, 0, deletion.Permanent(fmt.Errorf("%w: the stored key is damaged", ErrCorrupt))
 		case !bytes.Equal(e.key, old):
@@ -207,6 +214,11 @@ func keyRecord(id string, wrapped []byte) (payload []byte, scrub int) {
 	return p, len(wrapped) + 4
 }
 
+// tombRecord is the tombstone of id destroyed at at.
+func tombRecord(id string, at time.Time) []byte {
+	return binary.LittleEndian.AppendUint64(idRecord(opTombstone, id), uint64(at.UnixNano()))
+}
+
 func idRecord(op byte, id string) []byte {
 	p := make([]byte, 0, 1+binary.MaxVarintLen64+len(id)+64)
 	p = append(p, op)
@@ -223,7 +235,8 @@ func check(ctx context.Context, id string) error {
 
 // wrapDir wraps err unless it is nil or one of the KeyStore sentinels.
 func wrapDir(op string, err error) error {
-	if err == nil || err == ErrExists || err == ErrShredded || err == ErrConflict {
+	var se *ShreddedError
+	if err == nil || err == ErrExists || err == ErrMissing || err == ErrConflict || errors.As(err, &se) {
 		return err
 	}
 	return fmt.Errorf("envelope: dir key store: %s: %w", op, err)

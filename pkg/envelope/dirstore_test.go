@@ -51,6 +51,11 @@ func TestDirKeyStoreDurableAndShredLeavesNoKey(t *testing.T) {
 	if err := sealer.Shred(ctx, "er_a"); err != nil {
 		t.Fatal(err)
 	}
+	_, err = s.Get(ctx, "er_a")
+	shreddedAt, _ := envelope.ShreddedAt(err)
+	if shreddedAt.IsZero() {
+		t.Fatalf("Get after Shred = %v, want a tombstone with its time", err)
+	}
 	for p, content := range files(t, dir) {
 		if bytes.Contains(content, wa) {
 			t.Fatalf("%s still holds the destroyed wrapped key", filepath.Base(p))
@@ -76,6 +81,8 @@ func TestDirKeyStoreDurableAndShredLeavesNoKey(t *testing.T) {
 	open(t, again, "er_b", b, "bob")
 	if _, err := again.Open(ctx, "er_a", a); !errors.Is(err, envelope.ErrShredded) {
 		t.Fatalf("Open after reopening = %v, want ErrShredded (the tombstone is durable)", err)
+	} else if at, _ := envelope.ShreddedAt(err); !at.Equal(shreddedAt) {
+		t.Fatalf("tombstone time after reopening = %v, want %v", at, shreddedAt)
 	}
 	if err := reopened.Create(ctx, "er_a", wa); !errors.Is(err, envelope.ErrShredded) {
 		t.Fatalf("Create after reopening = %v, want ErrShredded", err)

@@ -7,8 +7,12 @@
 // wrapped (AES-256-GCM under the current key-encryption key, AAD = the request id, the KEK
 // id written beside it) in a KeyStore. Payloads are sealed with AES-256-GCM under the data
 // key with AAD = the request id, so a ciphertext copied under another request id does not
-// open. Shred destroys the data key; the store keeps a tombstone, so a late or replayed
-// Seal cannot create a new key for a shredded id, and Open fails with ErrShredded forever.
+// open. Shred destroys the data key; the store keeps a tombstone with the time of the
+// destruction, so a late or replayed Seal cannot create a new key for a shredded id, and
+// Open fails with ErrShredded (a *ShreddedError saying when) forever. An id the store has
+// neither a key nor a tombstone for fails with ErrMissing instead: its key was never stored
+// there (a service reading another key store than the one that sealed) or was lost, which
+// is a fault to report, never a sign that the request is complete.
 //
 // Unwrapped data keys are never cached: every Open reads the store once, so a shredded key
 // is gone from every process at once. Seal costs one store write for a new id (one write
@@ -20,7 +24,7 @@
 // shredded) the old KEK can be dropped. Opening a data key whose KEK was dropped fails with
 // ErrUnknownKEK naming the missing KEK id.
 //
-// Errors: ErrShredded, ErrUnknownKEK and ErrCorrupt (tampered ciphertext, wrong id, wrong
+// Errors: ErrShredded, ErrMissing, ErrUnknownKEK and ErrCorrupt (tampered ciphertext, wrong id, wrong
 // KEK) are returned marked deletion.Permanent, since repeating cannot fix them; errors.Is
 // still finds the sentinel. Key store errors keep the store's own classification. No error
 // holds an id, a plaintext or a key.
@@ -33,14 +37,19 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 )
 
 // Errors.
 var (
-	// ErrShredded means the data key of the id was destroyed, or never existed.
+	// ErrShredded means the data key of the id was destroyed: the store holds its
+	// tombstone. Stores return it as a *ShreddedError, which says when.
 	ErrShredded = errors.New("envelope: data key destroyed")
+	// ErrMissing means the store holds neither a data key nor a tombstone for the id: the
+	// key was never created in this store (a misconfigured key store) or it was lost.
+	ErrMissing = errors.New("envelope: data key missing")
 	// ErrExists means a data key is stored for the id already.
 	ErrExists = errors.New("envelope: key already exists")
 	// ErrConflict means the stored wrapped key changed between read and replace.
@@ -52,6 +61,36 @@ var (
 	ErrCorrupt = errors.New("envelope: authentication failed")
 )
 
+// ShreddedError is the error of an id whose data key was destroyed. errors.Is(err,
+// ErrShredded) holds for it. At is the time of the destruction as the store recorded it,
+// zero for tombstones written before stores recorded it.
+type ShreddedError struct {
+	At time.Time
+}
+
+// Shredded returns the error of an id destroyed at at.
+func Shredded(at time.Time) error { return &ShreddedError{At: at} }
+
+func (e *ShreddedError) Error() string {
+	if e.At.IsZero() {
+		return ErrShredded.Error()
+	}
+	return ErrShredded.Error() + " at " + e.At.UTC().Format(time.RFC3339)
+}
+
+// Is makes errors.Is(err, ErrShredded) hold.
+func (e *ShreddedError) Is(target error) bool { return target == ErrShredded }
+
+// ShreddedAt returns when the data key err reports destroyed was destroyed, and whether
+// err reports a destroyed key at all (the time is zero when the store recorded none).
+func ShreddedAt(err error) (time.Time, bool) {
+	var se *ShreddedError
+	if errors.As(err, &se) {
+		return se.At, true
+	}
+	return time.Time{}, errors.Is(err, ErrShredded)
+}
+
 // MaxIDLen is the longest id accepted, in bytes.
 const MaxIDLen = 1024
 
@@ -61,18 +100,20 @@ type KeyStore interface {
 	// Create stores wrapped under id: ErrExists if a key is stored, ErrShredded if the id
 	// was destroyed. Of concurrent Creates of one id exactly one succeeds.
 	Create(ctx context.Context, id string, wrapped []byte) error
-	// Get returns the wrapped key of id: ErrShredded if it is absent or destroyed.
+	// Get returns the wrapped key of id: a *ShreddedError (ErrShredded) if it was
+	// destroyed, ErrMissing if the store holds neither a key nor a tombstone for id.
 	Get(ctx context.Context, id string) ([]byte, error)
-	// Destroy removes the key of id and leaves a tombstone, so that afterwards Get returns
-	// ErrShredded and Create returns ErrShredded forever. It is idempotent and also
-	// tombstones an id that never had a key.
+	// Destroy removes the key of id and leaves a tombstone holding the time of the first
+	// Destroy, so that afterwards Get and Create return a *ShreddedError with that time
+	// forever. It is idempotent and also tombstones an id that never had a key.
 	Destroy(ctx context.Context, id string) error
 }
 
 // Replacer is an optional KeyStore capability that Rewrap needs.
 type Replacer interface {
 	// Replace stores wrapped for id if the stored key equals old: ErrConflict if another
-	// key is stored, ErrShredded if the id is absent or destroyed (never resurrecting it).
+	// key is stored, ErrShredded if the id was destroyed (never resurrecting it) and
+	// ErrMissing if it is absent.
 	Replace(ctx context.Context, id string, old, wrapped []byte) error
 }
 
@@ -134,7 +175,7 @@ func (s *Sealer) dataKey(ctx context.Context, id string) ([]byte, error) {
 		clear(dek)
 		return s.storedKey(ctx, id)
 	case errors.Is(err, ErrShredded):
-		return nil, deletion.Permanent(ErrShredded)
+		return nil, deletion.Permanent(err)
 	default:
 		return nil, fmt.Errorf("envelope: create data key: %w", err)
 	}
@@ -143,8 +184,8 @@ func (s *Sealer) dataKey(ctx context.Context, id string) ([]byte, error) {
 // storedKey reads and unwraps the data key of id.
 func (s *Sealer) storedKey(ctx context.Context, id string) ([]byte, error) {
 	w, err := s.Keys.Get(ctx, id)
-	if errors.Is(err, ErrShredded) {
-		return nil, deletion.Permanent(ErrShredded)
+	if errors.Is(err, ErrShredded) || errors.Is(err, ErrMissing) {
+		return nil, deletion.Permanent(err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("envelope: get data key: %w", err)
@@ -156,8 +197,9 @@ func (s *Sealer) storedKey(ctx context.Context, id string) ([]byte, error) {
 	return dek, nil
 }
 
-// Open decrypts sealed, which must have been sealed for id. It returns ErrShredded once the
-// data key of id was destroyed, ErrCorrupt if sealed was altered or sealed for another id,
+// Open decrypts sealed, which must have been sealed for id. It returns ErrShredded (a
+// *ShreddedError) once the data key of id was destroyed, ErrMissing when the store holds
+// neither its key nor its tombstone, ErrCorrupt if sealed was altered or sealed for another id,
 // and ErrUnknownKEK if the KEK that wrapped the data key is no longer in the ring.
 func (s *Sealer) Open(ctx context.Context, id string, sealed Sealed) ([]byte, error) {
 	if err := validID(id); err != nil {
@@ -197,7 +239,7 @@ func (s *Sealer) Shred(ctx context.Context, id string) error {
 // Rewrap re-wraps the stored data key of id under the current KEK, so that the KEK that
 // wrapped it can be dropped. It reports whether the key changed: false when it was wrapped
 // by the current KEK already. The store must implement Replacer. A key shredded meanwhile
-// stays shredded (ErrShredded).
+// stays shredded (ErrShredded); an id without a key fails with ErrMissing.
 func (s *Sealer) Rewrap(ctx context.Context, id string) (bool, error) {
 	if err := validID(id); err != nil {
 		return false, err
@@ -208,8 +250,8 @@ func (s *Sealer) Rewrap(ctx context.Context, id string) (bool, error) {
 	}
 	for attempt := 0; ; attempt++ {
 		old, err := s.Keys.Get(ctx, id)
-		if errors.Is(err, ErrShredded) {
-			return false, deletion.Permanent(ErrShredded)
+		if errors.Is(err, ErrShredded) || errors.Is(err, ErrMissing) {
+			return false, deletion.Permanent(err)
 		}
 		if err != nil {
 			return false, fmt.Errorf("envelope: get data key: %w", err)
@@ -230,8 +272,8 @@ func (s *Sealer) Rewrap(ctx context.Context, id string) (bool, error) {
 		switch {
 		case err == nil:
 			return true, nil
-		case errors.Is(err, ErrShredded):
-			return false, deletion.Permanent(ErrShredded)
+		case errors.Is(err, ErrShredded) || errors.Is(err, ErrMissing):
+			return false, deletion.Permanent(err)
 		case errors.Is(err, ErrConflict) && attempt < 3:
 			continue // rewrapped concurrently: read again
 		default:

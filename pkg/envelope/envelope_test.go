@@ -122,8 +122,8 @@ func TestShred(t *testing.T) {
 	if _, err := s.Seal(ctx, "er_never", []byte("x")); !errors.Is(err, envelope.ErrShredded) {
 		t.Fatalf("Seal after Shred of an unused id = %v, want ErrShredded", err)
 	}
-	if _, err := s.Open(ctx, "er_unknown", b); !errors.Is(err, envelope.ErrShredded) {
-		t.Fatalf("Open of an id without a key = %v, want ErrShredded", err)
+	if _, err := s.Open(ctx, "er_unknown", b); !errors.Is(err, envelope.ErrMissing) || errors.Is(err, envelope.ErrShredded) || !deletion.IsPermanent(err) {
+		t.Fatalf("Open of an id without a key or tombstone = %v, want permanent ErrMissing, not ErrShredded", err)
 	}
 }
 

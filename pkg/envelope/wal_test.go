@@ -127,8 +127,8 @@ func TestDirKeyStoreCutsTornLastRecord(t *testing.T) {
 		if got, err := r.Get(ctx, "er_1"); err != nil || !bytes.Equal(got, wrappedKey("er_1")) {
 			t.Fatalf("cut at %d: complete record lost: %q, %v", cut, got, err)
 		}
-		if _, err := r.Get(ctx, "er_2"); !errors.Is(err, ErrShredded) {
-			t.Fatalf("cut at %d: torn record read as %v", cut, err)
+		if _, err := r.Get(ctx, "er_2"); !errors.Is(err, ErrMissing) {
+			t.Fatalf("cut at %d: torn record read as %v, want ErrMissing", cut, err)
 		}
 		if err := r.Create(ctx, "er_2", wrappedKey("er_2")); err != nil {
 			t.Fatalf("cut at %d: create after recovery: %v", cut, err)
@@ -145,8 +145,8 @@ func TestDirKeyStoreFailedSyncLeavesNoKey(t *testing.T) {
 	if err := s.Create(ctx, "er_1", wrappedKey("er_1")); !errors.Is(err, failing) {
 		t.Fatalf("Create with a failing fsync = %v, want the fsync error", err)
 	}
-	if _, err := s.Get(ctx, "er_1"); !errors.Is(err, ErrShredded) {
-		t.Fatalf("Get after the failed Create = %v, want ErrShredded (absent)", err)
+	if _, err := s.Get(ctx, "er_1"); !errors.Is(err, ErrMissing) {
+		t.Fatalf("Get after the failed Create = %v, want ErrMissing (absent)", err)
 	}
 	if err := s.Create(ctx, "er_1", wrappedKey("er_1")); err != nil {
 		t.Fatalf("Create after the failed one: %v", err)
@@ -191,6 +191,9 @@ func TestDirKeyStoreConcurrentCreatesAreDurable(t *testing.T) {
 			if i%10 == 0 && !errors.Is(err, ErrShredded) || i%10 != 0 && (err != nil || !bytes.Equal(got, wrappedKey(id))) {
 				t.Fatalf("%s after reopen: %q, %v", id, got, err)
 			}
+			if at, _ := ShreddedAt(err); i%10 == 0 && at.IsZero() {
+				t.Fatalf("%s after compaction and reopen: the tombstone lost its time", id)
+			}
 		}
 	}
 }
@@ -208,4 +211,32 @@ func TestDirKeyStoreLocksDirectory(t *testing.T) {
 		t.Fatal("Create after Close succeeded")
 	}
 	openKeys(t, dir)
+}
+
+// A tombstone written before tombstones held a time still reads as shredded, with no time,
+// across a reopen and a compaction.
+func TestDirKeyStoreReadsTombstonesWithoutTime(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openKeys(t, dir)
+	if err, _ := s.change("er_old", func(*keyEntry) ([]byte, int, error) { return idRecord(opTombstone, "er_old"), 0, nil }); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	r := openKeys(t, dir)
+	check := func(when string) {
+		t.Helper()
+		_, err := r.Get(ctx, "er_old")
+		if at, shredded := ShreddedAt(err); !shredded || !at.IsZero() || errors.Is(err, ErrMissing) {
+			t.Fatalf("%s: Get of an old tombstone = %v, want ErrShredded without a time", when, err)
+		}
+	}
+	check("after reopen")
+	r.mu.Lock()
+	err := r.maybeCompact(true)
+	r.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("after compaction")
 }

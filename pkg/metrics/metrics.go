@@ -33,6 +33,7 @@ type Metrics struct {
 	ErasureDuration prometheus.Histogram     // lethe_erasure_duration_seconds
 	Overdue         *prometheus.GaugeVec     // lethe_overdue_requests{tenant}
 	SLAThreshold    *prometheus.CounterVec   // lethe_sla_threshold_total{threshold,window}
+	MissingDataKeys prometheus.Counter       // lethe_missing_data_keys_total
 }
 
 // Rejection reasons of lethe_intake_rejected_total.
@@ -66,8 +67,10 @@ func New() *Metrics {
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 24)})
 	m.Overdue = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lethe_overdue_requests", Help: "Open requests past their due date."}, []string{"tenant"})
 	m.SLAThreshold = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lethe_sla_threshold_total", Help: "Open requests that crossed 50, 80 or 100 percent of their legal window or internal target."}, []string{"threshold", "window"})
+	m.MissingDataKeys = prometheus.NewCounter(prometheus.CounterOpts{Name: "lethe_missing_data_keys_total",
+		Help: "Requests whose data key the key store holds neither as a key nor as a tombstone: a misconfigured key store or a lost key."})
 	for _, c := range []prometheus.Collector{m.Requests, m.Rejected, m.StoreOutcomes, m.StoreDuration, m.StoreRetries, m.ConsumerRetries,
-		m.DLQRecords, m.ConsumerLag, m.Receipts, m.ErasureDuration, m.Overdue, m.SLAThreshold} {
+		m.DLQRecords, m.ConsumerLag, m.Receipts, m.ErasureDuration, m.Overdue, m.SLAThreshold, m.MissingDataKeys} {
 		f(c)
 	}
 	return m

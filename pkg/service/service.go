@@ -1,6 +1,7 @@
 // Package service is the shared skeleton of Lethe's service binaries: load the
-// configuration, print it masked, create the topics, connect a producer, and run consumer
-// groups until SIGINT or SIGTERM.
+// configuration, print it masked, connect a producer, create the topics or (with
+// LETHE_CREATE_TOPICS=false) wait for them to be provisioned, and run consumer groups until
+// SIGINT or SIGTERM.
 package service
 
 import (
@@ -10,13 +11,13 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
-	"github.com/lethe-erasure/lethe/pkg/broker"
 	"github.com/lethe-erasure/lethe/pkg/config"
 	"github.com/lethe-erasure/lethe/pkg/consumer"
 	"github.com/lethe-erasure/lethe/pkg/envelope"
@@ -29,6 +30,10 @@ var Topics = []string{
 	event.TopicIntake, event.TopicRequested, event.TopicStoreDone, event.TopicCompleted, event.TopicOverdue,
 	event.DLQ(event.TopicIntake), event.DLQ(event.TopicRequested), event.DLQ(event.TopicStoreDone),
 }
+
+// topicWait is how long a service with topic creation off waits for its topics: the
+// provisioning job runs beside it.
+const topicWait = 2 * time.Minute
 
 // Env is what a service's build function gets.
 type Env struct {
@@ -84,7 +89,7 @@ func run(ctx context.Context, service string, build func(ctx context.Context, en
 		return err
 	}
 	defer prod.Close()
-	if err := broker.EnsureTopics(ctx, prod, cfg.Broker.Partitions, Topics...); err != nil {
+	if err := cfg.Broker.PrepareTopics(ctx, prod, topicWait, Topics...); err != nil {
 		return err
 	}
 	defer cfg.Close()

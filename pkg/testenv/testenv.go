@@ -34,6 +34,13 @@ func FreePort(t testing.TB) int {
 // It is stopped when t ends.
 func Redis(t testing.TB) string {
 	t.Helper()
+	return RedisArgs(t)
+}
+
+// RedisArgs is Redis with extra redis-server arguments after Lethe's (they may override
+// them), such as ACL users: "--user", "lethe", "on", ">password", "~*", "+@all".
+func RedisArgs(t testing.TB, extra ...string) string {
+	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		t.Fatalf("testenv: redis-server not on PATH (install the redis-server package): %v", err)
@@ -42,6 +49,7 @@ func Redis(t testing.TB) string {
 	dir := t.TempDir()
 	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
 		"--appendonly", "no", "--dir", dir, "--protected-mode", "no")
+	cmd.Args = append(cmd.Args, extra...)
 	start(t, cmd, port)
 	return fmt.Sprintf("127.0.0.1:%d", port)
 }

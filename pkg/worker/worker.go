@@ -10,6 +10,12 @@
 // try deleted. Handle returns only after every erasure.store.done was acknowledged by
 // the broker, so the consumer marks the request's offset after the side effects and their
 // reports; a redelivered request erases again (a no-op) and reports again.
+//
+// Sealed identifiers whose data key was shredded belong to a request that has its receipt
+// (the key is destroyed only then): the record is an old one replayed, and Handle logs it
+// and returns nil. A data key the key store holds neither as a key nor as a tombstone is a
+// fault, never a completion: every store the worker acts on reports FAILED with
+// ReasonMissingKey, and lethe_missing_data_keys_total counts the request.
 package worker
 
 import (
@@ -32,6 +38,9 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/metrics"
 	"github.com/lethe-erasure/lethe/pkg/pii"
 )
+
+// ReasonMissingKey is the error of the reports of a request whose data key is missing.
+const ReasonMissingKey = "data key missing: misconfigured key store or lost key"
 
 // Producer publishes records and waits for their acknowledgement (a *kgo.Client).
 type Producer interface {
@@ -66,10 +75,14 @@ func (w *Worker) Handle(ctx context.Context, rec *kgo.Record) error {
 		return nil
 	}
 	ids, err := w.Sealer.Identifiers(ctx, &req)
-	if errors.Is(err, envelope.ErrShredded) {
+	if at, shredded := envelope.ShreddedAt(err); shredded {
 		// The key is destroyed only once the receipt exists: an old record replayed.
-		w.log().Info("identifiers shredded, request already complete", zap.String("request_id", req.RequestID))
+		w.log().Info("identifiers shredded after the receipt, request already complete",
+			zap.String("request_id", req.RequestID), zap.Time("shredded_at", at))
 		return nil
+	}
+	if errors.Is(err, envelope.ErrMissing) {
+		return w.missingKey(ctx, &req, stores)
 	}
 	if err != nil {
 		return fmt.Errorf("worker: identifiers: %w", err)
@@ -81,25 +94,50 @@ func (w *Worker) Handle(ctx context.Context, rec *kgo.Record) error {
 		Sessions: ids.SessionIDs,
 		Scope:    req.Scope,
 	}
-	reports := make([]*kgo.Record, len(stores))
+	reports := make([]event.StoreDone, len(stores))
 	var wg sync.WaitGroup
 	for i, st := range stores {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			done := w.erase(ctx, &req, st, subj)
-			b, err := event.Done.Encode(&done)
-			if err != nil {
-				panic(err) // our own event always encodes
-			}
-			reports[i] = &kgo.Record{Topic: w.doneTopic(), Key: []byte(req.RequestID), Value: b}
-		}()
+		wg.Go(func() { reports[i] = w.erase(ctx, &req, st, subj) })
 	}
 	wg.Wait()
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	if err := w.Producer.ProduceSync(ctx, reports...).FirstErr(); err != nil {
+	return w.publish(ctx, reports)
+}
+
+// missingKey reports every store of req FAILED with ReasonMissingKey.
+func (w *Worker) missingKey(ctx context.Context, req *event.Requested, stores []inventory.Store) error {
+	m := metrics.Or(w.Metrics)
+	m.MissingDataKeys.Inc()
+	w.log().Error("data key missing: the key store holds neither the request's key nor its tombstone; check that every service uses the same key store (LETHE_KEYS_TABLE)",
+		zap.String("request_id", req.RequestID), zap.String("tenant", req.TenantID), zap.String("subject_hash", req.SubjectHash))
+	now := w.now()
+	reports := make([]event.StoreDone, len(stores))
+	for i, st := range stores {
+		reports[i] = event.StoreDone{
+			RequestID: req.RequestID, TenantID: req.TenantID, Store: st.Name, Kind: st.Kind,
+			Status: event.StatusFailed, Attempt: req.Attempt, StartedAt: now, FinishedAt: now,
+			Error:        ReasonMissingKey,
+			Verification: event.Verification{Method: "not verified", Remaining: -1},
+			Physical:     st.Physical, Locations: []event.LocationCount{},
+		}
+		m.StoreOutcomes.WithLabelValues(st.Name, st.Kind, string(event.StatusFailed)).Inc()
+	}
+	return w.publish(ctx, reports)
+}
+
+// publish sends the reports and waits for their acknowledgement.
+func (w *Worker) publish(ctx context.Context, reports []event.StoreDone) error {
+	recs := make([]*kgo.Record, len(reports))
+	for i := range reports {
+		b, err := event.Done.Encode(&reports[i])
+		if err != nil {
+			panic(err) // our own event always encodes
+		}
+		recs[i] = &kgo.Record{Topic: w.doneTopic(), Key: []byte(reports[i].RequestID), Value: b}
+	}
+	if err := w.Producer.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		return fmt.Errorf("worker: publish store reports: %w", err)
 	}
 	return nil

@@ -13,14 +13,17 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/testenv"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/lethe-erasure/lethe/pkg/broker"
 	"github.com/lethe-erasure/lethe/pkg/consumer"
 	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/envelope"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/metrics"
 	"github.com/lethe-erasure/lethe/pkg/worker"
 )
 
@@ -430,5 +433,95 @@ func TestHandleStopsOnCancel(t *testing.T) {
 	}
 	if n := len(reports(t, addrs)); n != 0 {
 		t.Errorf("%d reports published for a cancelled request", n)
+	}
+}
+
+// sealedRequest seals the request's identifiers with a sealer on its own directory key
+// store, as an intake does, and returns the request and that sealer.
+func sealedRequest(t *testing.T, kek *envelope.KEK) (event.Requested, *envelope.Sealer) {
+	t.Helper()
+	keys, err := envelope.NewDirKeyStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { keys.Close() })
+	s := &envelope.Sealer{KEK: kek, Keys: keys}
+	req := request(allStores, nil, 1)
+	sealed, err := s.SealIdentifiers(t.Context(), req.RequestID, req.Identifiers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Sealed, req.Identifiers = sealed, event.Identifiers{SessionIDs: []string{}}
+	return req, s
+}
+
+func testKEK(t *testing.T) *envelope.KEK {
+	t.Helper()
+	kek, err := envelope.NewKEK("kek1", map[string][]byte{"kek1": []byte("0123456789abcdef0123456789abcdef")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kek
+}
+
+// A request sealed under a key that the worker's key store holds neither as a key nor as a
+// tombstone (the intake wrote it to another store) is never taken for complete: every
+// store the worker serves reports FAILED with the reason, nothing is erased, and the
+// missing-key counter counts it.
+func TestMissingDataKeyFailsEveryStore(t *testing.T) {
+	kek := testKEK(t)
+	req, _ := sealedRequest(t, kek)
+	own, err := envelope.NewDirKeyStore(t.TempDir()) // the worker's store: not the intake's
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer own.Close()
+	fake := newFake(map[string]*behaviour{"redis": {items: 3}, "langgraph": {items: 2}})
+	w, addrs := setup(t, map[string]deletion.Store{"redis": fake})
+	w.Sealer = &envelope.Sealer{KEK: kek, Keys: own}
+	w.Metrics = metrics.New()
+	if err := w.Handle(t.Context(), record(t, req)); err != nil {
+		t.Fatalf("Handle: %v", err)
+	}
+	got := reports(t, addrs)
+	if !slices.Equal(keys(got), []string{"langgraph", "redis"}) {
+		t.Fatalf("reports for %v, want langgraph and redis", keys(got))
+	}
+	for name, d := range got {
+		if d.Status != event.StatusFailed || d.Error != worker.ReasonMissingKey || d.Verification.Remaining != -1 {
+			t.Errorf("%s: status %s, error %q, remaining %d; want FAILED, %q, -1", name, d.Status, d.Error, d.Verification.Remaining, worker.ReasonMissingKey)
+		}
+	}
+	if n := len(fake.erased()); n != 0 {
+		t.Errorf("erased %d stores without the identifiers", n)
+	}
+	if v := testutil.ToFloat64(w.Metrics.MissingDataKeys); v != 1 {
+		t.Errorf("lethe_missing_data_keys_total = %v, want 1", v)
+	}
+}
+
+// A request whose data key was shredded (after its receipt) is an old record replayed: no
+// store is touched, nothing is reported, and the missing-key counter stays at zero.
+func TestShreddedDataKeyIsAReplay(t *testing.T) {
+	kek := testKEK(t)
+	req, sealer := sealedRequest(t, kek)
+	if err := sealer.Shred(t.Context(), req.RequestID); err != nil {
+		t.Fatal(err)
+	}
+	fake := newFake(map[string]*behaviour{"redis": {items: 3}, "langgraph": {items: 2}})
+	w, addrs := setup(t, map[string]deletion.Store{"redis": fake})
+	w.Sealer = sealer
+	w.Metrics = metrics.New()
+	if err := w.Handle(t.Context(), record(t, req)); err != nil {
+		t.Fatalf("Handle: %v", err)
+	}
+	if got := reports(t, addrs); len(got) != 0 {
+		t.Errorf("reports for %v after a shredded key, want none", keys(got))
+	}
+	if n := len(fake.erased()); n != 0 {
+		t.Errorf("erased %d stores for a shredded request", n)
+	}
+	if v := testutil.ToFloat64(w.Metrics.MissingDataKeys); v != 0 {
+		t.Errorf("lethe_missing_data_keys_total = %v, want 0", v)
 	}
 }

@@ -1,9 +1,12 @@
 // Package dynamokeys is the DynamoDB implementation of envelope.KeyStore.
 //
 // One table with the string hash key pk (the id, which must be UTF-8) holds one item per id: either
-// {pk, wrapped (binary)} or the tombstone {pk, shredded: true}. Create is a PutItem
-// conditioned on attribute_not_exists(pk); Destroy is an unconditional PutItem of the
-// tombstone, which replaces the whole item and drops the wrapped key; Replace is a PutItem
+// {pk, wrapped (binary)} or the tombstone {pk, shredded: true, shredded_at (RFC 3339
+// string, UTC; absent in tombstones of earlier versions)}. An id without an item has no key
+// (envelope.ErrMissing). Create is a PutItem conditioned on attribute_not_exists(pk);
+// Destroy is a PutItem of the tombstone conditioned on there being no tombstone yet, which
+// replaces the whole item and drops the wrapped key (a repeated Destroy keeps the first
+// time); Replace is a PutItem
 // conditioned on the stored wrapped key. Single-item conditional writes only, and every read
 // is strongly consistent, so it runs on DynamoDB Local and dynalite as well.
 //
@@ -38,6 +41,7 @@ import (
 type Store struct {
 	c     *dynamodb.Client
 	table string
+	now   func() time.Time // the time Destroy records
 }
 
 var (
@@ -47,7 +51,7 @@ var (
 
 // New returns a Store on table through client.
 func New(client *dynamodb.Client, table string) *Store {
-	return &Store{c: client, table: table}
+	return &Store{c: client, table: table, now: time.Now}
 }
 
 // CreateTable creates the table (string hash key pk, on-demand billing) and waits until it
@@ -89,12 +93,12 @@ func (s *Store) Create(ctx context.Context, id string, wrapped []byte) error {
 	if !isConditionFailed(err) {
 		return classify("create", err)
 	}
-	_, shredded, err := s.get(ctx, "create", id)
+	_, tomb, err := s.get(ctx, "create", id)
 	switch {
 	case err != nil:
 		return err
-	case shredded:
-		return envelope.ErrShredded
+	case tomb != nil:
+		return tomb
 	default:
 		return envelope.ErrExists
 	}
@@ -105,12 +109,14 @@ func (s *Store) Get(ctx context.Context, id string) ([]byte, error) {
 	if !validID(id) {
 		return nil, badID
 	}
-	w, shredded, err := s.get(ctx, "get", id)
+	w, tomb, err := s.get(ctx, "get", id)
 	switch {
 	case err != nil:
 		return nil, err
-	case shredded || w == nil:
-		return nil, envelope.ErrShredded
+	case tomb != nil:
+		return nil, tomb
+	case w == nil:
+		return nil, envelope.ErrMissing
 	default:
 		return w, nil
 	}
@@ -124,10 +130,15 @@ func (s *Store) Destroy(ctx context.Context, id string) error {
 	_, err := s.c.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: aws.String(s.table),
 		Item: map[string]types.AttributeValue{
-			"pk":       &types.AttributeValueMemberS{Value: id},
-			"shredded": &types.AttributeValueMemberBOOL{Value: true},
+			"pk":          &types.AttributeValueMemberS{Value: id},
+			"shredded":    &types.AttributeValueMemberBOOL{Value: true},
+			"shredded_at": &types.AttributeValueMemberS{Value: s.now().UTC().Format(time.RFC3339Nano)},
 		},
+		ConditionExpression: aws.String("attribute_not_exists(shredded)"),
 	})
+	if isConditionFailed(err) {
+		return nil // destroyed already: keep the first time
+	}
 	return classify("destroy", err)
 }
 
@@ -148,39 +159,45 @@ func (s *Store) Replace(ctx context.Context, id string, old, wrapped []byte) err
 	if !isConditionFailed(err) {
 		return classify("replace", err)
 	}
-	w, shredded, err := s.get(ctx, "replace", id)
+	w, tomb, err := s.get(ctx, "replace", id)
 	switch {
 	case err != nil:
 		return err
-	case shredded || w == nil:
-		return envelope.ErrShredded
+	case tomb != nil:
+		return tomb
+	case w == nil:
+		return envelope.ErrMissing
 	default:
 		return envelope.ErrConflict // changed, perhaps back again: the caller reads anew
 	}
 }
 
-// get reads the item of id: its wrapped key (nil when there is no item) and whether it is a
-// tombstone.
-func (s *Store) get(ctx context.Context, op, id string) ([]byte, bool, error) {
+// get reads the item of id: its wrapped key (nil when there is no item or a tombstone) and,
+// for a tombstone, its *envelope.ShreddedError.
+func (s *Store) get(ctx context.Context, op, id string) ([]byte, *envelope.ShreddedError, error) {
 	out, err := s.c.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(s.table),
 		Key:            map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: id}},
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return nil, false, classify(op, err)
+		return nil, nil, classify(op, err)
 	}
 	if out.Item == nil {
-		return nil, false, nil
+		return nil, nil, nil
 	}
 	if sh, ok := out.Item["shredded"].(*types.AttributeValueMemberBOOL); ok && sh.Value {
-		return nil, true, nil
+		var at time.Time
+		if v, ok := out.Item["shredded_at"].(*types.AttributeValueMemberS); ok {
+			at, _ = time.Parse(time.RFC3339Nano, v.Value) // unparsable: the time is unknown, the id still shredded
+		}
+		return nil, &envelope.ShreddedError{At: at}, nil
 	}
 	w, ok := out.Item["wrapped"].(*types.AttributeValueMemberB)
 	if !ok || len(w.Value) == 0 {
-		return nil, false, deletion.Permanent(fmt.Errorf("envelope/dynamokeys: %s: %w: item has neither a wrapped key nor a tombstone", op, envelope.ErrCorrupt))
+		return nil, nil, deletion.Permanent(fmt.Errorf("envelope/dynamokeys: %s: %w: item has neither a wrapped key nor a tombstone", op, envelope.ErrCorrupt))
 	}
-	return w.Value, false, nil
+	return w.Value, nil, nil
 }
 
 // badID is returned for an empty id or one that is not UTF-8 (DynamoDB strings are UTF-8).

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -86,8 +87,22 @@ func TestSealerOnDynamo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := out.Item["wrapped"]; ok || len(out.Item) != 2 {
-		t.Fatalf("tombstone item = %v, want only pk and shredded", out.Item)
+	at, ok := out.Item["shredded_at"].(*types.AttributeValueMemberS)
+	if _, hasKey := out.Item["wrapped"]; hasKey || len(out.Item) != 3 || !ok {
+		t.Fatalf("tombstone item = %v, want only pk, shredded and shredded_at", out.Item)
+	}
+	if _, err := time.Parse(time.RFC3339Nano, at.Value); err != nil {
+		t.Fatalf("shredded_at %q is not an RFC 3339 time: %v", at.Value, err)
+	}
+	// A tombstone written before tombstones held a time still reads as shredded.
+	if _, err := c.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String("keys"), Item: map[string]types.AttributeValue{
+		"pk": &types.AttributeValueMemberS{Value: "er_old"}, "shredded": &types.AttributeValueMemberBOOL{Value: true},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Get(ctx, "er_old")
+	if when, shredded := envelope.ShreddedAt(err); !shredded || !when.IsZero() {
+		t.Fatalf("Get of a tombstone without a time = %v, want ErrShredded with no time", err)
 	}
 }
 

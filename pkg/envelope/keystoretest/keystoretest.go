@@ -1,7 +1,8 @@
 // Package keystoretest is the conformance suite every envelope.KeyStore passes.
 //
 // Run checks the KeyStore contract against a real backend: create, exclusive create, get,
-// destroy and its tombstone (a later Create must not resurrect a key), idempotent destroy,
+// an absent id reported missing (never shredded), destroy and its tombstone with the time
+// of the first destroy (a later Create must not resurrect a key), idempotent destroy,
 // ids that must not collide, concurrent creates and destroys, returned copies, cancelled
 // contexts, and, when the store implements envelope.Replacer, compare-and-replace.
 package keystoretest
@@ -14,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/lethe-erasure/lethe/pkg/envelope"
 )
@@ -79,8 +81,12 @@ func testCreateExclusive(t *testing.T, s envelope.KeyStore) {
 }
 
 func testGetAbsent(t *testing.T, s envelope.KeyStore) {
-	if got, err := s.Get(t.Context(), "never"); !errors.Is(err, envelope.ErrShredded) {
-		t.Fatalf("Get of an absent id = %q, %v; want ErrShredded", got, err)
+	got, err := s.Get(t.Context(), "never")
+	if !errors.Is(err, envelope.ErrMissing) || errors.Is(err, envelope.ErrShredded) {
+		t.Fatalf("Get of an id never stored = %q, %v; want ErrMissing and not ErrShredded (no tombstone)", got, err)
+	}
+	if _, shredded := envelope.ShreddedAt(err); shredded {
+		t.Fatalf("ShreddedAt(%v) reports a tombstone for an id never stored", err)
 	}
 }
 
@@ -88,16 +94,22 @@ func testDestroyTombstone(t *testing.T, s envelope.KeyStore) {
 	ctx := t.Context()
 	mustCreate(t, s, "er_1", []byte("key-1"))
 	mustCreate(t, s, "er_2", []byte("key-2"))
-	for i := range 2 {
-		if err := s.Destroy(ctx, "er_1"); err != nil {
-			t.Fatalf("Destroy #%d: %v", i+1, err)
-		}
+	before := time.Now()
+	if err := s.Destroy(ctx, "er_1"); err != nil {
+		t.Fatalf("Destroy: %v", err)
 	}
-	if _, err := s.Get(ctx, "er_1"); !errors.Is(err, envelope.ErrShredded) {
-		t.Fatalf("Get after Destroy = %v, want ErrShredded", err)
+	after := time.Now()
+	first := mustTombstone(t, s, "er_1", before, after)
+	time.Sleep(5 * time.Millisecond)
+	if err := s.Destroy(ctx, "er_1"); err != nil {
+		t.Fatalf("second Destroy: %v", err)
 	}
-	if err := s.Create(ctx, "er_1", []byte("resurrected")); !errors.Is(err, envelope.ErrShredded) {
-		t.Fatalf("Create after Destroy = %v, want ErrShredded", err)
+	if again := mustTombstone(t, s, "er_1", before, after); !again.Equal(first) {
+		t.Fatalf("second Destroy moved the tombstone's time from %v to %v; it must keep the first", first, again)
+	}
+	err := s.Create(ctx, "er_1", []byte("resurrected"))
+	if at, ok := envelope.ShreddedAt(err); !ok || !at.Equal(first) {
+		t.Fatalf("Create after Destroy = %v, want ErrShredded at %v", err, first)
 	}
 	if _, err := s.Get(ctx, "er_1"); !errors.Is(err, envelope.ErrShredded) {
 		t.Fatalf("Get after a refused Create = %v, want ErrShredded", err)
@@ -113,8 +125,8 @@ func testDestroyAbsent(t *testing.T, s envelope.KeyStore) {
 	if err := s.Create(ctx, "never", []byte("late")); !errors.Is(err, envelope.ErrShredded) {
 		t.Fatalf("Create after Destroy of an absent id = %v, want ErrShredded", err)
 	}
-	if _, err := s.Get(ctx, "never"); !errors.Is(err, envelope.ErrShredded) {
-		t.Fatalf("Get = %v, want ErrShredded", err)
+	if _, err := s.Get(ctx, "never"); !errors.Is(err, envelope.ErrShredded) || errors.Is(err, envelope.ErrMissing) {
+		t.Fatalf("Get = %v, want ErrShredded (a tombstone), not ErrMissing", err)
 	}
 }
 
@@ -201,7 +213,7 @@ func testCancelled(t *testing.T, s envelope.KeyStore) {
 	if err := s.Create(ctx, "er_1", []byte("k")); err == nil {
 		t.Fatal("Create with a cancelled context succeeded")
 	}
-	if _, err := s.Get(ctx, "er_1"); err == nil || errors.Is(err, envelope.ErrShredded) {
+	if _, err := s.Get(ctx, "er_1"); err == nil || errors.Is(err, envelope.ErrShredded) || errors.Is(err, envelope.ErrMissing) {
 		t.Fatalf("Get with a cancelled context = %v, want a context error", err)
 	}
 	if err := s.Destroy(ctx, "er_1"); err == nil {
@@ -228,10 +240,10 @@ func testReplace(t *testing.T, s envelope.KeyStore) {
 		t.Fatalf("Replace with a stale old key = %v, want ErrConflict", err)
 	}
 	mustGet(t, s, "er_1", []byte("v2"))
-	if err := r.Replace(ctx, "absent", []byte("v1"), []byte("v2")); !errors.Is(err, envelope.ErrShredded) {
-		t.Fatalf("Replace of an absent id = %v, want ErrShredded", err)
+	if err := r.Replace(ctx, "absent", []byte("v1"), []byte("v2")); !errors.Is(err, envelope.ErrMissing) {
+		t.Fatalf("Replace of an absent id = %v, want ErrMissing", err)
 	}
-	if _, err := s.Get(ctx, "absent"); !errors.Is(err, envelope.ErrShredded) {
+	if _, err := s.Get(ctx, "absent"); !errors.Is(err, envelope.ErrMissing) {
 		t.Fatalf("Replace created a key: Get = %v", err)
 	}
 	if err := s.Destroy(ctx, "er_1"); err != nil {
@@ -250,6 +262,21 @@ func mustCreate(t *testing.T, s envelope.KeyStore, id string, w []byte) {
 	if err := s.Create(t.Context(), id, w); err != nil {
 		t.Fatalf("Create(%q): %v", id, err)
 	}
+}
+
+// mustTombstone asserts that Get reports id destroyed between before and after (with a
+// millisecond of slack for stores that round) and returns the recorded time.
+func mustTombstone(t *testing.T, s envelope.KeyStore, id string, before, after time.Time) time.Time {
+	t.Helper()
+	_, err := s.Get(t.Context(), id)
+	at, ok := envelope.ShreddedAt(err)
+	if !ok || errors.Is(err, envelope.ErrMissing) {
+		t.Fatalf("Get(%q) after Destroy = %v, want ErrShredded", id, err)
+	}
+	if at.Before(before.Add(-time.Millisecond)) || at.After(after.Add(time.Millisecond)) {
+		t.Fatalf("Get(%q): tombstone time %v, want the time of Destroy, between %v and %v", id, at, before, after)
+	}
+	return at
 }
 
 func mustGet(t *testing.T, s envelope.KeyStore, id string, want []byte) {
