@@ -40,6 +40,8 @@ type Event struct {
 	ChunkIDs         []string  `json:"chunk_ids,omitempty"`
 	Model            string    `json:"model,omitempty"`
 	Path             string    `json:"path,omitempty"`
+	Actor            string    `json:"actor,omitempty"`  // the authenticated principal that caused the event, e.g. of a lifted suppression
+	Reason           string    `json:"reason,omitempty"` // why, as given, with PII patterns masked
 	At               time.Time `json:"at"`
 }
 
@@ -61,6 +63,7 @@ type Request struct {
 	InventoryVersion string      `json:"inventory_version"`
 	ExpectedStores   []string    `json:"expected_stores"`
 	Attempt          int         `json:"attempt"`
+	SessionHashes    []string    `json:"session_hashes,omitempty"` // pseudonyms of the session ids
 }
 
 // RequestOf returns the identifier-free record of r. Identifiers and OnlyStores are dropped.
@@ -77,6 +80,7 @@ func RequestOf(r *event.Requested) Request {
 		InventoryVersion: r.InventoryVersion,
 		ExpectedStores:   append([]string(nil), r.ExpectedStores...),
 		Attempt:          r.Attempt,
+		SessionHashes:    append([]string(nil), r.SessionHashes...),
 	}
 }
 

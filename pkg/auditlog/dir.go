@@ -64,6 +64,8 @@ type DirStore struct {
 	receiptIdx map[string]map[string]int64        // tenant → request id → seq at creation
 	heads      map[string]storedHead
 	published  map[string][]byte // request id → publication mark JSON
+
+	suppressions map[[2]string]storedSuppression // (tenant, pseudonym) → entry
 }
 
 type storedRequest struct {
@@ -135,7 +137,7 @@ func newDirStore(dir string) (*DirStore, error) {
 		events: map[[2]string]map[string][]byte{}, requests: map[string]storedRequest{},
 		reports: map[string]map[string]storedReport{}, receipts: map[string][]byte{},
 		receiptIdx: map[string]map[string]int64{}, heads: map[string]storedHead{},
-		published: map[string][]byte{},
+		published: map[string][]byte{}, suppressions: map[[2]string]storedSuppression{},
 	}
 	s.cond = sync.NewCond(&s.mu)
 	return s, nil
@@ -247,6 +249,7 @@ func (s *DirStore) ListRequests(ctx context.Context, tenant string) ([]Request, 
 func (sr storedRequest) copy() Request {
 	r := sr.r
 	r.ExpectedStores = append([]string(nil), r.ExpectedStores...)
+	r.SessionHashes = append([]string(nil), r.SessionHashes...)
 	return r
 }
 

@@ -22,6 +22,7 @@ const (
 	opIndex            = 'I' // an index entry alone: indexEntry (compaction writes it)
 	opHead             = 'H' // Head of the tenant
 	opPublished        = 'B' // publication mark of a request's receipt
+	opSuppression      = 'S' // event.Suppression, replacing the stored entry of its tenant and pseudonym
 )
 
 type indexEntry struct {
@@ -123,6 +124,8 @@ func (s *DirStore) apply(p []byte) error {
 			return err
 		}
 		s.published[m.RequestID] = js
+	case opSuppression:
+		return s.applySuppression(js)
 	default:
 		return fmt.Errorf("unknown record operation %q", op)
 	}
@@ -251,6 +254,11 @@ func (s *DirStore) snapshot(emit func([]byte, int) (int64, error)) error {
 	}
 	for _, js := range s.published {
 		if err := put(opPublished, "", js); err != nil {
+			return err
+		}
+	}
+	for _, ss := range s.suppressions {
+		if err := put(opSuppression, "", ss.json); err != nil {
 			return err
 		}
 	}

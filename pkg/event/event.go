@@ -20,6 +20,8 @@ const (
 	TopicStoreDone = "erasure.store.done"
 	TopicCompleted = "erasure.completed"
 	TopicOverdue   = "erasure.overdue"
+	// TopicSuppressions is compacted: the latest Suppression per tenant and pseudonym.
+	TopicSuppressions = "erasure.suppressions"
 )
 
 // DLQ returns the dead-letter topic of topic.
@@ -91,6 +93,8 @@ type Requested struct {
 	ExpectedStores   []string           `avro:"expected_stores" json:"expected_stores"`
 	OnlyStores       []string           `avro:"only_stores" json:"only_stores,omitempty"`
 	Attempt          int                `avro:"attempt" json:"attempt"`
+	// SessionHashes are the keyed pseudonyms of the session ids (subject.Key.SessionPseudonym).
+	SessionHashes []string `avro:"session_hashes" json:"session_hashes,omitempty"`
 }
 
 // Acts reports whether store must act on r: it is expected and, for a re-drive, selected.

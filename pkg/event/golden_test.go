@@ -63,6 +63,7 @@ func goldens() []golden {
 				ExpectedStores:   []string{"qdrant", "redis", "langgraph", "dataset", "audit_log"},
 				OnlyStores:       []string{"redis"},
 				Attempt:          2,
+				SessionHashes:    []string{"5c1f0e0a", "77aa01b2"},
 			},
 			fresh: func() any { return new(Requested) },
 			deref: func(v any) any { return *v.(*Requested) },
@@ -157,8 +158,29 @@ func goldens() []golden {
 			fresh: func() any { return new(Overdue) },
 			deref: func(v any) any { return *v.(*Overdue) },
 		},
+		{
+			typ: Suppressions,
+			sample: &Suppression{
+				TenantID:     "acme",
+				Pseudonym:    "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+				KeyID:        "key-2026-11",
+				Kind:         SuppressSession,
+				State:        Lifted,
+				RequestID:    "req-0001",
+				ReceiptID:    "rcpt-0001",
+				SuppressedAt: at(30, 9, 16, 0, 500),
+				LiftedAt:     ptr(at(30, 10, 0, 0, 1)),
+				LiftEventID:  "lift-0001",
+				LiftedBy:     "shopbot-privacy",
+				Version:      2,
+			},
+			fresh: func() any { return new(Suppression) },
+			deref: func(v any) any { return *v.(*Suppression) },
+		},
 	}
 }
+
+func ptr[T any](v T) *T { return &v }
 
 func TestGolden(t *testing.T) {
 	for _, g := range goldens() {
