@@ -18,8 +18,10 @@
 // de-duplicate by receipt_id (one receipt per request, so request_id serves as well). A
 // store without PublishMarker publishes the receipt on every record of a complete request.
 // The request's identifiers key is shredded after the mark, and again on every later record
-// of the request (shredding is idempotent). The offset is marked only after the receipt,
-// its event, the mark and the shredding.
+// of the request (shredding is idempotent). After the receipt's event and before the mark,
+// the receipt's pseudonyms join the tenant's suppression list and are published on
+// erasure.suppressions (see suppress). The offset is marked only after the receipt, its
+// event, the suppressions, the mark and the shredding.
 package aggregator
 
 import (
@@ -56,6 +58,10 @@ type Aggregator struct {
 	// it does not list would never complete, so it is dead-lettered with the reason.
 	Inventory *inventory.Inventory
 	Now       func() time.Time
+
+	// SuppressionsTopic carries the suppression list's entries; default
+	// event.TopicSuppressions. Used only when Store is an auditlog.SuppressionStore.
+	SuppressionsTopic string
 }
 
 // Handle is the consumer.Handler for erasure.requested and erasure.store.done.
@@ -189,6 +195,9 @@ func (a *Aggregator) complete(ctx context.Context, requestID string) error {
 	out := &kgo.Record{Topic: or(a.CompletedTopic, event.TopicCompleted), Key: []byte(requestID), Value: b}
 	if err := a.Producer.ProduceSync(ctx, out).FirstErr(); err != nil {
 		return fmt.Errorf("aggregator: publish receipt: %w", err)
+	}
+	if err := a.suppress(ctx, req, issued); err != nil {
+		return err
 	}
 	if marks != nil {
 		if err := marks.MarkPublished(ctx, requestID, issued.ReceiptID); err != nil {
