@@ -139,10 +139,10 @@ func TestDemoEndToEnd(t *testing.T) {
 
 	// Everything Lethe wrote, the answers of the status API included.
 	written := map[string][]byte{"stdout": stdout.Bytes(), "logs and stderr": stderr.Bytes(), "metrics": []byte(scrape),
-		"suppression check": checked,
-		"status":            []byte(get(t, a.BaseURL+"/v1/erasures/"+r.RequestID)),
-		"list":              []byte(get(t, a.BaseURL+"/v1/erasures")),
-		"receipt":           []byte(get(t, a.BaseURL+"/v1/erasures/"+r.RequestID+"/receipt"))}
+		"status":  []byte(get(t, a.BaseURL+"/v1/erasures/"+r.RequestID)),
+		"list":    []byte(get(t, a.BaseURL+"/v1/erasures")),
+		"receipt": []byte(get(t, a.BaseURL+"/v1/erasures/"+r.RequestID+"/receipt"))}
+	written["suppression check"] = checked
 	cl, err := kgo.NewClient(kgo.SeedBrokers(a.Stack.Broker.Brokers...), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.ConsumeTopics(service.Topics...))
 	if err != nil {
