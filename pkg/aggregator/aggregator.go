@@ -18,10 +18,11 @@
 // de-duplicate by receipt_id (one receipt per request, so request_id serves as well). A
 // store without PublishMarker publishes the receipt on every record of a complete request.
 // The request's identifiers key is shredded after the mark, and again on every later record
-// of the request (shredding is idempotent). After the receipt's event and before the mark,
-// the receipt's pseudonyms join the tenant's suppression list and are published on
-// erasure.suppressions (see suppress). The offset is marked only after the receipt, its
-// event, the suppressions, the mark and the shredding.
+// of the request (shredding is idempotent). Right after the receipt is stored, and before
+// it is published, its pseudonyms join the tenant's suppression list and are published on
+// erasure.suppressions (see suppress), so a consumer of erasure.completed finds them
+// suppressed. The offset is marked only after the receipt, the suppressions, the
+// receipt's event, the mark and the shredding.
 package aggregator
 
 import (
@@ -188,6 +189,9 @@ func (a *Aggregator) complete(ctx context.Context, requestID string) error {
 	if err != nil {
 		return fmt.Errorf("aggregator: issue receipt: %w", err)
 	}
+	if err := a.suppress(ctx, req, issued); err != nil {
+		return err
+	}
 	b, err := event.Completed.Encode(&issued)
 	if err != nil {
 		return fmt.Errorf("aggregator: encode receipt: %w", err)
@@ -195,9 +199,6 @@ func (a *Aggregator) complete(ctx context.Context, requestID string) error {
 	out := &kgo.Record{Topic: or(a.CompletedTopic, event.TopicCompleted), Key: []byte(requestID), Value: b}
 	if err := a.Producer.ProduceSync(ctx, out).FirstErr(); err != nil {
 		return fmt.Errorf("aggregator: publish receipt: %w", err)
-	}
-	if err := a.suppress(ctx, req, issued); err != nil {
-		return err
 	}
 	if marks != nil {
 		if err := marks.MarkPublished(ctx, requestID, issued.ReceiptID); err != nil {

@@ -15,9 +15,11 @@ import (
 // the tenant's, and every session's) to the tenant's suppression list when the store keeps
 // one (auditlog.SuppressionStore), and publishes each entry as it is stored afterwards on
 // erasure.suppressions, keyed by tenant and pseudonym. It runs after the receipt was
-// published and before the publication mark, so a crash in between runs it again: storing
-// is idempotent (auditlog.Suppress) and the topic is compacted, so a second publication
-// of the same entry changes nothing. An entry lifted meanwhile is published as lifted.
+// stored and before the receipt is published and marked, so a crash in between runs it
+// again: storing is idempotent (auditlog.Suppress) and the topic is compacted, so a second
+// publication of the same entry changes nothing. An entry lifted meanwhile is published
+// as lifted. A check that races it, between the receipt's write and the entries', answers
+// not suppressed for those moments.
 func (a *Aggregator) suppress(ctx context.Context, req auditlog.Request, r event.Receipt) error {
 	ss, ok := a.Store.(auditlog.SuppressionStore)
 	if !ok {
