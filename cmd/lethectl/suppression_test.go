@@ -11,24 +11,32 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/intake"
 )
 
-// An erased subject and its session are reported suppressed (exit 4) and a stranger not
-// (exit 0); the ids never appear in the output; a lift needs the tenant's own token and
-// makes the check pass again.
-func TestSuppressionCommands(t *testing.T) {
+// securedSystem starts a system of its own that authenticates callers, stopped when t
+// ends, with an operator's wildcard token and a token of tenant acme.
+func securedSystem(t *testing.T) (sys *embedded.System, opsToken, acmeToken string) {
+	t.Helper()
 	opsToken, opsHash := auth.NewToken()
 	acmeToken, acmeHash := auth.NewToken()
 	authn, err := auth.New(auth.Config{Tokens: []auth.Token{
 		{Name: "ops", SHA256: opsHash, Tenants: []string{auth.Wildcard}},
-		{Name: "acme-privacy", SHA256: acmeHash, Tenants: []string{"acme"}},
+		{Name: "acme-app", SHA256: acmeHash, Tenants: []string{"acme"}},
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	secured, err := embedded.Start(context.Background(), embedded.Options{Key: testKey(), DataDir: t.TempDir(), Auth: authn})
+	sys, err = embedded.Start(context.Background(), embedded.Options{Key: testKey(), DataDir: t.TempDir(), Auth: authn})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer secured.Stop()
+	t.Cleanup(func() { sys.Stop() })
+	return sys, opsToken, acmeToken
+}
+
+// An erased subject and its session are reported suppressed (exit 4) and a stranger not
+// (exit 0); the ids never appear in the output; a lift needs the tenant's own token and
+// makes the check pass again.
+func TestSuppressionCommands(t *testing.T) {
+	secured, opsToken, acmeToken := securedSystem(t)
 	at := func(token string, args ...string) result {
 		t.Helper()
 		r := invocation{env: map[string]string{"LETHE_TOKEN": token}, sys: secured}.run(t, args...)

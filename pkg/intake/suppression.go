@@ -170,22 +170,32 @@ func (s *Service) Check(ctx context.Context, in CheckRequest) (CheckResponse, er
 		}
 		return r, nil
 	}
-	out := CheckResponse{TenantID: in.TenantID, KeyID: s.Key.ID(), Subjects: []CheckResult{}, Sessions: []CheckResult{}}
-	for _, id := range in.SubjectIDs {
-		r, err := answer(s.Key.Pseudonym(in.TenantID, id))
-		if err != nil {
-			return CheckResponse{}, err
-		}
-		out.Subjects = append(out.Subjects, r)
-	}
-	for _, id := range in.SessionIDs {
-		r, err := answer(s.Key.SessionPseudonym(in.TenantID, id))
-		if err != nil {
-			return CheckResponse{}, err
-		}
-		out.Sessions = append(out.Sessions, r)
+	out := CheckResponse{TenantID: in.TenantID, KeyID: s.Key.ID()}
+	if out.Subjects, out.Sessions, err = perIdentifier(s.Key, in.TenantID, in.SubjectIDs, in.SessionIDs, answer); err != nil {
+		return CheckResponse{}, err
 	}
 	return out, nil
+}
+
+// perIdentifier calls fn with the pseudonym of each subject id, then of each session id,
+// of tenant, and returns the results in the same order; it stops at the first error.
+func perIdentifier[R any](k subject.Key, tenant string, subjects, sessions []string, fn func(pseudonym string) (R, error)) (subjectResults, sessionResults []R, err error) {
+	subjectResults, sessionResults = []R{}, []R{}
+	for _, id := range subjects {
+		r, err := fn(k.Pseudonym(tenant, id))
+		if err != nil {
+			return nil, nil, err
+		}
+		subjectResults = append(subjectResults, r)
+	}
+	for _, id := range sessions {
+		r, err := fn(k.SessionPseudonym(tenant, id))
+		if err != nil {
+			return nil, nil, err
+		}
+		sessionResults = append(sessionResults, r)
+	}
+	return subjectResults, sessionResults, nil
 }
 
 // entry returns the entry of pseudonym, the zero Suppression when there is none.
@@ -230,7 +240,7 @@ func (s *Service) Lift(ctx context.Context, p auth.Principal, in LiftRequest) (L
 	if err != nil {
 		return LiftResponse{}, err
 	}
-	out := LiftResponse{TenantID: in.TenantID, Subjects: []LiftResult{}, Sessions: []LiftResult{}}
+	out := LiftResponse{TenantID: in.TenantID}
 	var recs []*kgo.Record
 	lift := func(pseudonym string) (LiftResult, error) {
 		r := LiftResult{Pseudonym: pseudonym, Outcome: LiftNotSuppressed}
@@ -253,19 +263,8 @@ func (s *Service) Lift(ctx context.Context, p auth.Principal, in LiftRequest) (L
 		recs = append(recs, &kgo.Record{Topic: s.suppressionsTopic(), Key: event.SuppressionKey(cur.TenantID, cur.Pseudonym), Value: b})
 		return r, nil
 	}
-	for _, id := range in.SubjectIDs {
-		r, err := lift(s.Key.Pseudonym(in.TenantID, id))
-		if err != nil {
-			return LiftResponse{}, err
-		}
-		out.Subjects = append(out.Subjects, r)
-	}
-	for _, id := range in.SessionIDs {
-		r, err := lift(s.Key.SessionPseudonym(in.TenantID, id))
-		if err != nil {
-			return LiftResponse{}, err
-		}
-		out.Sessions = append(out.Sessions, r)
+	if out.Subjects, out.Sessions, err = perIdentifier(s.Key, in.TenantID, in.SubjectIDs, in.SessionIDs, lift); err != nil {
+		return LiftResponse{}, err
 	}
 	if len(recs) > 0 {
 		if err := s.Producer.ProduceSync(ctx, recs...).FirstErr(); err != nil {

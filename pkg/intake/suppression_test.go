@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -96,18 +97,6 @@ func suppressedFlags(rs []intake.CheckResult) []bool {
 	return out
 }
 
-func equalFlags(a, b []bool) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // The same subject id in two tenants, erased in one: the check answers suppressed only in
 // that tenant, for the subject and its sessions, with the erasure's request and receipt;
 // subjects never erased are not suppressed; a token of one tenant cannot check the other;
@@ -122,10 +111,10 @@ func TestSuppressionCheckTwoTenants(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("check acme: %d", code)
 	}
-	if f := suppressedFlags(got.Subjects); !equalFlags(f, []bool{true, false, false}) {
+	if f := suppressedFlags(got.Subjects); !slices.Equal(f, []bool{true, false, false}) {
 		t.Errorf("acme subjects suppressed %v, want [true false false]", f)
 	}
-	if f := suppressedFlags(got.Sessions); !equalFlags(f, []bool{true, false, true}) {
+	if f := suppressedFlags(got.Sessions); !slices.Equal(f, []bool{true, false, true}) {
 		t.Errorf("acme sessions suppressed %v, want [true false true]", f)
 	}
 	s := got.Subjects[0]
@@ -142,7 +131,7 @@ func TestSuppressionCheckTwoTenants(t *testing.T) {
 
 	_, got = e.check(t, globexToken, map[string]any{"tenant_id": "globex",
 		"subject_ids": []string{subj, "bob-00042"}, "session_ids": []string{sessA}})
-	if f := suppressedFlags(got.Subjects); !equalFlags(f, []bool{false, true}) {
+	if f := suppressedFlags(got.Subjects); !slices.Equal(f, []bool{false, true}) {
 		t.Errorf("globex subjects suppressed %v, want [false true]: the subject erased in acme is not erased in globex", f)
 	}
 	if got.Subjects[1].ReceiptID != globex.ReceiptID || got.Sessions[0].Suppressed {
