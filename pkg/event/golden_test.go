@@ -82,9 +82,13 @@ func goldens() []golden {
 				},
 				Verification: Verification{
 					Method: "scan", Remaining: 1, Unexamined: 2,
-					UnexaminedItems: []string{"index:acme:{subject}: WRONGTYPE", "cache:acme:{subject}:7: read timeout"},
-					Excluded:        []string{"blob:acme:{subject}:*"},
-					Attestation:     "att-7f3a",
+					UnexaminedItems:    []string{"index:acme:{subject}: WRONGTYPE", "cache:acme:{subject}:7: read timeout"},
+					Excluded:           []string{"blob:acme:{subject}:*"},
+					Attestation:        "att-7f3a",
+					Mentions:           3,
+					Similar:            []string{"17", "5c56c793-69f3-4fbf-87e6-c4bf54c28c26"},
+					DiscoveryRunAt:     ptr(at(30, 8, 0, 0, 250)),
+					DiscoveryUncovered: 2,
 				},
 				Physical:   "AOF keeps values until rewrite",
 				Attempt:    3,
@@ -117,7 +121,8 @@ func goldens() []golden {
 						Verification: Verification{
 							Method: "count", Remaining: 0x7fffffff, Unexamined: 1,
 							UnexaminedItems: []string{"shopbot_acme: unreadable"}, Excluded: []string{"shopbot_acme_old"},
-							Attestation: "att-1",
+							Attestation: "att-1", Mentions: 1, Similar: []string{"9"},
+							DiscoveryRunAt: ptr(at(30, 7, 0, 0, 0)), DiscoveryUncovered: 1,
 						},
 						Physical: "vacuum pending",
 					},
@@ -127,7 +132,8 @@ func goldens() []golden {
 						Verification: Verification{
 							Method: "by-design", Remaining: -1, Unexamined: -1,
 							UnexaminedItems: []string{"evt-1: undecodable"}, Excluded: []string{"evt-2"},
-							Attestation: "att-2",
+							Attestation: "att-2", Mentions: 2, Similar: []string{"10"},
+							DiscoveryRunAt: ptr(at(30, 6, 0, 0, 0)), DiscoveryUncovered: 4,
 						},
 						Physical: "pseudonyms only",
 					},
@@ -246,3 +252,5 @@ func assertPopulated(t *testing.T, v reflect.Value, path string) {
 		}
 	}
 }
+
+func ptr[T any](v T) *T { return &v }
