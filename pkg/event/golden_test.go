@@ -186,8 +186,6 @@ func goldens() []golden {
 	}
 }
 
-func ptr[T any](v T) *T { return &v }
-
 func TestGolden(t *testing.T) {
 	for _, g := range goldens() {
 		t.Run(g.typ.Name(), func(t *testing.T) {
