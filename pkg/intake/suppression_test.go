@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -298,5 +300,62 @@ func TestSuppressionLiftNeedsAuthentication(t *testing.T) {
 	b := `{"tenant_id": "acme", "subject_ids": ["x"], "basis": "consent", "reason": "r"}`
 	if code, _ := e.do(t, "POST", "/v1/suppressions/lift", b); code != http.StatusForbidden {
 		t.Errorf("lift with authentication disabled: %d, want 403", code)
+	}
+}
+
+// A request carries the pseudonyms of its sessions (the subject's are on the request
+// already); a re-drive adds those of the sessions it names, so all become suppressed.
+func TestRequestCarriesSessionPseudonyms(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	first, err := e.svc.Submit(ctx, event.IntakeRequest{TenantID: "acme", SubjectID: subj, SessionIDs: []string{sessA, sessB}, Regulation: "GDPR"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{e.key.SessionPseudonym("acme", sessA), e.key.SessionPseudonym("acme", sessB)}
+	if pub := e.of(t, first.RequestID); !slices.Equal(pub[0].SessionHashes, want) {
+		t.Errorf("published session hashes %v, want %v", pub[0].SessionHashes, want)
+	}
+	if stored, err := e.store.GetRequest(ctx, first.RequestID); err != nil || !slices.Equal(stored.SessionHashes, want) {
+		t.Errorf("stored request's session hashes %v (%v), want %v", stored.SessionHashes, err, want)
+	}
+	again, err := e.svc.Redrive(ctx, first.RequestID, event.Identifiers{SubjectID: subj, SessionIDs: []string{sessC, sessA}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want = append(want, e.key.SessionPseudonym("acme", sessC)); !slices.Equal(again.SessionHashes, want) {
+		t.Errorf("re-drive's session hashes %v, want %v", again.SessionHashes, want)
+	}
+}
+
+// readCounting counts the suppression list's reads.
+type readCounting struct {
+	*auditlog.DirStore
+	reads atomic.Int64
+}
+
+func (r *readCounting) GetSuppression(ctx context.Context, tenant, pseudonym string) (event.Suppression, error) {
+	r.reads.Add(1)
+	return r.DirStore.GetSuppression(ctx, tenant, pseudonym)
+}
+
+// A check reads one entry per identifier plus the tenant's own, however many erasures the
+// list holds.
+func TestSuppressionCheckCost(t *testing.T) {
+	e, _ := suppressing(t)
+	counting := &readCounting{DirStore: e.store.Store.(*auditlog.DirStore)}
+	e.svc.Store = counting
+	body := map[string]any{"tenant_id": "acme", "subject_ids": []string{subj, "carol-0007"}, "session_ids": []string{sessA}}
+	for round, erasures := range []int{1, 20} {
+		for i := range erasures {
+			e.erase(t, acmeToken, map[string]any{"tenant_id": "acme", "subject_id": fmt.Sprintf("filler-%d-%d", round, i), "regulation": "GDPR"})
+		}
+		counting.reads.Store(0)
+		if code, _ := e.check(t, acmeToken, body); code != http.StatusOK {
+			t.Fatalf("check: %d", code)
+		}
+		if n := counting.reads.Load(); n != 4 {
+			t.Errorf("after %d more erasures a check of 3 identifiers read %d entries, want 4", erasures, n)
+		}
 	}
 }
