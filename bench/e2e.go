@@ -37,7 +37,7 @@ func startSystem(ctx context.Context, key subject.Key, instances int, sz Size, t
 	inv := inventory.Reference()
 	for i, st := range inv.Stores {
 		if st.Kind == inventory.KindRedis {
-			inv.Stores[i].Locators.IndexOnly = true
+			inv.Stores[i].Locators = st.Locators.With("index_only", true)
 		}
 	}
 	sys, err := embedded.Start(ctx, embedded.Options{Key: key, Instances: instances, Log: serviceLog(), Inventory: inv})

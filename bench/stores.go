@@ -208,7 +208,7 @@ func (b *storeBench) seed(ctx context.Context, tenant string, sz Size, targets [
 func indexOnly(sts []inventory.Store) []inventory.Store {
 	out := make([]inventory.Store, len(sts))
 	for i, st := range sts {
-		st.Locators.IndexOnly = true
+		st.Locators = st.Locators.With("index_only", true)
 		out[i] = st
 	}
 	return out

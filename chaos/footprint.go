@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/redisstore"
 )
 
 // Footprint is what the stores hold of one subject, read back directly by the harness.
@@ -83,7 +84,11 @@ func (s *System) tenantFootprints(ctx context.Context, tenant string, subs []*Su
 	for _, sub := range subs {
 		keys := append([]string{}, sub.Keys...)
 		for _, st := range s.Inventory.OfKinds(inventory.KindRedis) {
-			keys = append(keys, inventory.Expand(st.Locators.Index, inventory.Vars{Tenant: tenant, Subject: sub.ID}, nil))
+			l, err := redisstore.LocatorsOf(st)
+			if err != nil {
+				return err
+			}
+			keys = append(keys, inventory.Expand(l.Index, inventory.Vars{Tenant: tenant, Subject: sub.ID}, nil))
 		}
 		pipe := s.Redis.Pipeline()
 		for _, k := range keys {

@@ -328,7 +328,7 @@ func superviseStore(p *Proc) {
 func indexOnly(inv *inventory.Inventory) *inventory.Inventory {
 	for i, st := range inv.Stores {
 		if st.Kind == inventory.KindRedis {
-			inv.Stores[i].Locators.IndexOnly = true
+			inv.Stores[i].Locators = st.Locators.With("index_only", true)
 		}
 	}
 	return inv

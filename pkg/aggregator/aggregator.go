@@ -35,11 +35,11 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
-	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/envelope"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/metrics"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 	"github.com/lethe-erasure/lethe/pkg/worker"
 )
 
@@ -72,7 +72,7 @@ func (a *Aggregator) Handle(ctx context.Context, rec *kgo.Record) error {
 		if a.Inventory != nil {
 			for _, st := range req.ExpectedStores {
 				if _, ok := a.Inventory.Store(st); !ok {
-					return deletion.Permanent(fmt.Errorf("aggregator: request expects store %q, which inventory %s does not list: no deleter serves it", st, a.Inventory.Version))
+					return retry.Permanent(fmt.Errorf("aggregator: request expects store %q, which inventory %s does not list: no deleter serves it", st, a.Inventory.Version))
 				}
 			}
 		}
@@ -86,7 +86,7 @@ func (a *Aggregator) Handle(ctx context.Context, rec *kgo.Record) error {
 			return err
 		}
 		if d.RequestID == "" || d.Store == "" {
-			return deletion.Permanent(errors.New("aggregator: store report without request_id or store"))
+			return retry.Permanent(errors.New("aggregator: store report without request_id or store"))
 		}
 		prev, err := a.Store.Reports(ctx, d.RequestID)
 		if err != nil {
@@ -129,7 +129,7 @@ func Merge(prev, next event.StoreDone) event.StoreDone {
 
 func validRequest(r *event.Requested) error {
 	if r.RequestID == "" || r.TenantID == "" || len(r.ExpectedStores) == 0 {
-		return deletion.Permanent(errors.New("aggregator: request without request_id, tenant_id or expected stores"))
+		return retry.Permanent(errors.New("aggregator: request without request_id, tenant_id or expected stores"))
 	}
 	return nil
 }

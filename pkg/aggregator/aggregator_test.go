@@ -11,13 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lethe-erasure/lethe/pkg/retry"
 	"github.com/lethe-erasure/lethe/pkg/testenv"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/lethe-erasure/lethe/pkg/aggregator"
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
-	"github.com/lethe-erasure/lethe/pkg/consumer"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 )
@@ -422,7 +422,7 @@ func TestHandleRejectsBadRecords(t *testing.T) {
 		"request without tenant":        reqRec(t, noTenant),
 		"report without store":          doneRecs(t, noStore)[0],
 	} {
-		if err := e.agg.Handle(context.Background(), rec); err == nil || !consumer.IsPermanent(err) {
+		if err := e.agg.Handle(context.Background(), rec); err == nil || !retry.IsPermanent(err) {
 			t.Errorf("%s: got %v, want a permanent error", name, err)
 		}
 	}
@@ -446,7 +446,7 @@ func TestPublishFailureIsRetried(t *testing.T) {
 	last := recs[len(recs)-1]
 	ok := e.agg.Producer
 	e.agg.Producer = failingProducer{}
-	if err := e.agg.Handle(context.Background(), last); err == nil || consumer.IsPermanent(err) {
+	if err := e.agg.Handle(context.Background(), last); err == nil || retry.IsPermanent(err) {
 		t.Fatalf("got %v, want a transient error", err)
 	}
 	stored, err := e.store.GetReceipt(context.Background(), "er_1")

@@ -14,6 +14,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/deletion/deletiontest"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
 func auditStore(t *testing.T) inventory.Store {
@@ -115,7 +116,7 @@ func TestVerifierScopes(t *testing.T) {
 		t.Errorf("tenant-scope Verify = %+v, %v", ver, err)
 	}
 	sub.Hash = ""
-	if _, err := v.Verify(ctx, auditStore(t), sub); !deletion.IsPermanent(err) {
+	if _, err := v.Verify(ctx, auditStore(t), sub); !retry.IsPermanent(err) {
 		t.Errorf("Verify without a pseudonym: %v, want a permanent error", err)
 	}
 }
@@ -147,7 +148,7 @@ func TestWriterStoresNoRawValues(t *testing.T) {
 	if v, err := auditlog.NewVerifier(s).Verify(ctx, auditStore(t), sub); err != nil || v.Remaining != 0 {
 		t.Errorf("Verify of Writer's events = %+v, %v", v, err)
 	}
-	if err := w.Query(ctx, "acme", "", "s", "q", nil, "", ""); !deletion.IsPermanent(err) {
+	if err := w.Query(ctx, "acme", "", "s", "q", nil, "", ""); !retry.IsPermanent(err) {
 		t.Errorf("Query without a subject: %v, want a permanent error", err)
 	}
 }
@@ -155,4 +156,19 @@ func TestWriterStoresNoRawValues(t *testing.T) {
 func js(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+func TestVerifierValidate(t *testing.T) {
+	v := auditlog.NewVerifier(nil)
+	if err := v.Validate(inventory.Reference().OfKinds(auditlog.Kind)[0]); err != nil {
+		t.Fatalf("reference store: %v", err)
+	}
+	bad := inventory.Store{Name: "audit", Kind: auditlog.Kind, Locators: inventory.Locators{"table": "x"}}
+	err := v.Validate(bad)
+	if err == nil || !strings.Contains(err.Error(), `store "audit"`) || !strings.Contains(err.Error(), `unknown field "table"`) {
+		t.Errorf("Validate with a locator = %v, want an error naming the store and the field", err)
+	}
+	if _, err := v.Erase(context.Background(), bad, deletion.Subject{}); !retry.IsPermanent(err) {
+		t.Errorf("Erase of an invalid store = %v, want permanent", err)
+	}
 }

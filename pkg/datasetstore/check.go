@@ -16,8 +16,9 @@ import (
 // prefixes: each must answer HeadBucket.
 func Check(client *s3.Client, inv *inventory.Inventory) metrics.Check {
 	buckets := map[string]bool{}
-	for _, st := range inv.OfKinds(inventory.KindDataset) {
-		for _, p := range st.Locators.Prefixes {
+	for _, st := range inv.OfKinds(Kind) {
+		l, _ := LocatorsOf(st) // an invalid store has no buckets to check; Validate reports it
+		for _, p := range l.Prefixes {
 			if rest, ok := strings.CutPrefix(p, "s3://"); ok {
 				b, _, _ := strings.Cut(rest, "/")
 				buckets[b] = true

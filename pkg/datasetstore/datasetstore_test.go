@@ -10,6 +10,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/deletion/deletiontest"
 	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
 func s3Fixture(t *testing.T) (deletiontest.Fixture, *fixture, s3World) {
@@ -135,7 +136,7 @@ func TestTenantScope(t *testing.T) {
 			if v, err := fx.Impl.Verify(ctx, fx.Store, tenant); err != nil || v.Unexamined != 1 || !strings.Contains(strings.Join(v.UnexaminedItems, ""), "README.md: ") {
 				t.Errorf("Verify without the exclusion = %+v, %v; want README.md unexamined", v, err)
 			}
-			fx.Store.Locators.Exclude = []string{"*.MD"}
+			fx.Store.Locators = fx.Store.Locators.With("exclude", []string{"*.MD"})
 			v, err := fx.Impl.Verify(ctx, fx.Store, tenant)
 			if err != nil || v.Remaining == 0 || v.Method != MethodObjects {
 				t.Fatalf("Verify before = %+v, %v; want objects remaining", v, err)
@@ -191,12 +192,12 @@ func TestRejectsBadPrefixes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := testInventory(tc.prefix)
-			if _, err := tc.impl.Erase(ctx, st, tc.subj); !deletion.IsPermanent(err) {
+			if _, err := tc.impl.Erase(ctx, st, tc.subj); !retry.IsPermanent(err) {
 				t.Errorf("Erase: %v, want a permanent error", err)
 			} else if strings.Contains(err.Error(), "cust-1") {
 				t.Errorf("error %q holds the subject id", err)
 			}
-			if _, err := tc.impl.Verify(ctx, st, tc.subj); !deletion.IsPermanent(err) {
+			if _, err := tc.impl.Verify(ctx, st, tc.subj); !retry.IsPermanent(err) {
 				t.Errorf("Verify: %v, want a permanent error", err)
 			}
 		})
@@ -206,7 +207,7 @@ func TestRejectsBadPrefixes(t *testing.T) {
 func TestMissingBucketIsPermanent(t *testing.T) {
 	st := testInventory("s3://no-such-bucket/{tenant}/")
 	_, err := New(newS3Client(t), "").Erase(context.Background(), st, deletiontest.NewSubject("acme", "a"))
-	if !deletion.IsPermanent(err) {
+	if !retry.IsPermanent(err) {
 		t.Errorf("Erase on a missing bucket: %v, want a permanent error", err)
 	}
 }

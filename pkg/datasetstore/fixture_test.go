@@ -415,11 +415,11 @@ func (f *fixture) count(t *testing.T, s deletion.Subject) int {
 func testInventory(prefixes ...string) inventory.Store {
 	return inventory.Store{
 		Name: "dataset",
-		Kind: inventory.KindDataset,
+		Kind: Kind,
 		Locators: inventory.Locators{
-			Prefixes:       prefixes,
-			SubjectColumns: []string{"customer_id"},
-			SessionColumns: []string{"session_id"},
+			"prefixes":        prefixes,
+			"subject_columns": []string{"customer_id"},
+			"session_columns": []string{"session_id"},
 		},
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lethe-erasure/lethe/pkg/retry"
 	"github.com/lethe-erasure/lethe/pkg/testenv"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -18,7 +19,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/lethe-erasure/lethe/pkg/broker"
-	"github.com/lethe-erasure/lethe/pkg/consumer"
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/envelope"
 	"github.com/lethe-erasure/lethe/pkg/event"
@@ -73,11 +73,11 @@ func (f *fakeStore) Erase(ctx context.Context, st inventory.Store, s deletion.Su
 	f.calls = append(f.calls, call{"erase", st.Name, s})
 	b := f.by[st.Name]
 	if b == nil {
-		return deletion.Result{}, deletion.Permanent(fmt.Errorf("fake: no behaviour for %s", st.Name))
+		return deletion.Result{}, retry.Permanent(fmt.Errorf("fake: no behaviour for %s", st.Name))
 	}
 	switch {
 	case b.permanent:
-		return deletion.Result{}, deletion.Permanent(errors.New("fake: malformed row"))
+		return deletion.Result{}, retry.Permanent(errors.New("fake: malformed row"))
 	case b.eraseFails > 0:
 		b.eraseFails--
 		return deletion.Result{}, errors.New("fake: connection refused")
@@ -135,7 +135,7 @@ func setup(t *testing.T, stores map[string]deletion.Store) (*worker.Worker, []st
 		Stores:    stores,
 		Producer:  cl,
 		Attempts:  3,
-		Backoff:   consumer.Backoff{Base: time.Millisecond, Max: 2 * time.Millisecond},
+		Backoff:   retry.Backoff{Base: time.Millisecond, Max: 2 * time.Millisecond},
 		Now:       func() time.Time { return clock },
 	}
 	return w, b.Brokers
@@ -355,7 +355,7 @@ func TestHandleRejectsUndecodable(t *testing.T) {
 		"no request id":      record(t, noID),
 	} {
 		err := w.Handle(context.Background(), rec)
-		if err == nil || !consumer.IsPermanent(err) {
+		if err == nil || !retry.IsPermanent(err) {
 			t.Errorf("%s: got %v, want a permanent error", name, err)
 		}
 	}
@@ -382,7 +382,7 @@ func TestHandleFailsWhenReportsAreNotAcknowledged(t *testing.T) {
 		w, _ := setup(t, map[string]deletion.Store{inventory.KindRedis: f})
 		w.Producer = failingProducer{}
 		err := w.Handle(context.Background(), record(t, request([]string{"redis"}, nil, 1)))
-		if err == nil || consumer.IsPermanent(err) || !strings.Contains(err.Error(), "not enough replicas") {
+		if err == nil || retry.IsPermanent(err) || !strings.Contains(err.Error(), "not enough replicas") {
 			t.Fatalf("got %v, want a transient publish error", err)
 		}
 	})
@@ -402,7 +402,7 @@ func TestHandleFailsWhenReportsAreNotAcknowledged(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		err = w.Handle(ctx, record(t, request([]string{"redis"}, nil, 1)))
-		if err == nil || consumer.IsPermanent(err) {
+		if err == nil || retry.IsPermanent(err) {
 			t.Fatalf("got %v, want a transient publish error", err)
 		}
 		if ctx.Err() != nil {
@@ -417,7 +417,7 @@ func TestHandleStopsOnCancel(t *testing.T) {
 	f.erase = make(chan struct{}, 1)
 	w, addrs := setup(t, map[string]deletion.Store{inventory.KindRedis: f})
 	w.Attempts = 100
-	w.Backoff = consumer.Backoff{Base: time.Hour, Max: time.Hour}
+	w.Backoff = retry.Backoff{Base: time.Hour, Max: time.Hour}
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- w.Handle(ctx, record(t, request([]string{"redis"}, nil, 1))) }()

@@ -106,7 +106,11 @@ func (a *app) eraseNumeric(ctx context.Context, stderr io.Writer) error {
 		n, _ := strconv.ParseInt(c.id, 10, 64)
 		var total int64
 		for _, st := range a.Inventory.OfKinds(inventory.KindQdrant) {
-			for _, tmpl := range st.Locators.Collections {
+			l, err := qdrantstore.LocatorsOf(st)
+			if err != nil {
+				return 0, err
+			}
+			for _, tmpl := range l.Collections {
 				k, err := a.Stack.Qdrant.Count(ctx, &qdrant.CountPoints{
 					CollectionName: inventory.Expand(tmpl, inventory.Vars{Tenant: demoTenant}, nil),
 					Filter:         &qdrant.Filter{Must: []*qdrant.Condition{qdrant.NewMatchInt("customer_id", n)}},
@@ -331,7 +335,11 @@ func (a *app) seed(ctx context.Context) error {
 // and 12 chunks for each numeric-id customer tagged with its id as an integer.
 func (a *app) seedQdrant(ctx context.Context, st inventory.Store) error {
 	q := a.Stack.Qdrant
-	for _, tmpl := range st.Locators.Collections {
+	l, err := qdrantstore.LocatorsOf(st)
+	if err != nil {
+		return err
+	}
+	for _, tmpl := range l.Collections {
 		coll := inventory.Expand(tmpl, inventory.Vars{Tenant: demoTenant}, nil)
 		err := q.CreateCollection(ctx, &qdrant.CreateCollection{CollectionName: coll,
 			VectorsConfig: qdrant.NewVectorsConfig(&qdrant.VectorParams{Size: 4, Distance: qdrant.Distance_Cosine})})
@@ -374,11 +382,15 @@ func (a *app) seedQdrant(ctx context.Context, st inventory.Store) error {
 // seedRedis writes each customer's keys for st (4 per session, as the app does), listing
 // the current session's keys in the per-customer index and leaving the legacy ones unindexed.
 func (a *app) seedRedis(ctx context.Context, st inventory.Store) error {
+	l, err := redisstore.LocatorsOf(st)
+	if err != nil {
+		return err
+	}
 	for _, c := range append([]customer{target}, bystanders...) {
 		s := c.subject(a.Key)
 		for si, sess := range c.sessions {
 			var keys []string
-			for _, tmpl := range st.Locators.Keys {
+			for _, tmpl := range l.Keys {
 				for i := 0; i < 2; i++ {
 					k := redisstore.Key(tmpl, s.Vars(sess), fmt.Sprintf("%s:%d", redisstore.KeyPart(sess), i))
 					if err := a.Stack.Redis.Set(ctx, k, "turn", 0).Err(); err != nil {

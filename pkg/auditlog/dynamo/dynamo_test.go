@@ -22,6 +22,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/deletion/deletiontest"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 	"github.com/lethe-erasure/lethe/pkg/testenv"
 )
 
@@ -207,13 +208,13 @@ func TestDynamo(t *testing.T) {
 	t.Run("ErrorClasses", func(t *testing.T) {
 		missing := New(e.client, "no-such-table")
 		_, err := missing.GetRequest(ctx, "r")
-		if err == nil || errors.Is(err, auditlog.ErrNotFound) || deletion.IsPermanent(err) {
+		if err == nil || errors.Is(err, auditlog.ErrNotFound) || retry.IsPermanent(err) {
 			t.Errorf("missing table: %v, want a transient error", err)
 		}
 		t.Logf("missing table: %v", err)
 		invalid := New(e.client, "x") // table names have at least 3 characters
 		_, err = invalid.GetRequest(ctx, "r")
-		if !deletion.IsPermanent(err) {
+		if !retry.IsPermanent(err) {
 			t.Errorf("invalid table name: %v, want a permanent error", err)
 		}
 		t.Logf("invalid table name: %v", err)
@@ -223,7 +224,7 @@ func TestDynamo(t *testing.T) {
 			big = append(big, fmt.Sprintf("chunk-%0100d", i))
 		}
 		err = s.AppendEvent(ctx, auditlog.Event{EventID: "big", TenantID: "acme", SubjectHash: "h", ChunkIDs: big, At: auditlogtest.T0})
-		if !deletion.IsPermanent(err) {
+		if !retry.IsPermanent(err) {
 			t.Errorf("item over 400 KB: %v, want a permanent error", err)
 		}
 		t.Logf("item over 400 KB: %.200v", err)
