@@ -63,7 +63,7 @@ func CreateCollection(ctx context.Context, q *qdrant.Client, inv *inventory.Inve
 	if err != nil {
 		return fmt.Errorf("qdrant create collection: %w", err)
 	}
-	return qdrantstore.New(q).EnsureIndexes(ctx, inv.OfKinds(inventory.KindQdrant)[0], tenant)
+	return qdrantstore.New(q).EnsureIndexes(ctx, inv.OfKinds(qdrantstore.Kind)[0], tenant)
 }
 
 // qdrantBatch is how many points one seeding upsert carries.
@@ -132,7 +132,7 @@ func redisKeys(inv *inventory.Inventory, c Customer, n int) map[string][]string 
 	out := map[string][]string{}
 	type slot struct{ store, tmpl string }
 	var slots []slot
-	for _, st := range inv.OfKinds(inventory.KindRedis) {
+	for _, st := range inv.OfKinds(redisstore.Kind) {
 		for _, t := range redisLocators(st).Keys {
 			slots = append(slots, slot{st.Name, t})
 		}
@@ -150,7 +150,7 @@ func redisKeys(inv *inventory.Inventory, c Customer, n int) map[string][]string 
 // redisstore.Index, as the application does.
 func SeedRedisTargets(ctx context.Context, rc redis.UniversalClient, inv *inventory.Inventory, k subject.Key, targets []Customer) error {
 	stores := map[string]inventory.Store{}
-	for _, st := range inv.OfKinds(inventory.KindRedis) {
+	for _, st := range inv.OfKinds(redisstore.Kind) {
 		stores[st.Name] = st
 	}
 	for _, c := range targets {
@@ -179,7 +179,7 @@ const redisPipeline = 10000
 // SeedRedisOthers writes n unrelated keys: customers of otherKeys keys each (their own
 // index set included), in pipelined batches. Customers are numbered from first.
 func SeedRedisOthers(ctx context.Context, rc redis.UniversalClient, inv *inventory.Inventory, tenant string, first, n int) error {
-	idxTmpl := redisLocators(inv.OfKinds(inventory.KindRedis)[0]).Index
+	idxTmpl := redisLocators(inv.OfKinds(redisstore.Kind)[0]).Index
 	pipe := rc.Pipeline()
 	queued := 0
 	for c := first; queued < n || pipe.Len() > 0; c++ {

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/qdrantstore"
 	"github.com/lethe-erasure/lethe/pkg/redisstore"
 )
 
@@ -62,7 +63,7 @@ func (o owner) of(id, session string) *Subject {
 
 func (s *System) tenantFootprints(ctx context.Context, tenant string, subs []*Subject, fps []Footprint) error {
 	o := owners(subs)
-	for _, st := range s.Inventory.OfKinds(inventory.KindQdrant) {
+	for _, st := range s.Inventory.OfKinds(qdrantstore.Kind) {
 		var offset *qdrant.PointId
 		for {
 			res, err := s.Qdrant.GetPointsClient().Scroll(ctx, &qdrant.ScrollPoints{CollectionName: collection(st, tenant),
@@ -83,7 +84,7 @@ func (s *System) tenantFootprints(ctx context.Context, tenant string, subs []*Su
 	}
 	for _, sub := range subs {
 		keys := append([]string{}, sub.Keys...)
-		for _, st := range s.Inventory.OfKinds(inventory.KindRedis) {
+		for _, st := range s.Inventory.OfKinds(redisstore.Kind) {
 			l, err := redisstore.LocatorsOf(st)
 			if err != nil {
 				return err

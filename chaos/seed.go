@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
+	"github.com/lethe-erasure/lethe/pkg/datasetstore"
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
@@ -100,13 +101,13 @@ func (s *System) seedTenant(ctx context.Context, tenant string, subs []*Subject)
 	for _, st := range s.Inventory.Stores {
 		var err error
 		switch st.Kind {
-		case inventory.KindQdrant:
+		case qdrantstore.Kind:
 			err = s.seedQdrant(ctx, st, tenant, subs)
-		case inventory.KindRedis:
+		case redisstore.Kind:
 			err = s.seedRedis(ctx, st, subs)
-		case inventory.KindDataset:
+		case datasetstore.Kind:
 			err = s.seedDatasets(ctx, tenant, subs)
-		case inventory.KindAuditLog:
+		case auditlog.Kind:
 			w := auditlog.NewWriter(s.Audit, s.Key)
 			for _, sub := range subs {
 				if err = w.Query(ctx, tenant, sub.ID, sub.Sessions[0], "where is my order?", []string{"chunk-1"}, "gpt-4o-mini", "/v1/chat"); err != nil {

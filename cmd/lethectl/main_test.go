@@ -158,7 +158,7 @@ func seedRedis(t *testing.T, tenant, subjectID, session string) int {
 	ctx := context.Background()
 	s := deletion.Subject{Tenant: tenant, ID: subjectID, Hash: sys.Key.Pseudonym(tenant, subjectID), Sessions: []string{session}, Scope: event.ScopeSubject}
 	n := 0
-	for _, st := range sys.Inventory.OfKinds(inventory.KindRedis) {
+	for _, st := range sys.Inventory.OfKinds(redisstore.Kind) {
 		var keys []string
 		l, err := redisstore.LocatorsOf(st)
 		if err != nil {

@@ -19,7 +19,7 @@ import (
 
 func auditStore(t *testing.T) inventory.Store {
 	t.Helper()
-	sts := inventory.Reference().OfKinds(inventory.KindAuditLog)
+	sts := inventory.Reference().OfKinds(auditlog.Kind)
 	if len(sts) != 1 {
 		t.Fatalf("reference inventory has %d audit_log stores, want 1", len(sts))
 	}
@@ -86,6 +86,13 @@ func TestVerifierFindings(t *testing.T) {
 			}
 			if v.Remaining != want {
 				t.Errorf("Verify(%s) remaining %d, want %d", js(e), v.Remaining, want)
+			}
+			// The verifier's own report says FAILED when it finds personal data: no
+			// other service needs to know what audit_log means.
+			res, err := auditlog.NewVerifier(s).Erase(ctx, auditStore(t), sub)
+			must(t, err)
+			if got, wantStatus := deletion.StatusOf(res, v), map[bool]event.Status{true: event.StatusFailed, false: event.StatusNoPII}[c.taint]; got != wantStatus {
+				t.Errorf("status %s, want %s", got, wantStatus)
 			}
 			if v.Method != "audit events scanned for raw identifiers and PII patterns: 2 events" {
 				t.Errorf("method %q", v.Method)

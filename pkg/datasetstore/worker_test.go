@@ -44,7 +44,7 @@ func TestWorkerFailsOnUnreadableObject(t *testing.T) {
 			b := testenv.Kafka(t, 1, event.TopicStoreDone)
 			wk := &worker.Worker{
 				Inventory: inv,
-				Stores:    map[string]deletion.Store{inventory.KindDataset: New(c, "")},
+				Stores:    map[string]deletion.Store{Kind: New(c, "")},
 				Producer:  testenv.Producer(t, b),
 				Attempts:  2,
 				Backoff:   retry.Backoff{Base: time.Millisecond, Max: time.Millisecond},

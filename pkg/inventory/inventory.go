@@ -17,15 +17,6 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// Store kinds of the reference inventory. Only the deleter serving a kind knows its
-// locators; these names are here for the reference inventory's users and go away with them.
-const (
-	KindQdrant   = "qdrant"
-	KindRedis    = "redis"
-	KindDataset  = "dataset"
-	KindAuditLog = "audit_log"
-)
-
 // Placeholders usable in templates; which of them a template of a kind may use is the
 // kind's to check (CheckTemplate).
 const (

@@ -16,11 +16,11 @@ func TestReference(t *testing.T) {
 		t.Error("reference inventory has no version")
 	}
 	want := []struct{ name, kind string }{
-		{"qdrant", inventory.KindQdrant},
-		{"redis", inventory.KindRedis},
-		{"langgraph", inventory.KindRedis},
-		{"dataset", inventory.KindDataset},
-		{"audit_log", inventory.KindAuditLog},
+		{"qdrant", "qdrant"},
+		{"redis", "redis"},
+		{"langgraph", "redis"},
+		{"dataset", "dataset"},
+		{"audit_log", "audit_log"},
 	}
 	if len(inv.Stores) != len(want) {
 		t.Fatalf("reference has %d stores %v, want %d", len(inv.Stores), inv.Names(), len(want))
@@ -277,7 +277,7 @@ func TestLookups(t *testing.T) {
 	}
 
 	s, ok := inv.Store("langgraph")
-	if !ok || s.Name != "langgraph" || s.Kind != inventory.KindRedis {
+	if !ok || s.Name != "langgraph" || s.Kind != "redis" {
 		t.Errorf("Store(langgraph) = %+v, %v", s, ok)
 	}
 	if want := []string{"graph:{tenant}:{subject}:*"}; !reflect.DeepEqual(s.Locators["keys"], []any{want[0]}) {
@@ -293,10 +293,10 @@ func TestLookups(t *testing.T) {
 		kinds []string
 		want  []string
 	}{
-		{[]string{inventory.KindRedis}, []string{"redis", "langgraph"}},
-		{[]string{inventory.KindQdrant, inventory.KindAuditLog}, []string{"qdrant", "audit_log"}},
-		{[]string{inventory.KindAuditLog, inventory.KindQdrant}, []string{"qdrant", "audit_log"}}, // inventory order
-		{[]string{inventory.KindQdrant, inventory.KindRedis, inventory.KindDataset, inventory.KindAuditLog}, []string{"qdrant", "redis", "langgraph", "dataset", "audit_log"}},
+		{[]string{"redis"}, []string{"redis", "langgraph"}},
+		{[]string{"qdrant", "audit_log"}, []string{"qdrant", "audit_log"}},
+		{[]string{"audit_log", "qdrant"}, []string{"qdrant", "audit_log"}}, // inventory order
+		{[]string{"qdrant", "redis", "dataset", "audit_log"}, []string{"qdrant", "redis", "langgraph", "dataset", "audit_log"}},
 		{[]string{"postgres"}, nil},
 		{nil, nil},
 	}

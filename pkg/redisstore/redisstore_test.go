@@ -145,7 +145,7 @@ func TestTenantScope(t *testing.T) {
 func TestSessionAndHashTemplates(t *testing.T) {
 	backends(t, func(t *testing.T, c *redis.Client) {
 		ctx := context.Background()
-		st := inventory.Store{Name: "hist", Kind: inventory.KindRedis, Locators: inventory.Locators{
+		st := inventory.Store{Name: "hist", Kind: redisstore.Kind, Locators: inventory.Locators{
 			"keys": []string{"hist:{tenant}:{session}:*", "fp:{tenant}:{subject_hash}"},
 		}}
 		s := deletiontest.NewSubject("acme", "c")

@@ -190,7 +190,7 @@ func TestWorkerReportsUnexaminedIndex(t *testing.T) {
 	b := testenv.Kafka(t, 1, event.TopicStoreDone)
 	w := &worker.Worker{
 		Inventory: inventory.Reference(),
-		Stores:    map[string]deletion.Store{inventory.KindRedis: redisstore.New(c)},
+		Stores:    map[string]deletion.Store{redisstore.Kind: redisstore.New(c)},
 		Producer:  testenv.Producer(t, b),
 		Attempts:  2,
 		Backoff:   retry.Backoff{Base: time.Millisecond, Max: time.Millisecond},

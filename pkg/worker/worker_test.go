@@ -217,7 +217,7 @@ func TestHandleSelectsStores(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFake(map[string]*behaviour{"redis": {items: 3}, "langgraph": {}, "audit_log": {noPII: true}})
-			w, addrs := setup(t, map[string]deletion.Store{inventory.KindRedis: f, inventory.KindAuditLog: f})
+			w, addrs := setup(t, map[string]deletion.Store{"redis": f, "audit_log": f})
 			if err := w.Handle(context.Background(), record(t, request(tc.expected, tc.only, tc.attempt))); err != nil {
 				t.Fatal(err)
 			}
@@ -241,7 +241,7 @@ func TestHandleSelectsStores(t *testing.T) {
 // the store received the request's subject.
 func TestHandleReports(t *testing.T) {
 	f := newFake(map[string]*behaviour{"redis": {items: 3}, "langgraph": {}, "audit_log": {noPII: true}})
-	w, addrs := setup(t, map[string]deletion.Store{inventory.KindRedis: f, inventory.KindAuditLog: f})
+	w, addrs := setup(t, map[string]deletion.Store{"redis": f, "audit_log": f})
 	req := request(allStores, nil, 1)
 	if err := w.Handle(context.Background(), record(t, req)); err != nil {
 		t.Fatal(err)
@@ -322,7 +322,7 @@ func TestHandleRetriesAndFailures(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := tc.b
 			f := newFake(map[string]*behaviour{"redis": &b})
-			w, addrs := setup(t, map[string]deletion.Store{inventory.KindRedis: f})
+			w, addrs := setup(t, map[string]deletion.Store{"redis": f})
 			if err := w.Handle(context.Background(), record(t, request([]string{"redis"}, nil, 1))); err != nil {
 				t.Fatal(err)
 			}
@@ -341,7 +341,7 @@ func TestHandleRetriesAndFailures(t *testing.T) {
 // Records that can never be handled are permanent errors: the consumer dead-letters them.
 func TestHandleRejectsUndecodable(t *testing.T) {
 	f := newFake(map[string]*behaviour{"redis": {}})
-	w, addrs := setup(t, map[string]deletion.Store{inventory.KindRedis: f})
+	w, addrs := setup(t, map[string]deletion.Store{"redis": f})
 	noID := request(allStores, nil, 1)
 	noID.RequestID = ""
 	done, err := event.Done.Encode(&event.StoreDone{RequestID: "er_1", Store: "redis", Status: event.StatusDeleted})
@@ -379,7 +379,7 @@ func (failingProducer) ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.P
 func TestHandleFailsWhenReportsAreNotAcknowledged(t *testing.T) {
 	t.Run("producer error", func(t *testing.T) {
 		f := newFake(map[string]*behaviour{"redis": {items: 1}})
-		w, _ := setup(t, map[string]deletion.Store{inventory.KindRedis: f})
+		w, _ := setup(t, map[string]deletion.Store{"redis": f})
 		w.Producer = failingProducer{}
 		err := w.Handle(context.Background(), record(t, request([]string{"redis"}, nil, 1)))
 		if err == nil || retry.IsPermanent(err) || !strings.Contains(err.Error(), "not enough replicas") {
@@ -398,7 +398,7 @@ func TestHandleFailsWhenReportsAreNotAcknowledged(t *testing.T) {
 		defer cl.Close()
 		c.Close()
 		f := newFake(map[string]*behaviour{"redis": {items: 1}})
-		w := &worker.Worker{Inventory: inventory.Reference(), Stores: map[string]deletion.Store{inventory.KindRedis: f}, Producer: cl}
+		w := &worker.Worker{Inventory: inventory.Reference(), Stores: map[string]deletion.Store{"redis": f}, Producer: cl}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		err = w.Handle(ctx, record(t, request([]string{"redis"}, nil, 1)))
@@ -415,7 +415,7 @@ func TestHandleFailsWhenReportsAreNotAcknowledged(t *testing.T) {
 func TestHandleStopsOnCancel(t *testing.T) {
 	f := newFake(map[string]*behaviour{"redis": {items: 1, eraseFails: 1 << 30}})
 	f.erase = make(chan struct{}, 1)
-	w, addrs := setup(t, map[string]deletion.Store{inventory.KindRedis: f})
+	w, addrs := setup(t, map[string]deletion.Store{"redis": f})
 	w.Attempts = 100
 	w.Backoff = retry.Backoff{Base: time.Hour, Max: time.Hour}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -16,6 +16,7 @@ import (
 	"github.com/qdrant/go-client/qdrant"
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
+	"github.com/lethe-erasure/lethe/pkg/datasetstore"
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/intake"
@@ -105,7 +106,7 @@ func (a *app) eraseNumeric(ctx context.Context, stderr io.Writer) error {
 	count := func(c customer) (int64, error) {
 		n, _ := strconv.ParseInt(c.id, 10, 64)
 		var total int64
-		for _, st := range a.Inventory.OfKinds(inventory.KindQdrant) {
+		for _, st := range a.Inventory.OfKinds(qdrantstore.Kind) {
 			l, err := qdrantstore.LocatorsOf(st)
 			if err != nil {
 				return 0, err
@@ -172,7 +173,7 @@ func (a *app) footprints(ctx context.Context) (map[string]footprint, error) {
 		s := c.subject(a.Key)
 		fp := footprint{}
 		for _, st := range a.Inventory.Stores {
-			if st.Kind == inventory.KindAuditLog {
+			if st.Kind == auditlog.Kind {
 				evs, err := a.Stack.Audit.Events(ctx, demoTenant, s.Hash)
 				if err != nil {
 					return nil, err
@@ -185,7 +186,7 @@ func (a *app) footprints(ctx context.Context) (map[string]footprint, error) {
 				return nil, fmt.Errorf("read back %s: %w", st.Name, err)
 			}
 			fp[st.Name] = v.Remaining
-			if st.Kind == inventory.KindDataset {
+			if st.Kind == datasetstore.Kind {
 				// Verify counts rows in every object version; erasing a customer rightly
 				// deletes old versions that also hold others' rows, so others are compared
 				// on the current objects.
@@ -224,10 +225,10 @@ func check(r event.Receipt, inv *inventory.Inventory, before, after map[string]f
 	}
 	bad = append(bad, objectProblems(before, after)...)
 	for _, st := range inv.Stores {
-		if st.Kind != inventory.KindAuditLog && before[target.id][st.Name] == 0 {
+		if st.Kind != auditlog.Kind && before[target.id][st.Name] == 0 {
 			bad = append(bad, fmt.Sprintf("seed: the customer had no data in %s", st.Name))
 		}
-		if st.Kind != inventory.KindAuditLog && after[target.id][st.Name]+after[target.id][st.Name+allVersions] != 0 {
+		if st.Kind != auditlog.Kind && after[target.id][st.Name]+after[target.id][st.Name+allVersions] != 0 {
 			bad = append(bad, fmt.Sprintf("%s: %d items of the customer remain", st.Name, after[target.id][st.Name]+after[target.id][st.Name+allVersions]))
 		}
 		for _, c := range bystanders {
@@ -306,12 +307,12 @@ func doJSON(req *http.Request, want int, v any) error {
 
 // seed writes every customer's data into the five stores, as the RAG app would.
 func (a *app) seed(ctx context.Context) error {
-	for _, st := range a.Inventory.OfKinds(inventory.KindQdrant) {
+	for _, st := range a.Inventory.OfKinds(qdrantstore.Kind) {
 		if err := a.seedQdrant(ctx, st); err != nil {
 			return err
 		}
 	}
-	for _, st := range a.Inventory.OfKinds(inventory.KindRedis) {
+	for _, st := range a.Inventory.OfKinds(redisstore.Kind) {
 		if err := a.seedRedis(ctx, st); err != nil {
 			return err
 		}

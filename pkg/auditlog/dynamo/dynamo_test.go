@@ -106,7 +106,7 @@ func TestDynamo(t *testing.T) {
 		must(t, s.putEventItem(ctx, sub, "no-data", nil))
 		must(t, s.putEventItem(ctx, sub, "number", &types.AttributeValueMemberN{Value: "42"}))
 		must(t, s.putEventItem(ctx, sub, "not-json", str(`{"event_id": "not-json", "path": "/customers/cust-1`)))
-		v, err := auditlog.NewVerifier(s).Verify(ctx, inventory.Reference().OfKinds(inventory.KindAuditLog)[0], sub)
+		v, err := auditlog.NewVerifier(s).Verify(ctx, inventory.Reference().OfKinds(auditlog.Kind)[0], sub)
 		must(t, err)
 		// Items come in key order: no-data, not-json, number, ok.
 		want := []string{
