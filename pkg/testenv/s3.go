@@ -24,7 +24,7 @@ type S3Server struct {
 
 // S3Options configure S3With.
 type S3Options struct {
-	Unversioned bool                           // leave versioning off (by default it is on in every bucket)
+	Unversioned bool                            // leave versioning off (by default it is on in every bucket)
 	Wrap        func(http.Handler) http.Handler // a shim in front of gofakes3, such as a fault injector
 }
 

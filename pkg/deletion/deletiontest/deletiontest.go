@@ -297,8 +297,8 @@ func checkTenantScope(t *testing.T, f Fixture) {
 }
 
 // checkConcurrent erases several subjects of one tenant at once, as the runtime does for
-// requests on different partitions: each is gone, with its own count, and a bystander
-// keeps everything.
+// requests on different partitions: each is gone, none reports fewer items than it had,
+// and a bystander keeps everything.
 func checkConcurrent(t *testing.T, f Fixture) {
 	ctx := context.Background()
 	const n = 6
@@ -318,7 +318,9 @@ func checkConcurrent(t *testing.T, f Fixture) {
 				t.Errorf("concurrent Erase %d: %v", i, err)
 				return
 			}
-			if res.Deleted() != int64(want[i]) {
+			// Not fewer than seeded; more is allowed: a store that keeps versions may
+			// also delete, and count, copies that the other erasures' rewrites made.
+			if res.Deleted() < int64(want[i]) {
 				t.Errorf("concurrent Erase %d deleted %d, seeded %d", i, res.Deleted(), want[i])
 			}
 			if v, err := f.Impl.Verify(ctx, f.Store, s); err != nil || !v.Clean() {
