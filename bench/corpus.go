@@ -53,8 +53,7 @@ func (c Customer) Subject(k subject.Key) deletion.Subject {
 
 // Collection is the Qdrant collection of tenant in inv.
 func Collection(inv *inventory.Inventory, tenant string) string {
-	st := inv.OfKinds(inventory.KindQdrant)[0]
-	return inventory.Expand(st.Locators.Collections[0], inventory.Vars{Tenant: tenant}, nil)
+	return inventory.Expand(qdrantLocators(inv).Collections[0], inventory.Vars{Tenant: tenant}, nil)
 }
 
 // CreateCollection creates tenant's collection with keyword indexes on the subject fields.
@@ -64,7 +63,7 @@ func CreateCollection(ctx context.Context, q *qdrant.Client, inv *inventory.Inve
 	if err != nil {
 		return fmt.Errorf("qdrant create collection: %w", err)
 	}
-	return qdrantstore.New(q).EnsureIndexes(ctx, inv.OfKinds(inventory.KindQdrant)[0], tenant)
+	return qdrantstore.New(q).EnsureIndexes(ctx, inv.OfKinds(qdrantstore.Kind)[0], tenant)
 }
 
 // qdrantBatch is how many points one seeding upsert carries.
@@ -133,8 +132,8 @@ func redisKeys(inv *inventory.Inventory, c Customer, n int) map[string][]string 
 	out := map[string][]string{}
 	type slot struct{ store, tmpl string }
 	var slots []slot
-	for _, st := range inv.OfKinds(inventory.KindRedis) {
-		for _, t := range st.Locators.Keys {
+	for _, st := range inv.OfKinds(redisstore.Kind) {
+		for _, t := range redisLocators(st).Keys {
 			slots = append(slots, slot{st.Name, t})
 		}
 	}
@@ -151,7 +150,7 @@ func redisKeys(inv *inventory.Inventory, c Customer, n int) map[string][]string 
 // redisstore.Index, as the application does.
 func SeedRedisTargets(ctx context.Context, rc redis.UniversalClient, inv *inventory.Inventory, k subject.Key, targets []Customer) error {
 	stores := map[string]inventory.Store{}
-	for _, st := range inv.OfKinds(inventory.KindRedis) {
+	for _, st := range inv.OfKinds(redisstore.Kind) {
 		stores[st.Name] = st
 	}
 	for _, c := range targets {
@@ -180,7 +179,7 @@ const redisPipeline = 10000
 // SeedRedisOthers writes n unrelated keys: customers of otherKeys keys each (their own
 // index set included), in pipelined batches. Customers are numbered from first.
 func SeedRedisOthers(ctx context.Context, rc redis.UniversalClient, inv *inventory.Inventory, tenant string, first, n int) error {
-	idxTmpl := inv.OfKinds(inventory.KindRedis)[0].Locators.Index
+	idxTmpl := redisLocators(inv.OfKinds(redisstore.Kind)[0]).Index
 	pipe := rc.Pipeline()
 	queued := 0
 	for c := first; queued < n || pipe.Len() > 0; c++ {
@@ -232,4 +231,22 @@ func SeedDataset(ctx context.Context, s3c *s3.Client, tenant string, targets []C
 		return fmt.Errorf("s3 put: %w", err)
 	}
 	return nil
+}
+
+// qdrantLocators are the locators of the first qdrant store of inv, a reference inventory.
+func qdrantLocators(inv *inventory.Inventory) qdrantstore.Locators {
+	l, err := qdrantstore.LocatorsOf(inv.OfKinds(qdrantstore.Kind)[0])
+	if err != nil {
+		panic(err)
+	}
+	return l
+}
+
+// redisLocators are the locators of st, a store of a reference inventory.
+func redisLocators(st inventory.Store) redisstore.Locators {
+	l, err := redisstore.LocatorsOf(st)
+	if err != nil {
+		panic(err)
+	}
+	return l
 }

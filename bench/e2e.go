@@ -17,6 +17,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/embedded"
 	"github.com/lethe-erasure/lethe/pkg/intake"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/redisstore"
 	"github.com/lethe-erasure/lethe/pkg/subject"
 )
 
@@ -36,8 +37,8 @@ func startSystem(ctx context.Context, key subject.Key, instances int, sz Size, t
 	// the system's inventory trusts the index, as an operator would configure it.
 	inv := inventory.Reference()
 	for i, st := range inv.Stores {
-		if st.Kind == inventory.KindRedis {
-			inv.Stores[i].Locators.IndexOnly = true
+		if st.Kind == redisstore.Kind {
+			inv.Stores[i].Locators = st.Locators.With("index_only", true)
 		}
 	}
 	sys, err := embedded.Start(ctx, embedded.Options{Key: key, Instances: instances, Log: serviceLog(), Inventory: inv})

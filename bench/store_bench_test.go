@@ -88,9 +88,9 @@ func BenchmarkErase(b *testing.B) {
 			kind     string
 			baseline func(bench.Customer) (int, error)
 		}{
-			"qdrant":  {qdrantstore.New(st.Qdrant), inventory.KindQdrant, func(c bench.Customer) (int, error) { return bench.BaselineQdrant(ctx, st.Qdrant, coll, c) }},
-			"redis":   {redisstore.New(st.Redis), inventory.KindRedis, func(c bench.Customer) (int, error) { return bench.BaselineRedis(ctx, st.Redis, c) }},
-			"dataset": {datasetstore.New(st.S3, ""), inventory.KindDataset, func(c bench.Customer) (int, error) { return bench.BaselineDataset(ctx, st.S3, c) }},
+			"qdrant":  {qdrantstore.New(st.Qdrant), qdrantstore.Kind, func(c bench.Customer) (int, error) { return bench.BaselineQdrant(ctx, st.Qdrant, coll, c) }},
+			"redis":   {redisstore.New(st.Redis), redisstore.Kind, func(c bench.Customer) (int, error) { return bench.BaselineRedis(ctx, st.Redis, c) }},
+			"dataset": {datasetstore.New(st.S3, ""), datasetstore.Kind, func(c bench.Customer) (int, error) { return bench.BaselineDataset(ctx, st.S3, c) }},
 		}
 		for _, name := range []string{"qdrant", "redis", "dataset"} {
 			s := stores[name]

@@ -70,16 +70,16 @@ func (b *storeBench) measureSize(ctx context.Context, sz Size, n int) (map[strin
 		baseline func(Customer) (int, error)
 		extra    func(Customer) (int, error)
 	}{
-		{storeQdrant, qdrantstore.New(b.st.Qdrant), b.inv.OfKinds(inventory.KindQdrant), TaggedChunks + LegacyChunks,
+		{storeQdrant, qdrantstore.New(b.st.Qdrant), b.inv.OfKinds(qdrantstore.Kind), TaggedChunks + LegacyChunks,
 			func(c Customer) (int, error) { return BaselineQdrant(ctx, b.st.Qdrant, coll, c) },
 			func(c Customer) (int, error) { return BaselineQdrant(ctx, b.st.Qdrant, coll, c) }},
-		{storeRedis, redisstore.New(b.st.Redis), indexOnly(b.inv.OfKinds(inventory.KindRedis)), KeysPerSub,
+		{storeRedis, redisstore.New(b.st.Redis), indexOnly(b.inv.OfKinds(redisstore.Kind)), KeysPerSub,
 			func(c Customer) (int, error) { return BaselineRedis(ctx, b.st.Redis, c) },
 			func(c Customer) (int, error) {
-				_, err := eraseVerify(ctx, redisstore.New(b.st.Redis), b.inv.OfKinds(inventory.KindRedis), c.Subject(b.key), KeysPerSub)
+				_, err := eraseVerify(ctx, redisstore.New(b.st.Redis), b.inv.OfKinds(redisstore.Kind), c.Subject(b.key), KeysPerSub)
 				return KeysPerSub, err
 			}},
-		{storeDataset, datasetstore.New(b.st.S3, ""), b.inv.OfKinds(inventory.KindDataset), 1,
+		{storeDataset, datasetstore.New(b.st.S3, ""), b.inv.OfKinds(datasetstore.Kind), 1,
 			func(c Customer) (int, error) { return BaselineDataset(ctx, b.st.S3, c) }, nil},
 	}
 	for _, a := range adapters {
@@ -208,7 +208,7 @@ func (b *storeBench) seed(ctx context.Context, tenant string, sz Size, targets [
 func indexOnly(sts []inventory.Store) []inventory.Store {
 	out := make([]inventory.Store, len(sts))
 	for i, st := range sts {
-		st.Locators.IndexOnly = true
+		st.Locators = st.Locators.With("index_only", true)
 		out[i] = st
 	}
 	return out

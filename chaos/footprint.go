@@ -15,6 +15,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/qdrantstore"
+	"github.com/lethe-erasure/lethe/pkg/redisstore"
 )
 
 // Footprint is what the stores hold of one subject, read back directly by the harness.
@@ -61,7 +63,7 @@ func (o owner) of(id, session string) *Subject {
 
 func (s *System) tenantFootprints(ctx context.Context, tenant string, subs []*Subject, fps []Footprint) error {
 	o := owners(subs)
-	for _, st := range s.Inventory.OfKinds(inventory.KindQdrant) {
+	for _, st := range s.Inventory.OfKinds(qdrantstore.Kind) {
 		var offset *qdrant.PointId
 		for {
 			res, err := s.Qdrant.GetPointsClient().Scroll(ctx, &qdrant.ScrollPoints{CollectionName: collection(st, tenant),
@@ -82,8 +84,12 @@ func (s *System) tenantFootprints(ctx context.Context, tenant string, subs []*Su
 	}
 	for _, sub := range subs {
 		keys := append([]string{}, sub.Keys...)
-		for _, st := range s.Inventory.OfKinds(inventory.KindRedis) {
-			keys = append(keys, inventory.Expand(st.Locators.Index, inventory.Vars{Tenant: tenant, Subject: sub.ID}, nil))
+		for _, st := range s.Inventory.OfKinds(redisstore.Kind) {
+			l, err := redisstore.LocatorsOf(st)
+			if err != nil {
+				return err
+			}
+			keys = append(keys, inventory.Expand(l.Index, inventory.Vars{Tenant: tenant, Subject: sub.ID}, nil))
 		}
 		pipe := s.Redis.Pipeline()
 		for _, k := range keys {

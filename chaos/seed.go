@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
+	"github.com/lethe-erasure/lethe/pkg/datasetstore"
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
@@ -100,13 +101,13 @@ func (s *System) seedTenant(ctx context.Context, tenant string, subs []*Subject)
 	for _, st := range s.Inventory.Stores {
 		var err error
 		switch st.Kind {
-		case inventory.KindQdrant:
+		case qdrantstore.Kind:
 			err = s.seedQdrant(ctx, st, tenant, subs)
-		case inventory.KindRedis:
+		case redisstore.Kind:
 			err = s.seedRedis(ctx, st, subs)
-		case inventory.KindDataset:
+		case datasetstore.Kind:
 			err = s.seedDatasets(ctx, tenant, subs)
-		case inventory.KindAuditLog:
+		case auditlog.Kind:
 			w := auditlog.NewWriter(s.Audit, s.Key)
 			for _, sub := range subs {
 				if err = w.Query(ctx, tenant, sub.ID, sub.Sessions[0], "where is my order?", []string{"chunk-1"}, "gpt-4o-mini", "/v1/chat"); err != nil {
@@ -122,7 +123,11 @@ func (s *System) seedTenant(ctx context.Context, tenant string, subs []*Subject)
 }
 
 func collection(st inventory.Store, tenant string) string {
-	return inventory.Expand(st.Locators.Collections[0], inventory.Vars{Tenant: tenant}, nil)
+	l, err := qdrantstore.LocatorsOf(st)
+	if err != nil {
+		panic(err) // the chaos inventory is the reference one, valid by its tests
+	}
+	return inventory.Expand(l.Collections[0], inventory.Vars{Tenant: tenant}, nil)
 }
 
 func (s *System) seedQdrant(ctx context.Context, st inventory.Store, tenant string, subs []*Subject) error {
@@ -153,12 +158,16 @@ func (s *System) seedQdrant(ctx context.Context, st inventory.Store, tenant stri
 // seedRedis writes keysPerTmpl keys per template and session of each subject, listing
 // every key in the subject's index (the stores are index_only).
 func (s *System) seedRedis(ctx context.Context, st inventory.Store, subs []*Subject) error {
+	l, err := redisstore.LocatorsOf(st)
+	if err != nil {
+		return err
+	}
 	for _, sub := range subs {
 		ds := sub.subject(s.Key.Pseudonym(sub.Tenant, sub.ID))
 		pipe := s.Redis.Pipeline()
 		var indexed []string
 		for _, sess := range sub.Sessions {
-			for _, tmpl := range st.Locators.Keys {
+			for _, tmpl := range l.Keys {
 				for i := 0; i < keysPerTmpl; i++ {
 					k := redisstore.Key(tmpl, ds.Vars(sess), fmt.Sprintf("%s:%d", redisstore.KeyPart(sess), i))
 					pipe.Set(ctx, k, "turn", 0)

@@ -26,6 +26,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/broker"
 	"github.com/lethe-erasure/lethe/pkg/envelope/dynamokeys"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/redisstore"
 	"github.com/lethe-erasure/lethe/pkg/subject"
 )
 
@@ -327,8 +328,8 @@ func superviseStore(p *Proc) {
 // grows with every seeded subject (the SCAN fallback has its own conformance tests).
 func indexOnly(inv *inventory.Inventory) *inventory.Inventory {
 	for i, st := range inv.Stores {
-		if st.Kind == inventory.KindRedis {
-			inv.Stores[i].Locators.IndexOnly = true
+		if st.Kind == redisstore.Kind {
+			inv.Stores[i].Locators = st.Locators.With("index_only", true)
 		}
 	}
 	return inv

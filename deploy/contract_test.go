@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -22,14 +24,54 @@ type service struct {
 	scaled bool                // scaled by KEDA on consumer-group lag
 }
 
-// services lists every Lethe service, its consumer groups and whether KEDA scales it.
-var services = []service{
+// services lists every Lethe service, its consumer groups and whether KEDA scales it: intake
+// and the aggregator, and every deleter found in ../services (see deleters), so a new kind's
+// deleter must be deployed like the others without being listed here.
+var services = append([]service{
 	{name: "intake", groups: map[string][]string{"lethe-intake": {"erasure.intake"}}},
-	{name: "qdrant-deleter", groups: map[string][]string{"lethe-qdrant-deleter": {"erasure.requested"}}, scaled: true},
-	{name: "redis-deleter", groups: map[string][]string{"lethe-redis-deleter": {"erasure.requested"}}, scaled: true},
-	{name: "dataset-deleter", groups: map[string][]string{"lethe-dataset-deleter": {"erasure.requested"}}, scaled: true},
-	{name: "audit-verifier", groups: map[string][]string{"lethe-audit-verifier": {"erasure.requested"}}, scaled: true},
 	{name: "aggregator", groups: map[string][]string{"lethe-aggregator": {"erasure.requested", "erasure.store.done"}}, scaled: true},
+}, deleters("../services")...)
+
+// deleterCall is how a deleter's main starts it: service.Deleter("<name>", ...).
+var deleterCall = regexp.MustCompile(`service\.Deleter\(\s*"([a-z0-9-]+)"`)
+
+// deleters returns one service per directory of dir whose main.go runs service.Deleter:
+// consumer group "lethe-"+name on erasure.requested, scaled by KEDA. The name must be the
+// directory's, as the image and the manifests name it.
+func deleters(dir string) []service {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		panic(err)
+	}
+	var out []service
+	for _, e := range entries {
+		b, err := os.ReadFile(dir + "/" + e.Name() + "/main.go")
+		if err != nil {
+			continue
+		}
+		m := deleterCall.FindSubmatch(b)
+		if m == nil {
+			continue
+		}
+		if string(m[1]) != e.Name() {
+			panic(fmt.Sprintf("services/%s runs deleter %q: name it after its directory", e.Name(), m[1]))
+		}
+		out = append(out, service{name: e.Name(), groups: map[string][]string{"lethe-" + e.Name(): {"erasure.requested"}}, scaled: true})
+	}
+	return out
+}
+
+// TestDeletersAreFound keeps the discovery honest: the deleters of the reference kinds are found.
+func TestDeletersAreFound(t *testing.T) {
+	var names []string
+	for _, s := range deleters("../services") {
+		names = append(names, s.name)
+	}
+	for _, want := range []string{"audit-verifier", "dataset-deleter", "qdrant-deleter", "redis-deleter"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("deleters found %v, want %s among them", names, want)
+		}
+	}
 }
 
 // metricTypes are the metrics Lethe's services serve, by Prometheus type.

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/lethe-erasure/lethe/pkg/datasetstore"
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/embedded"
 	"github.com/lethe-erasure/lethe/pkg/event"
@@ -40,8 +41,8 @@ func testMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	inv := inventory.Reference()
-	inv.Stores = append(inv.Stores, inventory.Store{Name: "archive", Kind: inventory.KindDataset,
-		Locators: inventory.Locators{Prefixes: []string{"s3://archive-{tenant}/"}, SubjectColumns: []string{"customer_id"}}})
+	inv.Stores = append(inv.Stores, inventory.Store{Name: "archive", Kind: datasetstore.Kind,
+		Locators: inventory.Locators{"prefixes": []string{"s3://archive-{tenant}/"}, "subject_columns": []string{"customer_id"}}})
 	if err := inv.Validate(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -157,9 +158,13 @@ func seedRedis(t *testing.T, tenant, subjectID, session string) int {
 	ctx := context.Background()
 	s := deletion.Subject{Tenant: tenant, ID: subjectID, Hash: sys.Key.Pseudonym(tenant, subjectID), Sessions: []string{session}, Scope: event.ScopeSubject}
 	n := 0
-	for _, st := range sys.Inventory.OfKinds(inventory.KindRedis) {
+	for _, st := range sys.Inventory.OfKinds(redisstore.Kind) {
 		var keys []string
-		for _, tmpl := range st.Locators.Keys {
+		l, err := redisstore.LocatorsOf(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tmpl := range l.Keys {
 			k := redisstore.Key(tmpl, s.Vars(session), redisstore.KeyPart(session)+":0")
 			if err := sys.Stack.Redis.Set(ctx, k, "turn", 0).Err(); err != nil {
 				t.Fatal(err)

@@ -196,7 +196,7 @@ func TestInventoryValidate(t *testing.T) {
 	ref := filepath.Join("..", "..", "deploy", "inventory.yaml")
 	r := lethectl(t, "inventory", "validate", ref)
 	wantCode(t, r, exitOK)
-	for _, want := range []string{"valid, version 2026-11-30.1, 5 stores", "qdrant     qdrant", "langgraph  redis", "audit_log  audit_log"} {
+	for _, want := range []string{"valid, version 2026-11-30.1, 5 stores", "qdrant     qdrant", "langgraph  redis", "audit_log  audit_log", "locators are checked by each kind's deleter at start"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("validate lacks %q:\n%s", want, r.stdout)
 		}
@@ -210,9 +210,9 @@ stores:
     locators: {collections: ["c_{tenant}"], subject_fields: [customer_id]}
   - name: qdrant
     kind: mongodb
-  - name: cache
+  - name: Cache
     kind: redis
-    locators: {keys: ["cache:{tenant}:{user}:*"]}
+  - name: tickets
 `
 	if err := os.WriteFile(broken, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
@@ -222,7 +222,7 @@ stores:
 	var res inventoryResult
 	decode(t, r, &res)
 	all := strings.Join(res.Errors, "\n")
-	if res.Valid || len(res.Errors) < 3 || !strings.Contains(all, "duplicate name") || !strings.Contains(all, `kind "mongodb" is served by no deleter`) || !strings.Contains(all, "unknown placeholder {user}") {
+	if res.Valid || len(res.Errors) != 3 || !strings.Contains(all, "duplicate name") || !strings.Contains(all, `"Cache": name must match`) || !strings.Contains(all, `"tickets": kind is empty`) {
 		t.Errorf("broken inventory: %s", r)
 	}
 	r = lethectl(t, "inventory", "validate", broken)

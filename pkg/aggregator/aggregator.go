@@ -38,11 +38,11 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
-	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/envelope"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/metrics"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 	"github.com/lethe-erasure/lethe/pkg/worker"
 )
 
@@ -79,7 +79,7 @@ func (a *Aggregator) Handle(ctx context.Context, rec *kgo.Record) error {
 		if a.Inventory != nil {
 			for _, st := range req.ExpectedStores {
 				if _, ok := a.Inventory.Store(st); !ok {
-					return deletion.Permanent(fmt.Errorf("aggregator: request expects store %q, which inventory %s does not list: no deleter serves it", st, a.Inventory.Version))
+					return retry.Permanent(fmt.Errorf("aggregator: request expects store %q, which inventory %s does not list: no deleter serves it", st, a.Inventory.Version))
 				}
 			}
 		}
@@ -93,7 +93,7 @@ func (a *Aggregator) Handle(ctx context.Context, rec *kgo.Record) error {
 			return err
 		}
 		if d.RequestID == "" || d.Store == "" {
-			return deletion.Permanent(errors.New("aggregator: store report without request_id or store"))
+			return retry.Permanent(errors.New("aggregator: store report without request_id or store"))
 		}
 		prev, err := a.Store.Reports(ctx, d.RequestID)
 		if err != nil {
@@ -136,7 +136,7 @@ func Merge(prev, next event.StoreDone) event.StoreDone {
 
 func validRequest(r *event.Requested) error {
 	if r.RequestID == "" || r.TenantID == "" || len(r.ExpectedStores) == 0 {
-		return deletion.Permanent(errors.New("aggregator: request without request_id, tenant_id or expected stores"))
+		return retry.Permanent(errors.New("aggregator: request without request_id, tenant_id or expected stores"))
 	}
 	return nil
 }
@@ -231,8 +231,10 @@ func (a *Aggregator) shred(ctx context.Context, requestID string) error {
 	return nil
 }
 
-// Build returns the receipt of req when every expected store has a successful report with
-// nothing remaining; ok is false otherwise. Stores appear in the order of ExpectedStores.
+// Build returns the receipt of req when every expected store has a successful report that
+// names its kind and verified nothing remaining; ok is false otherwise. The rule is the same
+// for every kind: what a status means for a kind is its deleter's to decide (the audit
+// verifier, for one, reports FAILED when it finds personal data). Stores appear in the order of ExpectedStores.
 func Build(req auditlog.Request, reports []event.StoreDone, now time.Time) (r event.Receipt, ok bool) {
 	byStore := map[string]event.StoreDone{}
 	for _, d := range reports {
@@ -255,10 +257,7 @@ func Build(req auditlog.Request, reports []event.StoreDone, now time.Time) (r ev
 	}
 	for _, name := range req.ExpectedStores {
 		d, found := byStore[name]
-		if !found || !d.Status.Succeeded() || !d.Verification.Clean() {
-			return event.Receipt{}, false
-		}
-		if d.Kind == inventory.KindAuditLog && d.Status != event.StatusNoPII {
+		if !found || d.Kind == "" || !d.Status.Succeeded() || !d.Verification.Clean() {
 			return event.Receipt{}, false
 		}
 		r.Stores = append(r.Stores, event.StoreEvidence{

@@ -11,21 +11,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lethe-erasure/lethe/pkg/retry"
 	"github.com/lethe-erasure/lethe/pkg/testenv"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/lethe-erasure/lethe/pkg/aggregator"
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
-	"github.com/lethe-erasure/lethe/pkg/consumer"
 	"github.com/lethe-erasure/lethe/pkg/event"
-	"github.com/lethe-erasure/lethe/pkg/inventory"
 )
 
 var (
 	clock    = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	expected = []string{"qdrant", "redis", "audit_log"}
-	kinds    = map[string]string{"qdrant": inventory.KindQdrant, "redis": inventory.KindRedis, "audit_log": inventory.KindAuditLog}
+	kinds    = map[string]string{"qdrant": "qdrant", "redis": "redis", "audit_log": "audit_log"}
 )
 
 type env struct {
@@ -182,8 +181,12 @@ func checkReceipts(t *testing.T, e *env, tenant string, ids []string) []event.Re
 }
 
 // A receipt is issued only when every expected store reported success with nothing
-// remaining, and the audit log reported NO_PII_BY_DESIGN.
+// remaining, whatever its kind.
 func TestReceiptOnlyWhenEveryStoreSucceeded(t *testing.T) {
+	noKind := done("er_1", "acme", "audit_log", event.StatusNoPII, 1)
+	noKind.Kind = ""
+	otherKind := done("er_1", "acme", "audit_log", event.StatusDeleted, 1)
+	otherKind.Kind = "helpdesk-v2"
 	remaining := done("er_1", "acme", "redis", event.StatusNothingFound, 1)
 	remaining.Verification.Remaining = 1
 	unexamined := done("er_1", "acme", "redis", event.StatusNothingFound, 1)
@@ -201,10 +204,8 @@ func TestReceiptOnlyWhenEveryStoreSucceeded(t *testing.T) {
 		{"one store missing", success("er_1", "acme", 1)[:2], false},
 		{"an unexpected store instead of an expected one", append(success("er_1", "acme", 1)[:2],
 			done("er_1", "acme", "langgraph", event.StatusDeleted, 1)), false},
-		{"audit log reports a deletion", append(success("er_1", "acme", 1)[:2],
-			done("er_1", "acme", "audit_log", event.StatusDeleted, 1)), false},
-		{"audit log reports nothing found", append(success("er_1", "acme", 1)[:2],
-			done("er_1", "acme", "audit_log", event.StatusNothingFound, 1)), false},
+		{"a report naming no kind", append(success("er_1", "acme", 1)[:2], noKind), false},
+		{"a store of a kind no Lethe package defines", append(success("er_1", "acme", 1)[:2], otherKind), true},
 		{"items remaining behind a success status", []event.StoreDone{
 			done("er_1", "acme", "qdrant", event.StatusDeleted, 1), remaining,
 			done("er_1", "acme", "audit_log", event.StatusNoPII, 1)}, false},
@@ -422,7 +423,7 @@ func TestHandleRejectsBadRecords(t *testing.T) {
 		"request without tenant":        reqRec(t, noTenant),
 		"report without store":          doneRecs(t, noStore)[0],
 	} {
-		if err := e.agg.Handle(context.Background(), rec); err == nil || !consumer.IsPermanent(err) {
+		if err := e.agg.Handle(context.Background(), rec); err == nil || !retry.IsPermanent(err) {
 			t.Errorf("%s: got %v, want a permanent error", name, err)
 		}
 	}
@@ -446,7 +447,7 @@ func TestPublishFailureIsRetried(t *testing.T) {
 	last := recs[len(recs)-1]
 	ok := e.agg.Producer
 	e.agg.Producer = failingProducer{}
-	if err := e.agg.Handle(context.Background(), last); err == nil || consumer.IsPermanent(err) {
+	if err := e.agg.Handle(context.Background(), last); err == nil || retry.IsPermanent(err) {
 		t.Fatalf("got %v, want a transient error", err)
 	}
 	stored, err := e.store.GetReceipt(context.Background(), "er_1")
@@ -479,7 +480,7 @@ func TestBuild(t *testing.T) {
 		t.Errorf("stores in order %v, want %v", order, req.ExpectedStores)
 	}
 	q := r.Stores[2]
-	if q.Deleted != 5 || len(q.Locations) != 2 || q.Kind != inventory.KindQdrant || q.Status != event.StatusDeleted ||
+	if q.Deleted != 5 || len(q.Locations) != 2 || q.Kind != "qdrant" || q.Status != event.StatusDeleted ||
 		!reflect.DeepEqual(q.Verification, event.Verification{Method: "read-back"}) {
 		t.Errorf("qdrant evidence %+v", q)
 	}

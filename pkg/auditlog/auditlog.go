@@ -95,7 +95,7 @@ type Head struct {
 
 // Store is the audit table. Implementations are safe for concurrent use, honour ctx, and
 // make each conditional write atomic on its own item (no multi-item transactions). Errors
-// other than the sentinels above are transient unless marked deletion.Permanent (a
+// other than the sentinels above are transient unless marked retry.Permanent (a
 // malformed stored item, a request the backend rejects).
 type Store interface {
 	// AppendEvent stores e. Appending an event id already stored for the same tenant and

@@ -14,8 +14,8 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/auditlog/auditlogtest"
-	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -89,7 +89,7 @@ func TestDirStoreRejectsEmptyIDs(t *testing.T) {
 		"report":  s.PutReport(ctx, event.StoreDone{RequestID: "r"}),
 		"receipt": s.PutReceipt(ctx, event.Receipt{TenantID: "acme"}),
 	} {
-		if !deletion.IsPermanent(err) {
+		if !retry.IsPermanent(err) {
 			t.Errorf("%s without an id: %v, want a permanent error", name, err)
 		}
 	}

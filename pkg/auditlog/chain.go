@@ -9,8 +9,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
 // Errors of VerifyChain.
@@ -202,7 +202,7 @@ func HashReceipt(r event.Receipt) string {
 // races or when ctx ends (transient errors); a missing request or tenant id is Permanent.
 func Issue(ctx context.Context, s Store, r event.Receipt) (event.Receipt, error) {
 	if r.RequestID == "" || r.TenantID == "" {
-		return event.Receipt{}, deletion.Permanent(errors.New("auditlog: issue: receipt needs a request id and a tenant id"))
+		return event.Receipt{}, retry.Permanent(errors.New("auditlog: issue: receipt needs a request id and a tenant id"))
 	}
 	r.RequestedAt = r.RequestedAt.UTC().Truncate(time.Millisecond)
 	r.CompletedAt = r.CompletedAt.UTC().Truncate(time.Millisecond)

@@ -9,9 +9,9 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/lethe-erasure/lethe/pkg/retry"
 	"github.com/lethe-erasure/lethe/pkg/wal"
 
-	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/event"
 )
 
@@ -175,7 +175,7 @@ func (s *DirStore) Close() error {
 // AppendEvent stores e unless its id is stored for the tenant and subject hash.
 func (s *DirStore) AppendEvent(ctx context.Context, e Event) error {
 	if e.EventID == "" || e.TenantID == "" || e.SubjectHash == "" {
-		return deletion.Permanent(errors.New("auditlog: event needs an event id, a tenant id and a subject hash"))
+		return retry.Permanent(errors.New("auditlog: event needs an event id, a tenant id and a subject hash"))
 	}
 	err := s.write(ctx, item{opEvent, e.TenantID, e.SubjectHash, e.EventID}, func() ([]byte, error) {
 		if _, ok := s.events[[2]string{e.TenantID, e.SubjectHash}][e.EventID]; ok {
@@ -206,7 +206,7 @@ func (s *DirStore) Events(ctx context.Context, tenant, subjectHash string) ([]Ev
 // PutRequest inserts r or replaces the stored request when r.Attempt >= its attempt.
 func (s *DirStore) PutRequest(ctx context.Context, r Request) error {
 	if r.RequestID == "" {
-		return deletion.Permanent(errors.New("auditlog: request needs a request id"))
+		return retry.Permanent(errors.New("auditlog: request needs a request id"))
 	}
 	err := s.write(ctx, item{op: opRequest, a: r.RequestID}, func() ([]byte, error) {
 		if old, ok := s.requests[r.RequestID]; ok && r.Attempt < old.r.Attempt {
@@ -256,7 +256,7 @@ func (sr storedRequest) copy() Request {
 // PutReport stores d unless a report of a later attempt is stored for its request and store.
 func (s *DirStore) PutReport(ctx context.Context, d event.StoreDone) error {
 	if d.RequestID == "" || d.Store == "" {
-		return deletion.Permanent(errors.New("auditlog: report needs a request id and a store"))
+		return retry.Permanent(errors.New("auditlog: report needs a request id and a store"))
 	}
 	err := s.write(ctx, item{op: opReport, a: d.RequestID, b: d.Store}, func() ([]byte, error) {
 		if old, ok := s.reports[d.RequestID][d.Store]; ok && d.Attempt < old.attempt {
@@ -300,7 +300,7 @@ func (s *DirStore) GetReceipt(ctx context.Context, requestID string) (event.Rece
 // stores the receipt and the tenant's index entry (its tenant and seq).
 func (s *DirStore) PutReceipt(ctx context.Context, r event.Receipt) error {
 	if r.RequestID == "" || r.TenantID == "" {
-		return deletion.Permanent(errors.New("auditlog: receipt needs a request id and a tenant id"))
+		return retry.Permanent(errors.New("auditlog: receipt needs a request id and a tenant id"))
 	}
 	err := s.write(ctx, item{op: opReceipt, a: r.RequestID}, func() ([]byte, error) {
 		if _, ok := s.receipts[r.RequestID]; ok {

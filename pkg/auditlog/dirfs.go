@@ -7,8 +7,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
 // Record operations. A record's payload is the operation byte, a uvarint-prefixed tenant
@@ -35,7 +35,7 @@ type indexEntry struct {
 func record(op byte, tenant string, v any) ([]byte, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return nil, deletion.Permanent(err)
+		return nil, retry.Permanent(err)
 	}
 	return rawRecord(op, tenant, b), nil
 }
@@ -51,7 +51,7 @@ func rawRecord(op byte, tenant string, js []byte) []byte {
 // decode decodes a stored item; a malformed one is permanent.
 func decode(b []byte, v any) error {
 	if err := json.Unmarshal(b, v); err != nil {
-		return deletion.Permanent(fmt.Errorf("malformed item: %w", err))
+		return retry.Permanent(fmt.Errorf("malformed item: %w", err))
 	}
 	return nil
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 
-	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
 // PublishMarker is an optional capability of a Store, found by type assertion: a durable
@@ -31,7 +31,7 @@ var _ PublishMarker = (*DirStore)(nil)
 // MarkPublished records the publication of requestID's receipt unless it is recorded.
 func (s *DirStore) MarkPublished(ctx context.Context, requestID, receiptID string) error {
 	if requestID == "" {
-		return deletion.Permanent(errors.New("auditlog: publication mark needs a request id"))
+		return retry.Permanent(errors.New("auditlog: publication mark needs a request id"))
 	}
 	err := s.write(ctx, item{op: opPublished, a: requestID}, func() ([]byte, error) {
 		if _, ok := s.published[requestID]; ok {

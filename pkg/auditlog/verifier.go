@@ -12,6 +12,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/pii"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
 // MinSubstringLen is the shortest identifier (in runes) Verify looks for inside a field;
@@ -48,11 +49,29 @@ type Verifier struct {
 
 var _ deletion.Store = (*Verifier)(nil)
 
+// Kind is the inventory kind the Verifier serves.
+const Kind = "audit_log"
+
+var _ deletion.Validator = (*Verifier)(nil)
+
+// Validate checks the locators of an audit_log inventory store: it has none, so any field
+// is an error naming it. The audit table itself is the service's configuration.
+func (v *Verifier) Validate(st inventory.Store) error {
+	var none struct{}
+	if err := st.Locators.Decode(&none); err != nil {
+		return retry.Permanent(fmt.Errorf("auditlog: store %q: %w", st.Name, err))
+	}
+	return nil
+}
+
 // NewVerifier returns the audit_log deletion.Store over s.
 func NewVerifier(s Store) *Verifier { return &Verifier{s: s} }
 
 // Erase deletes nothing and reports NoPIIByDesign with no locations.
 func (v *Verifier) Erase(ctx context.Context, st inventory.Store, s deletion.Subject) (deletion.Result, error) {
+	if err := v.Validate(st); err != nil {
+		return deletion.Result{}, err
+	}
 	return deletion.Result{NoPIIByDesign: true}, ctx.Err()
 }
 
@@ -66,7 +85,7 @@ func (v *Verifier) Verify(ctx context.Context, st inventory.Store, s deletion.Su
 		return event.Verification{Method: "tenant scope: audit events hold keyed pseudonyms only (not scanned)"}, nil
 	}
 	if s.Hash == "" {
-		return event.Verification{}, deletion.Permanent(errors.New("auditlog: verify: subject has no pseudonym"))
+		return event.Verification{}, retry.Permanent(errors.New("auditlog: verify: subject has no pseudonym"))
 	}
 	ids := make([]string, 0, 1+len(s.Sessions))
 	for _, id := range append([]string{s.ID}, s.Sessions...) {

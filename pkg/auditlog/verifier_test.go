@@ -14,11 +14,12 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/deletion/deletiontest"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
 func auditStore(t *testing.T) inventory.Store {
 	t.Helper()
-	sts := inventory.Reference().OfKinds(inventory.KindAuditLog)
+	sts := inventory.Reference().OfKinds(auditlog.Kind)
 	if len(sts) != 1 {
 		t.Fatalf("reference inventory has %d audit_log stores, want 1", len(sts))
 	}
@@ -30,9 +31,11 @@ func TestVerifierConformance(t *testing.T) {
 	ctx := context.Background()
 	deletiontest.Run(t, func(t *testing.T) deletiontest.Fixture {
 		s := openDir(t)
-		return auditlogtest.VerifierFixture(t, s, func(t testing.TB, sub deletion.Subject) {
+		f := auditlogtest.VerifierFixture(t, s, func(t testing.TB, sub deletion.Subject) {
 			must(t, s.AppendRawEvent(ctx, rawEvent(sub, "unreadable", `"at": "yesterday"`)))
 		})
+		f.NoDown = "the directory audit store is local files, with no server to lose"
+		return f
 	})
 }
 
@@ -86,6 +89,13 @@ func TestVerifierFindings(t *testing.T) {
 			if v.Remaining != want {
 				t.Errorf("Verify(%s) remaining %d, want %d", js(e), v.Remaining, want)
 			}
+			// The verifier's own report says FAILED when it finds personal data: no
+			// other service needs to know what audit_log means.
+			res, err := auditlog.NewVerifier(s).Erase(ctx, auditStore(t), sub)
+			must(t, err)
+			if got, wantStatus := deletion.StatusOf(res, v), map[bool]event.Status{true: event.StatusFailed, false: event.StatusNoPII}[c.taint]; got != wantStatus {
+				t.Errorf("status %s, want %s", got, wantStatus)
+			}
 			if v.Method != "audit events scanned for raw identifiers and PII patterns: 2 events" {
 				t.Errorf("method %q", v.Method)
 			}
@@ -115,7 +125,7 @@ func TestVerifierScopes(t *testing.T) {
 		t.Errorf("tenant-scope Verify = %+v, %v", ver, err)
 	}
 	sub.Hash = ""
-	if _, err := v.Verify(ctx, auditStore(t), sub); !deletion.IsPermanent(err) {
+	if _, err := v.Verify(ctx, auditStore(t), sub); !retry.IsPermanent(err) {
 		t.Errorf("Verify without a pseudonym: %v, want a permanent error", err)
 	}
 }
@@ -147,7 +157,7 @@ func TestWriterStoresNoRawValues(t *testing.T) {
 	if v, err := auditlog.NewVerifier(s).Verify(ctx, auditStore(t), sub); err != nil || v.Remaining != 0 {
 		t.Errorf("Verify of Writer's events = %+v, %v", v, err)
 	}
-	if err := w.Query(ctx, "acme", "", "s", "q", nil, "", ""); !deletion.IsPermanent(err) {
+	if err := w.Query(ctx, "acme", "", "s", "q", nil, "", ""); !retry.IsPermanent(err) {
 		t.Errorf("Query without a subject: %v, want a permanent error", err)
 	}
 }
@@ -155,4 +165,19 @@ func TestWriterStoresNoRawValues(t *testing.T) {
 func js(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+func TestVerifierValidate(t *testing.T) {
+	v := auditlog.NewVerifier(nil)
+	if err := v.Validate(inventory.Reference().OfKinds(auditlog.Kind)[0]); err != nil {
+		t.Fatalf("reference store: %v", err)
+	}
+	bad := inventory.Store{Name: "audit", Kind: auditlog.Kind, Locators: inventory.Locators{"table": "x"}}
+	err := v.Validate(bad)
+	if err == nil || !strings.Contains(err.Error(), `store "audit"`) || !strings.Contains(err.Error(), `unknown field "table"`) {
+		t.Errorf("Validate with a locator = %v, want an error naming the store and the field", err)
+	}
+	if _, err := v.Erase(context.Background(), bad, deletion.Subject{}); !retry.IsPermanent(err) {
+		t.Errorf("Erase of an invalid store = %v, want permanent", err)
+	}
 }

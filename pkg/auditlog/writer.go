@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 	"github.com/lethe-erasure/lethe/pkg/subject"
 )
 
@@ -35,7 +35,7 @@ func NewWriter(s Store, k subject.Key) *Writer {
 // raw values.
 func (w *Writer) Query(ctx context.Context, tenant, subjectID, sessionID, queryText string, chunkIDs []string, model, path string) error {
 	if tenant == "" || subjectID == "" {
-		return deletion.Permanent(errors.New("auditlog: query event needs a tenant and a subject id"))
+		return retry.Permanent(errors.New("auditlog: query event needs a tenant and a subject id"))
 	}
 	id, err := newEventID()
 	if err != nil {

@@ -6,9 +6,10 @@
 // after the record was written to the dead-letter topic. Marked offsets are committed
 // periodically, on revoke and on shutdown; nothing is committed for lost partitions, so
 // their records are delivered again to the next owner. A transient error retries the same
-// record with capped exponential backoff, holding only its own partition (fetching pauses
-// there while the others go on); a permanent error (see IsPermanent) sends the record to
-// <topic>.dlq with the reason in headers, and the partition moves on. A revoked partition
+// record with capped, jittered exponential backoff (retry.Backoff), holding only its own
+// partition (fetching pauses there while the others go on); a permanent error
+// (retry.IsPermanent, or an event decoding error) sends the record to <topic>.dlq with the
+// reason in headers, and the partition moves on. A revoked partition
 // (and every partition at shutdown) takes no new record but may finish the one in hand for
 // Config.Grace, so a handler that already changed a store also publishes its report; a
 // lost partition is cancelled at once. Run returns when ctx is done, after in-flight
@@ -31,6 +32,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/metrics"
 	"github.com/lethe-erasure/lethe/pkg/pii"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
 // Handler processes one record. It must be idempotent: a record may be delivered again
@@ -38,17 +40,11 @@ import (
 // including events it produces, was acknowledged.
 type Handler func(ctx context.Context, r *kgo.Record) error
 
-// Permanent is implemented by errors that retrying cannot fix.
-type Permanent interface{ Permanent() bool }
-
-// IsPermanent reports whether err is permanent: it or an error it wraps implements
-// Permanent and says so, or it is an event decoding error.
-func IsPermanent(err error) bool {
-	var p Permanent
-	if errors.As(err, &p) {
-		return p.Permanent()
-	}
-	return errors.Is(err, event.ErrMalformed) || errors.Is(err, event.ErrUnknownSchema)
+// permanent reports whether err sends its record to the dead-letter topic: retry says it
+// is permanent, or it is an event decoding error (a record that does not decode now never
+// will).
+func permanent(err error) bool {
+	return retry.IsPermanent(err) || errors.Is(err, event.ErrMalformed) || errors.Is(err, event.ErrUnknownSchema)
 }
 
 // DLQ record headers.
@@ -61,27 +57,13 @@ const (
 	HeaderAt        = "lethe.dlq.at"
 )
 
-// Backoff is a capped exponential backoff.
-type Backoff struct {
-	Base, Max time.Duration
-}
-
-// Delay is the wait before retry n (n >= 1).
-func (b Backoff) Delay(n int) time.Duration {
-	d := b.Base
-	for i := 1; i < n && d < b.Max; i++ {
-		d *= 2
-	}
-	return min(d, b.Max)
-}
-
 // Config configures Run.
 type Config struct {
 	Broker  broker.Config
 	Group   string
 	Topics  []string
-	Backoff Backoff     // default 50ms..5s
-	Log     *zap.Logger // records are logged by topic, partition and offset only
+	Backoff retry.Backoff // default 50ms..5s
+	Log     *zap.Logger   // records are logged by topic, partition and offset only
 	// MaxRecordBytes: larger records go to the DLQ unread. Default 1 MiB.
 	MaxRecordBytes int
 	// Queue is how many records a partition may hold before its fetching pauses. Default 256.
@@ -100,7 +82,7 @@ type Config struct {
 // Run consumes cfg.Topics in cfg.Group until ctx is done.
 func Run(ctx context.Context, cfg Config, h Handler) error {
 	if cfg.Backoff.Base == 0 {
-		cfg.Backoff = Backoff{Base: 50 * time.Millisecond, Max: 5 * time.Second}
+		cfg.Backoff = retry.Backoff{Base: 50 * time.Millisecond, Max: 5 * time.Second}
 	}
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
@@ -362,7 +344,7 @@ func (p *partition) process(ctx context.Context, rec *kgo.Record) bool {
 		if ctx.Err() != nil {
 			return false
 		}
-		if IsPermanent(err) {
+		if permanent(err) {
 			log.Warn("record dead-lettered", zap.Error(err))
 			ok := p.deadLetter(ctx, rec, err)
 			if ok {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/broker"
 	"github.com/lethe-erasure/lethe/pkg/consumer"
-	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 	"github.com/lethe-erasure/lethe/pkg/testenv"
 )
 
@@ -104,14 +104,14 @@ func TestRetryDLQAndPartitionIsolation(t *testing.T) {
 				return errors.New("store unavailable")
 			}
 		case "poison":
-			return deletion.Permanent(errors.New("cannot decode"))
+			return retry.Permanent(errors.New("cannot decode"))
 		}
 		mu.Lock()
 		seen = append(seen, v)
 		mu.Unlock()
 		return nil
 	}
-	stop := consume(t, consumer.Config{Broker: cfg, Group: "g", Topics: []string{"in"}, Backoff: consumer.Backoff{Base: time.Millisecond, Max: 4 * time.Millisecond}}, h)
+	stop := consume(t, consumer.Config{Broker: cfg, Group: "g", Topics: []string{"in"}, Backoff: retry.Backoff{Base: time.Millisecond, Max: 4 * time.Millisecond}}, h)
 	defer stop()
 
 	waitFor(t, "partition 1 to finish while partition 0 is stuck", func() bool {
@@ -158,7 +158,7 @@ func TestCommitsOnlyHandledRecords(t *testing.T) {
 	cfg := cluster(t, "in")
 	produce(t, cfg, rec(0, "a"), rec(0, "b"), rec(0, "c"))
 	got := make(chan string, 10)
-	ccfg := consumer.Config{Broker: cfg, Group: "g", Topics: []string{"in"}, Backoff: consumer.Backoff{Base: time.Millisecond, Max: time.Millisecond}, Grace: 20 * time.Millisecond}
+	ccfg := consumer.Config{Broker: cfg, Group: "g", Topics: []string{"in"}, Backoff: retry.Backoff{Base: time.Millisecond, Max: time.Millisecond}, Grace: 20 * time.Millisecond}
 	stop := consume(t, ccfg, func(ctx context.Context, r *kgo.Record) error {
 		if string(r.Value) == "c" {
 			<-ctx.Done() // crash in the middle of "c"
@@ -211,15 +211,6 @@ func TestOversizedRecordIsDeadLettered(t *testing.T) {
 	dlq := readAll(t, cfg, "in.dlq", 1)
 	if len(dlq[0].Value) != 2048 {
 		t.Errorf("dlq record has %d bytes", len(dlq[0].Value))
-	}
-}
-
-func TestBackoffIsCapped(t *testing.T) {
-	b := consumer.Backoff{Base: 10 * time.Millisecond, Max: 100 * time.Millisecond}
-	for n, want := range map[int]time.Duration{1: 10 * time.Millisecond, 2: 20 * time.Millisecond, 4: 80 * time.Millisecond, 5: 100 * time.Millisecond, 50: 100 * time.Millisecond} {
-		if got := b.Delay(n); got != want {
-			t.Errorf("Delay(%d) = %v, want %v", n, got, want)
-		}
 	}
 }
 

@@ -10,7 +10,7 @@ import (
 // directory (NewDir). Keys are slash-separated paths relative to the bucket. Implementations
 // are safe for concurrent use and return errors that wrap ErrNotFound for a missing object
 // and ErrConflict for a conditional write that lost a race; errors retrying cannot fix are
-// already marked deletion.Permanent.
+// already marked retry.Permanent.
 type Bucket interface {
 	// List calls fn with the key of every current object whose key starts with prefix,
 	// in no particular order, and stops at fn's first error.

@@ -3,6 +3,7 @@ package datasetstore
 import (
 	"context"
 	"errors"
+	"os"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -16,8 +17,9 @@ import (
 // prefixes: each must answer HeadBucket.
 func Check(client *s3.Client, inv *inventory.Inventory) metrics.Check {
 	buckets := map[string]bool{}
-	for _, st := range inv.OfKinds(inventory.KindDataset) {
-		for _, p := range st.Locators.Prefixes {
+	for _, st := range inv.OfKinds(Kind) {
+		l, _ := LocatorsOf(st) // an invalid store has no buckets to check; Validate reports it
+		for _, p := range l.Prefixes {
 			if rest, ok := strings.CutPrefix(p, "s3://"); ok {
 				b, _, _ := strings.Cut(rest, "/")
 				buckets[b] = true
@@ -34,3 +36,7 @@ func Check(client *s3.Client, inv *inventory.Inventory) metrics.Check {
 		return errors.Join(errs...)
 	}}
 }
+
+// DirFromEnv is the root of directory datasets, LETHE_DATASET_DIR (none by default: prefixes
+// that are no s3:// URL are then refused).
+func DirFromEnv() string { return os.Getenv("LETHE_DATASET_DIR") }

@@ -68,6 +68,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 	"github.com/lethe-erasure/lethe/pkg/subject"
 )
 
@@ -134,31 +135,24 @@ func (l location) excludes(key string) bool {
 
 // locations expands and resolves the prefixes of st for s.
 func (s *Store) locations(st inventory.Store, subj deletion.Subject) ([]location, error) {
-	if st.Kind != inventory.KindDataset {
-		return nil, deletion.Permanent(fmt.Errorf("dataset store %q: kind %q is not %q", st.Name, st.Kind, inventory.KindDataset))
+	ls, err := LocatorsOf(st)
+	if err != nil {
+		return nil, err
 	}
 	if err := subject.ValidateTenant(subj.Tenant); err != nil {
-		return nil, deletion.Permanent(fmt.Errorf("dataset store %q: %w", st.Name, err))
-	}
-	if len(st.Locators.Prefixes) == 0 {
-		return nil, deletion.Permanent(fmt.Errorf("dataset store %q: no prefixes", st.Name))
+		return nil, retry.Permanent(fmt.Errorf("dataset store %q: %w", st.Name, err))
 	}
 	var out []location
-	for _, tmpl := range st.Locators.Prefixes {
-		for _, p := range []string{inventory.Subject, inventory.Session} {
-			if inventory.Uses(tmpl, p) {
-				return nil, deletion.Permanent(fmt.Errorf("dataset store %q: prefix %q names %s: identifiers must not reach object names", st.Name, tmpl, p))
-			}
-		}
+	for _, tmpl := range ls.Prefixes {
 		if subj.TenantScope() && inventory.Uses(tmpl, inventory.SubjectHash) {
-			return nil, deletion.Permanent(fmt.Errorf("dataset store %q: prefix %q names %s, which a tenant erasure cannot fill", st.Name, tmpl, inventory.SubjectHash))
+			return nil, retry.Permanent(fmt.Errorf("dataset store %q: prefix %q names %s, which a tenant erasure cannot fill", st.Name, tmpl, inventory.SubjectHash))
 		}
 		name := inventory.Expand(tmpl, inventory.Vars{Tenant: subj.Tenant, SubjectHash: subj.Hash}, nil)
 		l, err := s.resolve(name)
 		if err != nil {
-			return nil, deletion.Permanent(fmt.Errorf("dataset store %q: prefix %q: %w", st.Name, tmpl, err))
+			return nil, retry.Permanent(fmt.Errorf("dataset store %q: prefix %q: %w", st.Name, tmpl, err))
 		}
-		l.template, l.exclude = tmpl, st.Locators.Exclude
+		l.template, l.exclude = tmpl, ls.Exclude
 		out = append(out, l)
 	}
 	return out, nil
@@ -194,9 +188,13 @@ func (s *Store) resolve(name string) (location, error) {
 
 // matcherFor builds the row matcher of a subject-scope request.
 func matcherFor(st inventory.Store, subj deletion.Subject) (*matcher, error) {
-	m := newMatcher(st.Locators.SubjectColumns, st.Locators.SessionColumns, subj.ID, subj.Sessions)
+	l, err := LocatorsOf(st)
+	if err != nil {
+		return nil, err
+	}
+	m := newMatcher(l.SubjectColumns, l.SessionColumns, subj.ID, subj.Sessions)
 	if m.id == "" && len(m.sessions) == 0 {
-		return nil, deletion.Permanent(fmt.Errorf("dataset store %q: subject has neither an id nor a session", st.Name))
+		return nil, retry.Permanent(fmt.Errorf("dataset store %q: subject has neither an id nor a session", st.Name))
 	}
 	return m, nil
 }

@@ -3,13 +3,19 @@ package datasetstore
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/deletion/deletiontest"
 	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/retry"
+	"github.com/lethe-erasure/lethe/pkg/testenv"
 )
 
 func s3Fixture(t *testing.T) (deletiontest.Fixture, *fixture, s3World) {
@@ -23,6 +29,16 @@ func s3Fixture(t *testing.T) (deletiontest.Fixture, *fixture, s3World) {
 		Store: testInventory("s3://" + testBucket + "/{tenant}/"),
 		Seed:  f.seed,
 		Count: f.count,
+		Down: func(t *testing.T) deletion.Store {
+			down := s3.New(c.Options(), func(o *s3.Options) {
+				o.BaseEndpoint = aws.String(fmt.Sprintf("http://127.0.0.1:%d", testenv.FreePort(t)))
+				o.RetryMaxAttempts = 1
+			})
+			return New(down, "")
+		},
+		Malformed: func(t testing.TB, s deletion.Subject) {
+			w.put(t.(*testing.T), s.Tenant+"/eval/broken.jsonl.gz", []byte("not gzip"))
+		},
 	}, f, w
 }
 
@@ -32,10 +48,14 @@ func dirFixture(t *testing.T) (deletiontest.Fixture, *fixture, dirWorld) {
 		return []string{"datasets/" + tenant + "/qa.csv", "archive/" + tenant + "/nested/qa.jsonl"}
 	}}
 	return deletiontest.Fixture{
-		Impl:  New(nil, w.root),
-		Store: testInventory("datasets/{tenant}/", "file://archive/{tenant}/"),
-		Seed:  f.seed,
-		Count: f.count,
+		Impl:   New(nil, w.root),
+		Store:  testInventory("datasets/{tenant}/", "file://archive/{tenant}/"),
+		Seed:   f.seed,
+		Count:  f.count,
+		NoDown: "a local directory has no server to lose",
+		Malformed: func(t testing.TB, s deletion.Subject) {
+			w.put(t.(*testing.T), "datasets/"+s.Tenant+"/broken.jsonl.gz", []byte("not gzip"))
+		},
 	}, f, w
 }
 
@@ -135,7 +155,7 @@ func TestTenantScope(t *testing.T) {
 			if v, err := fx.Impl.Verify(ctx, fx.Store, tenant); err != nil || v.Unexamined != 1 || !strings.Contains(strings.Join(v.UnexaminedItems, ""), "README.md: ") {
 				t.Errorf("Verify without the exclusion = %+v, %v; want README.md unexamined", v, err)
 			}
-			fx.Store.Locators.Exclude = []string{"*.MD"}
+			fx.Store.Locators = fx.Store.Locators.With("exclude", []string{"*.MD"})
 			v, err := fx.Impl.Verify(ctx, fx.Store, tenant)
 			if err != nil || v.Remaining == 0 || v.Method != MethodObjects {
 				t.Fatalf("Verify before = %+v, %v; want objects remaining", v, err)
@@ -191,12 +211,12 @@ func TestRejectsBadPrefixes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := testInventory(tc.prefix)
-			if _, err := tc.impl.Erase(ctx, st, tc.subj); !deletion.IsPermanent(err) {
+			if _, err := tc.impl.Erase(ctx, st, tc.subj); !retry.IsPermanent(err) {
 				t.Errorf("Erase: %v, want a permanent error", err)
 			} else if strings.Contains(err.Error(), "cust-1") {
 				t.Errorf("error %q holds the subject id", err)
 			}
-			if _, err := tc.impl.Verify(ctx, st, tc.subj); !deletion.IsPermanent(err) {
+			if _, err := tc.impl.Verify(ctx, st, tc.subj); !retry.IsPermanent(err) {
 				t.Errorf("Verify: %v, want a permanent error", err)
 			}
 		})
@@ -206,7 +226,7 @@ func TestRejectsBadPrefixes(t *testing.T) {
 func TestMissingBucketIsPermanent(t *testing.T) {
 	st := testInventory("s3://no-such-bucket/{tenant}/")
 	_, err := New(newS3Client(t), "").Erase(context.Background(), st, deletiontest.NewSubject("acme", "a"))
-	if !deletion.IsPermanent(err) {
+	if !retry.IsPermanent(err) {
 		t.Errorf("Erase on a missing bucket: %v, want a permanent error", err)
 	}
 }

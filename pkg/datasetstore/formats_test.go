@@ -352,7 +352,7 @@ func TestUnreadableObjects(t *testing.T) {
 	w.put(t, "acme/logo.PNG", []byte("\x89PNG not read"))
 	w.put(t, "acme/good.csv", delimited(',').encode(t, all))
 	st := testInventory("s3://" + testBucket + "/{tenant}/")
-	st.Locators.Exclude = []string{"*.png"}
+	st.Locators = st.Locators.With("exclude", []string{"*.png"})
 	store := New(c, "")
 	victim := deletiontest.NewSubject("acme", "cust-1")
 	res, v := eraseAndVerify(t, store, st, victim)

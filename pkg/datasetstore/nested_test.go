@@ -96,8 +96,7 @@ func TestNestedColumns(t *testing.T) {
 			w := s3World{c}
 			w.put(t, tc.key, tc.encode(docs))
 			st := testInventory("s3://" + testBucket + "/{tenant}/")
-			st.Locators.SubjectColumns = []string{"metadata.customer_id"}
-			st.Locators.SessionColumns = []string{"metadata.session_id"}
+			st.Locators = st.Locators.With("subject_columns", []string{"metadata.customer_id"}).With("session_columns", []string{"metadata.session_id"})
 			store := New(c, "")
 			victim := deletiontest.NewSubject("acme", "cust-1")
 			res, err := store.Erase(ctx, st, victim)

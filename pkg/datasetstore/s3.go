@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 
-	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
 // s3Bucket is one S3 bucket. Rewrites are staged in a temporary file so that objects of any
@@ -199,7 +199,7 @@ func (b *s3Bucket) wrap(op string, err error) error {
 		case code == "PreconditionFailed" || code == "ConditionalRequestConflict":
 			return fmt.Errorf("%w: %w", ErrConflict, err)
 		case permanentCodes[code]:
-			return deletion.Permanent(err)
+			return retry.Permanent(err)
 		}
 	}
 	return err

@@ -8,10 +8,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/lethe-erasure/lethe/pkg/consumer"
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 	"github.com/lethe-erasure/lethe/pkg/testenv"
 	"github.com/lethe-erasure/lethe/pkg/worker"
 )
@@ -37,17 +37,17 @@ func TestWorkerFailsOnUnreadableObject(t *testing.T) {
 			w.put(t, "acme/eval/labels.xlsx", []byte("PK\x03\x04 a spreadsheet holding cust-1"))
 			inv := inventory.Reference()
 			for i := range inv.Stores {
-				if inv.Stores[i].Kind == inventory.KindDataset {
-					inv.Stores[i].Locators.Exclude = tc.exclude
+				if inv.Stores[i].Kind == Kind {
+					inv.Stores[i].Locators = inv.Stores[i].Locators.With("exclude", tc.exclude)
 				}
 			}
 			b := testenv.Kafka(t, 1, event.TopicStoreDone)
 			wk := &worker.Worker{
 				Inventory: inv,
-				Stores:    map[string]deletion.Store{inventory.KindDataset: New(c, "")},
+				Stores:    map[string]deletion.Store{Kind: New(c, "")},
 				Producer:  testenv.Producer(t, b),
 				Attempts:  2,
-				Backoff:   consumer.Backoff{Base: time.Millisecond, Max: time.Millisecond},
+				Backoff:   retry.Backoff{Base: time.Millisecond, Max: time.Millisecond},
 			}
 			req := event.Requested{
 				RequestID:        "er_1",

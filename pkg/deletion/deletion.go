@@ -4,8 +4,9 @@
 // reading back, what remains. Implementations are safe for concurrent use, idempotent (a
 // second Erase finds nothing and returns zero counts), honour ctx, and never touch data of
 // any other subject: identifiers are matched exactly, never as patterns. They classify their
-// errors once: Permanent for errors that repeating cannot fix (an inventory entry the store
-// cannot serve, a refused filter), anything else is transient and the runtime retries it.
+// errors once, with package retry: retry.Permanent for errors that repeating cannot fix (an
+// inventory entry the store cannot serve, a refused filter, a malformed item), anything else
+// is transient and the runtime retries it.
 // What a store cannot read (a malformed dataset) is no error: Verify reports it unexamined. Every
 // implementation passes the conformance suite in deletiontest.
 package deletion
@@ -13,6 +14,7 @@ package deletion
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
@@ -50,26 +52,14 @@ type Store interface {
 	Verify(ctx context.Context, st inventory.Store, s Subject) (event.Verification, error)
 }
 
-type permanent struct{ err error }
-
-func (p permanent) Error() string { return p.err.Error() }
-func (p permanent) Unwrap() error { return p.err }
-
-// Permanent marks the error for the runtime (consumer.Permanent).
-func (p permanent) Permanent() bool { return true }
-
-// Permanent marks err as one that retrying cannot fix. Permanent(nil) is nil.
-func Permanent(err error) error {
-	if err == nil {
-		return nil
-	}
-	return permanent{err}
-}
-
-// IsPermanent reports whether err, or an error it wraps, was marked Permanent.
-func IsPermanent(err error) bool {
-	var p permanent
-	return errors.As(err, &p)
+// Validator is an optional capability of a Store, found by type assertion as in
+// database/sql/driver: it checks the locators of one inventory store of its kind (decoding
+// them with inventory.Locators.Decode and checking each template with
+// inventory.CheckTemplate) and names the field at fault. A deleter validates every store of
+// its kind before it consumes anything and refuses to start on an error. Validate touches no
+// backend, is cheap and safe for concurrent use.
+type Validator interface {
+	Validate(st inventory.Store) error
 }
 
 // Deleted sums the counts of r.
@@ -93,4 +83,21 @@ func StatusOf(r Result, v event.Verification) event.Status {
 	default:
 		return event.StatusNothingFound
 	}
+}
+
+// ValidateStores checks, through s's Validator when it has one, every store of inv whose
+// kind is kind, and returns every problem, each naming its store. A Store without a
+// Validator accepts every entry.
+func ValidateStores(inv *inventory.Inventory, kind string, s Store) error {
+	v, ok := s.(Validator)
+	if !ok {
+		return nil
+	}
+	var errs []error
+	for _, st := range inv.OfKinds(kind) {
+		if err := v.Validate(st); err != nil {
+			errs = append(errs, fmt.Errorf("inventory store %q of kind %q: %w", st.Name, kind, err))
+		}
+	}
+	return errors.Join(errs...)
 }

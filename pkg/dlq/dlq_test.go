@@ -14,9 +14,9 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/broker"
 	"github.com/lethe-erasure/lethe/pkg/consumer"
-	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/dlq"
 	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 	"github.com/lethe-erasure/lethe/pkg/testenv"
 )
 
@@ -71,7 +71,7 @@ func deadLettered(t *testing.T) (broker.Config, map[string]*kgo.Record) {
 					return err
 				}
 				if req.TenantID == "bad" {
-					return deletion.Permanent(errors.New(rejected))
+					return retry.Permanent(errors.New(rejected))
 				}
 				return nil
 			})

@@ -10,7 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 
-	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
 // permanentCodes are DynamoDB errors that repeating the same request cannot fix.
@@ -20,7 +20,7 @@ var permanentCodes = map[string]bool{
 	"ItemCollectionSizeLimitExceededException": true,
 }
 
-// Classify wraps err as "<prefix>: <op>: err" and marks it deletion.Permanent when
+// Classify wraps err as "<prefix>: <op>: err" and marks it retry.Permanent when
 // retrying cannot fix it. Classify(_, _, nil) is nil.
 func Classify(prefix, op string, err error) error {
 	if err == nil {
@@ -30,7 +30,7 @@ func Classify(prefix, op string, err error) error {
 	var ae smithy.APIError
 	var inv smithy.InvalidParamsError
 	if errors.As(err, &ae) && permanentCodes[ae.ErrorCode()] || errors.As(err, &inv) {
-		return deletion.Permanent(err)
+		return retry.Permanent(err)
 	}
 	return err
 }

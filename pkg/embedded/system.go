@@ -45,6 +45,16 @@ type Options struct {
 	Auth      *auth.Authenticator  // intake authentication; nil: none
 	Limiter   *auth.Limiter        // per-tenant submission rate; nil: unlimited
 	KEK       *envelope.KEK        // seals identifiers on erasure.requested (keys under DataDir/keys); nil: a throwaway one
+	// Deleters run beside the built-in ones (qdrant, redis, dataset, audit_log), for kinds
+	// those do not serve. Each is given the system's stack only through its Store.
+	Deleters []Deleter
+}
+
+// Deleter is one deleter service run in process: its name (its consumer group is
+// "lethe-"+Name), the inventory kind it serves, and its store.
+type Deleter struct {
+	Name, Kind string
+	Store      deletion.Store
 }
 
 // System is a running Lethe: the components and every service.
@@ -62,12 +72,6 @@ type System struct {
 	cancel  context.CancelFunc
 	group   *errgroup.Group
 	closers []func()
-}
-
-// Deleters maps each inventory kind to the service that serves it.
-var Deleters = []struct{ Kind, Name string }{
-	{inventory.KindQdrant, "qdrant-deleter"}, {inventory.KindRedis, "redis-deleter"},
-	{inventory.KindDataset, "dataset-deleter"}, {inventory.KindAuditLog, "audit-verifier"},
 }
 
 // Start starts the components and every service. Stop releases them.
@@ -121,19 +125,29 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 	wal.LogRepairs(log, "keys", sys.Sealer.Keys.(*envelope.DirKeyStore).Repairs())
 
 	sys.Intake = &intake.Service{Key: o.Key, Inventory: sys.Inventory, Producer: prod, Store: st.Audit, Policy: o.Policy, Log: log.With(zap.String("service", "intake")), Metrics: m, Auth: o.Auth, Limiter: o.Limiter, Sealer: sys.Sealer}
-	sys.Stores = map[string]deletion.Store{
-		inventory.KindQdrant:   qdrantstore.New(st.Qdrant),
-		inventory.KindRedis:    redisstore.New(st.Redis),
-		inventory.KindDataset:  datasetstore.New(st.S3, filepath.Join(o.DataDir, "datasets")),
-		inventory.KindAuditLog: auditlog.NewVerifier(st.Audit),
+	deleters := append([]Deleter{
+		{"qdrant-deleter", qdrantstore.Kind, qdrantstore.New(st.Qdrant)},
+		{"redis-deleter", redisstore.Kind, redisstore.New(st.Redis)},
+		{"dataset-deleter", datasetstore.Kind, datasetstore.New(st.S3, filepath.Join(o.DataDir, "datasets"))},
+		{"audit-verifier", auditlog.Kind, auditlog.NewVerifier(st.Audit)},
+	}, o.Deleters...)
+	if sys.Stores, err = checkDeleters(sys.Inventory, deleters); err != nil {
+		return nil, err
 	}
 	groups := []service.Group{
 		{Name: "lethe-intake", Topics: []string{event.TopicIntake}, Handler: sys.Intake.HandleIntake, Redact: sys.Intake.Redact},
 		{Name: "lethe-aggregator", Topics: []string{event.TopicRequested, event.TopicStoreDone},
 			Handler: (&aggregator.Aggregator{Store: st.Audit, Producer: prod, Log: log.With(zap.String("service", "aggregator")), Metrics: m, Sealer: sys.Sealer, Inventory: sys.Inventory}).Handle},
 	}
-	for _, d := range Deleters {
-		w := &worker.Worker{Inventory: sys.Inventory, Stores: map[string]deletion.Store{d.Kind: sys.Stores[d.Kind]}, Producer: prod, Log: log.With(zap.String("service", d.Name)), Metrics: m, Sealer: sys.Sealer}
+	for _, d := range deleters {
+		w := &worker.Worker{
+			Inventory: sys.Inventory,
+			Stores:    map[string]deletion.Store{d.Kind: d.Store},
+			Producer:  prod,
+			Log:       log.With(zap.String("service", d.Name)),
+			Metrics:   m,
+			Sealer:    sys.Sealer,
+		}
 		for range max(o.Instances, 1) {
 			groups = append(groups, service.Group{Name: "lethe-" + d.Name, Topics: []string{event.TopicRequested}, Handler: w.Handle})
 		}
@@ -209,4 +223,30 @@ func (s *System) close() {
 	for i := len(s.closers) - 1; i >= 0; i-- {
 		s.closers[i]()
 	}
+}
+
+// checkDeleters validates every inventory store through the deleter of its kind, as each
+// deleter service does at start, and refuses an inventory naming a kind no deleter serves:
+// in one process nothing else would ever report that store. It returns the stores by kind.
+func checkDeleters(inv *inventory.Inventory, deleters []Deleter) (map[string]deletion.Store, error) {
+	byKind := map[string]deletion.Store{}
+	var errs []error
+	for _, d := range deleters {
+		if _, dup := byKind[d.Kind]; dup {
+			errs = append(errs, fmt.Errorf("two deleters serve kind %q", d.Kind))
+		}
+		byKind[d.Kind] = d.Store
+		if err := deletion.ValidateStores(inv, d.Kind, d.Store); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", d.Name, err))
+		}
+	}
+	for _, st := range inv.Stores {
+		if _, ok := byKind[st.Kind]; !ok {
+			errs = append(errs, fmt.Errorf("inventory store %q has kind %q, which no deleter here serves (add one with Options.Deleters)", st.Name, st.Kind))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("embedded: %w", err)
+	}
+	return byKind, nil
 }

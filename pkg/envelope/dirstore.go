@@ -11,9 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lethe-erasure/lethe/pkg/retry"
 	"github.com/lethe-erasure/lethe/pkg/wal"
-
-	"github.com/lethe-erasure/lethe/pkg/deletion"
 )
 
 // Record operations of the key log. A payload is the operation byte and the uvarint-prefixed
@@ -126,7 +125,7 @@ func (s *DirKeyStore) Create(ctx context.Context, id string, wrapped []byte) err
 		return err
 	}
 	if len(wrapped) == 0 {
-		return deletion.Permanent(errors.New("envelope: empty wrapped key"))
+		return retry.Permanent(errors.New("envelope: empty wrapped key"))
 	}
 	err, _ := s.change(id, func(e *keyEntry) ([]byte, int, error) {
 		switch {
@@ -156,7 +155,7 @@ func (s *DirKeyStore) Get(ctx context.Context, id string) ([]byte, error) {
 	case e.tomb:
 		return nil, Shredded(e.tombAt)
 	case e.corrupt:
-		return nil, deletion.Permanent(fmt.Errorf("envelope: dir key store: get: %w: the stored key is damaged", ErrCorrupt))
+		return nil, retry.Permanent(fmt.Errorf("envelope: dir key store: get: %w: the stored key is damaged", ErrCorrupt))
 	default:
 		return bytes.Clone(e.key), nil
 	}
@@ -186,7 +185,7 @@ func (s *DirKeyStore) Replace(ctx context.Context, id string, old, wrapped []byt
 		return err
 	}
 	if len(wrapped) == 0 {
-		return deletion.Permanent(errors.New("envelope: empty wrapped key"))
+		return retry.Permanent(errors.New("envelope: empty wrapped key"))
 	}
 	// A failed overwrite of the old key is left to the next Destroy or compaction: the
 	// replace itself is durable.
@@ -197,7 +196,7 @@ func (s *DirKeyStore) Replace(ctx context.Context, id string, old, wrapped []byt
 		case e.tomb:
 			return nil, 0, Shredded(e.tombAt)
 		case e.corrupt:
-			return nil, 0, deletion.Permanent(fmt.Errorf("%w: the stored key is damaged", ErrCorrupt))
+			return nil, 0, retry.Permanent(fmt.Errorf("%w: the stored key is damaged", ErrCorrupt))
 		case !bytes.Equal(e.key, old):
 			return nil, 0, ErrConflict
 		}
@@ -228,7 +227,7 @@ func idRecord(op byte, id string) []byte {
 
 func check(ctx context.Context, id string) error {
 	if id == "" {
-		return deletion.Permanent(errors.New("envelope: empty id"))
+		return retry.Permanent(errors.New("envelope: empty id"))
 	}
 	return ctx.Err()
 }

@@ -25,7 +25,7 @@
 // ErrUnknownKEK naming the missing KEK id.
 //
 // Errors: ErrShredded, ErrMissing, ErrUnknownKEK and ErrCorrupt (tampered ciphertext, wrong id, wrong
-// KEK) are returned marked deletion.Permanent, since repeating cannot fix them; errors.Is
+// KEK) are returned marked retry.Permanent, since repeating cannot fix them; errors.Is
 // still finds the sentinel. Key store errors keep the store's own classification. No error
 // holds an id, a plaintext or a key.
 package envelope
@@ -39,7 +39,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
 // Errors.
@@ -175,7 +175,7 @@ func (s *Sealer) dataKey(ctx context.Context, id string) ([]byte, error) {
 		clear(dek)
 		return s.storedKey(ctx, id)
 	case errors.Is(err, ErrShredded):
-		return nil, deletion.Permanent(err)
+		return nil, retry.Permanent(err)
 	default:
 		return nil, fmt.Errorf("envelope: create data key: %w", err)
 	}
@@ -185,14 +185,14 @@ func (s *Sealer) dataKey(ctx context.Context, id string) ([]byte, error) {
 func (s *Sealer) storedKey(ctx context.Context, id string) ([]byte, error) {
 	w, err := s.Keys.Get(ctx, id)
 	if errors.Is(err, ErrShredded) || errors.Is(err, ErrMissing) {
-		return nil, deletion.Permanent(err)
+		return nil, retry.Permanent(err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("envelope: get data key: %w", err)
 	}
 	dek, err := s.KEK.unwrap(id, w)
 	if err != nil {
-		return nil, deletion.Permanent(err)
+		return nil, retry.Permanent(err)
 	}
 	return dek, nil
 }
@@ -215,11 +215,11 @@ func (s *Sealer) Open(ctx context.Context, id string, sealed Sealed) ([]byte, er
 		return nil, err
 	}
 	if len(sealed.Nonce) != aead.NonceSize() {
-		return nil, deletion.Permanent(fmt.Errorf("%w: nonce is %d bytes", ErrCorrupt, len(sealed.Nonce)))
+		return nil, retry.Permanent(fmt.Errorf("%w: nonce is %d bytes", ErrCorrupt, len(sealed.Nonce)))
 	}
 	pt, err := aead.Open(nil, sealed.Nonce, sealed.Ciphertext, []byte(id))
 	if err != nil {
-		return nil, deletion.Permanent(fmt.Errorf("%w: sealed payload does not authenticate for this id", ErrCorrupt))
+		return nil, retry.Permanent(fmt.Errorf("%w: sealed payload does not authenticate for this id", ErrCorrupt))
 	}
 	return pt, nil
 }
@@ -246,12 +246,12 @@ func (s *Sealer) Rewrap(ctx context.Context, id string) (bool, error) {
 	}
 	r, ok := s.Keys.(Replacer)
 	if !ok {
-		return false, deletion.Permanent(fmt.Errorf("envelope: key store %T cannot replace keys", s.Keys))
+		return false, retry.Permanent(fmt.Errorf("envelope: key store %T cannot replace keys", s.Keys))
 	}
 	for attempt := 0; ; attempt++ {
 		old, err := s.Keys.Get(ctx, id)
 		if errors.Is(err, ErrShredded) || errors.Is(err, ErrMissing) {
-			return false, deletion.Permanent(err)
+			return false, retry.Permanent(err)
 		}
 		if err != nil {
 			return false, fmt.Errorf("envelope: get data key: %w", err)
@@ -261,7 +261,7 @@ func (s *Sealer) Rewrap(ctx context.Context, id string) (bool, error) {
 		}
 		dek, err := s.KEK.unwrap(id, old)
 		if err != nil {
-			return false, deletion.Permanent(err)
+			return false, retry.Permanent(err)
 		}
 		w, err := s.KEK.wrap(id, dek)
 		clear(dek)
@@ -273,7 +273,7 @@ func (s *Sealer) Rewrap(ctx context.Context, id string) (bool, error) {
 		case err == nil:
 			return true, nil
 		case errors.Is(err, ErrShredded) || errors.Is(err, ErrMissing):
-			return false, deletion.Permanent(err)
+			return false, retry.Permanent(err)
 		case errors.Is(err, ErrConflict) && attempt < 3:
 			continue // rewrapped concurrently: read again
 		default:
@@ -292,7 +292,7 @@ func gcm(key []byte) (cipher.AEAD, error) {
 
 func validID(id string) error {
 	if id == "" || len(id) > MaxIDLen {
-		return deletion.Permanent(fmt.Errorf("envelope: id must be 1-%d bytes", MaxIDLen))
+		return retry.Permanent(fmt.Errorf("envelope: id must be 1-%d bytes", MaxIDLen))
 	}
 	return nil
 }

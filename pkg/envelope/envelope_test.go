@@ -11,8 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/envelope"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
 func randKey(t testing.TB) []byte {
@@ -104,7 +104,7 @@ func TestShred(t *testing.T) {
 		}
 	}
 	_, err := s.Open(ctx, "er_a", a)
-	if !errors.Is(err, envelope.ErrShredded) || !deletion.IsPermanent(err) {
+	if !errors.Is(err, envelope.ErrShredded) || !retry.IsPermanent(err) {
 		t.Fatalf("Open after Shred = %v, want permanent ErrShredded", err)
 	}
 	// A replayed request must not get a new key for a shredded id.
@@ -122,7 +122,7 @@ func TestShred(t *testing.T) {
 	if _, err := s.Seal(ctx, "er_never", []byte("x")); !errors.Is(err, envelope.ErrShredded) {
 		t.Fatalf("Seal after Shred of an unused id = %v, want ErrShredded", err)
 	}
-	if _, err := s.Open(ctx, "er_unknown", b); !errors.Is(err, envelope.ErrMissing) || errors.Is(err, envelope.ErrShredded) || !deletion.IsPermanent(err) {
+	if _, err := s.Open(ctx, "er_unknown", b); !errors.Is(err, envelope.ErrMissing) || errors.Is(err, envelope.ErrShredded) || !retry.IsPermanent(err) {
 		t.Fatalf("Open of an id without a key or tombstone = %v, want permanent ErrMissing, not ErrShredded", err)
 	}
 }
@@ -195,7 +195,7 @@ func TestWrongIDOrTamperingFails(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pt, err := s.Open(ctx, tc.id, tc.sealed)
-			if !errors.Is(err, envelope.ErrCorrupt) || !deletion.IsPermanent(err) || pt != nil {
+			if !errors.Is(err, envelope.ErrCorrupt) || !retry.IsPermanent(err) || pt != nil {
 				t.Fatalf("Open = %q, %v; want permanent ErrCorrupt", pt, err)
 			}
 			if strings.Contains(err.Error(), tc.id) {
@@ -250,7 +250,7 @@ func TestRotation(t *testing.T) {
 	open(t, dropped, "er_1", s1, "one") // rewrapped: the old Sealed still opens
 	open(t, dropped, "er_3", s3, "three")
 	_, err := dropped.Open(ctx, "er_2", s2)
-	if !errors.Is(err, envelope.ErrUnknownKEK) || !deletion.IsPermanent(err) || !strings.Contains(err.Error(), `"k1"`) {
+	if !errors.Is(err, envelope.ErrUnknownKEK) || !retry.IsPermanent(err) || !strings.Contains(err.Error(), `"k1"`) {
 		t.Fatalf("Open of a key wrapped by a dropped KEK = %v, want permanent ErrUnknownKEK naming k1", err)
 	}
 
@@ -295,7 +295,7 @@ func TestConcurrentSealOneKey(t *testing.T) {
 func TestInvalidID(t *testing.T) {
 	s := newSealer(t)
 	for _, id := range []string{"", strings.Repeat("x", envelope.MaxIDLen+1)} {
-		if _, err := s.Seal(t.Context(), id, []byte("x")); err == nil || !deletion.IsPermanent(err) {
+		if _, err := s.Seal(t.Context(), id, []byte("x")); err == nil || !retry.IsPermanent(err) {
 			t.Fatalf("Seal with a %d-byte id = %v, want a permanent error", len(id), err)
 		}
 	}

@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
 // identifiers is the sealed plaintext of event.Identifiers.
@@ -43,7 +43,7 @@ func (s *Sealer) Identifiers(ctx context.Context, req *event.Requested) (event.I
 	}
 	var ids identifiers
 	if err := json.Unmarshal(b, &ids); err != nil {
-		return event.Identifiers{}, deletion.Permanent(fmt.Errorf("envelope: sealed identifiers of %s: %w", req.RequestID, err))
+		return event.Identifiers{}, retry.Permanent(fmt.Errorf("envelope: sealed identifiers of %s: %w", req.RequestID, err))
 	}
 	return event.Identifiers{SubjectID: ids.SubjectID, SessionIDs: ids.SessionIDs}, nil
 }

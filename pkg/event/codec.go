@@ -11,13 +11,14 @@ import (
 	"github.com/hamba/avro/v2"
 	"github.com/hamba/avro/v2/soe"
 
+	"github.com/lethe-erasure/lethe/pkg/retry"
 	"github.com/lethe-erasure/lethe/schemas"
 )
 
-// Errors returned by Decode. Both are permanent: the record will never decode.
+// Errors returned by Decode. Both are marked retry.Permanent: the record will never decode.
 var (
-	ErrUnknownSchema = errors.New("event: unknown schema fingerprint")
-	ErrMalformed     = errors.New("event: malformed record")
+	ErrUnknownSchema = retry.Permanent(errors.New("event: unknown schema fingerprint"))
+	ErrMalformed     = retry.Permanent(errors.New("event: malformed record"))
 )
 
 // schemaFiles lists the schema names in dependency order (later ones use named types of

@@ -12,9 +12,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/lethe-erasure/lethe/pkg/auth"
-	"github.com/lethe-erasure/lethe/pkg/consumer"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/intake"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
 const (
@@ -159,7 +159,7 @@ func TestIntakeRecordValidatedBeforeAuthorising(t *testing.T) {
 		}
 		rec := &kgo.Record{Topic: event.TopicIntake, Value: b, Headers: []kgo.RecordHeader{{Key: auth.RecordHeader, Value: []byte("Bearer " + opsToken)}}}
 		err = e.svc.HandleIntake(context.Background(), rec)
-		if !consumer.IsPermanent(err) || !errors.Is(err, intake.ErrInvalid) || errors.Is(err, auth.ErrForbidden) {
+		if !retry.IsPermanent(err) || !errors.Is(err, intake.ErrInvalid) || errors.Is(err, auth.ErrForbidden) {
 			t.Errorf("%s: %v, want a permanent ErrInvalid", name, err)
 		}
 	}
@@ -207,7 +207,7 @@ func TestIntakeRecordsNeedAProducerToken(t *testing.T) {
 		"bad token":    rec("acme", "lt_forged-token-000000000000000000000000"),
 	} {
 		err := e.svc.HandleIntake(context.Background(), r)
-		if err == nil || !consumer.IsPermanent(err) {
+		if err == nil || !retry.IsPermanent(err) {
 			t.Errorf("%s: %v, want a permanent error", name, err)
 		}
 	}

@@ -345,7 +345,7 @@ func TestStatusAndReceipt(t *testing.T) {
 			d.Error, d.Verification.Remaining = "connection refused", -1
 		}
 		if store == "langgraph" {
-			d.Kind = inventory.KindRedis
+			d.Kind = "redis"
 		}
 		if err := e.store.PutReport(ctx, d); err != nil {
 			t.Fatal(err)

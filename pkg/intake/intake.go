@@ -34,11 +34,11 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/auth"
-	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/envelope"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/metrics"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 	"github.com/lethe-erasure/lethe/pkg/subject"
 	"github.com/lethe-erasure/lethe/pkg/worker"
 )
@@ -347,21 +347,21 @@ func (s *Service) HandleIntake(ctx context.Context, rec *kgo.Record) error {
 	if s.Auth != nil {
 		p, err := s.Auth.AuthenticateHeader(header(rec, auth.RecordHeader))
 		if err != nil {
-			return deletion.Permanent(fmt.Errorf("intake: record refused: %w", err))
+			return retry.Permanent(fmt.Errorf("intake: record refused: %w", err))
 		}
 		// As over HTTP, the body is checked before the tenant is authorised, so that the
 		// dead letter says what is wrong with it (an empty tenant is invalid, not forbidden).
 		if err := s.Validate(&in); err != nil {
-			return deletion.Permanent(err)
+			return retry.Permanent(err)
 		}
 		if err := p.Authorize(in.TenantID); err != nil {
-			return deletion.Permanent(fmt.Errorf("intake: record refused: %w", err))
+			return retry.Permanent(fmt.Errorf("intake: record refused: %w", err))
 		}
 		in.Source = p.Name // the authenticated producer, not what the record claims
 	}
 	_, err := s.Submit(ctx, in)
 	if errors.Is(err, ErrInvalid) || errors.Is(err, ErrConflict) {
-		return deletion.Permanent(err)
+		return retry.Permanent(err)
 	}
 	return err
 }

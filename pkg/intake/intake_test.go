@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lethe-erasure/lethe/pkg/retry"
 	"github.com/lethe-erasure/lethe/pkg/testenv"
 
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -18,7 +19,6 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/broker"
-	"github.com/lethe-erasure/lethe/pkg/consumer"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/intake"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
@@ -179,7 +179,7 @@ func TestHandleIntake(t *testing.T) {
 		"invalid tenant":                 encodeIntake(t, badTenant),
 		"idempotency key of another one": encodeIntake(t, conflict),
 	} {
-		if err := e.svc.HandleIntake(ctx, rec); err == nil || !consumer.IsPermanent(err) {
+		if err := e.svc.HandleIntake(ctx, rec); err == nil || !retry.IsPermanent(err) {
 			t.Errorf("%s: got %v, want a permanent error", name, err)
 		}
 	}
@@ -191,7 +191,7 @@ func TestHandleIntake(t *testing.T) {
 	other := valid
 	other.IdempotencyKey = "order-2"
 	err := e.svc.HandleIntake(ctx, encodeIntake(t, other))
-	if !errors.Is(err, intake.ErrUnavailable) || consumer.IsPermanent(err) {
+	if !errors.Is(err, intake.ErrUnavailable) || retry.IsPermanent(err) {
 		t.Errorf("broker failure: got %v, want a transient ErrUnavailable", err)
 	}
 }

@@ -1,9 +1,10 @@
 // Package inventory loads the written inventory of every store that holds personal data.
 //
 // The inventory is configuration: a YAML document with a version and one entry per store,
-// naming its kind (which deleter serves it), its locators (templates with the placeholders
-// {tenant}, {subject}, {subject_hash} and {session}) and notes on physical erasure. Its
-// version travels in every request and receipt.
+// naming its kind (which deleter serves it: any name, this package knows none), its
+// locators (a mapping only the package serving the kind reads, with Locators.Decode; its
+// templates use the placeholders {tenant}, {subject}, {subject_hash} and {session}) and
+// notes on physical erasure. Its version travels in every request and receipt.
 package inventory
 
 import (
@@ -11,27 +12,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path"
 	"regexp"
 	"strings"
 
 	"gopkg.in/yaml.v3"
-
-	"github.com/lethe-erasure/lethe/pkg/qdrantstore/qdrantkey"
 )
 
-// Store kinds served by Lethe's deleters.
-const (
-	KindQdrant   = "qdrant"
-	KindRedis    = "redis"
-	KindDataset  = "dataset"
-	KindAuditLog = "audit_log"
-)
-
-// Kinds lists every kind some deleter serves.
-var Kinds = []string{KindQdrant, KindRedis, KindDataset, KindAuditLog}
-
-// Placeholders usable in templates.
+// Placeholders usable in templates; which of them a template of a kind may use is the
+// kind's to check (CheckTemplate).
 const (
 	Tenant      = "{tenant}"
 	Subject     = "{subject}"
@@ -45,41 +33,14 @@ type Inventory struct {
 	Stores  []Store `yaml:"stores" json:"stores"`
 }
 
-// Store is one inventory entry.
+// Store is one inventory entry. Name and Kind are all the runtime reads: Kind names the
+// deleter that serves the store, and only the package serving that kind reads Locators.
 type Store struct {
 	Name     string   `yaml:"name" json:"name"`
 	Kind     string   `yaml:"kind" json:"kind"`
-	Locators Locators `yaml:"locators" json:"locators"`
+	Locators Locators `yaml:"locators,omitempty" json:"locators,omitempty"`
 	// Physical says what an erasure leaves physically pending (vacuum, versions, AOF).
-	Physical string `yaml:"physical" json:"physical,omitempty"`
-}
-
-// Locators say where the subject lives in a store. Each kind uses its own fields.
-type Locators struct {
-	// qdrant: collection templates; payload fields holding the subject id, its keyed hash,
-	// or (legacy chunks) a session id.
-	Collections   []string `yaml:"collections,omitempty" json:"collections,omitempty"`
-	SubjectFields []string `yaml:"subject_fields,omitempty" json:"subject_fields,omitempty"`
-	HashFields    []string `yaml:"hash_fields,omitempty" json:"hash_fields,omitempty"`
-	SessionFields []string `yaml:"session_fields,omitempty" json:"session_fields,omitempty"`
-	// redis: key templates whose last character may be a '*' wildcard; an optional
-	// per-subject index set listing the subject's keys. With IndexOnly the app promises to
-	// list every key in the index: erasure and verification then read the index alone and
-	// cost the subject's footprint; without it every primary is also scanned for keys the
-	// index does not list (legacy data).
-	Keys      []string `yaml:"keys,omitempty" json:"keys,omitempty"`
-	Index     string   `yaml:"index,omitempty" json:"index,omitempty"`
-	IndexOnly bool     `yaml:"index_only,omitempty" json:"index_only,omitempty"`
-	// dataset: object prefixes (s3://bucket/prefix/ or a directory path relative to the
-	// dataset root), the columns holding the subject id or a session id (a dotted path such
-	// as metadata.customer_id names a nested field), and glob patterns (path.Match, case
-	// ignored) of objects under the prefixes that are no datasets: a pattern without a
-	// slash matches an object's name, one with a slash its key below the prefix. Excluded
-	// objects are never read and are listed in the verification.
-	Prefixes       []string `yaml:"prefixes,omitempty" json:"prefixes,omitempty"`
-	SubjectColumns []string `yaml:"subject_columns,omitempty" json:"subject_columns,omitempty"`
-	SessionColumns []string `yaml:"session_columns,omitempty" json:"session_columns,omitempty"`
-	Exclude        []string `yaml:"exclude,omitempty" json:"exclude,omitempty"`
+	Physical string `yaml:"physical,omitempty" json:"physical,omitempty"`
 }
 
 //go:embed reference.yaml
@@ -117,13 +78,12 @@ func Parse(b []byte) (*Inventory, error) {
 	return &inv, nil
 }
 
-var (
-	nameRE        = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
-	placeholderRE = regexp.MustCompile(`\{[^{}]*\}`)
-)
+var nameRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
 
-// Validate checks that the inventory has a version, that store names are unique, that every
-// kind is served by a deleter, and that templates use only known placeholders.
+// Validate checks what is common to every store: the inventory has a version and stores,
+// store names are unique and match ^[a-z][a-z0-9_-]{0,62}$, and every store names a kind.
+// Any kind is accepted, and locators are not read: each kind's deleter validates the
+// locators of its own stores when it starts (deletion.Validator).
 func (inv *Inventory) Validate() error {
 	var errs []error
 	if inv.Version == "" {
@@ -142,69 +102,12 @@ func (inv *Inventory) Validate() error {
 			errs = append(errs, fmt.Errorf("%s: duplicate name", where))
 		}
 		seen[s.Name] = true
-		if !contains(Kinds, s.Kind) {
-			errs = append(errs, fmt.Errorf("%s: kind %q is served by no deleter (known: %s)", where, s.Kind, strings.Join(Kinds, ", ")))
-		}
-		for _, tmpl := range s.Locators.templates() {
-			for _, p := range placeholderRE.FindAllString(tmpl, -1) {
-				if !contains([]string{Tenant, Subject, SubjectHash, Session}, p) {
-					errs = append(errs, fmt.Errorf("%s: template %q uses unknown placeholder %s", where, tmpl, p))
-				}
-			}
-		}
-		if err := s.Locators.validateKind(s.Kind); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", where, err))
+		if strings.TrimSpace(s.Kind) == "" {
+			errs = append(errs, fmt.Errorf("%s: kind is empty", where))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("inventory: %w", err)
-	}
-	return nil
-}
-
-func (l Locators) templates() []string {
-	out := append(append(append([]string{}, l.Collections...), l.Keys...), l.Prefixes...)
-	if l.Index != "" {
-		out = append(out, l.Index)
-	}
-	return out
-}
-
-func (l Locators) validateKind(kind string) error {
-	switch kind {
-	case KindQdrant:
-		if len(l.Collections) == 0 || len(l.SubjectFields)+len(l.HashFields)+len(l.SessionFields) == 0 {
-			return errors.New("qdrant needs collections and at least one of subject_fields, hash_fields, session_fields")
-		}
-		for _, f := range append(append(append([]string{}, l.SubjectFields...), l.HashFields...), l.SessionFields...) {
-			if err := qdrantkey.Check(f); err != nil {
-				return err
-			}
-		}
-	case KindRedis:
-		if len(l.Keys) == 0 {
-			return errors.New("redis needs keys")
-		}
-		if l.IndexOnly && l.Index == "" {
-			return errors.New("redis index_only needs an index")
-		}
-		for _, k := range l.Keys {
-			if !strings.Contains(k, Subject) && !strings.Contains(k, SubjectHash) && !strings.Contains(k, Session) {
-				return fmt.Errorf("key template %q names no subject, hash or session: it would match other subjects", k)
-			}
-			if i := strings.IndexAny(k, "*?[\\"); i >= 0 && i != len(k)-1 {
-				return fmt.Errorf("key template %q: only a trailing '*' wildcard is allowed", k)
-			}
-		}
-	case KindDataset:
-		if len(l.Prefixes) == 0 || len(l.SubjectColumns)+len(l.SessionColumns) == 0 {
-			return errors.New("dataset needs prefixes and subject_columns or session_columns")
-		}
-		for _, p := range l.Exclude {
-			if _, err := path.Match(p, ""); err != nil || p == "" {
-				return fmt.Errorf("dataset exclude pattern %q is not a valid glob", p)
-			}
-		}
 	}
 	return nil
 }

@@ -16,11 +16,11 @@ func TestReference(t *testing.T) {
 		t.Error("reference inventory has no version")
 	}
 	want := []struct{ name, kind string }{
-		{"qdrant", inventory.KindQdrant},
-		{"redis", inventory.KindRedis},
-		{"langgraph", inventory.KindRedis},
-		{"dataset", inventory.KindDataset},
-		{"audit_log", inventory.KindAuditLog},
+		{"qdrant", "qdrant"},
+		{"redis", "redis"},
+		{"langgraph", "redis"},
+		{"dataset", "dataset"},
+		{"audit_log", "audit_log"},
 	}
 	if len(inv.Stores) != len(want) {
 		t.Fatalf("reference has %d stores %v, want %d", len(inv.Stores), inv.Names(), len(want))
@@ -67,14 +67,26 @@ func TestLangChainExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, ok := inv.Store("qdrant")
-	if !ok || !reflect.DeepEqual(q.Locators.SubjectFields, []string{"metadata.customer_id"}) ||
-		!reflect.DeepEqual(q.Locators.SessionFields, []string{"metadata.session_id"}) {
-		t.Errorf("qdrant locators %+v", q.Locators)
+	var q struct {
+		Collections   []string `yaml:"collections"`
+		SubjectFields []string `yaml:"subject_fields"`
+		HashFields    []string `yaml:"hash_fields"`
+		SessionFields []string `yaml:"session_fields"`
 	}
-	d, ok := inv.Store("dataset")
-	if !ok || !reflect.DeepEqual(d.Locators.SubjectColumns, []string{"metadata.customer_id"}) || len(d.Locators.Exclude) == 0 {
-		t.Errorf("dataset locators %+v", d.Locators)
+	st, ok := inv.Store("qdrant")
+	if err := st.Locators.Decode(&q); !ok || err != nil || !reflect.DeepEqual(q.SubjectFields, []string{"metadata.customer_id"}) ||
+		!reflect.DeepEqual(q.SessionFields, []string{"metadata.session_id"}) {
+		t.Errorf("qdrant locators %+v: %v", st.Locators, err)
+	}
+	var d struct {
+		Prefixes       []string `yaml:"prefixes"`
+		SubjectColumns []string `yaml:"subject_columns"`
+		SessionColumns []string `yaml:"session_columns"`
+		Exclude        []string `yaml:"exclude"`
+	}
+	st, ok = inv.Store("dataset")
+	if err := st.Locators.Decode(&d); !ok || err != nil || !reflect.DeepEqual(d.SubjectColumns, []string{"metadata.customer_id"}) || len(d.Exclude) == 0 {
+		t.Errorf("dataset locators %+v: %v", st.Locators, err)
 	}
 }
 
@@ -84,7 +96,7 @@ func TestLoadMissingFile(t *testing.T) {
 	}
 }
 
-// valid is a custom inventory using every kind and every placeholder.
+// valid is a custom inventory using the reference kinds and one no Lethe package defines.
 const valid = `
 version: "7"
 stores:
@@ -106,6 +118,12 @@ stores:
     physical: versions deleted
   - name: audit
     kind: audit_log
+  - name: tickets
+    kind: helpdesk-v2
+    locators:
+      queue: "support-{tenant}"
+      fields: {requester: email, opened_by: [agent, bot]}
+      batch: 50
 `
 
 func TestParseValid(t *testing.T) {
@@ -113,12 +131,32 @@ func TestParseValid(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
-	if got, want := inv.Names(), []string{"vectors", "sessions", "exports-2", "audit"}; !reflect.DeepEqual(got, want) {
+	if got, want := inv.Names(), []string{"vectors", "sessions", "exports-2", "audit", "tickets"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("Names() = %v, want %v", got, want)
 	}
 	s, _ := inv.Store("sessions")
-	if want := []string{"s:{tenant}:{session}:*", "h:{tenant}:{subject_hash}"}; !reflect.DeepEqual(s.Locators.Keys, want) {
-		t.Errorf("sessions keys = %q, want %q", s.Locators.Keys, want)
+	var keys struct {
+		Keys  []string `yaml:"keys"`
+		Index string   `yaml:"index"`
+	}
+	if err := s.Locators.Decode(&keys); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"s:{tenant}:{session}:*", "h:{tenant}:{subject_hash}"}; !reflect.DeepEqual(keys.Keys, want) {
+		t.Errorf("sessions keys = %q, want %q", keys.Keys, want)
+	}
+	// A kind no package of Lethe defines keeps its locators as written, nested ones included.
+	tk, _ := inv.Store("tickets")
+	var tickets struct {
+		Queue  string         `yaml:"queue"`
+		Fields map[string]any `yaml:"fields"`
+		Batch  int            `yaml:"batch"`
+	}
+	if err := tk.Locators.Decode(&tickets); err != nil {
+		t.Fatal(err)
+	}
+	if tickets.Queue != "support-{tenant}" || tickets.Batch != 50 || tickets.Fields["requester"] != "email" {
+		t.Errorf("tickets locators = %+v", tickets)
 	}
 }
 
@@ -154,93 +192,23 @@ stores: [{name: 1a, kind: audit_log}]`, []string{`"1a": name must match`}},
 		{"name too long", `
 version: "1"
 stores: [{name: ` + strings.Repeat("a", 64) + `, kind: audit_log}]`, []string{"name must match"}},
-		{"unknown kind", `
+		{"empty kind", `
 version: "1"
-stores: [{name: pg, kind: postgres}]`, []string{`kind "postgres" is served by no deleter`}},
-		{"unknown placeholder", `
+stores: [{name: pg}]`, []string{`stores[0] "pg": kind is empty`}},
+		{"blank kind", `
 version: "1"
-stores:
-  - name: r
-    kind: redis
-    locators: {keys: ["s:{user}:{subject}:*"]}`, []string{"unknown placeholder {user}"}},
-		{"unknown placeholder in a collection", `
-version: "1"
-stores:
-  - name: q
-    kind: qdrant
-    locators: {collections: ["kb_{org}"], subject_fields: [c]}`, []string{"unknown placeholder {org}"}},
+stores: [{name: pg, kind: "  "}]`, []string{`stores[0] "pg": kind is empty`}},
 		{"unknown top-level field", `
 version: "1"
 owner: me
 stores: [{name: a, kind: audit_log}]`, []string{"field owner not found"}},
-		{"unknown locator field", `
+		{"locators that are no mapping", `
 version: "1"
-stores:
-  - name: r
-    kind: redis
-    locators: {key: ["s:{tenant}:{subject}:*"]}`, []string{"field key not found"}},
-		{"qdrant without collections", `
-version: "1"
-stores:
-  - name: q
-    kind: qdrant
-    locators: {subject_fields: [customer_id]}`, []string{"qdrant needs collections"}},
-		{"qdrant without fields", `
-version: "1"
-stores:
-  - name: q
-    kind: qdrant
-    locators: {collections: ["kb_{tenant}"]}`, []string{"qdrant needs collections and at least one of"}},
-		{"qdrant field outside Qdrant's key grammar", `
-version: "1"
-stores:
-  - name: q
-    kind: qdrant
-    locators: {collections: ["kb_{tenant}"], subject_fields: [metadata.customer_id, "user id"], session_fields: ["meta..sid"]}`,
-			[]string{`stores[0] "q": qdrant payload key "user id"`, "unexpected ' ' at byte 4"}},
-		{"redis without keys", `
-version: "1"
-stores: [{name: r, kind: redis}]`, []string{"redis needs keys"}},
-		{"redis key without subject", `
-version: "1"
-stores:
-  - name: r
-    kind: redis
-    locators: {keys: ["session:{tenant}:*"]}`, []string{`key template "session:{tenant}:*" names no subject`}},
-		{"redis wildcard in the middle", `
-version: "1"
-stores:
-  - name: r
-    kind: redis
-    locators: {keys: ["session:*:{subject}"]}`, []string{"only a trailing '*' wildcard is allowed"}},
-		{"redis character class", `
-version: "1"
-stores:
-  - name: r
-    kind: redis
-    locators: {keys: ["session:[ab]:{subject}:*"]}`, []string{"only a trailing '*' wildcard is allowed"}},
-		{"dataset without columns", `
-version: "1"
-stores:
-  - name: d
-    kind: dataset
-    locators: {prefixes: ["s3://b/{tenant}/"]}`, []string{"dataset needs prefixes and subject_columns or session_columns"}},
-		{"dataset without prefixes", `
-version: "1"
-stores:
-  - name: d
-    kind: dataset
-    locators: {subject_columns: [customer_id]}`, []string{"dataset needs prefixes"}},
-		{"dataset with a bad exclude pattern", `
-version: "1"
-stores:
-  - name: d
-    kind: dataset
-    locators: {prefixes: ["s3://b/{tenant}/"], subject_columns: [customer_id], exclude: ["*.png", "[a-"]}`, []string{`exclude pattern "[a-" is not a valid glob`}},
+stores: [{name: r, kind: redis, locators: ["k:{subject}"]}]`, []string{"inventory:"}},
 		{"every problem is reported", `
 version: ""
-stores: [{name: X, kind: nope}, {name: X, kind: redis}]`, []string{
-			"version is empty", `"X": name must match`, "duplicate name", `kind "nope"`, "redis needs keys"}},
+stores: [{name: X, kind: nope}, {name: X}]`, []string{
+			"version is empty", `"X": name must match`, "duplicate name", `stores[1] "X": kind is empty`}},
 		{"not yaml", `{{{`, []string{"inventory:"}},
 	}
 	for _, tt := range tests {
@@ -309,11 +277,11 @@ func TestLookups(t *testing.T) {
 	}
 
 	s, ok := inv.Store("langgraph")
-	if !ok || s.Name != "langgraph" || s.Kind != inventory.KindRedis {
+	if !ok || s.Name != "langgraph" || s.Kind != "redis" {
 		t.Errorf("Store(langgraph) = %+v, %v", s, ok)
 	}
-	if want := []string{"graph:{tenant}:{subject}:*"}; !reflect.DeepEqual(s.Locators.Keys, want) {
-		t.Errorf("langgraph keys = %q, want %q", s.Locators.Keys, want)
+	if want := []string{"graph:{tenant}:{subject}:*"}; !reflect.DeepEqual(s.Locators["keys"], []any{want[0]}) {
+		t.Errorf("langgraph keys = %q, want %q", s.Locators["keys"], want)
 	}
 	for _, name := range []string{"", "postgres", "Redis", "redi"} {
 		if s, ok := inv.Store(name); ok {
@@ -325,10 +293,10 @@ func TestLookups(t *testing.T) {
 		kinds []string
 		want  []string
 	}{
-		{[]string{inventory.KindRedis}, []string{"redis", "langgraph"}},
-		{[]string{inventory.KindQdrant, inventory.KindAuditLog}, []string{"qdrant", "audit_log"}},
-		{[]string{inventory.KindAuditLog, inventory.KindQdrant}, []string{"qdrant", "audit_log"}}, // inventory order
-		{inventory.Kinds, []string{"qdrant", "redis", "langgraph", "dataset", "audit_log"}},
+		{[]string{"redis"}, []string{"redis", "langgraph"}},
+		{[]string{"qdrant", "audit_log"}, []string{"qdrant", "audit_log"}},
+		{[]string{"audit_log", "qdrant"}, []string{"qdrant", "audit_log"}}, // inventory order
+		{[]string{"qdrant", "redis", "dataset", "audit_log"}, []string{"qdrant", "redis", "langgraph", "dataset", "audit_log"}},
 		{[]string{"postgres"}, nil},
 		{nil, nil},
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/qdrantfake"
 	"github.com/lethe-erasure/lethe/pkg/qdrantfake/qdranttest"
 	"github.com/lethe-erasure/lethe/pkg/qdrantstore"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
 // onQdrant is a store over the Qdrant of qdranttest.Connect (a real one when
@@ -262,7 +263,7 @@ func TestWriteNotCompletedIsTransient(t *testing.T) {
 	for _, st := range []qdrant.UpdateStatus{qdrant.UpdateStatus_WaitTimeout, qdrant.UpdateStatus_Acknowledged, qdrant.UpdateStatus_ClockRejected} {
 		e.srv.InjectFault(qdrantfake.Fault{Method: "Delete", Status: st, Times: 1})
 		_, err := e.store.Erase(ctx, e.inv, s)
-		if err == nil || deletion.IsPermanent(err) || !strings.Contains(err.Error(), st.String()) {
+		if err == nil || retry.IsPermanent(err) || !strings.Contains(err.Error(), st.String()) {
 			t.Errorf("%v: Erase = %v, want a transient error naming the status", st, err)
 		}
 	}
@@ -293,7 +294,7 @@ func TestFailedPreconditionIsRetriedThenTransient(t *testing.T) {
 	e.srv.InjectFault(fault)
 	before = e.srv.Calls("Delete")
 	_, err := e.store.Erase(ctx, e.inv, s)
-	if err == nil || deletion.IsPermanent(err) {
+	if err == nil || retry.IsPermanent(err) {
 		t.Errorf("Erase under a standing FailedPrecondition = %v, want a transient error", err)
 	}
 	if got := e.srv.Calls("Delete") - before; got != qdrantstore.DefaultPreconditionTries {
@@ -350,7 +351,7 @@ func TestTenantScopeRefusesASharedAliasTarget(t *testing.T) {
 	}
 	e.put(t, "acme", []map[string]any{{"customer_id": "a"}})
 	_, err := e.store.Erase(ctx, e.inv, deletion.Subject{Tenant: "acme", Scope: event.ScopeTenant})
-	if !deletion.IsPermanent(err) || !strings.Contains(err.Error(), "shopbot_other_app") {
+	if !retry.IsPermanent(err) || !strings.Contains(err.Error(), "shopbot_other_app") {
 		t.Errorf("Erase = %v, want a permanent error naming the other alias", err)
 	}
 	if n := e.count(t, "acme", nil); n != 1 {
@@ -366,9 +367,9 @@ func TestKeyOutsideQdrantGrammarIsPermanent(t *testing.T) {
 	s := deletiontest.NewSubject("acme", "c1")
 	e.seed(t, s, 1)
 	bad := e.inv
-	bad.Locators.SubjectFields = []string{"customer id"}
+	bad.Locators = bad.Locators.With("subject_fields", []string{"customer id"})
 	_, err := e.store.Erase(context.Background(), bad, s)
-	if !deletion.IsPermanent(err) {
+	if !retry.IsPermanent(err) {
 		t.Errorf("Erase with a key Qdrant refuses = %v, want permanent", err)
 	}
 	if n := e.countOf(t, s); n != 2 {

@@ -8,7 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
 func TestClassify(t *testing.T) {
@@ -26,8 +26,8 @@ func TestClassify(t *testing.T) {
 	} {
 		// The client wraps statuses in its own error type; classification must see through.
 		err := classify(fmt.Errorf("Count() failed: coll: %w", status.Error(code, "x")))
-		if deletion.IsPermanent(err) != permanent {
-			t.Errorf("%v: permanent = %v, want %v", code, deletion.IsPermanent(err), permanent)
+		if retry.IsPermanent(err) != permanent {
+			t.Errorf("%v: permanent = %v, want %v", code, retry.IsPermanent(err), permanent)
 		}
 		if status.Code(err) != code {
 			t.Errorf("%v: classification lost the code: %v", code, status.Code(err))
@@ -36,12 +36,12 @@ func TestClassify(t *testing.T) {
 }
 
 func TestRedactKeepsTheChain(t *testing.T) {
-	inner := deletion.Permanent(status.Error(codes.InvalidArgument, "Count() failed: mem_alice: bad"))
+	inner := retry.Permanent(status.Error(codes.InvalidArgument, "Count() failed: mem_alice: bad"))
 	err := redact(inner, "mem_alice", "mem_{subject}")
 	if got := err.Error(); strings.Contains(got, "alice") || !strings.Contains(got, "Count() failed: mem_{subject}: bad") {
 		t.Errorf("redacted = %q", got)
 	}
-	if !deletion.IsPermanent(err) || status.Code(err) != codes.InvalidArgument {
+	if !retry.IsPermanent(err) || status.Code(err) != codes.InvalidArgument {
 		t.Errorf("redaction broke the chain: %v", err)
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/qdrant/go-client/qdrant"
 
 	"github.com/lethe-erasure/lethe/pkg/deletion"
-	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
 // subjectFilter is the one filter that finds s: should = subject fields match the id,
@@ -21,7 +21,7 @@ import (
 // upper-case hyphenated spellings too when it is a UUID (a uuid payload index matches
 // every spelling anyway). Empty identifiers are left out; with none left there is no safe
 // filter (an empty one matches every point), which is a permanent error.
-func subjectFilter(l inventory.Locators, s deletion.Subject) (*qdrant.Filter, error) {
+func subjectFilter(l Locators, s deletion.Subject) (*qdrant.Filter, error) {
 	var should []*qdrant.Condition
 	if s.ID != "" {
 		for _, f := range l.SubjectFields {
@@ -45,7 +45,7 @@ func subjectFilter(l inventory.Locators, s deletion.Subject) (*qdrant.Filter, er
 		}
 	}
 	if len(should) == 0 {
-		return nil, deletion.Permanent(errors.New("qdrant: the subject has no identifier that the inventory's payload fields can match"))
+		return nil, retry.Permanent(errors.New("qdrant: the subject has no identifier that the inventory's payload fields can match"))
 	}
 	f := &qdrant.Filter{Should: should}
 	if err := checkFilter(f); err != nil {
@@ -134,7 +134,7 @@ var errMatchAll = errors.New("qdrant: refusing an erasure filter that could matc
 // before any erasure request is sent.
 func checkFilter(f *qdrant.Filter) error {
 	if err := checkClauses(f); err != nil {
-		return deletion.Permanent(fmt.Errorf("%w: %w", errMatchAll, err))
+		return retry.Permanent(fmt.Errorf("%w: %w", errMatchAll, err))
 	}
 	return nil
 }

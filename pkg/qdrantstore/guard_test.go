@@ -14,6 +14,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/qdrantfake/qdranttest"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
 var fieldPool = []string{"customer_id", "user-id", "metadata.customer_id", "tags[]", `"user id"`, "a[0].b", "ключ"}
@@ -57,7 +58,7 @@ func pick(r *rand.Rand, max int) []string {
 func TestFiltersNeverHoldAnEmptyCondition(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for i := range 5000 {
-		l := inventory.Locators{SubjectFields: pick(r, 3), HashFields: pick(r, 2), SessionFields: pick(r, 2)}
+		l := Locators{SubjectFields: pick(r, 3), HashFields: pick(r, 2), SessionFields: pick(r, 2)}
 		s := deletion.Subject{Tenant: "acme", ID: randomIdentifier(r), Hash: randomIdentifier(r)}
 		for range r.IntN(4) {
 			s.Sessions = append(s.Sessions, randomIdentifier(r))
@@ -66,7 +67,7 @@ func TestFiltersNeverHoldAnEmptyCondition(t *testing.T) {
 		matchable := (s.ID != "" && len(l.SubjectFields) > 0) || (s.Hash != "" && len(l.HashFields) > 0) ||
 			(strings.Join(s.Sessions, "") != "" && len(l.SessionFields) > 0)
 		if !matchable {
-			if !deletion.IsPermanent(err) || f != nil {
+			if !retry.IsPermanent(err) || f != nil {
 				t.Fatalf("case %d: %+v %+v: got %v, %v; want a permanent refusal", i, l, s, f, err)
 			}
 			continue
@@ -159,8 +160,12 @@ func TestEmptyConditionMatchesAllAndIsRefused(t *testing.T) {
 		if srv != nil {
 			sent = srv.Calls("Delete") + srv.Calls("Count")
 		}
-		_, err := st.eraseFilter(ctx, inv, s, f)
-		if !deletion.IsPermanent(err) || !errors.Is(err, errMatchAll) {
+		l, err := LocatorsOf(inv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = st.eraseFilter(ctx, l, s, f)
+		if !retry.IsPermanent(err) || !errors.Is(err, errMatchAll) {
 			t.Errorf("%s: eraseFilter = %v, want the permanent match-all refusal", name, err)
 		}
 		if srv != nil && srv.Calls("Delete")+srv.Calls("Count") != sent {

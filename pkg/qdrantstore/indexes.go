@@ -42,7 +42,10 @@ func (st *Store) EnsureIndexes(ctx context.Context, inv inventory.Store, tenant 
 
 // EnsureIndexesReport is EnsureIndexes, returning the indexes it kept.
 func (st *Store) EnsureIndexesReport(ctx context.Context, inv inventory.Store, tenant string) ([]KeptIndex, error) {
-	l := inv.Locators
+	l, err := LocatorsOf(inv)
+	if err != nil {
+		return nil, err
+	}
 	fields := append(append(append([]string{}, l.SubjectFields...), l.HashFields...), l.SessionFields...)
 	var kept []KeptIndex
 	for _, tmpl := range l.Collections {

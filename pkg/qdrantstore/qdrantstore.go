@@ -34,6 +34,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
 // Verification methods reported by Verify.
@@ -77,29 +78,33 @@ var errNotCompleted = errors.New("qdrant: write not completed")
 // (its name with the tenant filled in), the exact count that matched before the delete;
 // the delete itself is always sent, with wait=true. A missing collection holds nothing and
 // counts 0. For a tenant-scope s it drops the collections. Errors retrying cannot fix
-// (InvalidArgument, PermissionDenied, Unimplemented) are deletion.Permanent, all others
+// (InvalidArgument, PermissionDenied, Unimplemented) are retry.Permanent, all others
 // transient, FailedPrecondition after st's own retries; a subject with no identifier to
 // match, or a filter that could match every point, is a permanent error sent to no one.
 // Error messages name collections by template, never by an identifier.
 func (st *Store) Erase(ctx context.Context, inv inventory.Store, s deletion.Subject) (deletion.Result, error) {
-	if s.TenantScope() {
-		return st.eraseTenant(ctx, inv, s)
-	}
-	f, err := subjectFilter(inv.Locators, s)
+	l, err := LocatorsOf(inv)
 	if err != nil {
 		return deletion.Result{}, err
 	}
-	return st.eraseFilter(ctx, inv, s, f)
+	if s.TenantScope() {
+		return st.eraseTenant(ctx, l, s)
+	}
+	f, err := subjectFilter(l, s)
+	if err != nil {
+		return deletion.Result{}, err
+	}
+	return st.eraseFilter(ctx, l, s, f)
 }
 
 // eraseFilter deletes the points passing f from every collection of st for s, after
 // checking f.
-func (st *Store) eraseFilter(ctx context.Context, inv inventory.Store, s deletion.Subject, f *qdrant.Filter) (deletion.Result, error) {
+func (st *Store) eraseFilter(ctx context.Context, l Locators, s deletion.Subject, f *qdrant.Filter) (deletion.Result, error) {
 	if err := checkFilter(f); err != nil {
 		return deletion.Result{}, err
 	}
 	var res deletion.Result
-	for _, tmpl := range inv.Locators.Collections {
+	for _, tmpl := range l.Collections {
 		loc := location(tmpl, s.Tenant)
 		var matched int64
 		for _, coll := range collections(tmpl, s) {
@@ -165,18 +170,21 @@ func (st *Store) retry(ctx context.Context, call func() error) error {
 // Verify counts, exactly and with the filter Erase uses, the points of s that remain in
 // st's collections (for a tenant-scope s, every point of the tenant's collections).
 func (st *Store) Verify(ctx context.Context, inv inventory.Store, s deletion.Subject) (event.Verification, error) {
+	l, err := LocatorsOf(inv)
+	if err != nil {
+		return event.Verification{}, err
+	}
 	method, f := MethodTenant, (*qdrant.Filter)(nil)
 	if !s.TenantScope() {
-		var err error
-		if f, err = subjectFilter(inv.Locators, s); err != nil {
+		if f, err = subjectFilter(l, s); err != nil {
 			return event.Verification{}, err
 		}
 		method = MethodSubject
-	} else if err := tenantTemplates(inv); err != nil {
+	} else if err := tenantTemplates(l); err != nil {
 		return event.Verification{}, err
 	}
 	v := event.Verification{Method: method}
-	for _, tmpl := range inv.Locators.Collections {
+	for _, tmpl := range l.Collections {
 		for _, coll := range collections(tmpl, s) {
 			n, err := st.count(ctx, coll, f)
 			if err != nil {
@@ -195,8 +203,8 @@ func (st *Store) Verify(ctx context.Context, inv inventory.Store, s deletion.Sub
 // some other name also reaches may hold another tenant's data, and is refused as a
 // permanent error. Dropping the alias's name itself would do nothing: Qdrant answers
 // false for DeleteCollection of an alias and keeps both.
-func (st *Store) eraseTenant(ctx context.Context, inv inventory.Store, s deletion.Subject) (deletion.Result, error) {
-	if err := tenantTemplates(inv); err != nil {
+func (st *Store) eraseTenant(ctx context.Context, l Locators, s deletion.Subject) (deletion.Result, error) {
+	if err := tenantTemplates(l); err != nil {
 		return deletion.Result{}, err
 	}
 	aliases, err := st.aliases(ctx)
@@ -204,17 +212,17 @@ func (st *Store) eraseTenant(ctx context.Context, inv inventory.Store, s deletio
 		return deletion.Result{}, fmt.Errorf("qdrant: list aliases: %w", err)
 	}
 	own := map[string]bool{}
-	for _, tmpl := range inv.Locators.Collections {
+	for _, tmpl := range l.Collections {
 		own[location(tmpl, s.Tenant)] = true
 	}
 	var res deletion.Result
-	for _, tmpl := range inv.Locators.Collections {
+	for _, tmpl := range l.Collections {
 		name := location(tmpl, s.Tenant)
 		target := name
 		if t, ok := aliases[name]; ok {
 			for a, c := range aliases {
 				if c == t && !own[a] {
-					return res, deletion.Permanent(fmt.Errorf("qdrant: %s is an alias of collection %s, which alias %s also names: tenant erasure will not drop a collection other names reach", name, t, a))
+					return res, retry.Permanent(fmt.Errorf("qdrant: %s is an alias of collection %s, which alias %s also names: tenant erasure will not drop a collection other names reach", name, t, a))
 				}
 			}
 			target = t
@@ -263,10 +271,10 @@ func (st *Store) dropCollection(ctx context.Context, coll string) error {
 
 // tenantTemplates refuses tenant erasure over collection templates that name a subject:
 // the tenant's collections cannot be enumerated from them.
-func tenantTemplates(inv inventory.Store) error {
-	for _, tmpl := range inv.Locators.Collections {
+func tenantTemplates(l Locators) error {
+	for _, tmpl := range l.Collections {
 		if inventory.Uses(tmpl, inventory.Subject) || inventory.Uses(tmpl, inventory.SubjectHash) || inventory.Uses(tmpl, inventory.Session) {
-			return deletion.Permanent(fmt.Errorf("qdrant: collection template %q names a subject: tenant erasure cannot enumerate its collections", tmpl))
+			return retry.Permanent(fmt.Errorf("qdrant: collection template %q names a subject: tenant erasure cannot enumerate its collections", tmpl))
 		}
 	}
 	return nil
@@ -317,7 +325,7 @@ func location(tmpl, tenant string) string {
 func classify(err error) error {
 	switch status.Code(err) {
 	case codes.InvalidArgument, codes.PermissionDenied, codes.Unimplemented:
-		return deletion.Permanent(err)
+		return retry.Permanent(err)
 	}
 	return err
 }

@@ -19,6 +19,8 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/qdrantfake"
 	"github.com/lethe-erasure/lethe/pkg/qdrantfake/qdranttest"
 	"github.com/lethe-erasure/lethe/pkg/qdrantstore"
+	"github.com/lethe-erasure/lethe/pkg/retry"
+	"github.com/lethe-erasure/lethe/pkg/testenv"
 )
 
 // env is one emulator with a client and the store under test.
@@ -160,6 +162,15 @@ func TestConformance(t *testing.T) {
 						return k
 					},
 					Count: e.countOf,
+					Down: func(t *testing.T) deletion.Store {
+						c, err := qdrantstore.Dial(fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)), "")
+						if err != nil {
+							t.Fatal(err)
+						}
+						t.Cleanup(func() { c.Close() })
+						return qdrantstore.New(c)
+					},
+					NoMalformed: "Qdrant evaluates the filter on every payload itself: no point makes it fail",
 				}
 			})
 		})
@@ -307,10 +318,10 @@ func TestSubjectWithoutIdentifiersIsRefused(t *testing.T) {
 	e.put(t, "acme", []map[string]any{{"customer_id": "", "session_id": ""}})
 	empty := deletion.Subject{Tenant: "acme", Sessions: []string{""}}
 	_, err := e.store.Erase(context.Background(), e.inv, empty)
-	if !deletion.IsPermanent(err) {
+	if !retry.IsPermanent(err) {
 		t.Errorf("Erase of a subject with no identifiers: %v, want a permanent error", err)
 	}
-	if _, err := e.store.Verify(context.Background(), e.inv, empty); !deletion.IsPermanent(err) {
+	if _, err := e.store.Verify(context.Background(), e.inv, empty); !retry.IsPermanent(err) {
 		t.Errorf("Verify: %v, want a permanent error", err)
 	}
 	if got := e.count(t, "acme", nil); got != n+1 {
@@ -324,22 +335,22 @@ func TestErrorClasses(t *testing.T) {
 	s := deletiontest.NewSubject("acme", "c1")
 	e.seed(t, s, 1)
 
-	// A filter the server refuses is permanent: a field path Qdrant cannot parse.
+	// A field path Qdrant cannot parse is refused before anything is sent, permanently.
 	bad := e.inv
-	bad.Locators.SubjectFields = []string{"customer_id["}
-	if _, err := e.store.Erase(ctx, bad, s); !deletion.IsPermanent(err) || status.Code(err) != codes.InvalidArgument {
-		t.Errorf("refused filter: %v, want permanent InvalidArgument", err)
+	bad.Locators = bad.Locators.With("subject_fields", []string{"customer_id["})
+	if _, err := e.store.Erase(ctx, bad, s); !retry.IsPermanent(err) || !strings.Contains(err.Error(), "locators.subject_fields") {
+		t.Errorf("refused field: %v, want a permanent error naming locators.subject_fields", err)
 	}
 	// An unreachable server is transient, and the error names no identifier.
 	e.srv.Close()
 	_, err := e.store.Erase(ctx, e.inv, s)
-	if err == nil || deletion.IsPermanent(err) {
+	if err == nil || retry.IsPermanent(err) {
 		t.Errorf("server down: %v, want a transient error", err)
 	}
 	if err != nil && (strings.Contains(err.Error(), s.ID) || strings.Contains(err.Error(), s.Sessions[0])) {
 		t.Errorf("error names the subject: %v", err)
 	}
-	if _, err := e.store.Verify(ctx, e.inv, s); err == nil || deletion.IsPermanent(err) {
+	if _, err := e.store.Verify(ctx, e.inv, s); err == nil || retry.IsPermanent(err) {
 		t.Errorf("Verify with server down: %v, want transient", err)
 	}
 }

@@ -6,7 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
 // permanentPrefixes are Redis error replies that repeating the same command cannot fix:
@@ -17,16 +17,16 @@ var permanentPrefixes = []string{
 	"unknown command", "syntax error", "wrong number of arguments",
 }
 
-// classify wraps err with op and marks it deletion.Permanent when retrying cannot fix it.
+// classify wraps err with op and marks it retry.Permanent when retrying cannot fix it.
 // Network errors, timeouts, cancellations and every other server reply (LOADING,
 // TRYAGAIN, CLUSTERDOWN, MASTERDOWN, READONLY, BUSY, OOM, ...) stay transient.
 func classify(op string, err error) error {
-	if err == nil || deletion.IsPermanent(err) {
+	if err == nil || retry.IsPermanent(err) {
 		return err
 	}
 	wrapped := opError(op, err)
 	if isPermanent(err) {
-		return deletion.Permanent(wrapped)
+		return retry.Permanent(wrapped)
 	}
 	return wrapped
 }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
 // replyError is a Redis error reply, as go-redis reports one.
@@ -43,7 +43,7 @@ func TestClassify(t *testing.T) {
 		{errors.New("dial tcp 127.0.0.1:1: connect: connection refused"), false},
 	} {
 		err := classify("op", tc.err)
-		if got := deletion.IsPermanent(err); got != tc.permanent {
+		if got := retry.IsPermanent(err); got != tc.permanent {
 			t.Errorf("classify(%q): permanent = %v, want %v", tc.err, got, tc.permanent)
 		}
 		if !errors.Is(err, tc.err) {

@@ -9,9 +9,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/deletion/deletiontest"
 	"github.com/lethe-erasure/lethe/pkg/redisstore"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 	"github.com/lethe-erasure/lethe/pkg/testenv"
 )
 
@@ -46,7 +46,7 @@ func TestNoPermissionIsPermanent(t *testing.T) {
 				admin.Del(ctx, indexKey(s))
 			}
 			_, err := redisstore.New(c).Erase(ctx, st, s)
-			if !deletion.IsPermanent(err) {
+			if !retry.IsPermanent(err) {
 				t.Errorf("Erase without UNLINK permission = %v, want a permanent error", err)
 			}
 			noIdentifier(t, err)
@@ -64,12 +64,12 @@ func TestUnreachableIsTransient(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 	s := deletiontest.NewSubject("acme", secretID)
 	_, err := redisstore.New(c).Erase(context.Background(), refStore(t, "redis"), s)
-	if err == nil || deletion.IsPermanent(err) {
+	if err == nil || retry.IsPermanent(err) {
 		t.Errorf("Erase against a closed port = %v, want a transient error", err)
 	}
 	noIdentifier(t, err)
 	_, err = redisstore.New(c).Verify(context.Background(), refStore(t, "langgraph"), s)
-	if err == nil || deletion.IsPermanent(err) {
+	if err == nil || retry.IsPermanent(err) {
 		t.Errorf("Verify against a closed port = %v, want a transient error", err)
 	}
 }
@@ -79,7 +79,7 @@ func TestCanceledIsTransient(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err := redisstore.New(c).Erase(ctx, refStore(t, "redis"), deletiontest.NewSubject("acme", "a"))
-	if err == nil || deletion.IsPermanent(err) {
+	if err == nil || retry.IsPermanent(err) {
 		t.Errorf("Erase with a canceled context = %v, want a transient error", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
 // Index lists keys in the per-subject index of st (SADD), so that Erase finds them without
@@ -18,11 +19,15 @@ import (
 // permanent error and writes nothing. When st has no index, Index does nothing. Adding a
 // key twice is harmless.
 func Index(ctx context.Context, client redis.UniversalClient, st inventory.Store, s deletion.Subject, keys ...string) error {
-	if st.Locators.Index == "" || len(keys) == 0 {
+	l, err := LocatorsOf(st)
+	if err != nil {
+		return err
+	}
+	if l.Index == "" || len(keys) == 0 {
 		return nil
 	}
 	if s.TenantScope() {
-		return deletion.Permanent(errors.New("redisstore: index: a tenant-scope subject has no index"))
+		return retry.Permanent(errors.New("redisstore: index: a tenant-scope subject has no index"))
 	}
 	p, err := newPlan(st, s)
 	if err != nil {
@@ -31,7 +36,7 @@ func Index(ctx context.Context, client redis.UniversalClient, st inventory.Store
 	members := make([]any, len(keys))
 	for i, k := range keys {
 		if p.match(k) < 0 {
-			return deletion.Permanent(fmt.Errorf("redisstore: index: key %d is not covered by the key templates of store %q", i, st.Name))
+			return retry.Permanent(fmt.Errorf("redisstore: index: key %d is not covered by the key templates of store %q", i, st.Name))
 		}
 		members[i] = k
 	}

@@ -16,7 +16,7 @@ func TestIndexOnly(t *testing.T) {
 	c := realRedis(t)
 	ctx := context.Background()
 	st := refStore(t, "redis")
-	st.Locators.IndexOnly = true
+	st.Locators = st.Locators.With("index_only", true)
 	victim, bystander := deletiontest.NewSubject("acme", "cust-1"), deletiontest.NewSubject("acme", "cust-10")
 	seed(t, c, victim, 4, nil)
 	keep := seed(t, c, bystander, 4, []string{"session", "cache"})

@@ -7,6 +7,7 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
 // Delimiter separates the parts of a key. KeyPart escapes it inside identifiers.
@@ -79,28 +80,74 @@ func tenantPattern(tmpl, tenant string) string {
 
 var placeholders = []string{inventory.Tenant, inventory.Subject, inventory.SubjectHash, inventory.Session}
 
-// Validate checks that st is a redis inventory store whose key and index templates this
-// package can match exactly: each placeholder must be followed by the delimiter ':' or end
-// the template, so that a KeyPart-encoded value (which holds no ':') fills exactly one part
-// of the key. "session:{tenant}:{subject}:*" passes; "session:{tenant}:{subject}*" fails
-// because subject "a" would match subject "ab". Validate is cheap and side-effect free.
+// Kind is the inventory kind this package serves.
+const Kind = "redis"
+
+// Locators are the locators of an inventory store of kind "redis": key templates whose
+// last character may be a '*' wildcard, and an optional per-subject index set listing the
+// subject's keys. With IndexOnly the app promises to list every key in the index: erasure
+// and verification then read the index alone and cost the subject's footprint; without it
+// every primary is also scanned for keys the index does not list (legacy data).
+type Locators struct {
+	Keys      []string `yaml:"keys"`
+	Index     string   `yaml:"index"`
+	IndexOnly bool     `yaml:"index_only"`
+}
+
+var _ deletion.Validator = (*Store)(nil)
+
+// Validate checks the locators of st (see the package function Validate).
+func (s *Store) Validate(st inventory.Store) error { return Validate(st) }
+
+// Validate checks that st's locators are redis locators whose key and index templates this
+// package can match exactly: known fields only, at least one key template, only known
+// placeholders, each template naming the subject, its hash or a session, and each
+// placeholder followed by the delimiter ':' or ending the template, so that a
+// KeyPart-encoded value (which holds no ':') fills exactly one part of the key.
+// "session:{tenant}:{subject}:*" passes; "session:{tenant}:{subject}*" fails because
+// subject "a" would match subject "ab". Validate is cheap and side-effect free.
 func Validate(st inventory.Store) error {
-	if st.Kind != inventory.KindRedis {
-		return fmt.Errorf("redisstore: store %q has kind %q, not %q", st.Name, st.Kind, inventory.KindRedis)
+	_, err := LocatorsOf(st)
+	return err
+}
+
+// LocatorsOf decodes and checks the locators of st; its errors are permanent.
+func LocatorsOf(st inventory.Store) (Locators, error) {
+	var l Locators
+	err := st.Locators.Decode(&l)
+	if err == nil {
+		err = l.check()
 	}
-	if len(st.Locators.Keys) == 0 {
-		return fmt.Errorf("redisstore: store %q has no key templates", st.Name)
+	if err != nil {
+		return Locators{}, retry.Permanent(fmt.Errorf("redisstore: store %q: %w", st.Name, err))
 	}
-	tmpls := append([]string{}, st.Locators.Keys...)
-	if st.Locators.Index != "" {
-		tmpls = append(tmpls, st.Locators.Index)
+	return l, nil
+}
+
+func (l Locators) check() error {
+	if len(l.Keys) == 0 {
+		return errors.New("locators.keys is empty")
+	}
+	if l.IndexOnly && l.Index == "" {
+		return errors.New("locators.index_only needs locators.index")
+	}
+	tmpls := append([]string{}, l.Keys...)
+	if l.Index != "" {
+		tmpls = append(tmpls, l.Index)
 	}
 	for i, t := range tmpls {
-		if !inventory.Uses(t, inventory.Subject) && !inventory.Uses(t, inventory.SubjectHash) && !inventory.Uses(t, inventory.Session) {
-			return fmt.Errorf("redisstore: store %q: template %q names no subject, hash or session", st.Name, t)
+		field := "locators.keys"
+		if i == len(l.Keys) {
+			field = "locators.index"
 		}
-		if j := strings.IndexAny(t, `*?[\`); j >= 0 && (j != len(t)-1 || i == len(st.Locators.Keys)) {
-			return fmt.Errorf("redisstore: store %q: template %q: only a trailing '*' of a key template may be a wildcard", st.Name, t)
+		if err := inventory.CheckTemplate(t, placeholders...); err != nil {
+			return fmt.Errorf("%s: %w", field, err)
+		}
+		if !inventory.Uses(t, inventory.Subject) && !inventory.Uses(t, inventory.SubjectHash) && !inventory.Uses(t, inventory.Session) {
+			return fmt.Errorf("%s: template %q names no subject, hash or session: it would match other subjects", field, t)
+		}
+		if j := strings.IndexAny(t, `*?[\`); j >= 0 && (j != len(t)-1 || i == len(l.Keys)) {
+			return fmt.Errorf("%s: template %q: only a trailing '*' of a key template may be a wildcard", field, t)
 		}
 		for _, p := range placeholders {
 			for off := 0; ; {
@@ -110,7 +157,7 @@ func Validate(st inventory.Store) error {
 				}
 				end := off + j + len(p)
 				if end < len(t) && t[end] != Delimiter {
-					return fmt.Errorf("redisstore: store %q: template %q: %s must be followed by %q or end the template", st.Name, t, p, Delimiter)
+					return fmt.Errorf("%s: template %q: %s must be followed by %q or end the template", field, t, p, Delimiter)
 				}
 				off = end
 			}
@@ -152,14 +199,15 @@ var errEmpty = errors.New("identifier needed by a template is empty")
 
 // newPlan expands st's templates for s. Errors are permanent: retrying cannot fix them.
 func newPlan(st inventory.Store, s deletion.Subject) (plan, error) {
-	if err := Validate(st); err != nil {
-		return plan{}, deletion.Permanent(err)
+	l, err := LocatorsOf(st)
+	if err != nil {
+		return plan{}, err
 	}
 	if s.Tenant == "" {
-		return plan{}, deletion.Permanent(fmt.Errorf("redisstore: store %q: tenant: %w", st.Name, errEmpty))
+		return plan{}, retry.Permanent(fmt.Errorf("redisstore: store %q: tenant: %w", st.Name, errEmpty))
 	}
 	var p plan
-	for i, tmpl := range st.Locators.Keys {
+	for i, tmpl := range l.Keys {
 		p.locations = append(p.locations, strings.ReplaceAll(tmpl, inventory.Tenant, s.Tenant))
 		if s.TenantScope() {
 			p.patterns = append(p.patterns, pattern{glob: tenantPattern(tmpl, s.Tenant), loc: i})
@@ -167,13 +215,13 @@ func newPlan(st inventory.Store, s deletion.Subject) (plan, error) {
 		}
 		vs, err := expansions(tmpl, s)
 		if err != nil {
-			return plan{}, deletion.Permanent(fmt.Errorf("redisstore: store %q: key template %q: %w", st.Name, p.locations[i], err))
+			return plan{}, retry.Permanent(fmt.Errorf("redisstore: store %q: key template %q: %w", st.Name, p.locations[i], err))
 		}
 		for _, v := range vs {
 			p.patterns = append(p.patterns, pattern{glob: patternOf(tmpl, v), loc: i})
 		}
 	}
-	if idx := st.Locators.Index; idx != "" {
+	if idx := l.Index; idx != "" {
 		p.indexName = strings.ReplaceAll(idx, inventory.Tenant, s.Tenant)
 		if s.TenantScope() {
 			p.indexParts = strings.Count(idx, string(Delimiter))
@@ -182,7 +230,7 @@ func newPlan(st inventory.Store, s deletion.Subject) (plan, error) {
 		}
 		vs, err := expansions(idx, s)
 		if err != nil {
-			return plan{}, deletion.Permanent(fmt.Errorf("redisstore: store %q: index template: %w", st.Name, err))
+			return plan{}, retry.Permanent(fmt.Errorf("redisstore: store %q: index template: %w", st.Name, err))
 		}
 		for _, v := range vs {
 			p.indexes = append(p.indexes, inventory.Expand(idx, v, KeyPart))

@@ -53,7 +53,7 @@
 // Network errors, timeouts, LOADING, TRYAGAIN, CLUSTERDOWN, MASTERDOWN, READONLY and BUSY
 // are transient; NOPERM, NOAUTH, WRONGPASS, WRONGTYPE (where Index writes to an index that
 // is not a set), unknown commands and templates outside the contract are
-// deletion.Permanent. Error messages and locations name templates with the tenant filled
+// retry.Permanent. Error messages and locations name templates with the tenant filled
 // in, never an identifier.
 package redisstore
 
@@ -227,7 +227,8 @@ func (r *Store) members(ctx context.Context, idx string) ([]string, error) {
 // subject through the index, so erasing and verifying cost the subject's footprint, not a
 // scan of the keyspace. A tenant erasure always scans.
 func indexOnly(st inventory.Store, s deletion.Subject) bool {
-	return st.Locators.IndexOnly && st.Locators.Index != "" && !s.TenantScope()
+	l, err := LocatorsOf(st)
+	return err == nil && l.IndexOnly && l.Index != "" && !s.TenantScope()
 }
 
 // tally sums deleted keys per location; forEachPrimary may add concurrently.

@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/alicebob/miniredis/v2"
@@ -13,6 +14,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/redisstore"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 	"github.com/lethe-erasure/lethe/pkg/testenv"
 )
 
@@ -143,8 +145,8 @@ func TestTenantScope(t *testing.T) {
 func TestSessionAndHashTemplates(t *testing.T) {
 	backends(t, func(t *testing.T, c *redis.Client) {
 		ctx := context.Background()
-		st := inventory.Store{Name: "hist", Kind: inventory.KindRedis, Locators: inventory.Locators{
-			Keys: []string{"hist:{tenant}:{session}:*", "fp:{tenant}:{subject_hash}"},
+		st := inventory.Store{Name: "hist", Kind: redisstore.Kind, Locators: inventory.Locators{
+			"keys": []string{"hist:{tenant}:{session}:*", "fp:{tenant}:{subject_hash}"},
 		}}
 		s := deletiontest.NewSubject("acme", "c")
 		s.Sessions = []string{"s:1", "s*", "s:1"}
@@ -153,10 +155,10 @@ func TestSessionAndHashTemplates(t *testing.T) {
 		write := func(s deletion.Subject) {
 			for _, ses := range s.Sessions {
 				for _, suffix := range []string{"0", "1:turn"} {
-					c.Set(ctx, redisstore.Key(st.Locators.Keys[0], s.Vars(ses), suffix), "q", 0)
+					c.Set(ctx, redisstore.Key(keysOf(t, st)[0], s.Vars(ses), suffix), "q", 0)
 				}
 			}
-			c.Set(ctx, redisstore.Key(st.Locators.Keys[1], s.Vars(""), ""), "q", 0)
+			c.Set(ctx, redisstore.Key(keysOf(t, st)[1], s.Vars(""), ""), "q", 0)
 		}
 		write(s)
 		write(bystander)
@@ -190,7 +192,7 @@ func TestIndexHelper(t *testing.T) {
 	ctx := context.Background()
 	st := refStore(t, "redis")
 	s := deletiontest.NewSubject("acme", "a:b")
-	k := redisstore.Key(st.Locators.Keys[0], s.Vars(""), "1")
+	k := redisstore.Key(keysOf(t, st)[0], s.Vars(""), "1")
 	if k != "session:acme:a%3Ab:1" {
 		t.Fatalf("Key = %q", k)
 	}
@@ -201,9 +203,9 @@ func TestIndexHelper(t *testing.T) {
 	if got := indexMembers(t, c, s, "session"); !slices.Equal(got, []string{k}) {
 		t.Errorf("index = %q", got)
 	}
-	foreign := redisstore.Key(st.Locators.Keys[0], deletiontest.NewSubject("acme", "a").Vars(""), "1")
+	foreign := redisstore.Key(keysOf(t, st)[0], deletiontest.NewSubject("acme", "a").Vars(""), "1")
 	err := redisstore.Index(ctx, c, st, s, foreign)
-	if !deletion.IsPermanent(err) {
+	if !retry.IsPermanent(err) {
 		t.Errorf("Index of another subject's key = %v, want a permanent error", err)
 	}
 	res, err := redisstore.New(c).Erase(ctx, st, s)
@@ -229,7 +231,7 @@ func TestValidate(t *testing.T) {
 		{[]string{"session:{tenant}:{subject}:*"}, "idx:{tenant}", false},
 		{nil, "", false},
 	} {
-		st := inventory.Store{Name: "s", Kind: inventory.KindRedis, Locators: inventory.Locators{Keys: tc.keys, Index: tc.index}}
+		st := inventory.Store{Name: "s", Kind: redisstore.Kind, Locators: inventory.Locators{"keys": tc.keys, "index": tc.index}}
 		if err := redisstore.Validate(st); (err == nil) != tc.ok {
 			t.Errorf("Validate(%q, %q) = %v, want ok=%v", tc.keys, tc.index, err, tc.ok)
 		}
@@ -239,9 +241,38 @@ func TestValidate(t *testing.T) {
 			t.Errorf("reference store %s: %v", name, err)
 		}
 	}
-	bad := inventory.Store{Name: "s", Kind: inventory.KindRedis, Locators: inventory.Locators{Keys: []string{"k:{tenant}:{subject}*"}}}
+	for _, tc := range []struct {
+		locators inventory.Locators
+		want     string
+	}{
+		{inventory.Locators{"key": []string{"s:{tenant}:{subject}:*"}}, `unknown field "key"`},
+		{inventory.Locators{}, "locators.keys is empty"},
+		{inventory.Locators{"keys": []string{"s:{user}:{subject}:*"}}, "locators.keys: template \"s:{user}:{subject}:*\" uses placeholder {user}"},
+		{inventory.Locators{"keys": []string{"session:{tenant}:*"}}, "names no subject, hash or session"},
+		{inventory.Locators{"keys": []string{"session:*:{subject}"}}, "only a trailing '*'"},
+		{inventory.Locators{"keys": []string{"session:[ab]:{subject}"}}, "only a trailing '*'"},
+		{inventory.Locators{"keys": []string{"s:{tenant}:{subject}:*"}, "index_only": true}, "locators.index_only needs locators.index"},
+		{inventory.Locators{"keys": []string{"s:{tenant}:{subject}:*"}, "index": "i:{tenant}:{subject}*"}, "locators.index: template"},
+	} {
+		st := inventory.Store{Name: "s", Kind: redisstore.Kind, Locators: tc.locators}
+		err := redisstore.New(nil).Validate(st)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), `store "s"`) {
+			t.Errorf("Validate(%v) = %v, want an error naming the store and %q", tc.locators, err, tc.want)
+		}
+	}
+	bad := inventory.Store{Name: "s", Kind: redisstore.Kind, Locators: inventory.Locators{"keys": []string{"k:{tenant}:{subject}*"}}}
 	_, err := redisstore.New(miniRedis(t)).Erase(context.Background(), bad, deletiontest.NewSubject("acme", "a"))
-	if !deletion.IsPermanent(err) {
+	if !retry.IsPermanent(err) {
 		t.Errorf("Erase with an ambiguous template = %v, want a permanent error", err)
 	}
+}
+
+// keysOf returns the key templates of st.
+func keysOf(t *testing.T, st inventory.Store) []string {
+	t.Helper()
+	var l redisstore.Locators
+	if err := st.Locators.Decode(&l); err != nil {
+		t.Fatal(err)
+	}
+	return l.Keys
 }

@@ -10,12 +10,12 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/lethe-erasure/lethe/pkg/consumer"
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/deletion/deletiontest"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/redisstore"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 	"github.com/lethe-erasure/lethe/pkg/testenv"
 	"github.com/lethe-erasure/lethe/pkg/worker"
 )
@@ -93,7 +93,7 @@ func TestIndexOnlyWrongTypeIsUnexamined(t *testing.T) {
 	c := realRedis(t)
 	ctx := context.Background()
 	st := refStore(t, "redis")
-	st.Locators.IndexOnly = true
+	st.Locators = st.Locators.With("index_only", true)
 	s := deletiontest.NewSubject("acme", secretID)
 	seed(t, c, s, 2, nil)
 	unreadableIndex(c)(t, s)
@@ -172,7 +172,7 @@ func TestRingShardDownIsUnexamined(t *testing.T) {
 	if v.Unexamined != 1 || !slices.Equal(v.UnexaminedItems, want) {
 		t.Errorf("Verify with a shard down = %+v, want 1 unexamined %q", v, want)
 	}
-	st.Locators.IndexOnly = true // reads only the index, which the ring now routes elsewhere
+	st.Locators = st.Locators.With("index_only", true) // reads only the index, which the ring now routes elsewhere
 	if v, err := store.Verify(ctx, st, s); err != nil || v.Unexamined != 1 || !slices.Equal(v.UnexaminedItems, want) {
 		t.Errorf("index_only Verify with a shard down = %+v, %v; want 1 unexamined %q", v, err, want)
 	}
@@ -190,10 +190,10 @@ func TestWorkerReportsUnexaminedIndex(t *testing.T) {
 	b := testenv.Kafka(t, 1, event.TopicStoreDone)
 	w := &worker.Worker{
 		Inventory: inventory.Reference(),
-		Stores:    map[string]deletion.Store{inventory.KindRedis: redisstore.New(c)},
+		Stores:    map[string]deletion.Store{redisstore.Kind: redisstore.New(c)},
 		Producer:  testenv.Producer(t, b),
 		Attempts:  2,
-		Backoff:   consumer.Backoff{Base: time.Millisecond, Max: time.Millisecond},
+		Backoff:   retry.Backoff{Base: time.Millisecond, Max: time.Millisecond},
 	}
 	req := event.Requested{
 		RequestID: "er_1", TenantID: s.Tenant, SubjectHash: s.Hash, KeyID: "k1",

@@ -14,7 +14,6 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/broker"
 	"github.com/lethe-erasure/lethe/pkg/event"
-	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/replay"
 	"github.com/lethe-erasure/lethe/pkg/testenv"
 )
@@ -24,7 +23,7 @@ const rawSubject = "alice@example.com" // must never leave erasure.requested
 var (
 	clock    = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	expected = []string{"qdrant", "redis", "audit_log"}
-	kinds    = map[string]string{"qdrant": inventory.KindQdrant, "redis": inventory.KindRedis, "audit_log": inventory.KindAuditLog}
+	kinds    = map[string]string{"qdrant": "qdrant", "redis": "redis", "audit_log": "audit_log"}
 )
 
 type env struct {

@@ -30,13 +30,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
-	"github.com/lethe-erasure/lethe/pkg/consumer"
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/envelope"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/metrics"
 	"github.com/lethe-erasure/lethe/pkg/pii"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
 // ReasonMissingKey is the error of the reports of a request whose data key is missing.
@@ -52,9 +52,9 @@ type Worker struct {
 	Inventory *inventory.Inventory
 	Stores    map[string]deletion.Store // by inventory kind
 	Producer  Producer
-	DoneTopic string           // default event.TopicStoreDone
-	Attempts  int              // tries per store before FAILED; default 5
-	Backoff   consumer.Backoff // between tries; default 100ms..2s
+	DoneTopic string        // default event.TopicStoreDone
+	Attempts  int           // tries per store before FAILED; default 5
+	Backoff   retry.Backoff // between tries; default 100ms..2s
 	Log       *zap.Logger
 	Metrics   *metrics.Metrics // nil records nothing
 	Sealer    *envelope.Sealer // opens sealed identifiers; nil: only clear ones are accepted
@@ -68,7 +68,7 @@ func (w *Worker) Handle(ctx context.Context, rec *kgo.Record) error {
 		return err // permanent: the consumer dead-letters it
 	}
 	if req.RequestID == "" || req.TenantID == "" {
-		return deletion.Permanent(errors.New("worker: request without request_id or tenant_id"))
+		return retry.Permanent(errors.New("worker: request without request_id or tenant_id"))
 	}
 	stores := w.targets(&req)
 	if len(stores) == 0 {
@@ -185,7 +185,7 @@ func (w *Worker) erase(ctx context.Context, req *event.Requested, st inventory.S
 			deleted = addCounts(deleted, res.Locations)
 			ver, err = impl.Verify(ctx, st, subj)
 		}
-		if err == nil || deletion.IsPermanent(err) || ctx.Err() != nil || try == attempts {
+		if err == nil || retry.IsPermanent(err) || ctx.Err() != nil || try == attempts {
 			break
 		}
 		d := w.backoff().Delay(try)
@@ -201,7 +201,7 @@ func (w *Worker) erase(ctx context.Context, req *event.Requested, st inventory.S
 		done.Status = event.StatusFailed
 		done.Error = pii.Mask(err.Error())
 		done.Verification = event.Verification{Method: "not verified", Remaining: -1}
-		log.Error("store erase failed", zap.Bool("permanent", deletion.IsPermanent(err)), zap.Error(err))
+		log.Error("store erase failed", zap.Bool("permanent", retry.IsPermanent(err)), zap.Error(err))
 		return done
 	}
 	res.Locations = deleted
@@ -261,9 +261,9 @@ func (w *Worker) doneTopic() string {
 	return w.DoneTopic
 }
 
-func (w *Worker) backoff() consumer.Backoff {
+func (w *Worker) backoff() retry.Backoff {
 	if w.Backoff.Base == 0 {
-		return consumer.Backoff{Base: 100 * time.Millisecond, Max: 2 * time.Second}
+		return retry.Backoff{Base: 100 * time.Millisecond, Max: 2 * time.Second}
 	}
 	return w.Backoff
 }

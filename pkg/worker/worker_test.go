@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lethe-erasure/lethe/pkg/retry"
 	"github.com/lethe-erasure/lethe/pkg/testenv"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -18,7 +19,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/lethe-erasure/lethe/pkg/broker"
-	"github.com/lethe-erasure/lethe/pkg/consumer"
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/envelope"
 	"github.com/lethe-erasure/lethe/pkg/event"
@@ -73,11 +73,11 @@ func (f *fakeStore) Erase(ctx context.Context, st inventory.Store, s deletion.Su
 	f.calls = append(f.calls, call{"erase", st.Name, s})
 	b := f.by[st.Name]
 	if b == nil {
-		return deletion.Result{}, deletion.Permanent(fmt.Errorf("fake: no behaviour for %s", st.Name))
+		return deletion.Result{}, retry.Permanent(fmt.Errorf("fake: no behaviour for %s", st.Name))
 	}
 	switch {
 	case b.permanent:
-		return deletion.Result{}, deletion.Permanent(errors.New("fake: malformed row"))
+		return deletion.Result{}, retry.Permanent(errors.New("fake: malformed row"))
 	case b.eraseFails > 0:
 		b.eraseFails--
 		return deletion.Result{}, errors.New("fake: connection refused")
@@ -135,7 +135,7 @@ func setup(t *testing.T, stores map[string]deletion.Store) (*worker.Worker, []st
 		Stores:    stores,
 		Producer:  cl,
 		Attempts:  3,
-		Backoff:   consumer.Backoff{Base: time.Millisecond, Max: 2 * time.Millisecond},
+		Backoff:   retry.Backoff{Base: time.Millisecond, Max: 2 * time.Millisecond},
 		Now:       func() time.Time { return clock },
 	}
 	return w, b.Brokers
@@ -217,7 +217,7 @@ func TestHandleSelectsStores(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFake(map[string]*behaviour{"redis": {items: 3}, "langgraph": {}, "audit_log": {noPII: true}})
-			w, addrs := setup(t, map[string]deletion.Store{inventory.KindRedis: f, inventory.KindAuditLog: f})
+			w, addrs := setup(t, map[string]deletion.Store{"redis": f, "audit_log": f})
 			if err := w.Handle(context.Background(), record(t, request(tc.expected, tc.only, tc.attempt))); err != nil {
 				t.Fatal(err)
 			}
@@ -241,7 +241,7 @@ func TestHandleSelectsStores(t *testing.T) {
 // the store received the request's subject.
 func TestHandleReports(t *testing.T) {
 	f := newFake(map[string]*behaviour{"redis": {items: 3}, "langgraph": {}, "audit_log": {noPII: true}})
-	w, addrs := setup(t, map[string]deletion.Store{inventory.KindRedis: f, inventory.KindAuditLog: f})
+	w, addrs := setup(t, map[string]deletion.Store{"redis": f, "audit_log": f})
 	req := request(allStores, nil, 1)
 	if err := w.Handle(context.Background(), record(t, req)); err != nil {
 		t.Fatal(err)
@@ -322,7 +322,7 @@ func TestHandleRetriesAndFailures(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := tc.b
 			f := newFake(map[string]*behaviour{"redis": &b})
-			w, addrs := setup(t, map[string]deletion.Store{inventory.KindRedis: f})
+			w, addrs := setup(t, map[string]deletion.Store{"redis": f})
 			if err := w.Handle(context.Background(), record(t, request([]string{"redis"}, nil, 1))); err != nil {
 				t.Fatal(err)
 			}
@@ -341,7 +341,7 @@ func TestHandleRetriesAndFailures(t *testing.T) {
 // Records that can never be handled are permanent errors: the consumer dead-letters them.
 func TestHandleRejectsUndecodable(t *testing.T) {
 	f := newFake(map[string]*behaviour{"redis": {}})
-	w, addrs := setup(t, map[string]deletion.Store{inventory.KindRedis: f})
+	w, addrs := setup(t, map[string]deletion.Store{"redis": f})
 	noID := request(allStores, nil, 1)
 	noID.RequestID = ""
 	done, err := event.Done.Encode(&event.StoreDone{RequestID: "er_1", Store: "redis", Status: event.StatusDeleted})
@@ -355,7 +355,7 @@ func TestHandleRejectsUndecodable(t *testing.T) {
 		"no request id":      record(t, noID),
 	} {
 		err := w.Handle(context.Background(), rec)
-		if err == nil || !consumer.IsPermanent(err) {
+		if err == nil || !retry.IsPermanent(err) {
 			t.Errorf("%s: got %v, want a permanent error", name, err)
 		}
 	}
@@ -379,10 +379,10 @@ func (failingProducer) ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.P
 func TestHandleFailsWhenReportsAreNotAcknowledged(t *testing.T) {
 	t.Run("producer error", func(t *testing.T) {
 		f := newFake(map[string]*behaviour{"redis": {items: 1}})
-		w, _ := setup(t, map[string]deletion.Store{inventory.KindRedis: f})
+		w, _ := setup(t, map[string]deletion.Store{"redis": f})
 		w.Producer = failingProducer{}
 		err := w.Handle(context.Background(), record(t, request([]string{"redis"}, nil, 1)))
-		if err == nil || consumer.IsPermanent(err) || !strings.Contains(err.Error(), "not enough replicas") {
+		if err == nil || retry.IsPermanent(err) || !strings.Contains(err.Error(), "not enough replicas") {
 			t.Fatalf("got %v, want a transient publish error", err)
 		}
 	})
@@ -398,11 +398,11 @@ func TestHandleFailsWhenReportsAreNotAcknowledged(t *testing.T) {
 		defer cl.Close()
 		c.Close()
 		f := newFake(map[string]*behaviour{"redis": {items: 1}})
-		w := &worker.Worker{Inventory: inventory.Reference(), Stores: map[string]deletion.Store{inventory.KindRedis: f}, Producer: cl}
+		w := &worker.Worker{Inventory: inventory.Reference(), Stores: map[string]deletion.Store{"redis": f}, Producer: cl}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		err = w.Handle(ctx, record(t, request([]string{"redis"}, nil, 1)))
-		if err == nil || consumer.IsPermanent(err) {
+		if err == nil || retry.IsPermanent(err) {
 			t.Fatalf("got %v, want a transient publish error", err)
 		}
 		if ctx.Err() != nil {
@@ -415,9 +415,9 @@ func TestHandleFailsWhenReportsAreNotAcknowledged(t *testing.T) {
 func TestHandleStopsOnCancel(t *testing.T) {
 	f := newFake(map[string]*behaviour{"redis": {items: 1, eraseFails: 1 << 30}})
 	f.erase = make(chan struct{}, 1)
-	w, addrs := setup(t, map[string]deletion.Store{inventory.KindRedis: f})
+	w, addrs := setup(t, map[string]deletion.Store{"redis": f})
 	w.Attempts = 100
-	w.Backoff = consumer.Backoff{Base: time.Hour, Max: time.Hour}
+	w.Backoff = retry.Backoff{Base: time.Hour, Max: time.Hour}
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- w.Handle(ctx, record(t, request([]string{"redis"}, nil, 1))) }()

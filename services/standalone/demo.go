@@ -16,6 +16,7 @@ import (
 	"github.com/qdrant/go-client/qdrant"
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
+	"github.com/lethe-erasure/lethe/pkg/datasetstore"
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/intake"
@@ -105,8 +106,12 @@ func (a *app) eraseNumeric(ctx context.Context, stderr io.Writer) error {
 	count := func(c customer) (int64, error) {
 		n, _ := strconv.ParseInt(c.id, 10, 64)
 		var total int64
-		for _, st := range a.Inventory.OfKinds(inventory.KindQdrant) {
-			for _, tmpl := range st.Locators.Collections {
+		for _, st := range a.Inventory.OfKinds(qdrantstore.Kind) {
+			l, err := qdrantstore.LocatorsOf(st)
+			if err != nil {
+				return 0, err
+			}
+			for _, tmpl := range l.Collections {
 				k, err := a.Stack.Qdrant.Count(ctx, &qdrant.CountPoints{
 					CollectionName: inventory.Expand(tmpl, inventory.Vars{Tenant: demoTenant}, nil),
 					Filter:         &qdrant.Filter{Must: []*qdrant.Condition{qdrant.NewMatchInt("customer_id", n)}},
@@ -168,7 +173,7 @@ func (a *app) footprints(ctx context.Context) (map[string]footprint, error) {
 		s := c.subject(a.Key)
 		fp := footprint{}
 		for _, st := range a.Inventory.Stores {
-			if st.Kind == inventory.KindAuditLog {
+			if st.Kind == auditlog.Kind {
 				evs, err := a.Stack.Audit.Events(ctx, demoTenant, s.Hash)
 				if err != nil {
 					return nil, err
@@ -181,7 +186,7 @@ func (a *app) footprints(ctx context.Context) (map[string]footprint, error) {
 				return nil, fmt.Errorf("read back %s: %w", st.Name, err)
 			}
 			fp[st.Name] = v.Remaining
-			if st.Kind == inventory.KindDataset {
+			if st.Kind == datasetstore.Kind {
 				// Verify counts rows in every object version; erasing a customer rightly
 				// deletes old versions that also hold others' rows, so others are compared
 				// on the current objects.
@@ -220,10 +225,10 @@ func check(r event.Receipt, inv *inventory.Inventory, before, after map[string]f
 	}
 	bad = append(bad, objectProblems(before, after)...)
 	for _, st := range inv.Stores {
-		if st.Kind != inventory.KindAuditLog && before[target.id][st.Name] == 0 {
+		if st.Kind != auditlog.Kind && before[target.id][st.Name] == 0 {
 			bad = append(bad, fmt.Sprintf("seed: the customer had no data in %s", st.Name))
 		}
-		if st.Kind != inventory.KindAuditLog && after[target.id][st.Name]+after[target.id][st.Name+allVersions] != 0 {
+		if st.Kind != auditlog.Kind && after[target.id][st.Name]+after[target.id][st.Name+allVersions] != 0 {
 			bad = append(bad, fmt.Sprintf("%s: %d items of the customer remain", st.Name, after[target.id][st.Name]+after[target.id][st.Name+allVersions]))
 		}
 		for _, c := range bystanders {
@@ -302,12 +307,12 @@ func doJSON(req *http.Request, want int, v any) error {
 
 // seed writes every customer's data into the five stores, as the RAG app would.
 func (a *app) seed(ctx context.Context) error {
-	for _, st := range a.Inventory.OfKinds(inventory.KindQdrant) {
+	for _, st := range a.Inventory.OfKinds(qdrantstore.Kind) {
 		if err := a.seedQdrant(ctx, st); err != nil {
 			return err
 		}
 	}
-	for _, st := range a.Inventory.OfKinds(inventory.KindRedis) {
+	for _, st := range a.Inventory.OfKinds(redisstore.Kind) {
 		if err := a.seedRedis(ctx, st); err != nil {
 			return err
 		}
@@ -331,7 +336,11 @@ func (a *app) seed(ctx context.Context) error {
 // and 12 chunks for each numeric-id customer tagged with its id as an integer.
 func (a *app) seedQdrant(ctx context.Context, st inventory.Store) error {
 	q := a.Stack.Qdrant
-	for _, tmpl := range st.Locators.Collections {
+	l, err := qdrantstore.LocatorsOf(st)
+	if err != nil {
+		return err
+	}
+	for _, tmpl := range l.Collections {
 		coll := inventory.Expand(tmpl, inventory.Vars{Tenant: demoTenant}, nil)
 		err := q.CreateCollection(ctx, &qdrant.CreateCollection{CollectionName: coll,
 			VectorsConfig: qdrant.NewVectorsConfig(&qdrant.VectorParams{Size: 4, Distance: qdrant.Distance_Cosine})})
@@ -374,11 +383,15 @@ func (a *app) seedQdrant(ctx context.Context, st inventory.Store) error {
 // seedRedis writes each customer's keys for st (4 per session, as the app does), listing
 // the current session's keys in the per-customer index and leaving the legacy ones unindexed.
 func (a *app) seedRedis(ctx context.Context, st inventory.Store) error {
+	l, err := redisstore.LocatorsOf(st)
+	if err != nil {
+		return err
+	}
 	for _, c := range append([]customer{target}, bystanders...) {
 		s := c.subject(a.Key)
 		for si, sess := range c.sessions {
 			var keys []string
-			for _, tmpl := range st.Locators.Keys {
+			for _, tmpl := range l.Keys {
 				for i := 0; i < 2; i++ {
 					k := redisstore.Key(tmpl, s.Vars(sess), fmt.Sprintf("%s:%d", redisstore.KeyPart(sess), i))
 					if err := a.Stack.Redis.Set(ctx, k, "turn", 0).Err(); err != nil {

@@ -22,7 +22,7 @@ import (
 func VerifierFixture(t *testing.T, s auditlog.Store, unreadable func(t testing.TB, sub deletion.Subject)) deletiontest.Fixture {
 	t.Helper()
 	ctx := context.Background()
-	sts := inventory.Reference().OfKinds(inventory.KindAuditLog)
+	sts := inventory.Reference().OfKinds(auditlog.Kind)
 	if len(sts) != 1 {
 		t.Fatalf("reference inventory has %d audit_log stores, want 1", len(sts))
 	}

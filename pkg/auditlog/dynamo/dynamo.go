@@ -23,7 +23,7 @@
 // Errors: ConditionalCheckFailedException becomes auditlog.ErrExists or ErrConflict, or is
 // swallowed where the contract says an older write is ignored. Requests DynamoDB rejects as
 // malformed (validation, serialization, item too large) and undecodable items are
-// deletion.Permanent; everything else (throttling, 5xx, network, a missing table) is
+// retry.Permanent; everything else (throttling, 5xx, network, a missing table) is
 // transient. The SDK's own retryer already retries throttling and 5xx a few times.
 package dynamo
 
@@ -44,8 +44,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
-	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
 // Store is an auditlog.Store on one DynamoDB table. It is safe for concurrent use.
@@ -104,7 +104,7 @@ func (s *Store) CreateTable(ctx context.Context) error {
 // AppendEvent stores e unless its id is stored for the tenant and subject hash.
 func (s *Store) AppendEvent(ctx context.Context, e auditlog.Event) error {
 	if e.EventID == "" || e.TenantID == "" || e.SubjectHash == "" {
-		return deletion.Permanent(errors.New("auditlog/dynamo: event needs an event id, a tenant id and a subject hash"))
+		return retry.Permanent(errors.New("auditlog/dynamo: event needs an event id, a tenant id and a subject hash"))
 	}
 	item, err := record(eventPK(e.TenantID, e.SubjectHash), "EVT#"+esc(e.EventID), e)
 	if err != nil {
@@ -160,7 +160,7 @@ func (s *Store) RawEvents(ctx context.Context, tenant, subjectHash string) ([]au
 // between leaves entries that ListRequests skips until the request is written.
 func (s *Store) PutRequest(ctx context.Context, r auditlog.Request) error {
 	if r.RequestID == "" {
-		return deletion.Permanent(errors.New("auditlog/dynamo: request needs a request id"))
+		return retry.Permanent(errors.New("auditlog/dynamo: request needs a request id"))
 	}
 	if err := s.putRequestIndex(ctx, r); err != nil {
 		return err
@@ -178,7 +178,7 @@ func (s *Store) GetRequest(ctx context.Context, requestID string) (auditlog.Requ
 // PutReport stores d unless a report of a later attempt is stored for its request and store.
 func (s *Store) PutReport(ctx context.Context, d event.StoreDone) error {
 	if d.RequestID == "" || d.Store == "" {
-		return deletion.Permanent(errors.New("auditlog/dynamo: report needs a request id and a store"))
+		return retry.Permanent(errors.New("auditlog/dynamo: report needs a request id and a store"))
 	}
 	return s.putAttempt(ctx, "put report", reqPK(d.RequestID), "REPORT#"+esc(d.Store), d, d.Attempt)
 }
@@ -326,7 +326,7 @@ func num(n int64) types.AttributeValue {
 func record(pk, sk string, v any) (map[string]types.AttributeValue, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return nil, deletion.Permanent(fmt.Errorf("auditlog/dynamo: encode: %w", err))
+		return nil, retry.Permanent(fmt.Errorf("auditlog/dynamo: encode: %w", err))
 	}
 	item := key(pk, sk)
 	item["data"] = str(string(b))
@@ -337,10 +337,10 @@ func record(pk, sk string, v any) (map[string]types.AttributeValue, error) {
 func decode(item map[string]types.AttributeValue, v any) error {
 	d, ok := item["data"].(*types.AttributeValueMemberS)
 	if !ok {
-		return deletion.Permanent(errors.New("auditlog/dynamo: item has no data attribute"))
+		return retry.Permanent(errors.New("auditlog/dynamo: item has no data attribute"))
 	}
 	if err := json.Unmarshal([]byte(d.Value), v); err != nil {
-		return deletion.Permanent(fmt.Errorf("auditlog/dynamo: malformed item: %w", err))
+		return retry.Permanent(fmt.Errorf("auditlog/dynamo: malformed item: %w", err))
 	}
 	return nil
 }

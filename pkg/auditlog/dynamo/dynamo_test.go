@@ -22,6 +22,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/deletion/deletiontest"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 	"github.com/lethe-erasure/lethe/pkg/testenv"
 )
 
@@ -92,9 +93,17 @@ func TestDynamo(t *testing.T) {
 	t.Run("Verifier", func(t *testing.T) {
 		deletiontest.Run(t, func(t *testing.T) deletiontest.Fixture {
 			s := e.store(t)
-			return auditlogtest.VerifierFixture(t, s, func(t testing.TB, sub deletion.Subject) {
+			f := auditlogtest.VerifierFixture(t, s, func(t testing.TB, sub deletion.Subject) {
 				must(t, s.putEventItem(ctx, sub, "unreadable", nil))
 			})
+			f.Down = func(t *testing.T) deletion.Store {
+				down := dynamodb.New(e.client.Options(), func(o *dynamodb.Options) {
+					o.BaseEndpoint = aws.String(fmt.Sprintf("http://127.0.0.1:%d", testenv.FreePort(t)))
+					o.RetryMaxAttempts = 1
+				})
+				return auditlog.NewVerifier(New(down, s.table))
+			}
+			return f
 		})
 	})
 
@@ -105,7 +114,7 @@ func TestDynamo(t *testing.T) {
 		must(t, s.putEventItem(ctx, sub, "no-data", nil))
 		must(t, s.putEventItem(ctx, sub, "number", &types.AttributeValueMemberN{Value: "42"}))
 		must(t, s.putEventItem(ctx, sub, "not-json", str(`{"event_id": "not-json", "path": "/customers/cust-1`)))
-		v, err := auditlog.NewVerifier(s).Verify(ctx, inventory.Reference().OfKinds(inventory.KindAuditLog)[0], sub)
+		v, err := auditlog.NewVerifier(s).Verify(ctx, inventory.Reference().OfKinds(auditlog.Kind)[0], sub)
 		must(t, err)
 		// Items come in key order: no-data, not-json, number, ok.
 		want := []string{
@@ -207,13 +216,13 @@ func TestDynamo(t *testing.T) {
 	t.Run("ErrorClasses", func(t *testing.T) {
 		missing := New(e.client, "no-such-table")
 		_, err := missing.GetRequest(ctx, "r")
-		if err == nil || errors.Is(err, auditlog.ErrNotFound) || deletion.IsPermanent(err) {
+		if err == nil || errors.Is(err, auditlog.ErrNotFound) || retry.IsPermanent(err) {
 			t.Errorf("missing table: %v, want a transient error", err)
 		}
 		t.Logf("missing table: %v", err)
 		invalid := New(e.client, "x") // table names have at least 3 characters
 		_, err = invalid.GetRequest(ctx, "r")
-		if !deletion.IsPermanent(err) {
+		if !retry.IsPermanent(err) {
 			t.Errorf("invalid table name: %v, want a permanent error", err)
 		}
 		t.Logf("invalid table name: %v", err)
@@ -223,7 +232,7 @@ func TestDynamo(t *testing.T) {
 			big = append(big, fmt.Sprintf("chunk-%0100d", i))
 		}
 		err = s.AppendEvent(ctx, auditlog.Event{EventID: "big", TenantID: "acme", SubjectHash: "h", ChunkIDs: big, At: auditlogtest.T0})
-		if !deletion.IsPermanent(err) {
+		if !retry.IsPermanent(err) {
 			t.Errorf("item over 400 KB: %v, want a permanent error", err)
 		}
 		t.Logf("item over 400 KB: %.200v", err)

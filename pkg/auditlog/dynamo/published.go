@@ -5,7 +5,7 @@ import (
 	"errors"
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
-	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
 var _ auditlog.PublishMarker = (*Store)(nil)
@@ -20,7 +20,7 @@ type publishedMark struct {
 // attribute_not_exists: a second mark is a no-op that keeps the first.
 func (s *Store) MarkPublished(ctx context.Context, requestID, receiptID string) error {
 	if requestID == "" {
-		return deletion.Permanent(errors.New("auditlog/dynamo: publication mark needs a request id"))
+		return retry.Permanent(errors.New("auditlog/dynamo: publication mark needs a request id"))
 	}
 	item, err := record(reqPK(requestID), "PUBLISHED", publishedMark{RequestID: requestID, ReceiptID: receiptID})
 	if err != nil {

@@ -9,8 +9,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
-	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
 // PutReceipt creates the receipt of r.RequestID, or fails with auditlog.ErrExists. Without
@@ -21,7 +21,7 @@ import (
 // (a lost race to create it) is skipped as well.
 func (s *Store) PutReceipt(ctx context.Context, r event.Receipt) error {
 	if r.RequestID == "" || r.TenantID == "" {
-		return deletion.Permanent(errors.New("auditlog/dynamo: receipt needs a request id and a tenant id"))
+		return retry.Permanent(errors.New("auditlog/dynamo: receipt needs a request id and a tenant id"))
 	}
 	var existing event.Receipt
 	switch err := s.get(ctx, "put receipt", reqPK(r.RequestID), "RECEIPT", &existing); {
@@ -65,11 +65,11 @@ func (s *Store) Receipts(ctx context.Context, tenant string) ([]event.Receipt, e
 		id, ok := it["request_id"].(*types.AttributeValueMemberS)
 		n, ok2 := it["seq"].(*types.AttributeValueMemberN)
 		if !ok || !ok2 {
-			return nil, deletion.Permanent(errors.New("auditlog/dynamo: malformed receipt index entry"))
+			return nil, retry.Permanent(errors.New("auditlog/dynamo: malformed receipt index entry"))
 		}
 		seq, err := strconv.ParseInt(n.Value, 10, 64)
 		if err != nil {
-			return nil, deletion.Permanent(fmt.Errorf("auditlog/dynamo: malformed receipt index entry: %w", err))
+			return nil, retry.Permanent(fmt.Errorf("auditlog/dynamo: malformed receipt index entry: %w", err))
 		}
 		if seqs[id.Value] == nil {
 			seqs[id.Value] = map[int64]bool{}

@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
-	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
 // batchGetMax is BatchGetItem's limit of keys per call.
@@ -64,7 +64,7 @@ func (s *Store) ListRequests(ctx context.Context, tenant string) ([]auditlog.Req
 	for _, it := range items {
 		id, ok := it["request_id"].(*types.AttributeValueMemberS)
 		if !ok {
-			return nil, deletion.Permanent(errors.New("auditlog/dynamo: malformed request index entry"))
+			return nil, retry.Permanent(errors.New("auditlog/dynamo: malformed request index entry"))
 		}
 		if !seen[id.Value] {
 			seen[id.Value] = true

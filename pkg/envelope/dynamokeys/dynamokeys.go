@@ -15,7 +15,7 @@
 // without it. Keep the KEK out of DynamoDB and its backups.
 //
 // Errors: requests DynamoDB rejects as malformed (validation, serialization) and items of
-// an unknown shape are deletion.Permanent; everything else (throttling, 5xx, network, a
+// an unknown shape are retry.Permanent; everything else (throttling, 5xx, network, a
 // missing table) is transient. The SDK's retryer already retries throttling and 5xx.
 package dynamokeys
 
@@ -33,8 +33,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/envelope"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
 // Store is an envelope.KeyStore on one DynamoDB table. It is safe for concurrent use.
@@ -195,13 +195,13 @@ func (s *Store) get(ctx context.Context, op, id string) ([]byte, *envelope.Shred
 	}
 	w, ok := out.Item["wrapped"].(*types.AttributeValueMemberB)
 	if !ok || len(w.Value) == 0 {
-		return nil, nil, deletion.Permanent(fmt.Errorf("envelope/dynamokeys: %s: %w: item has neither a wrapped key nor a tombstone", op, envelope.ErrCorrupt))
+		return nil, nil, retry.Permanent(fmt.Errorf("envelope/dynamokeys: %s: %w: item has neither a wrapped key nor a tombstone", op, envelope.ErrCorrupt))
 	}
 	return w.Value, nil, nil
 }
 
 // badID is returned for an empty id or one that is not UTF-8 (DynamoDB strings are UTF-8).
-var badID = deletion.Permanent(errors.New("envelope/dynamokeys: id must be non-empty UTF-8"))
+var badID = retry.Permanent(errors.New("envelope/dynamokeys: id must be non-empty UTF-8"))
 
 func validID(id string) bool { return id != "" && utf8.ValidString(id) }
 

@@ -14,10 +14,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/envelope"
 	"github.com/lethe-erasure/lethe/pkg/envelope/dynamokeys"
 	"github.com/lethe-erasure/lethe/pkg/envelope/keystoretest"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 	"github.com/lethe-erasure/lethe/pkg/testenv"
 )
 
@@ -111,14 +111,14 @@ func TestErrorsClassified(t *testing.T) {
 	c := client(t)
 	missing := dynamokeys.New(c, "no-such-table")
 	_, err := missing.Get(ctx, "er_1")
-	if err == nil || errors.Is(err, envelope.ErrShredded) || deletion.IsPermanent(err) {
+	if err == nil || errors.Is(err, envelope.ErrShredded) || retry.IsPermanent(err) {
 		t.Fatalf("Get on a missing table = %v, want a transient error", err)
 	}
 	s := dynamokeys.New(c, "keys")
 	if err := s.CreateTable(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Create(ctx, "bad\xff", []byte("w")); err == nil || !deletion.IsPermanent(err) {
+	if err := s.Create(ctx, "bad\xff", []byte("w")); err == nil || !retry.IsPermanent(err) {
 		t.Fatalf("Create with a non-UTF-8 id = %v, want a permanent error", err)
 	}
 	// An item of an unknown shape is corrupt, not shredded.
@@ -127,7 +127,7 @@ func TestErrorsClassified(t *testing.T) {
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Get(ctx, "er_odd"); !errors.Is(err, envelope.ErrCorrupt) || !deletion.IsPermanent(err) {
+	if _, err := s.Get(ctx, "er_odd"); !errors.Is(err, envelope.ErrCorrupt) || !retry.IsPermanent(err) {
 		t.Fatalf("Get of a malformed item = %v, want permanent ErrCorrupt", err)
 	}
 }

@@ -1,0 +1,76 @@
+package datasetstore
+
+import (
+	"errors"
+	"fmt"
+	"path"
+
+	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/retry"
+)
+
+// Kind is the inventory kind this package serves.
+const Kind = "dataset"
+
+// Locators are the locators of an inventory store of kind "dataset": object prefixes
+// (s3://bucket/prefix/ or a directory path relative to the dataset root; placeholders
+// {tenant} and {subject_hash} only, so that no identifier reaches an object name), the
+// columns holding the subject id or a session id (a dotted path such as
+// metadata.customer_id names a nested field), and glob patterns (path.Match, case ignored)
+// of objects under the prefixes that are no datasets: a pattern without a slash matches an
+// object's name, one with a slash its key below the prefix. Excluded objects are never read
+// and are listed in the verification.
+type Locators struct {
+	Prefixes       []string `yaml:"prefixes"`
+	SubjectColumns []string `yaml:"subject_columns"`
+	SessionColumns []string `yaml:"session_columns"`
+	Exclude        []string `yaml:"exclude"`
+}
+
+var _ deletion.Validator = (*Store)(nil)
+
+// Validate checks the locators of st (see the package function Validate).
+func (s *Store) Validate(st inventory.Store) error { return Validate(st) }
+
+// Validate checks that st's locators are dataset locators: known fields only, at least one
+// prefix, each using only {tenant} and {subject_hash}, at least one subject or session
+// column, and exclude patterns that are valid globs. It touches no backend.
+func Validate(st inventory.Store) error {
+	_, err := LocatorsOf(st)
+	return err
+}
+
+// LocatorsOf decodes and checks the locators of st; its errors are permanent.
+func LocatorsOf(st inventory.Store) (Locators, error) {
+	var l Locators
+	err := st.Locators.Decode(&l)
+	if err == nil {
+		err = l.check()
+	}
+	if err != nil {
+		return Locators{}, retry.Permanent(fmt.Errorf("dataset store %q: %w", st.Name, err))
+	}
+	return l, nil
+}
+
+func (l Locators) check() error {
+	var errs []error
+	if len(l.Prefixes) == 0 {
+		errs = append(errs, errors.New("locators.prefixes is empty"))
+	}
+	for _, p := range l.Prefixes {
+		if err := inventory.CheckTemplate(p, inventory.Tenant, inventory.SubjectHash); err != nil {
+			errs = append(errs, fmt.Errorf("locators.prefixes: %w: identifiers must not reach object names", err))
+		}
+	}
+	if len(l.SubjectColumns)+len(l.SessionColumns) == 0 {
+		errs = append(errs, errors.New("locators: needs subject_columns or session_columns"))
+	}
+	for _, p := range l.Exclude {
+		if _, err := path.Match(p, ""); err != nil || p == "" {
+			errs = append(errs, fmt.Errorf("locators.exclude: pattern %q is not a valid glob", p))
+		}
+	}
+	return errors.Join(errs...)
+}

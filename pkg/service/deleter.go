@@ -1,0 +1,64 @@
+package service
+
+import (
+	"context"
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/metrics"
+	"github.com/lethe-erasure/lethe/pkg/worker"
+)
+
+// Open connects a deleter's store: it returns the deletion.Store of the deleter's kind and
+// the readiness checks of its backend. It should not wait for the backend to answer; the
+// checks report whether it does.
+type Open func(ctx context.Context, env Env) (deletion.Store, []metrics.Check, error)
+
+// Deleter runs the deleter service name for inventory kind kind: it is the whole of a
+// deleter's main function. It opens the store, validates every inventory store of kind
+// through the store's deletion.Validator (refusing to start, naming each store and field at
+// fault), and runs a worker in consumer group "lethe-"+name on erasure.requested, with the
+// broker's and open's readiness checks and the worker's metrics. An inventory naming no
+// store of kind is not an error: a deleter is deployed before its stores are added to the
+// inventory, and reports nothing until they are.
+func Deleter(name, kind string, open Open) {
+	Main(name, DeleterSpec(name, kind, open))
+}
+
+// DeleterSpec is the build function Deleter passes to Main; it is exported for tests and
+// for binaries that run a deleter beside other groups.
+func DeleterSpec(name, kind string, open Open) func(ctx context.Context, env Env) (Spec, error) {
+	return func(ctx context.Context, env Env) (Spec, error) {
+		store, checks, err := open(ctx, env)
+		if err != nil {
+			return Spec{}, fmt.Errorf("%s: open %s store: %w", name, kind, err)
+		}
+		inv := env.Config.Inventory
+		if err := deletion.ValidateStores(inv, kind, store); err != nil {
+			return Spec{}, fmt.Errorf("%s: refusing to start: %w", name, err)
+		}
+		if len(inv.OfKinds(kind)) == 0 {
+			env.Log.Warn("no inventory store of this kind: nothing to erase until one is added",
+				zap.String("kind", kind), zap.String("inventory_version", inv.Version))
+		}
+		w := &worker.Worker{
+			Inventory: inv,
+			Stores:    map[string]deletion.Store{kind: store},
+			Producer:  env.Producer,
+			Log:       env.Log,
+			Metrics:   env.Metrics,
+			Sealer:    env.Sealer,
+		}
+		return Spec{
+			Groups: []Group{{
+				Name:    "lethe-" + name,
+				Topics:  []string{event.TopicRequested},
+				Handler: w.Handle,
+			}},
+			Checks: checks,
+		}, nil
+	}
+}

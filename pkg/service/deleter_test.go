@@ -1,0 +1,104 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"go.uber.org/zap"
+
+	"github.com/lethe-erasure/lethe/pkg/config"
+	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/metrics"
+)
+
+// fieldStore validates that every store of its kind has a "table" locator.
+type fieldStore struct{}
+
+func (fieldStore) Erase(context.Context, inventory.Store, deletion.Subject) (deletion.Result, error) {
+	return deletion.Result{}, nil
+}
+
+func (fieldStore) Verify(context.Context, inventory.Store, deletion.Subject) (event.Verification, error) {
+	return event.Verification{}, nil
+}
+
+func (fieldStore) Validate(st inventory.Store) error {
+	var l struct {
+		Table string `yaml:"table"`
+	}
+	if err := st.Locators.Decode(&l); err != nil {
+		return err
+	}
+	if l.Table == "" {
+		return errors.New("locators.table is empty")
+	}
+	return nil
+}
+
+func deleterEnv(t *testing.T, doc string) Env {
+	t.Helper()
+	inv, err := inventory.Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Env{Config: &config.Config{Inventory: inv}, Log: zap.NewNop()}
+}
+
+func TestDeleterSpec(t *testing.T) {
+	open := func(context.Context, Env) (deletion.Store, []metrics.Check, error) {
+		return fieldStore{}, []metrics.Check{{Name: "rows"}}, nil
+	}
+	env := deleterEnv(t, `
+version: "1"
+stores:
+  - {name: chats, kind: rows, locators: {table: chat}}
+  - {name: vectors, kind: qdrant, locators: {anything: [goes]}}
+`)
+	spec, err := DeleterSpec("rows-deleter", "rows", open)(context.Background(), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(spec.Groups) != 1 || spec.Groups[0].Name != "lethe-rows-deleter" || spec.Groups[0].Handler == nil ||
+		fmt.Sprint(spec.Groups[0].Topics) != fmt.Sprint([]string{event.TopicRequested}) {
+		t.Errorf("groups = %+v", spec.Groups)
+	}
+	if len(spec.Checks) != 1 || spec.Checks[0].Name != "rows" {
+		t.Errorf("checks = %+v", spec.Checks)
+	}
+
+	// An invalid store of the kind refuses the start, naming the store and the field;
+	// stores of other kinds are not the deleter's to judge.
+	env = deleterEnv(t, `
+version: "1"
+stores:
+  - {name: chats, kind: rows, locators: {table: chat}}
+  - {name: tickets, kind: rows, locators: {tabel: t}}
+  - {name: audit, kind: rows}
+  - {name: vectors, kind: qdrant, locators: {anything: [goes]}}
+`)
+	_, err = DeleterSpec("rows-deleter", "rows", open)(context.Background(), env)
+	for _, want := range []string{"refusing to start", `inventory store "tickets" of kind "rows"`, `unknown field "tabel"`, `"audit"`, "locators.table is empty"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("invalid store: %v, want it to name %q", err, want)
+		}
+	}
+	if err != nil && strings.Contains(err.Error(), "vectors") {
+		t.Errorf("error judges a store of another kind: %v", err)
+	}
+
+	// A failing open is returned; an inventory without the kind is no error.
+	_, err = DeleterSpec("rows-deleter", "rows", func(context.Context, Env) (deletion.Store, []metrics.Check, error) {
+		return nil, nil, errors.New("no dsn")
+	})(context.Background(), env)
+	if err == nil || !strings.Contains(err.Error(), "no dsn") {
+		t.Errorf("failing open: %v", err)
+	}
+	if _, err := DeleterSpec("x-deleter", "x", open)(context.Background(), env); err != nil {
+		t.Errorf("inventory without the kind: %v", err)
+	}
+}
