@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
 // TypeSuppressionLifted is the audit event type that records a lifted suppression: the
@@ -66,7 +66,7 @@ func SuppressionsOf(req Request, r event.Receipt) []event.Suppression {
 // request, the same request handled again included.
 func Suppress(ctx context.Context, st SuppressionStore, s event.Suppression, requestedAt time.Time) (event.Suppression, bool, error) {
 	if s.TenantID == "" || s.Pseudonym == "" || s.RequestID == "" {
-		return event.Suppression{}, false, deletion.Permanent(errors.New("auditlog: suppression needs a tenant id, a pseudonym and a request id"))
+		return event.Suppression{}, false, retry.Permanent(errors.New("auditlog: suppression needs a tenant id, a pseudonym and a request id"))
 	}
 	s.State, s.LiftedAt, s.LiftEventID, s.LiftedBy = event.Suppressed, nil, "", ""
 	for range maxSwapRounds {
@@ -147,7 +147,7 @@ func (s *DirStore) GetSuppression(ctx context.Context, tenant, pseudonym string)
 // SwapSuppression stores sup if the stored entry's version is oldVersion, else ErrConflict.
 func (s *DirStore) SwapSuppression(ctx context.Context, oldVersion int64, sup event.Suppression) error {
 	if sup.TenantID == "" || sup.Pseudonym == "" || sup.Version != oldVersion+1 {
-		return deletion.Permanent(errors.New("auditlog: suppression needs a tenant id, a pseudonym and the next version"))
+		return retry.Permanent(errors.New("auditlog: suppression needs a tenant id, a pseudonym and the next version"))
 	}
 	err := s.write(ctx, item{op: opSuppression, a: sup.TenantID, b: sup.Pseudonym}, func() ([]byte, error) {
 		if s.suppressions[[2]string{sup.TenantID, sup.Pseudonym}].version != oldVersion {

@@ -60,7 +60,7 @@ func (e *env) erase(t *testing.T, token string, body map[string]any) event.Recei
 	for _, st := range inventory.Reference().Stores {
 		d := event.StoreDone{RequestID: acc.RequestID, TenantID: reqs[0].TenantID, Store: st.Name, Kind: st.Kind,
 			Status: event.StatusNothingFound, Verification: event.Verification{Method: "read-back"}, Attempt: 1}
-		if st.Kind == inventory.KindAuditLog {
+		if st.Kind == auditlog.Kind {
 			d.Status = event.StatusNoPII
 		}
 		v, err := event.Done.Encode(&d)

@@ -7,8 +7,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
-	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
 var _ auditlog.SuppressionStore = (*Store)(nil)
@@ -29,7 +29,7 @@ func (s *Store) GetSuppression(ctx context.Context, tenant, pseudonym string) (e
 // (attribute_not_exists for 0), else auditlog.ErrConflict.
 func (s *Store) SwapSuppression(ctx context.Context, oldVersion int64, sup event.Suppression) error {
 	if sup.TenantID == "" || sup.Pseudonym == "" || sup.Version != oldVersion+1 {
-		return deletion.Permanent(errors.New("auditlog/dynamo: suppression needs a tenant id, a pseudonym and the next version"))
+		return retry.Permanent(errors.New("auditlog/dynamo: suppression needs a tenant id, a pseudonym and the next version"))
 	}
 	item, err := record(supPK(sup.TenantID, sup.Pseudonym), "SUPPRESSION", sup)
 	if err != nil {
