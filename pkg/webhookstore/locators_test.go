@@ -65,3 +65,20 @@ func TestLocatorsDefaults(t *testing.T) {
 		t.Errorf("LocatorsOf = %+v", l)
 	}
 }
+
+// TestExampleInventory: the shipped example entries are valid webhook stores.
+func TestExampleInventory(t *testing.T) {
+	inv, err := inventory.Load("../../deploy/examples/inventory-webhook.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stores := inv.OfKinds(Kind)
+	if len(stores) != 2 {
+		t.Fatalf("%d webhook stores, want 2", len(stores))
+	}
+	for _, st := range stores {
+		if _, err := LocatorsOf(st); err != nil {
+			t.Errorf("%s: %v", st.Name, err)
+		}
+	}
+}
