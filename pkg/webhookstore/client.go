@@ -2,13 +2,12 @@ package webhookstore
 
 import (
 	"crypto/tls"
-	"crypto/x509"
-	"errors"
 	"fmt"
 	"net/http"
-	"os"
 
 	"go.uber.org/zap"
+
+	"github.com/lethe-erasure/lethe/pkg/tlsenv"
 )
 
 // ClientFromEnv returns the HTTP client webhook stores send with, and logs its settings on
@@ -16,22 +15,18 @@ import (
 //
 //	LETHE_WEBHOOK_CA_FILE   a PEM bundle to trust instead of the system roots   none
 //
-// TLS 1.2 is the minimum. Each store's own timeout bounds every exchange.
+// TLS (1.2 at least) is always on: there is no variable to turn it off. Each store's own
+// timeout bounds every exchange.
 func ClientFromEnv(log *zap.Logger) (*http.Client, error) {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	ca := os.Getenv("LETHE_WEBHOOK_CA_FILE")
-	if ca != "" {
-		pem, err := os.ReadFile(ca)
-		if err != nil {
-			return nil, fmt.Errorf("webhookstore: LETHE_WEBHOOK_CA_FILE: %w", err)
-		}
-		cfg.RootCAs = x509.NewCertPool()
-		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, errors.New("webhookstore: LETHE_WEBHOOK_CA_FILE holds no PEM certificate")
-		}
+	cfg, err := tlsenv.FromEnv("", "LETHE_WEBHOOK_CA_FILE")
+	if err != nil {
+		return nil, fmt.Errorf("webhookstore: %w", err)
+	}
+	if cfg == nil {
+		cfg = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
 	if log != nil {
-		log.Info("webhook client", zap.String("webhook_ca_file", ca))
+		log.Info("webhook client", zap.Bool("webhook_private_ca", cfg.RootCAs != nil))
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = cfg

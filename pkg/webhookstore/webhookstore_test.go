@@ -3,6 +3,7 @@ package webhookstore
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -80,12 +81,29 @@ func (p *processor) fixture(t *testing.T) deletiontest.Fixture {
 			return n * (1 + len(s.Sessions))
 		},
 		Count: func(t *testing.T, s deletion.Subject) int { return p.handler.Store.Count(query(s)) },
+		// The processor down: a client whose every connection is refused.
+		Down: func(t *testing.T) deletion.Store {
+			return New(&http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				return (&net.Dialer{}).DialContext(ctx, "tcp", closedAddr(t))
+			}}})
+		},
 		Unreadable: func(t testing.TB, s deletion.Subject) {
 			if _, err := p.handler.Store.Put(receiver.Item{Tenant: s.Tenant, Subject: s.ID, Unreadable: true}); err != nil {
 				t.Fatal(err)
 			}
 		},
 	}
+}
+
+// closedAddr returns a loopback address nothing listens on.
+func closedAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
 }
 
 // TestConformance runs the suite against the reference receiver answering 200.
