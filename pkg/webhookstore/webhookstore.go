@@ -183,14 +183,18 @@ func (s *Store) call(ctx context.Context, st inventory.Store, subj deletion.Subj
 			return l, answer{}, werr
 		}
 	}
+	if err == nil && code == http.StatusAccepted {
+		a, err = s.poll(ctx, st, l, id, a)
+	}
 	if err != nil {
+		// A processor's reason may echo what it was sent: keep identifiers out of reports.
+		var se *statusError
+		if errors.As(err, &se) {
+			se.reason = redact(se.reason, subj)
+		}
 		return l, answer{}, err
 	}
-	if code == http.StatusAccepted {
-		if a, err = s.poll(ctx, st, l, id, a); err != nil {
-			return l, answer{}, err
-		}
-	}
+	a.Error = redact(a.Error, subj)
 	if err := check(a, id); err != nil {
 		return l, answer{}, &badAnswer{reason: fmt.Sprintf("store %q: %s", st.Name, err)}
 	}
@@ -434,14 +438,15 @@ func ctxOr(ctx context.Context, err error) error {
 	return err
 }
 
-// redact replaces a processor's item name that holds one of s's identifiers.
-func redact(item string, s deletion.Subject) string {
-	for _, id := range append([]string{s.ID}, s.Sessions...) {
-		if id != "" && strings.Contains(item, id) {
-			return "an item whose name holds an identifier (redacted)"
+// redact replaces processor-supplied text (an item name, a reason) that holds one of s's
+// identifiers.
+func redact(text string, s deletion.Subject) string {
+	for _, id := range append([]string{s.ID, s.Hash}, s.Sessions...) {
+		if id != "" && strings.Contains(text, id) {
+			return "(processor text holding an identifier, redacted)"
 		}
 	}
-	return clip(item)
+	return clip(text)
 }
 
 // clip bounds processor-supplied text in reports and errors.

@@ -216,6 +216,8 @@ func TestErrorClassification(t *testing.T) {
 		{"429", answer(429, `{}`, "Retry-After", "0"), false},
 		{"409", answer(409, `{}`), false},
 		{"400", answer(400, `{"error":"bad request"}`), true},
+		{"400 echoing the id", answer(400, `{"error":"unknown customer cust-err"}`), true},
+		{"200 failed echoing the id", answer(200, `{"request_id":"ID","status":"failed","error":"cust-err is locked"}`), true},
 		{"404", answer(404, ``), true},
 		{"redirect", answer(302, ``, "Location", "https://elsewhere.example/"), true},
 		{"201", answer(201, `{}`), true},
