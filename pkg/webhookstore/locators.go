@@ -59,14 +59,21 @@ const minSecret = 32
 
 var _ deletion.Validator = (*Store)(nil)
 
-// Validate checks the locators of st and that its secret is readable and long enough;
-// it sends nothing.
+// Validate checks the locators of st and that its secret is readable and long enough
+// where the deleter runs; it sends nothing.
 func (s *Store) Validate(st inventory.Store) error {
 	l, err := LocatorsOf(st)
 	if err != nil {
 		return err
 	}
 	_, err = l.secret(st.Name)
+	return err
+}
+
+// Validate checks the locators of st without a Store and without reading the secret, for
+// tools that check an inventory away from the deleter's environment.
+func Validate(st inventory.Store) error {
+	_, err := LocatorsOf(st)
 	return err
 }
 

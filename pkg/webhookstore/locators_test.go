@@ -82,3 +82,18 @@ func TestExampleInventory(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateOffline: the package's Validate checks the locators only; the Store's also
+// reads the secret, as the deleter does at start.
+func TestValidateOffline(t *testing.T) {
+	st := inventory.Store{Name: "v", Kind: Kind, Locators: inventory.Locators{"url": "https://v.example/", "secret_file": filepath.Join(t.TempDir(), "absent")}}
+	if err := Validate(st); err != nil {
+		t.Errorf("Validate = %v, want the locators accepted", err)
+	}
+	if err := New(nil).Validate(st); err == nil || !strings.Contains(err.Error(), "locators.secret_file") {
+		t.Errorf("Store.Validate = %v, want the missing secret file named", err)
+	}
+	if err := Validate(inventory.Store{Name: "v", Kind: Kind, Locators: inventory.Locators{"url": "http://v.example/", "secret_env": "X"}}); err == nil {
+		t.Error("Validate accepts an http URL")
+	}
+}
