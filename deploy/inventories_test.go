@@ -9,6 +9,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/qdrantstore"
 	"github.com/lethe-erasure/lethe/pkg/redisstore"
+	"github.com/lethe-erasure/lethe/pkg/webhookstore"
 )
 
 // validators check an inventory entry as the deleter of its kind does at start. A kind
@@ -18,6 +19,7 @@ var validators = map[string]func(inventory.Store) error{
 	redisstore.Kind:   redisstore.Validate,
 	datasetstore.Kind: datasetstore.Validate,
 	auditlog.Kind:     auditlog.NewVerifier(nil).Validate,
+	webhookstore.Kind: webhookstore.Validate,
 }
 
 // TestShippedInventoriesValidate loads every inventory the repository ships and checks each

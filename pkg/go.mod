@@ -55,6 +55,7 @@ require (
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
+	github.com/lethe-erasure/lethe/examples/webhook-receiver v0.0.0
 	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
 	github.com/modern-go/reflect2 v1.0.2 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
@@ -81,3 +82,5 @@ require (
 )
 
 replace github.com/lethe-erasure/lethe/schemas => ../schemas
+
+replace github.com/lethe-erasure/lethe/examples/webhook-receiver => ../examples/webhook-receiver

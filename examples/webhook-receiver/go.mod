@@ -1,0 +1,3 @@
+module github.com/lethe-erasure/lethe/examples/webhook-receiver
+
+go 1.26.8

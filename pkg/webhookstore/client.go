@@ -1,0 +1,34 @@
+package webhookstore
+
+import (
+	"crypto/tls"
+	"fmt"
+	"net/http"
+
+	"go.uber.org/zap"
+
+	"github.com/lethe-erasure/lethe/pkg/tlsenv"
+)
+
+// ClientFromEnv returns the HTTP client webhook stores send with, and logs its settings on
+// log, which may be nil:
+//
+//	LETHE_WEBHOOK_CA_FILE   a PEM bundle to trust instead of the system roots   none
+//
+// TLS (1.2 at least) is always on: there is no variable to turn it off. Each store's own
+// timeout bounds every exchange.
+func ClientFromEnv(log *zap.Logger) (*http.Client, error) {
+	cfg, err := tlsenv.FromEnv("", "LETHE_WEBHOOK_CA_FILE")
+	if err != nil {
+		return nil, fmt.Errorf("webhookstore: %w", err)
+	}
+	if cfg == nil {
+		cfg = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	if log != nil {
+		log.Info("webhook client", zap.Bool("webhook_private_ca", cfg.RootCAs != nil))
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = cfg
+	return &http.Client{Transport: tr}, nil
+}
