@@ -259,9 +259,9 @@ func (s *Store) deleteBatch(ctx context.Context, bucket string, es []entry) (int
 // noLock are the errors S3 answers when a version has no legal hold or retention, or the
 // bucket has no Object Lock at all.
 var noLock = map[string]bool{
-	"NoSuchObjectLockConfiguration":      true,
+	"NoSuchObjectLockConfiguration":        true,
 	"ObjectLockConfigurationNotFoundError": true,
-	"InvalidRequest":                     true, // "Bucket is missing Object Lock Configuration"
+	"InvalidRequest":                       true, // "Bucket is missing Object Lock Configuration"
 }
 
 // lockOf says why Object Lock keeps version e, or "" when it does not.
