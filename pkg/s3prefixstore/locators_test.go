@@ -106,3 +106,16 @@ func FuzzEncode(f *testing.F) {
 		}
 	})
 }
+
+// TestValidateStoresNamesStoreAndField: what the deleter checks before it starts names the
+// store and the field at fault.
+func TestValidateStoresNamesStoreAndField(t *testing.T) {
+	inv := &inventory.Inventory{Version: "1", Stores: []inventory.Store{
+		{Name: "uploads", Kind: Kind, Locators: inventory.Locators{"prefixes": []any{"s3://uploads/{tenant}/{subject}/", "s3://uploads/{tenant}/{subject}"}}},
+		{Name: "other", Kind: "dataset", Locators: inventory.Locators{"prefixes": []any{"whatever"}}},
+	}}
+	err := deletion.ValidateStores(inv, Kind, New(nil))
+	if err == nil || !strings.Contains(err.Error(), `"uploads"`) || !strings.Contains(err.Error(), "locators.prefixes[1]") || strings.Contains(err.Error(), `"other"`) {
+		t.Fatalf("ValidateStores = %v; want store uploads, field locators.prefixes[1], and no other kind", err)
+	}
+}
