@@ -14,11 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
+	"github.com/lethe-erasure/lethe/pkg/testenv"
 )
 
 // The buckets of the tests, both versioned.
@@ -27,7 +23,7 @@ const (
 	docsBucket    = "lethe-docs"
 )
 
-// fakeS3 is gofakes3 (in memory, versioning on) served over HTTP behind a shim that adds
+// fakeS3 is testenv.S3's gofakes3 (in memory, versioning on, over HTTP) behind a shim that adds
 // what these tests need and gofakes3 lacks, each as S3 documents it:
 //   - ListObjectVersions pages: gofakes3 answers a truncated listing without
 //     NextKeyMarker/NextVersionIdMarker; the shim lists everything from gofakes3 and serves
@@ -55,34 +51,16 @@ type lockUntil struct {
 	until time.Time
 }
 
-// newFake serves a fresh fakeS3 with both buckets and returns it and a client of it.
-func newFake(t testing.TB) (*fakeS3, *s3.Client) {
+// newFake serves a fresh fakeS3 (testenv.S3 behind the shim) with both buckets and
+// returns it and its server.
+func newFake(t testing.TB) (*fakeS3, *testenv.S3Server) {
 	t.Helper()
-	backend := s3mem.New()
-	for _, b := range []string{uploadsBucket, docsBucket} {
-		if err := backend.CreateBucket(b); err != nil {
-			t.Fatal(err)
-		}
-		if err := backend.SetVersioningConfiguration(b, gofakes3.VersioningConfiguration{Status: gofakes3.VersioningEnabled}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	f := &fakeS3{
-		next: gofakes3.New(backend).Server(),
-		null: map[string]string{}, hold: map[string]bool{}, keep: map[string]lockUntil{},
-	}
-	srv := httptest.NewServer(f)
-	t.Cleanup(srv.Close)
-	return f, clientOf(srv.URL)
-}
-
-func clientOf(endpoint string) *s3.Client {
-	return s3.New(s3.Options{
-		Region:       "us-east-1",
-		Credentials:  credentials.NewStaticCredentialsProvider("lethe", "lethe-secret", ""),
-		BaseEndpoint: aws.String(endpoint),
-		UsePathStyle: true,
-	})
+	f := &fakeS3{null: map[string]string{}, hold: map[string]bool{}, keep: map[string]lockUntil{}}
+	srv := testenv.S3With(t, testenv.S3Options{Wrap: func(h http.Handler) http.Handler {
+		f.next = h
+		return f
+	}}, uploadsBucket, docsBucket)
+	return f, srv
 }
 
 // asNull makes gofakes3's version id of key the key's "null" version.
