@@ -233,7 +233,10 @@ func (s *Store) deleteBatch(ctx context.Context, bucket string, es []entry) (int
 	var errs []error
 	for _, e := range out.Errors {
 		code := aws.ToString(e.Code)
-		ent := byID[entry{key: aws.ToString(e.Key), version: versionID(e.VersionId)}]
+		ent, ok := byID[entry{key: aws.ToString(e.Key), version: versionID(e.VersionId)}]
+		if !ok {
+			ent = entry{key: aws.ToString(e.Key), version: versionID(e.VersionId)}
+		}
 		switch code {
 		case "NoSuchKey", "NoSuchVersion":
 			// gone already (a concurrent erasure)
