@@ -12,7 +12,7 @@ import (
 // links (and documents) only its own backend's client. A new kind's client is added here
 // with its deleter.
 var storeClients = map[string][]string{
-	"github.com/aws/aws-sdk-go-v2/service/s3": {"dataset-deleter"},
+	"github.com/aws/aws-sdk-go-v2/service/s3": {"dataset-deleter", "s3prefix-deleter"},
 	"github.com/qdrant/go-client/qdrant":      {"qdrant-deleter"},
 	"github.com/redis/go-redis/v9":            {"redis-deleter"},
 }

@@ -9,17 +9,19 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/qdrantstore"
 	"github.com/lethe-erasure/lethe/pkg/redisstore"
+	"github.com/lethe-erasure/lethe/pkg/s3prefixstore"
 	"github.com/lethe-erasure/lethe/pkg/webhookstore"
 )
 
 // validators check an inventory entry as the deleter of its kind does at start. A kind
 // shipped with Lethe adds its package's Validate here.
 var validators = map[string]func(inventory.Store) error{
-	qdrantstore.Kind:  qdrantstore.Validate,
-	redisstore.Kind:   redisstore.Validate,
-	datasetstore.Kind: datasetstore.Validate,
-	auditlog.Kind:     auditlog.NewVerifier(nil).Validate,
-	webhookstore.Kind: webhookstore.Validate,
+	qdrantstore.Kind:   qdrantstore.Validate,
+	redisstore.Kind:    redisstore.Validate,
+	datasetstore.Kind:  datasetstore.Validate,
+	auditlog.Kind:      auditlog.NewVerifier(nil).Validate,
+	webhookstore.Kind:  webhookstore.Validate,
+	s3prefixstore.Kind: s3prefixstore.New(nil).Validate,
 }
 
 // TestShippedInventoriesValidate loads every inventory the repository ships and checks each
