@@ -1,0 +1,208 @@
+package postgresstore_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/deletion/deletiontest"
+	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/postgresstore"
+	"github.com/lethe-erasure/lethe/pkg/retry"
+	"github.com/lethe-erasure/lethe/pkg/testenv"
+)
+
+func TestConformance(t *testing.T) {
+	sv := newServer(t)
+	deletiontest.Run(t, func(t *testing.T) deletiontest.Fixture {
+		f, _ := sv.deletionFixture(t)
+		return f
+	})
+}
+
+// downStore is a Store whose pool points at a port nobody listens on.
+func downStore(t *testing.T) *postgresstore.Store {
+	pool, err := pgxpool.New(context.Background(), fmt.Sprintf("postgres://lethe@127.0.0.1:%d/postgres?sslmode=disable&connect_timeout=2", testenv.FreePort(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return postgresstore.New(pool)
+}
+
+// alterUserIDToJSON makes the subject column of the chat table one the store cannot
+// compare exactly.
+func (f *fixture) alterUserIDToJSON(t testing.TB) {
+	f.sv.exec(t, "ALTER TABLE "+f.schema+".chat_history ALTER COLUMN user_id TYPE jsonb USING to_jsonb(user_id)")
+}
+
+// TestErrorClassification: a server that is down is transient, a cancelled context is
+// transient, and a table the store cannot serve (a column of another type, a fixed table
+// or a column that does not exist, a foreign key refusing the delete) is permanent and
+// deletes nothing. No error names an identifier.
+func TestErrorClassification(t *testing.T) {
+	sv := newServer(t)
+	ctx := context.Background()
+	s := deletiontest.NewSubject("acme", "cust-err")
+	t.Run("Down", func(t *testing.T) {
+		f := sv.fixture(t)
+		d := downStore(t)
+		start := time.Now()
+		_, eraseErr := d.Erase(ctx, f.store(), s)
+		_, verifyErr := d.Verify(ctx, f.store(), s)
+		for op, err := range map[string]error{"Erase": eraseErr, "Verify": verifyErr} {
+			if err == nil || retry.IsPermanent(err) {
+				t.Errorf("%s with the server down = %v, want a transient error", op, err)
+			}
+		}
+		t.Logf("down: %v after %v", eraseErr, time.Since(start))
+	})
+	t.Run("Cancelled", func(t *testing.T) {
+		f := sv.fixture(t)
+		f.seed(t, s, 1)
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, err := postgresstore.New(sv.pool).Erase(cctx, f.store(), s); err == nil || retry.IsPermanent(err) {
+			t.Errorf("Erase with a cancelled context = %v, want a transient error", err)
+		}
+	})
+	permanent := []struct {
+		name  string
+		break_ func(t *testing.T, f *fixture) inventory.Store
+	}{
+		{"ColumnOfAnotherType", func(t *testing.T, f *fixture) inventory.Store { f.alterUserIDToJSON(t); return f.store() }},
+		{"FixedTableMissing", func(t *testing.T, f *fixture) inventory.Store {
+			sv.exec(t, "DROP TABLE "+f.schema+".chat_history")
+			return f.store()
+		}},
+		{"ColumnMissing", func(t *testing.T, f *fixture) inventory.Store {
+			sv.exec(t, "ALTER TABLE "+f.schema+".chat_history DROP COLUMN session_id")
+			return f.store()
+		}},
+		{"ForeignKeyRestricts", func(t *testing.T, f *fixture) inventory.Store {
+			sv.exec(t, "CREATE TABLE "+f.schema+".feedback (chat_id bigint REFERENCES "+f.schema+".chat_history (id) ON DELETE RESTRICT)")
+			sv.exec(t, "INSERT INTO "+f.schema+".feedback SELECT id FROM "+f.schema+".chat_history")
+			return f.store()
+		}},
+	}
+	for _, tc := range permanent {
+		t.Run(tc.name, func(t *testing.T) {
+			f := sv.fixture(t)
+			want := f.seed(t, s, 2)
+			ts := f.tenantSchema(s.Tenant) + ".checkpoints"
+			before := sv.count(t, "SELECT count(*) FROM "+ts)
+			st := tc.break_(t, f)
+			_, eraseErr := postgresstore.New(sv.pool).Erase(ctx, st, s)
+			_, verifyErr := postgresstore.New(sv.pool).Verify(ctx, st, s)
+			if !retry.IsPermanent(eraseErr) {
+				t.Errorf("Erase = %v, want a permanent error", eraseErr)
+			}
+			if tc.name != "ForeignKeyRestricts" && !retry.IsPermanent(verifyErr) {
+				t.Errorf("Verify = %v, want a permanent error", verifyErr)
+			}
+			for _, err := range []error{eraseErr, verifyErr} {
+				if err != nil && (strings.Contains(err.Error(), s.ID) || strings.Contains(err.Error(), s.Sessions[0])) {
+					t.Errorf("error names an identifier: %v", err)
+				}
+			}
+			// One transaction: the other table keeps every row.
+			if got := sv.count(t, "SELECT count(*) FROM "+ts); got != before {
+				t.Errorf("a failed erasure changed the checkpoints: %d rows, had %d", got, before)
+			}
+			if tc.name == "ForeignKeyRestricts" && f.rows(t, s) != want {
+				t.Errorf("a refused delete left %d of %d rows", f.rows(t, s), want)
+			}
+		})
+	}
+}
+
+// TestPerTenantTableMissing: a tenant without its per-tenant table holds nothing there.
+func TestPerTenantTableMissing(t *testing.T) {
+	sv := newServer(t)
+	f := sv.fixture(t)
+	s := deletiontest.NewSubject("newcomer", "cust-1")
+	sv.exec(t, "INSERT INTO "+f.schema+".chat_history (tenant_id, user_id) VALUES ($1, $2)", s.Tenant, s.ID)
+	st := postgresstore.New(sv.pool)
+	res, err := st.Erase(context.Background(), f.store(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []event.LocationCount{{Location: f.schema + ".chat_history", Deleted: 1}, {Location: f.schema + "_newcomer.checkpoints"}}
+	if fmt.Sprint(res.Locations) != fmt.Sprint(want) {
+		t.Errorf("locations %v, want %v", res.Locations, want)
+	}
+	if v, err := st.Verify(context.Background(), f.store(), s); err != nil || !v.Clean() {
+		t.Errorf("Verify = %+v, %v", v, err)
+	}
+}
+
+// TestTypedMatching: integer columns match only the canonical decimal form, uuid columns
+// only the canonical lowercase form, a nondeterministic (case-insensitive) collation does
+// not make "bob" match "BOB".
+func TestTypedMatching(t *testing.T) {
+	sv := newServer(t)
+	ctx := context.Background()
+	sv.exec(t, `CREATE COLLATION ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false)`)
+	sv.exec(t, `CREATE TABLE typed (tenant_id text, num bigint, small int2, id uuid, name text COLLATE ci, vc varchar(20))`)
+	sv.exec(t, `INSERT INTO typed VALUES
+		('t', 7, 7, NULL, NULL, NULL),
+		('t', -12, NULL, NULL, NULL, NULL),
+		('t', NULL, NULL, 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', NULL, NULL),
+		('t', NULL, NULL, NULL, 'BOB', NULL),
+		('t', NULL, NULL, NULL, 'bob', 'bob'),
+		('u', 7, NULL, NULL, NULL, NULL)`)
+	inv := inventory.Store{Name: "typed", Kind: postgresstore.Kind, Locators: inventory.Locators{"tables": []any{
+		map[string]any{"table": "typed", "subject_columns": []any{"num", "small", "id", "name", "vc"}, "tenant_column": "tenant_id"},
+	}}}
+	st := postgresstore.New(sv.pool)
+	for _, tc := range []struct {
+		id   string
+		want int64
+	}{
+		{"7", 1}, {"007", 0}, {"+7", 0}, {"7.0", 0}, {"-12", 1}, {"99999999999999999999", 0},
+		{"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", 1}, {"A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11", 0},
+		{"{a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11}", 0}, {"bob", 1}, {"BOB", 1}, {"Bob", 0},
+	} {
+		v, err := st.Verify(ctx, inv, deletion.Subject{Tenant: "t", ID: tc.id})
+		if err != nil {
+			t.Fatalf("Verify %q: %v", tc.id, err)
+		}
+		if v.Remaining != tc.want {
+			t.Errorf("id %q matches %d rows, want %d", tc.id, v.Remaining, tc.want)
+		}
+	}
+	res, err := st.Erase(ctx, inv, deletion.Subject{Tenant: "t", ID: "7"})
+	if err != nil || res.Deleted() != 1 {
+		t.Fatalf("Erase 7 = %+v, %v; want 1 row (the other tenant's 7 stays)", res, err)
+	}
+	if n := sv.count(t, "SELECT count(*) FROM typed WHERE num = 7"); n != 1 {
+		t.Errorf("%d rows with 7 left, want the other tenant's", n)
+	}
+}
+
+// TestTenantScopePerTenantTable: a tenant-scope erasure empties the tenant's own table and
+// leaves another tenant's table alone.
+func TestTenantScopePerTenantTable(t *testing.T) {
+	sv := newServer(t)
+	f := sv.fixture(t)
+	a, g := deletiontest.NewSubject("acme", "x"), deletiontest.NewSubject("globex", "x")
+	f.seed(t, a, 2)
+	keep := f.seed(t, g, 2)
+	res, err := postgresstore.New(sv.pool).Erase(context.Background(), f.store(), deletion.Subject{Tenant: "acme", Scope: event.ScopeTenant})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := sv.count(t, "SELECT count(*) FROM "+f.tenantSchema("acme")+".checkpoints"); n != 0 {
+		t.Errorf("%d checkpoints of acme left", n)
+	}
+	if got := f.rows(t, g); got != keep {
+		t.Errorf("globex: %d rows of %d", got, keep)
+	}
+	t.Logf("tenant erasure: %v", res.Locations)
+}
