@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 
+	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/metrics"
 )
 
@@ -49,7 +50,12 @@ func PoolFromEnv(log *zap.Logger) (*pgxpool.Pool, error) {
 	return pgxpool.NewWithConfig(context.Background(), cfg)
 }
 
-// Check is the readiness check of pool: a connection must answer a ping.
-func Check(pool *pgxpool.Pool) metrics.Check {
-	return metrics.Check{Name: "postgres", Fn: pool.Ping}
+// Checks are the readiness checks of a deleter over pool for inv: a connection must answer
+// a ping when inv names a store of kind "postgres". With none the deleter has no database
+// to reach (it is deployed before its stores are added) and needs no check.
+func Checks(pool *pgxpool.Pool, inv *inventory.Inventory) []metrics.Check {
+	if inv == nil || len(inv.OfKinds(Kind)) == 0 {
+		return nil
+	}
+	return []metrics.Check{{Name: "postgres", Fn: pool.Ping}}
 }

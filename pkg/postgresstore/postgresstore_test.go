@@ -73,8 +73,8 @@ func TestErrorClassification(t *testing.T) {
 		}
 	})
 	permanent := []struct {
-		name  string
-		break_ func(t *testing.T, f *fixture) inventory.Store
+		name    string
+		breakIt func(t *testing.T, f *fixture) inventory.Store
 	}{
 		{"ColumnOfAnotherType", func(t *testing.T, f *fixture) inventory.Store { f.alterUserIDToJSON(t); return f.store() }},
 		{"FixedTableMissing", func(t *testing.T, f *fixture) inventory.Store {
@@ -97,7 +97,7 @@ func TestErrorClassification(t *testing.T) {
 			want := f.seed(t, s, 2)
 			ts := f.tenantSchema(s.Tenant) + ".checkpoints"
 			before := sv.count(t, "SELECT count(*) FROM "+ts)
-			st := tc.break_(t, f)
+			st := tc.breakIt(t, f)
 			_, eraseErr := postgresstore.New(sv.pool).Erase(ctx, st, s)
 			_, verifyErr := postgresstore.New(sv.pool).Verify(ctx, st, s)
 			if !retry.IsPermanent(eraseErr) {
