@@ -2,9 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -13,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lethe-erasure/lethe/pkg/metrics"
+	"github.com/lethe-erasure/lethe/pkg/tlsenv"
 )
 
 // ClientFromEnv returns a client of the Redis the environment names — a cluster client for
@@ -34,19 +32,11 @@ func ClientFromEnv(log *zap.Logger) (redis.UniversalClient, error) {
 		Password: os.Getenv("LETHE_REDIS_PASSWORD"),
 	}
 	opts.IsClusterMode = len(opts.Addrs) > 1
-	if ca := os.Getenv("LETHE_REDIS_TLS_CA_FILE"); ca != "" || os.Getenv("LETHE_REDIS_TLS") == "true" {
-		opts.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
-		if ca != "" {
-			pem, err := os.ReadFile(ca)
-			if err != nil {
-				return nil, fmt.Errorf("redisstore: LETHE_REDIS_TLS_CA_FILE: %w", err)
-			}
-			opts.TLSConfig.RootCAs = x509.NewCertPool()
-			if !opts.TLSConfig.RootCAs.AppendCertsFromPEM(pem) {
-				return nil, errors.New("redisstore: LETHE_REDIS_TLS_CA_FILE holds no PEM certificate")
-			}
-		}
+	tc, err := tlsenv.FromEnv("LETHE_REDIS_TLS", "LETHE_REDIS_TLS_CA_FILE")
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: %w", err)
 	}
+	opts.TLSConfig = tc
 	if log != nil {
 		log.Info("redis client", zap.String("redis", addrs), zap.String("redis_username", opts.Username),
 			zap.Bool("redis_password", opts.Password != ""), zap.Bool("redis_tls", opts.TLSConfig != nil))
