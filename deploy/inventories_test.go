@@ -7,6 +7,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/datasetstore"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/postgresstore"
 	"github.com/lethe-erasure/lethe/pkg/qdrantstore"
 	"github.com/lethe-erasure/lethe/pkg/redisstore"
 )
@@ -14,10 +15,11 @@ import (
 // validators check an inventory entry as the deleter of its kind does at start. A kind
 // shipped with Lethe adds its package's Validate here.
 var validators = map[string]func(inventory.Store) error{
-	qdrantstore.Kind:  qdrantstore.Validate,
-	redisstore.Kind:   redisstore.Validate,
-	datasetstore.Kind: datasetstore.Validate,
-	auditlog.Kind:     auditlog.NewVerifier(nil).Validate,
+	qdrantstore.Kind:   qdrantstore.Validate,
+	redisstore.Kind:    redisstore.Validate,
+	datasetstore.Kind:  datasetstore.Validate,
+	auditlog.Kind:      auditlog.NewVerifier(nil).Validate,
+	postgresstore.Kind: postgresstore.Validate,
 }
 
 // TestShippedInventoriesValidate loads every inventory the repository ships and checks each

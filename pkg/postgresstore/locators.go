@@ -59,11 +59,14 @@ var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 // Validate checks the locators of st: at least one table; each table a one- or two-part
 // name of identifiers (with {tenant} as the only placeholder), at least one subject or
 // session column, columns that are identifiers named once, and a tenant column unless the
-// table name holds {tenant}. It touches no database. It implements deletion.Validator.
-func (*Store) Validate(st inventory.Store) error {
+// table name holds {tenant}. It touches no database.
+func Validate(st inventory.Store) error {
 	_, err := decode(st)
 	return err
 }
+
+// Validate is the package's Validate; it implements deletion.Validator.
+func (*Store) Validate(st inventory.Store) error { return Validate(st) }
 
 // decode decodes and validates st's locators.
 func decode(st inventory.Store) (Locators, error) {
