@@ -19,14 +19,14 @@ import (
 // be nil. It does not connect: the first statement does, and Check reports whether it can.
 //
 //	LETHE_POSTGRES_DSN       a libpq connection string or URL       required, a secret
-//	LETHE_POSTGRES_DSN_FILE  a file holding it instead (a mounted secret)
+//	LETHE_POSTGRES_DSN_FILE  a file holding it (a mounted secret), read when the variable is empty
 //
 // The DSN may also set pool_max_conns and the other pgxpool settings; the libpq
 // environment (PGPASSWORD, PGSSLMODE, ...) fills what it leaves out. The role needs SELECT
 // and DELETE on the inventory's tables and nothing else.
 func PoolFromEnv(log *zap.Logger) (*pgxpool.Pool, error) {
 	dsn := os.Getenv("LETHE_POSTGRES_DSN")
-	if f := os.Getenv("LETHE_POSTGRES_DSN_FILE"); f != "" {
+	if f := os.Getenv("LETHE_POSTGRES_DSN_FILE"); dsn == "" && f != "" {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			return nil, fmt.Errorf("postgresstore: LETHE_POSTGRES_DSN_FILE: %w", err)

@@ -22,7 +22,7 @@ type server struct {
 	pool *pgxpool.Pool
 }
 
-func newServer(t *testing.T) *server {
+func newServer(t testing.TB) *server {
 	t.Helper()
 	dsn := testenv.Postgres(t)
 	pool, err := pgxpool.New(context.Background(), dsn)
@@ -59,7 +59,7 @@ type fixture struct {
 	schema string // of the shared table; the per-tenant schemas are schema_<tenant>
 }
 
-func (sv *server) fixture(t *testing.T) *fixture {
+func (sv *server) fixture(t testing.TB) *fixture {
 	f := &fixture{sv: sv, schema: fmt.Sprintf("fx%d", fixtures.Add(1))}
 	sv.exec(t, "CREATE SCHEMA "+f.schema)
 	sv.exec(t, "CREATE TABLE "+f.schema+".chat_history (id bigserial PRIMARY KEY, tenant_id text NOT NULL, user_id text, session_id text, message text)")
@@ -82,7 +82,7 @@ func (f *fixture) tenantSchema(tenant string) string {
 
 // seed writes n rows of s's own, n legacy rows with only a session, one row with both and
 // n checkpoints per session, next to rows of nobody (NULL ids, empty strings).
-func (f *fixture) seed(t *testing.T, s deletion.Subject, n int) int {
+func (f *fixture) seed(t testing.TB, s deletion.Subject, n int) int {
 	ts := f.tenantSchema(s.Tenant)
 	f.sv.exec(t, "CREATE SCHEMA IF NOT EXISTS "+ts)
 	f.sv.exec(t, "CREATE TABLE IF NOT EXISTS "+ts+".checkpoints (thread_id text, checkpoint_ns text NOT NULL DEFAULT '', checkpoint_id text, checkpoint jsonb)")
@@ -114,7 +114,7 @@ func (sv *server) deletionFixture(t *testing.T) (deletiontest.Fixture, *fixture)
 	return deletiontest.Fixture{
 		Impl:  postgresstore.New(sv.pool),
 		Store: f.store(),
-		Seed:  f.seed,
+		Seed:  func(t *testing.T, s deletion.Subject, n int) int { return f.seed(t, s, n) },
 		Count: f.rows,
 		Down:  func(t *testing.T) deletion.Store { return downStore(t) },
 		// A subject column turned into jsonb: the store cannot compare it exactly.
