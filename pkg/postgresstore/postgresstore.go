@@ -35,7 +35,10 @@
 // Verify counts the matching rows of every table (COUNT(*)) in one read-only repeatable-read
 // transaction, so all tables are read at one snapshot. A per-tenant table that does not
 // exist holds nothing of the tenant and counts 0; a fixed table that does not exist is a
-// permanent error, as is a column it does not have.
+// permanent error, as is a column it does not have. Row-level security would hide rows
+// from both DELETE and COUNT: a table where it applies to the store's role (not a
+// superuser, not BYPASSRLS, not the owner of a table without FORCE ROW LEVEL SECURITY) is
+// reported unexamined, so the store cannot verify clean.
 //
 // # Errors
 //
@@ -136,6 +139,10 @@ func (p *Store) Verify(ctx context.Context, st inventory.Store, s deletion.Subje
 		if err != nil {
 			return event.Verification{}, err
 		}
+		if q.hidden {
+			v.Unexamined++
+			v.UnexaminedItems = append(v.UnexaminedItems, q.location+": row-level security may hide rows from this role")
+		}
 		if !q.ok {
 			continue
 		}
@@ -155,6 +162,7 @@ type tableQuery struct {
 	where           string
 	args            []any
 	ok              bool
+	hidden          bool // row-level security may hide rows from this role
 }
 
 // query builds the WHERE clause selecting the rows of s in tb, after reading the types of
@@ -169,7 +177,7 @@ func query(ctx context.Context, tx pgx.Tx, tb Table, s deletion.Subject) (tableQ
 	if tb.TenantColumn != "" {
 		cols = append(cols, tb.TenantColumn)
 	}
-	types, found, err := columnTypes(ctx, tx, table, location, cols)
+	types, found, err := columnTypes(ctx, tx, table, location, cols, &q.hidden)
 	if err != nil || !found {
 		if err == nil && !inventory.Uses(tb.Table, inventory.Tenant) {
 			err = retry.Permanent(fmt.Errorf("postgresstore: table %s does not exist", location))
@@ -244,15 +252,26 @@ JOIN pg_type t ON t.oid = CASE WHEN d.typtype = 'd' THEN d.typbasetype ELSE d.oi
 LEFT JOIN pg_collation co ON co.oid = a.attcollation
 WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped AND a.attname = ANY($2)`
 
-// columnTypes reads the types of cols in table; found is false when the table does not
+// hiddenSQL says whether row-level security applies to the current role on a table: it is
+// enabled, and the role is neither a superuser, nor BYPASSRLS, nor the owner of a table
+// that does not force it.
+const hiddenSQL = `SELECT c.relrowsecurity AND NOT r.rolsuper AND NOT r.rolbypassrls
+	AND (c.relforcerowsecurity OR c.relowner <> r.oid)
+FROM pg_class c, pg_roles r WHERE c.oid = $1 AND r.rolname = current_user`
+
+// columnTypes reads the types of cols in table and sets hidden when row-level security
+// may hide rows of it from the current role; found is false when the table does not
 // exist. A column the table does not have is a permanent error.
-func columnTypes(ctx context.Context, tx pgx.Tx, table, location string, cols []string) (map[string]colType, bool, error) {
+func columnTypes(ctx context.Context, tx pgx.Tx, table, location string, cols []string, hidden *bool) (map[string]colType, bool, error) {
 	var oid *uint32
 	if err := tx.QueryRow(ctx, "SELECT to_regclass($1)::oid", table).Scan(&oid); err != nil {
 		return nil, false, classify("look up table "+location, err)
 	}
 	if oid == nil {
 		return nil, false, nil
+	}
+	if err := tx.QueryRow(ctx, hiddenSQL, *oid).Scan(hidden); err != nil {
+		return nil, false, classify("read the row security of "+location, err)
 	}
 	rows, err := tx.Query(ctx, columnsSQL, *oid, cols)
 	if err != nil {
