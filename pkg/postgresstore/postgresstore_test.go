@@ -254,3 +254,62 @@ func TestRowLevelSecurityIsUnexamined(t *testing.T) {
 		t.Errorf("Verify with BYPASSRLS = %+v, %v; want clean", v, err)
 	}
 }
+
+// langGraphDDL is the schema LangGraph's Postgres checkpointer creates (its MIGRATIONS).
+const langGraphDDL = `
+CREATE TABLE checkpoints (thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL DEFAULT '',
+	checkpoint_id TEXT NOT NULL, parent_checkpoint_id TEXT, type TEXT, checkpoint JSONB NOT NULL,
+	metadata JSONB NOT NULL DEFAULT '{}', PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id));
+CREATE TABLE checkpoint_blobs (thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL DEFAULT '',
+	channel TEXT NOT NULL, version TEXT NOT NULL, type TEXT NOT NULL, blob BYTEA,
+	PRIMARY KEY (thread_id, checkpoint_ns, channel, version));
+CREATE TABLE checkpoint_writes (thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL DEFAULT '',
+	checkpoint_id TEXT NOT NULL, task_id TEXT NOT NULL, idx INTEGER NOT NULL, channel TEXT NOT NULL,
+	type TEXT, blob BYTEA NOT NULL, task_path TEXT NOT NULL DEFAULT '',
+	PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx));`
+
+// TestExampleInventoryOnLangGraphTables erases one thread through the example inventory's
+// entries from LangGraph's own checkpointer schema (per tenant) and from a chat history:
+// the thread and the subject's messages are gone, another thread keeps every row.
+func TestExampleInventoryOnLangGraphTables(t *testing.T) {
+	sv := newServer(t)
+	ctx := context.Background()
+	inv, err := inventory.Load("../../deploy/examples/inventory-postgres.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sv.exec(t, "CREATE SCHEMA lg_acme; SET search_path TO lg_acme;"+langGraphDDL+"RESET search_path")
+	sv.exec(t, "CREATE TABLE public.chat_history (tenant_id text, user_id text, session_id text, message text)")
+	for _, thread := range []string{"thread-victim", "thread-other"} {
+		for i := range 3 {
+			sv.exec(t, "INSERT INTO lg_acme.checkpoints (thread_id, checkpoint_id, checkpoint) VALUES ($1, $2, '{}')", thread, fmt.Sprint(i))
+			sv.exec(t, "INSERT INTO lg_acme.checkpoint_blobs (thread_id, channel, version, type) VALUES ($1, 'messages', $2, 'msgpack')", thread, fmt.Sprint(i))
+			sv.exec(t, "INSERT INTO lg_acme.checkpoint_writes (thread_id, checkpoint_id, task_id, idx, channel, blob) VALUES ($1, $2, 't', 0, 'messages', '\\x00')", thread, fmt.Sprint(i))
+		}
+		sv.exec(t, "INSERT INTO public.chat_history VALUES ('acme', $1, $2, 'hi')", strings.TrimPrefix(thread, "thread-"), thread)
+	}
+	s := deletion.Subject{Tenant: "acme", ID: "victim", Sessions: []string{"thread-victim"}}
+	st := postgresstore.New(sv.pool)
+	var deleted int64
+	for _, store := range inv.OfKinds(postgresstore.Kind) {
+		res, err := st.Erase(ctx, store, s)
+		if err != nil {
+			t.Fatalf("%s: %v", store.Name, err)
+		}
+		deleted += res.Deleted()
+		if v, err := st.Verify(ctx, store, s); err != nil || !v.Clean() {
+			t.Errorf("%s: Verify = %+v, %v", store.Name, v, err)
+		}
+	}
+	if deleted != 3*3+1 {
+		t.Errorf("deleted %d rows, want 9 checkpoint rows and 1 message", deleted)
+	}
+	for _, tb := range []string{"lg_acme.checkpoints", "lg_acme.checkpoint_blobs", "lg_acme.checkpoint_writes"} {
+		if n := sv.count(t, "SELECT count(*) FROM "+tb+" WHERE thread_id = 'thread-other'"); n != 3 {
+			t.Errorf("%s: the other thread has %d rows of 3", tb, n)
+		}
+	}
+	if n := sv.count(t, "SELECT count(*) FROM public.chat_history"); n != 1 {
+		t.Errorf("chat history: %d rows, want the other subject's", n)
+	}
+}
