@@ -15,10 +15,11 @@
 // # Matching
 //
 // Comparisons are exact and typed, read from the catalog on every call:
-//   - text, varchar, char(n) and name columns: col = $n, byte for byte under a
-//     deterministic collation ("bob" is not "BOB", NFD is not NFC; char(n) ignores
-//     trailing spaces, as PostgreSQL compares it); other string types (citext) and columns
-//     with a nondeterministic collation compare as text under COLLATE "C";
+//   - text, varchar and char(n) columns: col = $n, byte for byte under a deterministic
+//     collation ("bob" is not "BOB", NFD is not NFC; char(n) ignores trailing spaces, as
+//     PostgreSQL compares it); other string types (citext; name, whose parameters would be
+//     cut to 63 bytes) and columns with a nondeterministic collation compare as text under
+//     COLLATE "C";
 //   - smallint, integer and bigint columns: only an identifier in canonical decimal form
 //     ("7", "-12"; not "007", "+7" or "7.0") matches, as that integer;
 //   - uuid columns: only the canonical lowercase form (8-4-4-4-12) matches;
@@ -312,7 +313,7 @@ var (
 func equals(col string, ct colType, value string, n int) (string, bool, error) {
 	c, p := pgx.Identifier{col}.Sanitize(), "$"+strconv.Itoa(n)
 	switch {
-	case ct.category == "S" && ct.deterministic && slices.Contains([]string{"text", "varchar", "bpchar", "name"}, ct.name):
+	case ct.category == "S" && ct.deterministic && slices.Contains([]string{"text", "varchar", "bpchar"}, ct.name):
 		return c + " = " + p, true, nil
 	case ct.category == "S":
 		return c + `::text COLLATE "C" = ` + p + "::text", true, nil

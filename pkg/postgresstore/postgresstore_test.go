@@ -121,12 +121,15 @@ func TestPerTenantTableMissing(t *testing.T) {
 
 // TestTypedMatching: integer columns match only the canonical decimal form, uuid columns
 // only the canonical lowercase form, a nondeterministic (case-insensitive) collation does
-// not make "bob" match "BOB".
+// not make "bob" match "BOB", and a name column is not matched by a longer id cut to 63
+// bytes.
 func TestTypedMatching(t *testing.T) {
 	sv := newServer(t)
 	ctx := context.Background()
 	sv.exec(t, `CREATE COLLATION ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false)`)
-	sv.exec(t, `CREATE TABLE typed (tenant_id text, num bigint, small int2, id uuid, name text COLLATE ci, vc varchar(20))`)
+	sv.exec(t, `CREATE TABLE typed (tenant_id text, num bigint, small int2, id uuid, name text COLLATE ci, vc varchar(20), nm name)`)
+	long := strings.Repeat("n", 63)
+	sv.exec(t, `INSERT INTO typed (tenant_id, nm) VALUES ('t', $1)`, long)
 	sv.exec(t, `INSERT INTO typed VALUES
 		('t', 7, 7, NULL, NULL, NULL),
 		('t', -12, NULL, NULL, NULL, NULL),
@@ -135,7 +138,7 @@ func TestTypedMatching(t *testing.T) {
 		('t', NULL, NULL, NULL, 'bob', 'bob'),
 		('u', 7, NULL, NULL, NULL, NULL)`)
 	inv := inventory.Store{Name: "typed", Kind: postgresstore.Kind, Locators: inventory.Locators{"tables": []any{
-		map[string]any{"table": "typed", "subject_columns": []any{"num", "small", "id", "name", "vc"}, "tenant_column": "tenant_id"},
+		map[string]any{"table": "typed", "subject_columns": []any{"num", "small", "id", "name", "vc", "nm"}, "tenant_column": "tenant_id"},
 	}}}
 	st := postgresstore.New(sv.pool)
 	for _, tc := range []struct {
@@ -145,6 +148,7 @@ func TestTypedMatching(t *testing.T) {
 		{"7", 1}, {"007", 0}, {"+7", 0}, {"7.0", 0}, {"-12", 1}, {"99999999999999999999", 0},
 		{"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", 1}, {"A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11", 0},
 		{"{a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11}", 0}, {"bob", 1}, {"BOB", 1}, {"Bob", 0},
+		{long, 1}, {long + "x", 0}, // a name parameter would be cut to 63 bytes
 	} {
 		v, err := st.Verify(ctx, inv, deletion.Subject{Tenant: "t", ID: tc.id})
 		if err != nil {
