@@ -22,7 +22,8 @@
 //     COLLATE "C";
 //   - smallint, integer and bigint columns: only an identifier in canonical decimal form
 //     ("7", "-12"; not "007", "+7" or "7.0") matches, as that integer;
-//   - uuid columns: only the canonical lowercase form (8-4-4-4-12) matches;
+//   - uuid columns: only the hyphenated form (8-4-4-4-12 hex digits) matches; hex digits
+//     have no case, so "A0EE…" is the uuid a0ee… (braces or no hyphens match nothing);
 //   - any other type is refused (a permanent error naming table, column and type).
 //
 // An identifier that cannot be a value of a column's type matches nothing in it, and an
@@ -304,7 +305,7 @@ func columnTypes(ctx context.Context, tx pgx.Tx, table, location string, cols []
 
 var (
 	decimalRE = regexp.MustCompile(`^(0|-?[1-9][0-9]*)$`)
-	uuidRE    = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+	uuidRE    = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 )
 
 // equals returns the condition "col equals parameter n" for a column of type ct, and false
