@@ -15,6 +15,7 @@ var storeClients = map[string][]string{
 	"github.com/aws/aws-sdk-go-v2/service/s3": {"dataset-deleter", "s3prefix-deleter"},
 	"github.com/qdrant/go-client/qdrant":      {"qdrant-deleter"},
 	"github.com/redis/go-redis/v9":            {"redis-deleter"},
+	"github.com/jackc/pgx/v5":                 {"postgres-deleter"},
 }
 
 // TestServicesLinkOnlyTheirOwnStoreClient lists each service's dependencies (go list -deps)

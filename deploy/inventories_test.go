@@ -7,6 +7,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/datasetstore"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/postgresstore"
 	"github.com/lethe-erasure/lethe/pkg/qdrantstore"
 	"github.com/lethe-erasure/lethe/pkg/redisstore"
 	"github.com/lethe-erasure/lethe/pkg/s3prefixstore"
@@ -22,6 +23,7 @@ var validators = map[string]func(inventory.Store) error{
 	auditlog.Kind:      auditlog.NewVerifier(nil).Validate,
 	webhookstore.Kind:  webhookstore.Validate,
 	s3prefixstore.Kind: s3prefixstore.New(nil).Validate,
+	postgresstore.Kind: postgresstore.Validate,
 }
 
 // TestShippedInventoriesValidate loads every inventory the repository ships and checks each
