@@ -30,6 +30,9 @@ type SubmitRequest struct {
 	SessionIDs []string    `json:"session_ids"`
 	Regulation string      `json:"regulation"`
 	Scope      event.Scope `json:"scope"`
+	// DryRun counts what the erasure would delete per store, deletes nothing and issues
+	// no receipt: the request ends PREVIEWED (POST /v1/erasures/{id}/confirm runs it).
+	DryRun bool `json:"dry_run,omitempty"`
 }
 
 // Accepted is the 202 answer of POST /v1/erasures.
@@ -77,6 +80,8 @@ type Status struct {
 	InventoryVersion string       `json:"inventory_version"`
 	Stores           []StoreState `json:"stores"`
 	ReceiptID        string       `json:"receipt_id,omitempty"`
+	// Workflow is the request's passage through the gates (dry run, approval, window).
+	Workflow *Gate `json:"workflow,omitempty"`
 }
 
 // Pending is the store state before a report.
@@ -107,6 +112,7 @@ func (s *Service) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/erasures/{id}/receipt", s.authenticate(s.handleReceipt))
 	mux.HandleFunc("POST /v1/suppressions/check", s.authenticate(s.handleCheck))
 	mux.HandleFunc("POST /v1/suppressions/lift", s.authenticate(s.handleLift))
+	s.routeWorkflow(mux)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
 	return mux
 }
@@ -165,7 +171,7 @@ func (s *Service) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	if !s.authorize(w, r, in.TenantID) || !s.limit(w, in.TenantID) {
 		return
 	}
-	req, err := s.Submit(r.Context(), in)
+	req, err := s.SubmitWith(r.Context(), in, SubmitOptions{DryRun: body.DryRun})
 	switch {
 	case errors.Is(err, ErrInvalid):
 		s.reject(w, http.StatusBadRequest, metrics.ReasonInvalid, err.Error())
@@ -253,6 +259,9 @@ func hex4(b []byte) (rune, bool) {
 
 // Status returns the status of requestID.
 func (s *Service) Status(ctx context.Context, requestID string) (Status, error) {
+	if st, waiting, err := s.gatedStatus(ctx, requestID); waiting || err != nil {
+		return st, err
+	}
 	req, err := s.Store.GetRequest(ctx, requestID)
 	if err != nil {
 		return Status{}, err
@@ -293,7 +302,7 @@ func (s *Service) Status(ctx context.Context, requestID string) (Status, error) 
 		return Status{}, err
 	}
 	st.Overdue = st.State != StateComplete && s.now().After(req.DueAt)
-	return st, nil
+	return s.decorate(ctx, st, rc)
 }
 
 func (s *Service) handleStatus(w http.ResponseWriter, r *http.Request) {

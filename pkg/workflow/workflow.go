@@ -8,15 +8,15 @@
 // event to publish when the gate opens is kept with its identifiers sealed (or, for a
 // TENANT request, without any).
 //
-//	           dry run                 confirm
-//	 submit ──────────▶ PREVIEWED ─────────────┐
-//	   │                                        ▼
-//	   ├─ TENANT scope ───▶ AWAITING_APPROVAL ──approve──▶ (window?) ─┐
-//	   │                      │ reject ▶ REJECTED                     │
-//	   │                      └ cancel ▶ CANCELLED                    │
-//	   ├─ window > 0 ─────▶ SCHEDULED ──due──▶ RELEASED ◀─────────────┘
-//	   │                      └ cancel (before due) ▶ CANCELLED
-//	   └──────────────────────────────────────▶ RELEASED (published on erasure.requested)
+//	          dry run                 confirm
+//	submit ──────────▶ PREVIEWED ─────────────┐
+//	  │                                        ▼
+//	  ├─ TENANT scope ───▶ AWAITING_APPROVAL ──approve──▶ (window?) ─┐
+//	  │                      │ reject ▶ REJECTED                     │
+//	  │                      └ cancel ▶ CANCELLED                    │
+//	  ├─ window > 0 ─────▶ SCHEDULED ──due──▶ RELEASED ◀─────────────┘
+//	  │                      └ cancel (before due) ▶ CANCELLED
+//	  └──────────────────────────────────────▶ RELEASED (published on erasure.requested)
 //
 // After RELEASED the request runs as every request does; a store under a legal hold ends
 // EXEMPT and the request PARTIAL, which the intake derives from the reports.
