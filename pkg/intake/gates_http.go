@@ -198,4 +198,3 @@ func (s *Service) verbFailed(w http.ResponseWriter, err error) bool {
 func (s *Service) visible(p auth.Principal, tenant string) bool {
 	return s.Auth == nil || p.May(tenant)
 }
-

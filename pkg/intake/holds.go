@@ -230,4 +230,3 @@ func unavailableIf(err error) error {
 	}
 	return fmt.Errorf("%w: %v", ErrStateStoreUnavailable, err)
 }
-
