@@ -141,8 +141,12 @@ func start(ctx context.Context, o options, stderr io.Writer) (*app, error) {
 			return nil, err
 		}
 	}
+	windows, err := intake.WindowsFromEnv()
+	if err != nil {
+		return nil, err
+	}
 	sys, err := embedded.Start(ctx, embedded.Options{Key: key, DataDir: o.dataDir, HTTPAddr: o.httpAddr, Inventory: inv, Policy: policy, Log: log,
-		Auth: authn, Limiter: limiter, KEK: kek})
+		Auth: authn, Limiter: limiter, KEK: kek, Windows: windows, RequireApproval: authn != nil && !authn.Disabled()})
 	if err != nil {
 		return nil, err
 	}
