@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/broker"
 	"github.com/lethe-erasure/lethe/pkg/dlq"
 	"github.com/lethe-erasure/lethe/pkg/event"
@@ -127,4 +128,47 @@ func (s *Service) handleReplay(w http.ResponseWriter, r *http.Request) {
 	s.log().Info("dead letter replayed", zap.String("topic", body.Topic), zap.Int32("partition", body.Partition),
 		zap.String("offset", strconv.FormatInt(body.Offset, 10)), zap.Int("replayed", n))
 	writeJSON(w, http.StatusOK, map[string]int{"replayed": n})
+}
+
+// Whoami is the answer of GET /v1/whoami: the caller's name, tenants and roles.
+type Whoami struct {
+	Name    string   `json:"name"`
+	Tenants []string `json:"tenants"`
+	Roles   []string `json:"roles"`
+}
+
+func (s *Service) handleWhoami(w http.ResponseWriter, r *http.Request) {
+	p := principal(r)
+	out := Whoami{Name: p.Name, Tenants: p.Tenants, Roles: p.Roles}
+	if out.Roles == nil {
+		out.Roles = []string{}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// ChainState is the answer of GET /v1/tenants/{tenant}/chain: whether the tenant's
+// receipt chain verifies (every receipt's hash recomputed and linked to its predecessor).
+type ChainState struct {
+	TenantID string `json:"tenant_id"`
+	Receipts int    `json:"receipts"`
+	Verified bool   `json:"verified"`
+	Error    string `json:"error,omitempty"`
+}
+
+func (s *Service) handleChain(w http.ResponseWriter, r *http.Request) {
+	tenant := r.PathValue("tenant")
+	if !s.authorize(w, r, tenant) {
+		return
+	}
+	rcs, err := s.Store.Receipts(r.Context(), tenant)
+	if err != nil {
+		s.log().Warn("receipts not read", zap.Error(err))
+		writeError(w, http.StatusServiceUnavailable, "state store unavailable")
+		return
+	}
+	out := ChainState{TenantID: tenant, Receipts: len(rcs), Verified: true}
+	if err := auditlog.VerifyChain(r.Context(), s.Store, tenant); err != nil {
+		out.Verified, out.Error = false, err.Error()
+	}
+	writeJSON(w, http.StatusOK, out)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/auth"
+	"github.com/lethe-erasure/lethe/pkg/console"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/workflow"
 )
@@ -132,6 +133,9 @@ func (s *Service) withGated(ctx context.Context, reqs []auditlog.Request, tenant
 //	GET  /v1/inventory               stores and kinds (200 InventoryView)
 //	GET  /v1/dead-letters            dead letters of the caller's tenants (200 {"dead_letters": [...]})
 //	POST /v1/dead-letters/replay     replay chosen dead letters: ReplayRequest (200 {"replayed": n})
+//	GET  /v1/whoami                  the caller (200 Whoami)
+//	GET  /v1/tenants/{tenant}/chain  whether the tenant's receipt chain verifies (200 ChainState)
+//	GET  /console/                   the web console (static; it calls the API above with the caller's token)
 func (s *Service) routeWorkflow(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/erasures/{id}/confirm", s.authenticate(s.verb(s.Confirm)))
 	mux.HandleFunc("POST /v1/erasures/{id}/cancel", s.authenticate(s.verb(s.Cancel)))
@@ -147,6 +151,10 @@ func (s *Service) routeWorkflow(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/inventory", s.authenticate(s.handleInventory))
 	mux.HandleFunc("GET /v1/dead-letters", s.authenticate(s.handleDeadLetters))
 	mux.HandleFunc("POST /v1/dead-letters/replay", s.authenticate(s.handleReplay))
+	mux.HandleFunc("GET /v1/whoami", s.authenticate(s.handleWhoami))
+	mux.HandleFunc("GET /v1/tenants/{tenant}/chain", s.authenticate(s.handleChain))
+	mux.Handle("GET /console/", console.Handler())
+	mux.Handle("GET /console", http.RedirectHandler("/console/", http.StatusMovedPermanently))
 }
 
 // principal returns the caller (Anonymous when authentication is off).

@@ -63,6 +63,10 @@ type StoreState struct {
 	Unexamined int64  `json:"unexamined"`
 	Attempt    int    `json:"attempt,omitempty"`
 	Error      string `json:"error,omitempty"`
+	// Verification is the store's read-back (method, mentions, similar, attestation).
+	Verification *event.Verification `json:"verification,omitempty"`
+	FinishedAt   time.Time           `json:"finished_at,omitzero"`
+	DryRun       bool                `json:"dry_run,omitempty"`
 }
 
 // Status is the answer of GET /v1/erasures/{id}. It holds no raw identifier.
@@ -287,7 +291,8 @@ func (s *Service) Status(ctx context.Context, requestID string) (Status, error) 
 		}
 		st.State = StateInProgress
 		st.Stores = append(st.Stores, StoreState{Store: name, Status: d.Status, Deleted: d.Deleted(),
-			Remaining: d.Verification.Remaining, Unexamined: d.Verification.Unexamined, Attempt: d.Attempt, Error: d.Error})
+			Remaining: d.Verification.Remaining, Unexamined: d.Verification.Unexamined, Attempt: d.Attempt, Error: d.Error,
+			Verification: &d.Verification, FinishedAt: d.FinishedAt, DryRun: d.DryRun})
 	}
 	for _, ss := range st.Stores {
 		if ss.Status == event.StatusFailed {
