@@ -29,6 +29,9 @@ function el(tag, attrs = {}, ...kids) {
   return e;
 }
 
+// put replaces the children of node by kids, arrays flattened.
+function put(node, ...kids) { node.replaceChildren(...kids.flat(3).filter(k => k !== null && k !== undefined)); }
+
 function toast(msg, bad) {
   const t = $("#toast");
   t.textContent = msg;
@@ -86,7 +89,7 @@ function loginPage() {
     f.reset();
     try { await whoami(); location.hash = "#/requests"; } catch (e) { sessionStorage.removeItem(TOKEN); toast("log in failed: " + e.message, true); }
   });
-  main().replaceChildren(f);
+  put(main(), f);
 }
 
 async function whoami() {
@@ -102,7 +105,7 @@ async function requestsPage() {
     el("label", {}, "Regulation ", el("select", { name: "regulation" }, ["", "GDPR", "LGPD", "PDPA", "CCPA"].map(r => el("option", { value: r }, r || "any")))),
     el("label", {}, el("input", { type: "checkbox", name: "overdue" }), " overdue only"));
   const table = el("table", { id: "requests" });
-  main().replaceChildren(el("h2", {}, "Requests"), filters, table);
+  put(main(), el("h2", {}, "Requests"), filters, table);
   const load = async () => {
     const q = new URLSearchParams();
     const tenant = filters.tenant.value || (me.tenants.length === 1 && me.tenants[0] !== "*" ? me.tenants[0] : "");
@@ -110,14 +113,14 @@ async function requestsPage() {
     if (filters.state.value) q.set("state", filters.state.value);
     if (filters.overdue.checked) q.set("overdue", "true");
     let list;
-    try { list = (await api("GET", "/v1/erasures?" + q)).requests; } catch (e) { table.replaceChildren(el("tr", {}, el("td", {}, e.message))); return; }
+    try { list = (await api("GET", "/v1/erasures?" + q)).requests; } catch (e) { put(table, el("tr", {}, el("td", {}, e.message))); return; }
     if (!tenant && !me.tenants.includes("*")) {
       // A principal of several tenants lists each of them.
       list = [];
       for (const t of me.tenants) list.push(...(await api("GET", "/v1/erasures?tenant=" + encodeURIComponent(t) + (filters.state.value ? "&state=" + filters.state.value : "") + (filters.overdue.checked ? "&overdue=true" : ""))).requests);
     }
     if (filters.regulation.value) list = list.filter(r => r.regulation === filters.regulation.value);
-    table.replaceChildren(el("tr", {}, ["Request", "Tenant", "Scope", "Regulation", "State", "Stores", "SLA"].map(h => el("th", {}, h))),
+    put(table, el("tr", {}, ["Request", "Tenant", "Scope", "Regulation", "State", "Stores", "SLA"].map(h => el("th", {}, h))),
       list.map(r => el("tr", { "data-request": r.request_id },
         el("td", {}, el("a", { href: "#/request/" + r.request_id }, r.request_id)),
         el("td", {}, r.tenant_id), el("td", {}, r.scope), el("td", {}, r.regulation), el("td", {}, badge(r.state)),
@@ -154,7 +157,7 @@ function submitPage() {
       location.hash = "#/request/" + acc.request_id;
     } catch (e) { toast("refused: " + e.message, true); }
   });
-  main().replaceChildren(f);
+  put(main(), f);
 }
 
 function storeRow(s) {
@@ -173,28 +176,28 @@ async function requestPage(id) {
   const timeline = el("ol", { id: "timeline" });
   const receipt = el("section", { id: "receipt" });
   const redrive = el("section", { id: "redrive" });
-  main().replaceChildren(head, actions, el("h3", {}, "Stores"), progress, stores, el("h3", {}, "Timeline"), timeline, receipt, redrive);
+  put(main(), head, actions, el("h3", {}, "Stores"), progress, stores, el("h3", {}, "Timeline"), timeline, receipt, redrive);
   let shownReceipt = false;
   const render = async () => {
     let st;
-    try { st = await api("GET", "/v1/erasures/" + encodeURIComponent(id)); } catch (e) { head.replaceChildren(el("p", { class: "bad" }, e.message)); stopPoll(); return; }
-    head.replaceChildren(el("h2", {}, "Request ", el("code", {}, st.request_id), " ", badge(st.state)),
+    try { st = await api("GET", "/v1/erasures/" + encodeURIComponent(id)); } catch (e) { put(head, el("p", { class: "bad" }, e.message)); stopPoll(); return; }
+    put(head, el("h2", {}, "Request ", el("code", {}, st.request_id), " ", badge(st.state)),
       el("p", {}, `${st.tenant_id} · ${st.scope} · ${st.regulation} · requested ${new Date(st.requested_at).toLocaleString()} · `, sla(st),
         st.workflow && st.workflow.execute_at && st.state === "SCHEDULED" ? " · runs at " + new Date(st.workflow.execute_at).toLocaleString() : ""));
     const done = st.stores.filter(s => s.status !== "PENDING").length;
     progress.max = st.stores.length; progress.value = done;
-    stores.replaceChildren(el("tr", {}, ["Store", "Status", st.state === "PREVIEWED" ? "Would delete" : "Deleted", "Remaining", "Unexamined", "Mentions", "Similar", "Attestation", "Verification", "Error"].map(h => el("th", {}, h))),
+    put(stores, el("tr", {}, ["Store", "Status", st.state === "PREVIEWED" ? "Would delete" : "Deleted", "Remaining", "Unexamined", "Mentions", "Similar", "Attestation", "Verification", "Error"].map(h => el("th", {}, h))),
       st.stores.map(storeRow));
-    actions.replaceChildren(...actionButtons(st, render));
+    put(actions, ...actionButtons(st, render));
     const events = [];
     for (const h of (st.workflow && st.workflow.history) || []) events.push([h.at, `${h.action || "submitted"} → ${h.to} by ${h.actor}`]);
     if (!st.workflow) events.push([st.requested_at, "submitted"]);
     for (const s of st.stores) if (s.finished_at) events.push([s.finished_at, `${s.store}: ${s.status}${s.attempt ? " (attempt " + s.attempt + ")" : ""}`]);
     events.sort((a, b) => new Date(a[0]) - new Date(b[0]));
-    timeline.replaceChildren(...events.map(([at, what]) => el("li", {}, el("time", {}, new Date(at).toLocaleTimeString()), " ", what)));
+    put(timeline, ...events.map(([at, what]) => el("li", {}, el("time", {}, new Date(at).toLocaleTimeString()), " ", what)));
     if (st.receipt_id && !shownReceipt) { shownReceipt = true; await showReceipt(st, receipt); }
     const failed = st.stores.filter(s => s.status === "FAILED").map(s => s.store);
-    redrive.replaceChildren(...(failed.length && st.state !== "PREVIEWED" ? [redriveForm(st, failed, render)] : []));
+    put(redrive, ...(failed.length && st.state !== "PREVIEWED" ? [redriveForm(st, failed, render)] : []));
     if (FINAL.includes(st.state) && shownReceipt === !!st.receipt_id) stopPoll();
   };
   await render();
@@ -232,22 +235,22 @@ function redriveForm(st, failed, render) {
 async function showReceipt(st, box) {
   const rc = await api("GET", "/v1/erasures/" + encodeURIComponent(st.request_id) + "/receipt");
   const chain = await api("GET", "/v1/tenants/" + encodeURIComponent(st.tenant_id) + "/chain");
-  box.replaceChildren(el("h3", {}, "Receipt"),
+  put(box, el("h3", {}, "Receipt"),
     el("p", { id: "chain", class: chain.verified ? "ok" : "bad", "data-verified": String(chain.verified) },
       chain.verified ? `Chain verified: ${chain.receipts} receipts of ${chain.tenant_id} recomputed and linked` : "Chain NOT verified: " + chain.error),
     el("p", {}, `Receipt ${rc.receipt_id} · status `, badge(rc.status), ` · seq ${rc.seq} · hash `, el("code", { class: "small" }, rc.hash)),
     el("table", { id: "receipt-stores" }, el("tr", {}, ["Store", "Kind", "Status", "Deleted", "Method", "Remaining", "Unexamined", "Mentions", "Similar", "Attestation"].map(h => el("th", {}, h))),
       rc.stores.map(s => el("tr", {}, el("td", {}, s.store), el("td", {}, s.kind), el("td", {}, badge(s.status)), el("td", {}, s.deleted),
         el("td", { class: "small" }, s.verification.method), el("td", {}, s.verification.remaining), el("td", {}, s.verification.unexamined || 0),
-        el("td", {}, s.verification.mentions || 0), el("td", {}, (s.verification.similar || []).length), el("td", {}, s.verification.attestation || ""))))),
+        el("td", {}, s.verification.mentions || 0), el("td", {}, (s.verification.similar || []).length), el("td", {}, s.verification.attestation || "")))),
     el("details", {}, el("summary", {}, "Receipt JSON"), el("pre", {}, JSON.stringify(rc, null, 2))));
 }
 
 async function deadLettersPage() {
   const table = el("table", { id: "dead-letters" });
-  main().replaceChildren(el("h2", {}, "Dead letters"), table);
+  put(main(), el("h2", {}, "Dead letters"), table);
   const list = (await api("GET", "/v1/dead-letters")).dead_letters;
-  table.replaceChildren(el("tr", {}, ["Topic", "Partition/offset", "Source", "Request", "Tenant", "Reason", "At", ""].map(h => el("th", {}, h))),
+  put(table, el("tr", {}, ["Topic", "Partition/offset", "Source", "Request", "Tenant", "Reason", "At", ""].map(h => el("th", {}, h))),
     list.map(d => el("tr", {}, el("td", {}, d.topic), el("td", {}, d.entry.partition + "/" + d.entry.offset), el("td", {}, d.entry.source_topic),
       el("td", {}, d.entry.event ? d.entry.event.request_id || "" : ""), el("td", {}, d.entry.event ? d.entry.event.tenant_id : ""),
       el("td", { class: "small" }, d.entry.reason), el("td", {}, new Date(d.entry.at).toLocaleString()),
@@ -261,7 +264,7 @@ async function deadLettersPage() {
 async function inventoryPage() {
   const inv = await api("GET", "/v1/inventory");
   const uncovered = el("section", { id: "uncovered" }, el("h3", {}, "Uncovered locations (discovery)"));
-  main().replaceChildren(el("h2", {}, "Inventory " + inv.version),
+  put(main(), el("h2", {}, "Inventory " + inv.version),
     el("table", { id: "inventory" }, el("tr", {}, el("th", {}, "Store"), el("th", {}, "Kind"), el("th", {}, "Physical erasure")),
       inv.stores.map(s => el("tr", {}, el("td", {}, s.store || s.name), el("td", {}, s.kind), el("td", { class: "small" }, s.physical || "")))),
     el("p", {}, "Kinds: " + inv.kinds.join(", ")), uncovered);
@@ -284,11 +287,11 @@ async function holdsPage() {
     el("label", {}, "Legal basis ", el("input", { name: "legal_basis", required: true })),
     el("label", {}, "Reason ", el("input", { name: "reason" })),
     el("button", { type: "submit" }, "Hold"));
-  main().replaceChildren(el("h2", {}, "Legal holds"), table, f);
+  put(main(), el("h2", {}, "Legal holds"), table, f);
   const load = async () => {
     const q = me.tenants.length === 1 && me.tenants[0] !== "*" ? "?tenant=" + encodeURIComponent(me.tenants[0]) : "";
     const holds = (await api("GET", "/v1/holds" + q)).holds;
-    table.replaceChildren(el("tr", {}, ["Hold", "Tenant", "Subject (pseudonym)", "Store", "Legal basis", "Reason", "By", "State", ""].map(h => el("th", {}, h))),
+    put(table, el("tr", {}, ["Hold", "Tenant", "Subject (pseudonym)", "Store", "Legal basis", "Reason", "By", "State", ""].map(h => el("th", {}, h))),
       holds.map(h => el("tr", { "data-hold": h.hold_id }, el("td", {}, h.hold_id), el("td", {}, h.tenant_id), el("td", { class: "small" }, h.subject_hash ? h.subject_hash.slice(0, 16) + "…" : "every subject"),
         el("td", {}, h.store || "every store"), el("td", {}, h.legal_basis), el("td", {}, h.reason), el("td", {}, h.created_by),
         el("td", {}, h.released_at ? "released by " + h.released_by : "active"),
@@ -327,7 +330,7 @@ async function route() {
       default: return await requestsPage();
     }
   } catch (e) {
-    main().replaceChildren(el("p", { class: "bad" }, e.message));
+    put(main(), el("p", { class: "bad" }, e.message));
   }
 }
 
