@@ -206,3 +206,16 @@ func (s *Service) verbFailed(w http.ResponseWriter, err error) bool {
 func (s *Service) visible(p auth.Principal, tenant string) bool {
 	return s.Auth == nil || p.May(tenant)
 }
+
+// gateState is the workflow state of a request that waits at a gate or is a dry run, ""
+// for any other.
+func (s *Service) gateState(ctx context.Context, requestID string) string {
+	if s.Workflow == nil {
+		return ""
+	}
+	rec, err := s.Workflow.Get(ctx, requestID)
+	if err != nil || rec.State == workflow.Released {
+		return ""
+	}
+	return string(rec.State)
+}

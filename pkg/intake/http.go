@@ -43,6 +43,9 @@ type Accepted struct {
 	DueAt       time.Time `json:"due_at"`
 	StatusURL   string    `json:"status_url"`
 	ReceiptURL  string    `json:"receipt_url"`
+	// State is set when the request waits at a gate or is a dry run: PREVIEWED,
+	// SCHEDULED or AWAITING_APPROVAL.
+	State string `json:"state,omitempty"`
 }
 
 // Request states in Status.
@@ -190,6 +193,7 @@ func (s *Service) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusAccepted, Accepted{
 			RequestID: req.RequestID, SubjectHash: req.SubjectHash, KeyID: req.KeyID, DueAt: req.DueAt,
 			StatusURL: "/v1/erasures/" + req.RequestID, ReceiptURL: "/v1/erasures/" + req.RequestID + "/receipt",
+			State: s.gateState(r.Context(), req.RequestID),
 		})
 	}
 }
