@@ -22,7 +22,7 @@ var (
 
 // schemaFiles lists the schema names in dependency order (later ones use named types of
 // earlier ones).
-var schemaFiles = []string{"intake", "requested", "store_done", "completed", "overdue"}
+var schemaFiles = []string{"intake", "requested", "store_done", "completed", "overdue", "reappeared"}
 
 // Type is one event type's codec: the current schema and every released writer schema.
 //
@@ -52,6 +52,7 @@ var (
 	Done      = mustType("store_done")
 	Completed = mustType("completed")
 	Overdues  = mustType("overdue")
+	Reappear  = mustType("reappeared")
 )
 
 // Name is the schema file name of t ("intake", "requested", ...).

@@ -326,7 +326,7 @@ func TestHeaderIsSpecFingerprint(t *testing.T) {
 
 func typeNamed(t *testing.T, name string) *Type {
 	t.Helper()
-	for _, typ := range []*Type{Intake, Request, Done, Completed, Overdues} {
+	for _, typ := range []*Type{Intake, Request, Done, Completed, Overdues, Reappear} {
 		if typ.name == name {
 			return typ
 		}
@@ -395,6 +395,9 @@ func TestDecodeLegacyFingerprints(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, g := range goldens() {
+		if g.typ == Reappear {
+			continue // first released with the specification's fingerprint: no legacy records
+		}
 		t.Run(g.typ.Name(), func(t *testing.T) {
 			data, err := os.ReadFile(filepath.Join("testdata", "legacy", g.typ.Name()+".golden"))
 			if err != nil {

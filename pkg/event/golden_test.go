@@ -63,6 +63,8 @@ func goldens() []golden {
 				ExpectedStores:   []string{"qdrant", "redis", "langgraph", "dataset", "audit_log"},
 				OnlyStores:       []string{"redis"},
 				Attempt:          2,
+				Purpose:          PurposeSweep,
+				Pass:             "sweep-2",
 			},
 			fresh: func() any { return new(Requested) },
 			deref: func(v any) any { return *v.(*Requested) },
@@ -90,6 +92,8 @@ func goldens() []golden {
 				StartedAt:  at(30, 9, 15, 32, 0),
 				FinishedAt: at(30, 9, 15, 32, 999),
 				Error:      "verify: 1 key remains",
+				Purpose:    PurposeReapply,
+				Pass:       "reapply-20261130T0915Z",
 			},
 			fresh: func() any { return new(StoreDone) },
 			deref: func(v any) any { return *v.(*StoreDone) },
@@ -118,7 +122,8 @@ func goldens() []golden {
 							UnexaminedItems: []string{"shopbot_acme: unreadable"}, Excluded: []string{"shopbot_acme_old"},
 							Attestation: "att-1",
 						},
-						Physical: "vacuum pending",
+						Physical:           "vacuum pending",
+						PhysicalErasureDue: ptr(at(30, 10, 0, 0, 0)),
 					},
 					{
 						Store: "audit_log", Kind: "audit_log", Status: StatusNoPII, Deleted: -1,
@@ -128,14 +133,16 @@ func goldens() []golden {
 							UnexaminedItems: []string{"evt-1: undecodable"}, Excluded: []string{"evt-2"},
 							Attestation: "att-2",
 						},
-						Physical: "pseudonyms only",
+						Physical:           "pseudonyms only",
+						PhysicalErasureDue: ptr(at(30, 11, 0, 0, 0)),
 					},
 				},
-				AuditLogPII: true,
-				Status:      ReceiptComplete,
-				Seq:         3,
-				PrevHash:    "ab12",
-				Hash:        "cd34",
+				AuditLogPII:        true,
+				Status:             ReceiptComplete,
+				Seq:                3,
+				PrevHash:           "ab12",
+				Hash:               "cd34",
+				IdentifiersShredAt: ptr(at(30, 12, 0, 0, 1)),
 			},
 			fresh: func() any { return new(Receipt) },
 			deref: func(v any) any { return *v.(*Receipt) },
@@ -157,8 +164,27 @@ func goldens() []golden {
 			fresh: func() any { return new(Overdue) },
 			deref: func(v any) any { return *v.(*Overdue) },
 		},
+		{
+			typ: Reappear,
+			sample: &Reappeared{
+				RequestID: "req-0001",
+				TenantID:  "acme",
+				Store:     "redis",
+				Kind:      "redis",
+				Purpose:   PurposeSweep,
+				Pass:      "sweep-2",
+				Deleted:   4,
+				Locations: []LocationCount{{Location: "session:acme:{subject}:*", Deleted: 4}},
+				Remaining: 1,
+				At:        at(30, 10, 16, 0, 500),
+			},
+			fresh: func() any { return new(Reappeared) },
+			deref: func(v any) any { return *v.(*Reappeared) },
+		},
 	}
 }
+
+func ptr[T any](v T) *T { return &v }
 
 func TestGolden(t *testing.T) {
 	for _, g := range goldens() {
