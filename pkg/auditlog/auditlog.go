@@ -80,13 +80,15 @@ func RequestOf(r *event.Requested) Request {
 	}
 }
 
-// Head is the tip of a tenant's receipt chain: the last receipt linked into it. The zero
+// Head is the tip of a tenant's receipt chain: the last record linked into it, a receipt
+// (RequestID and Receipt set) or an addendum (Addendum set, RequestID empty). The zero
 // Head (Seq 0) means the tenant has no receipt yet.
 type Head struct {
 	Seq       int64         `json:"seq"`
 	Hash      string        `json:"hash"`
 	RequestID string        `json:"request_id"`
 	Receipt   event.Receipt `json:"receipt"`
+	Addendum  *Addendum     `json:"addendum,omitempty"`
 }
 
 // Store is the audit table. Implementations are safe for concurrent use, honour ctx, and

@@ -114,7 +114,17 @@ func goldenReceipts() map[string]event.Receipt {
 			Method: "re-read", Excluded: []string{"img/cover.png", "img/logo.png"},
 		},
 	})
-	return map[string]event.Receipt{"receipt_v1": v1, "receipt_v2": v2}
+	v3 := auditlogtest.Receipt("acme", "req-golden-3")
+	v3.Seq, v3.PrevHash = 9, strings.Repeat("ef", 32)
+	shred := v3.CompletedAt.Add(42*24*time.Hour + 345*time.Microsecond)
+	due := v3.CompletedAt.Add(7 * 24 * time.Hour)
+	v3.IdentifiersShredAt = &shred
+	v3.Stores[0].PhysicalErasureDue = &due
+	v3.Stores = append(v3.Stores, event.StoreEvidence{
+		Store: "audit_log", Kind: "audit_log", Status: event.StatusNoPII,
+		Locations: []event.LocationCount{}, Verification: event.Verification{Method: "scan"},
+	})
+	return map[string]event.Receipt{"receipt_v1": v1, "receipt_v2": v2, "receipt_v3": v3}
 }
 
 // TestHashReceiptGolden pins the canonical form of each format: the hash of a fixed
@@ -186,6 +196,14 @@ func TestHashReceiptCoversEveryField(t *testing.T) {
 		"status":            func(r *event.Receipt) { r.Status = "x" },
 		"seq":               func(r *event.Receipt) { r.Seq++ },
 		"prev_hash":         func(r *event.Receipt) { r.PrevHash = "x" },
+		"identifiers_shred_at": func(r *event.Receipt) {
+			at := r.CompletedAt
+			r.IdentifiersShredAt = &at
+		},
+		"store.physical_erasure_due": func(r *event.Receipt) {
+			at := r.CompletedAt
+			r.Stores[0].PhysicalErasureDue = &at
+		},
 	}
 	for name, mutate := range mutations {
 		r := auditlogtest.Receipt("acme", "req-1")
