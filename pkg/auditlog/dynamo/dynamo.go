@@ -16,6 +16,8 @@
 //	TEN#<tenant>                     HEAD                      the chain's head (seq)
 //	TEN#<tenant>                     RCPT#<seq, 20 digits>#<request id>   receipt index entry
 //
+// Addenda and the aggregator's schedule have items of their own (addenda.go).
+//
 // Key components are escaped with url.PathEscape, so '#' and '%' inside ids cannot make
 // two keys collide.
 //
