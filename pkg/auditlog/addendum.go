@@ -111,41 +111,41 @@ func HashAddendum(a Addendum) string {
 }
 
 // Append links a into the tenant's chain after its newest record and stores it: it sets
-// Seq, PrevHash and Hash and returns the stored addendum. An addendum whose id is stored
-// (or is the head) is returned unchanged, so calling Append again after a crash or on a
-// redelivered event is harmless. It follows Issue's lock-free protocol (read the head,
+// Seq, PrevHash and Hash and returns the stored addendum, linked true. An addendum whose
+// id is stored (or is the head) is returned unchanged with linked false, so calling Append
+// again after a crash or on a redelivered event is harmless. It follows Issue's lock-free protocol (read the head,
 // help a writer that crashed after moving it, swap the head conditionally, store the
 // record) and needs a Store with the Addenda capability; a missing id, request, receipt or
 // tenant is Permanent.
-func Append(ctx context.Context, s Store, a Addendum) (Addendum, error) {
+func Append(ctx context.Context, s Store, a Addendum) (_ Addendum, linked bool, err error) {
 	as, ok := s.(Addenda)
 	if !ok {
-		return Addendum{}, deletion.Permanent(errors.New("auditlog: append: the store keeps no addenda"))
+		return Addendum{}, false, deletion.Permanent(errors.New("auditlog: append: the store keeps no addenda"))
 	}
 	if a.AddendumID == "" || a.RequestID == "" || a.ReceiptID == "" || a.TenantID == "" || a.Type == "" {
-		return Addendum{}, deletion.Permanent(errors.New("auditlog: append: addendum needs an id, a type, a receipt, a request and a tenant"))
+		return Addendum{}, false, deletion.Permanent(errors.New("auditlog: append: addendum needs an id, a type, a receipt, a request and a tenant"))
 	}
 	a.At = a.At.UTC().Truncate(time.Millisecond)
 	for range maxIssueRounds {
 		if err := ctx.Err(); err != nil {
-			return Addendum{}, fmt.Errorf("auditlog: append: %w", err)
+			return Addendum{}, false, fmt.Errorf("auditlog: append: %w", err)
 		}
 		h, err := s.Head(ctx, a.TenantID)
 		if err != nil {
-			return Addendum{}, fmt.Errorf("auditlog: append: read head: %w", err)
+			return Addendum{}, false, fmt.Errorf("auditlog: append: read head: %w", err)
 		}
 		if h.Addendum != nil && h.Addendum.AddendumID == a.AddendumID {
-			return *h.Addendum, putHeadRecord(ctx, s, h)
+			return *h.Addendum, false, putHeadRecord(ctx, s, h)
 		}
 		got, err := as.GetAddendum(ctx, a.AddendumID)
 		if err == nil {
-			return got, nil
+			return got, false, nil
 		}
 		if !errors.Is(err, ErrNotFound) {
-			return Addendum{}, fmt.Errorf("auditlog: append: read addendum: %w", err)
+			return Addendum{}, false, fmt.Errorf("auditlog: append: read addendum: %w", err)
 		}
 		if err := putHeadRecord(ctx, s, h); err != nil {
-			return Addendum{}, err
+			return Addendum{}, false, err
 		}
 		next := a
 		next.Seq, next.PrevHash = h.Seq+1, h.Hash
@@ -155,14 +155,14 @@ func Append(ctx context.Context, s Store, a Addendum) (Addendum, error) {
 			continue
 		}
 		if err != nil {
-			return Addendum{}, fmt.Errorf("auditlog: append: swap head: %w", err)
+			return Addendum{}, false, fmt.Errorf("auditlog: append: swap head: %w", err)
 		}
 		if err := putAddendum(ctx, as, next); err != nil {
-			return Addendum{}, err
+			return Addendum{}, false, err
 		}
-		return next, nil
+		return next, true, nil
 	}
-	return Addendum{}, fmt.Errorf("auditlog: append: head of the tenant's chain still contended after %d rounds", maxIssueRounds)
+	return Addendum{}, false, fmt.Errorf("auditlog: append: head of the tenant's chain still contended after %d rounds", maxIssueRounds)
 }
 
 // putHeadRecord stores the record the head h names (a receipt or an addendum) unless it

@@ -61,9 +61,14 @@ type Request struct {
 	InventoryVersion string      `json:"inventory_version"`
 	ExpectedStores   []string    `json:"expected_stores"`
 	Attempt          int         `json:"attempt"`
+	// Sealed are the request's identifiers as erasure.requested carries them, encrypted
+	// under its data key: kept so that sweeps and re-applies after the receipt can find the
+	// subject again, unreadable once the key is destroyed. Never the clear identifiers.
+	Sealed *event.SealedIdentifiers `json:"sealed_identifiers,omitempty"`
 }
 
-// RequestOf returns the identifier-free record of r. Identifiers and OnlyStores are dropped.
+// RequestOf returns the identifier-free record of r. Identifiers and OnlyStores are
+// dropped; the sealed identifiers are kept (ciphertext under the request's data key).
 func RequestOf(r *event.Requested) Request {
 	return Request{
 		RequestID:        r.RequestID,
@@ -77,6 +82,7 @@ func RequestOf(r *event.Requested) Request {
 		InventoryVersion: r.InventoryVersion,
 		ExpectedStores:   append([]string(nil), r.ExpectedStores...),
 		Attempt:          r.Attempt,
+		Sealed:           r.Sealed,
 	}
 }
 

@@ -20,9 +20,13 @@ type Task struct {
 	Due       time.Time `json:"due"`
 	RequestID string    `json:"request_id"`
 	TenantID  string    `json:"tenant_id"`
+	ReceiptID string    `json:"receipt_id,omitempty"`
 	N         int       `json:"n,omitempty"`     // a sweep's ordinal, from 1
 	Last      bool      `json:"last,omitempty"`  // the request's last sweep
 	Store     string    `json:"store,omitempty"` // a PHYSICAL task's store
+	// Within is a PHYSICAL task's physical_within: how far a reappearance or re-apply
+	// moves its date.
+	Within time.Duration `json:"within,omitempty"`
 }
 
 // Scheduler is an optional capability of a Store, found by type assertion: the durable

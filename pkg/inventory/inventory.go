@@ -14,6 +14,7 @@ import (
 	"path"
 	"regexp"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -52,6 +53,10 @@ type Store struct {
 	Locators Locators `yaml:"locators" json:"locators"`
 	// Physical says what an erasure leaves physically pending (vacuum, versions, AOF).
 	Physical string `yaml:"physical" json:"physical,omitempty"`
+	// PhysicalWithin is how long after a logical delete the store's bytes can survive
+	// (segments until vacuum, AOF/RDB, object versions, the store's backups), e.g. 840h;
+	// receipts carry completed_at + this as the store's physical_erasure_due. Zero: unstated.
+	PhysicalWithin time.Duration `yaml:"physical_within,omitempty" json:"physical_within,omitempty"`
 }
 
 // Locators say where the subject lives in a store. Each kind uses its own fields.

@@ -37,7 +37,7 @@ func testAddenda(t *testing.T, s auditlog.Store) {
 	errs := make([]error, racers)
 	for i := range racers {
 		wg.Go(func() {
-			got[i], errs[i] = auditlog.Append(ctx, s, Addendum("req-1/sweep-1", auditlog.AddendumReappeared, r1.ReceiptID, "req-1", "acme"))
+			got[i], _, errs[i] = auditlog.Append(ctx, s, Addendum("req-1/sweep-1", auditlog.AddendumReappeared, r1.ReceiptID, "req-1", "acme"))
 		})
 	}
 	wg.Wait()
@@ -52,12 +52,12 @@ func testAddenda(t *testing.T, s auditlog.Store) {
 	if r2.Seq != 3 || r2.PrevHash != got[0].Hash {
 		t.Fatalf("receipt after an addendum: seq %d prev %s, want seq 3 linked to the addendum", r2.Seq, r2.PrevHash)
 	}
-	a2, err := auditlog.Append(ctx, s, Addendum("req-1/shredded", auditlog.AddendumShredded, r1.ReceiptID, "req-1", "acme"))
+	a2, linked, err := auditlog.Append(ctx, s, Addendum("req-1/shredded", auditlog.AddendumShredded, r1.ReceiptID, "req-1", "acme"))
 	must(t, err)
-	if a2.Seq != 4 || a2.PrevHash != r2.Hash {
+	if a2.Seq != 4 || a2.PrevHash != r2.Hash || !linked {
 		t.Fatalf("second addendum: seq %d, want 4 linked to receipt 3", a2.Seq)
 	}
-	if again, err := auditlog.Append(ctx, s, Addendum("req-1/sweep-1", auditlog.AddendumReappeared, r1.ReceiptID, "req-1", "acme")); err != nil || again.Seq != 2 {
+	if again, linked, err := auditlog.Append(ctx, s, Addendum("req-1/sweep-1", auditlog.AddendumReappeared, r1.ReceiptID, "req-1", "acme")); err != nil || again.Seq != 2 || linked {
 		t.Fatalf("appending a stored addendum again: seq %d, %v; want the stored one (seq 2)", again.Seq, err)
 	}
 	must(t, auditlog.VerifyChain(ctx, s, "acme"))
@@ -72,7 +72,7 @@ func testAddenda(t *testing.T, s auditlog.Store) {
 	if _, err := as.GetAddendum(ctx, "nope"); !errors.Is(err, auditlog.ErrNotFound) {
 		t.Fatalf("GetAddendum(unknown) = %v, want ErrNotFound", err)
 	}
-	if _, err := auditlog.Append(ctx, s, auditlog.Addendum{AddendumID: "x", TenantID: "acme"}); err == nil {
+	if _, _, err := auditlog.Append(ctx, s, auditlog.Addendum{AddendumID: "x", TenantID: "acme"}); err == nil {
 		t.Fatal("Append without a receipt or type succeeded")
 	}
 
