@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -45,6 +46,14 @@ type Options struct {
 	Auth      *auth.Authenticator  // intake authentication; nil: none
 	Limiter   *auth.Limiter        // per-tenant submission rate; nil: unlimited
 	KEK       *envelope.KEK        // seals identifiers on erasure.requested (keys under DataDir/keys); nil: a throwaway one
+	// Sweeps and Retain are the aggregator's re-verification delays and key retention
+	// (aggregator.Aggregator); none: the key is destroyed at the receipt. SweepEvery is how
+	// often the schedule is read (default 10s); Now is the aggregator's clock (default the
+	// system's).
+	Sweeps     []time.Duration
+	Retain     time.Duration
+	SweepEvery time.Duration
+	Now        func() time.Time
 }
 
 // System is a running Lethe: the components and every service.
@@ -58,6 +67,8 @@ type System struct {
 	DataDir   string
 	Metrics   *metrics.Metrics
 	Sealer    *envelope.Sealer
+	// Aggregator joins the reports and runs the schedule (sweeps, shredding, physical erasure).
+	Aggregator *aggregator.Aggregator
 
 	cancel  context.CancelFunc
 	group   *errgroup.Group
@@ -127,10 +138,20 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 		inventory.KindDataset:  datasetstore.New(st.S3, filepath.Join(o.DataDir, "datasets")),
 		inventory.KindAuditLog: auditlog.NewVerifier(st.Audit),
 	}
+	sys.Aggregator = &aggregator.Aggregator{
+		Store:     st.Audit,
+		Producer:  prod,
+		Log:       log.With(zap.String("service", "aggregator")),
+		Metrics:   m,
+		Sealer:    sys.Sealer,
+		Inventory: sys.Inventory,
+		Sweeps:    o.Sweeps,
+		Retain:    o.Retain,
+		Now:       o.Now,
+	}
 	groups := []service.Group{
 		{Name: "lethe-intake", Topics: []string{event.TopicIntake}, Handler: sys.Intake.HandleIntake, Redact: sys.Intake.Redact},
-		{Name: "lethe-aggregator", Topics: []string{event.TopicRequested, event.TopicStoreDone},
-			Handler: (&aggregator.Aggregator{Store: st.Audit, Producer: prod, Log: log.With(zap.String("service", "aggregator")), Metrics: m, Sealer: sys.Sealer, Inventory: sys.Inventory}).Handle},
+		{Name: "lethe-aggregator", Topics: []string{event.TopicRequested, event.TopicStoreDone}, Handler: sys.Aggregator.Handle},
 	}
 	for _, d := range Deleters {
 		w := &worker.Worker{Inventory: sys.Inventory, Stores: map[string]deletion.Store{d.Kind: sys.Stores[d.Kind]}, Producer: prod, Log: log.With(zap.String("service", d.Name)), Metrics: m, Sealer: sys.Sealer}
@@ -166,6 +187,7 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 	}
 	watchdog := &aggregator.Watchdog{Store: st.Audit, Producer: prod, Interval: 5 * time.Second, Log: log.With(zap.String("service", "aggregator")), Metrics: m}
 	g.Go(func() error { return watchdog.Run(gctx) })
+	g.Go(func() error { return sys.Aggregator.Run(gctx, cmp.Or(o.SweepEvery, 10*time.Second)) })
 	g.Go(func() error {
 		if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
 			return err
