@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -356,4 +358,45 @@ func or2(t, def time.Time) time.Time {
 		return def
 	}
 	return t
+}
+
+// SweepsFromEnv reads LETHE_SWEEPS (comma-separated delays after the receipt, e.g.
+// "1m,1h,24h,7d"; "off" for none; default DefaultSweeps) and LETHE_RETAIN (how long the
+// data key is kept after the last sweep, e.g. "35d"; "0" to destroy it right after the
+// last sweep; default DefaultRetain) through getenv. Durations take Go's units plus d
+// (days).
+func SweepsFromEnv(getenv func(string) string) (sweeps []time.Duration, retain time.Duration, err error) {
+	sweeps, retain = DefaultSweeps, DefaultRetain
+	switch v := strings.TrimSpace(getenv("LETHE_SWEEPS")); v {
+	case "":
+	case "off", "none":
+		sweeps = nil
+	default:
+		sweeps = nil
+		for _, f := range strings.Split(v, ",") {
+			d, err := parseDays(strings.TrimSpace(f))
+			if err != nil || d <= 0 {
+				return nil, 0, fmt.Errorf("LETHE_SWEEPS: %q is not a positive duration such as 1h or 7d", f)
+			}
+			sweeps = append(sweeps, d)
+		}
+	}
+	if v := strings.TrimSpace(getenv("LETHE_RETAIN")); v != "" {
+		if retain, err = parseDays(v); err != nil || retain < 0 {
+			return nil, 0, fmt.Errorf("LETHE_RETAIN: %q is not a duration such as 35d", v)
+		}
+	}
+	return sweeps, retain, nil
+}
+
+// parseDays is time.ParseDuration that also takes a whole number of days ("35d").
+func parseDays(s string) (time.Duration, error) {
+	if n, ok := strings.CutSuffix(s, "d"); ok {
+		days, err := strconv.Atoi(n)
+		if err != nil {
+			return 0, err
+		}
+		return time.Duration(days) * 24 * time.Hour, nil
+	}
+	return time.ParseDuration(s)
 }

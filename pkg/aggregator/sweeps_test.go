@@ -383,3 +383,32 @@ func TestNoSweepsShredsAtReceipt(t *testing.T) {
 		t.Fatalf("identifiers after the receipt: %v, want ErrShredded", err)
 	}
 }
+
+func TestSweepsFromEnv(t *testing.T) {
+	day := 24 * time.Hour
+	for _, tc := range []struct {
+		sweeps, retain string
+		want           []time.Duration
+		wantRetain     time.Duration
+		bad            bool
+	}{
+		{"", "", aggregator.DefaultSweeps, aggregator.DefaultRetain, false},
+		{"1m,1h,24h,7d", "35d", []time.Duration{time.Minute, time.Hour, day, 7 * day}, 35 * day, false},
+		{"off", "0", nil, 0, false},
+		{" 2h , 3d ", "12h", []time.Duration{2 * time.Hour, 3 * day}, 12 * time.Hour, false},
+		{"1h,-1h", "", nil, 0, true},
+		{"1h,,2h", "", nil, 0, true},
+		{"", "soon", nil, 0, true},
+		{"", "-1d", nil, 0, true},
+	} {
+		env := map[string]string{"LETHE_SWEEPS": tc.sweeps, "LETHE_RETAIN": tc.retain}
+		got, retain, err := aggregator.SweepsFromEnv(func(k string) string { return env[k] })
+		if (err != nil) != tc.bad {
+			t.Errorf("%q %q: err %v, want error %t", tc.sweeps, tc.retain, err, tc.bad)
+			continue
+		}
+		if !tc.bad && (fmt.Sprint(got) != fmt.Sprint(tc.want) || retain != tc.wantRetain) {
+			t.Errorf("%q %q: %v %v, want %v %v", tc.sweeps, tc.retain, got, retain, tc.want, tc.wantRetain)
+		}
+	}
+}
