@@ -92,19 +92,6 @@ func newSealer(t *testing.T) *envelope.Sealer {
 	return &envelope.Sealer{KEK: kek, Keys: keys}
 }
 
-// fakeClock is a settable clock safe for concurrent readers.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *fakeClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
-}
-
 // sealedRequest is request id with its identifiers sealed by s.
 func sealedRequest(t *testing.T, s *envelope.Sealer, id, tenant string, stores ...string) event.Requested {
 	t.Helper()
@@ -132,7 +119,7 @@ func TestSweepsReadOnlyTheRequestsDue(t *testing.T) {
 	}
 	t.Cleanup(func() { dir.Close() })
 	st := &countingStore{DirStore: dir}
-	clk := &fakeClock{t: clock}
+	clk := testenv.NewClock(clock)
 	sweeps := []time.Duration{time.Minute, time.Hour, 24 * time.Hour, 7 * 24 * time.Hour}
 	// Sealed only needs to be present: the tick re-publishes the ciphertext as it is.
 	agg := &aggregator.Aggregator{Store: st, Producer: testenv.Producer(t, b), Now: clk.Now, Sealer: newSealer(t),
@@ -239,7 +226,7 @@ func TestSweepAddendaAndRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	clk := &fakeClock{t: clock}
+	clk := testenv.NewClock(clock)
 	sealer := newSealer(t)
 	inv := &inventory.Inventory{Version: "v1", Stores: []inventory.Store{
 		{Name: "qdrant", Kind: inventory.KindQdrant, PhysicalWithin: 48 * time.Hour},

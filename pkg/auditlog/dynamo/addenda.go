@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -93,20 +92,15 @@ func (s *Store) addenda(ctx context.Context, pk string, keep func(auditlog.Adden
 	seqs := map[string]map[int64]bool{}
 	var keys []map[string]types.AttributeValue
 	for _, it := range items {
-		id, ok := it["addendum_id"].(*types.AttributeValueMemberS)
-		n, ok2 := it["seq"].(*types.AttributeValueMemberN)
-		if !ok || !ok2 {
-			return nil, deletion.Permanent(errors.New("auditlog/dynamo: malformed addendum index entry"))
-		}
-		seq, err := strconv.ParseInt(n.Value, 10, 64)
+		id, seq, err := indexEntry(it, "addendum_id", "addendum")
 		if err != nil {
-			return nil, deletion.Permanent(fmt.Errorf("auditlog/dynamo: malformed addendum index entry: %w", err))
+			return nil, err
 		}
-		if seqs[id.Value] == nil {
-			seqs[id.Value] = map[int64]bool{}
-			keys = append(keys, key(addPK(id.Value), "ADDENDUM"))
+		if seqs[id] == nil {
+			seqs[id] = map[int64]bool{}
+			keys = append(keys, key(addPK(id), "ADDENDUM"))
 		}
-		seqs[id.Value][seq] = true
+		seqs[id][seq] = true
 	}
 	got, err := s.batchGet(ctx, "addenda", keys)
 	if err != nil {
