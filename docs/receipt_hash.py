@@ -33,6 +33,10 @@ def canonical_time(s):
     return base + ("." + ms if ms else "") + "Z"
 
 
+FORMAT2 = ("unexamined", "unexamined_items", "excluded", "attestation", "mentions", "similar",
+           "discovery_run_at", "discovery_uncovered")
+
+
 def hash_format(receipt):
     if receipt.get("identifiers_shred_at"):
         return 3
@@ -41,7 +45,7 @@ def hash_format(receipt):
             return 3
     for s in receipt.get("stores") or []:
         v = s.get("verification") or {}
-        if v.get("unexamined", 0) or v.get("unexamined_items") or v.get("excluded") or v.get("attestation"):
+        if any(v.get(k) for k in FORMAT2):
             return 2
     return 1
 
@@ -57,6 +61,11 @@ def canonical(receipt):
             ver["unexamined_items"] = v.get("unexamined_items") or []
             ver["excluded"] = v.get("excluded") or []
             ver["attestation"] = v.get("attestation", "")
+            ver["mentions"] = v.get("mentions", 0)
+            ver["similar"] = v.get("similar") or []
+            run_at = v.get("discovery_run_at")
+            ver["discovery_run_at"] = canonical_time(run_at) if run_at else ""
+            ver["discovery_uncovered"] = v.get("discovery_uncovered", 0)
         stores.append({
             "store": s.get("store", ""),
             "kind": s.get("kind", ""),

@@ -107,11 +107,13 @@ func goldenReceipts() map[string]event.Receipt {
 	v2.DueAt = v2.RequestedAt.Add(time.Hour)
 	v2.Stores[0].Locations[0].Location = "shopbot_<acme> & café\u2028"
 	v2.Stores[0].Physical = "vacuum pending"
+	discovered := v2.RequestedAt.Add(-time.Hour + 7*time.Millisecond)
 	v2.Stores = append(v2.Stores, event.StoreEvidence{
 		Store: "dataset", Kind: "dataset", Status: event.StatusNothingFound,
 		Locations: []event.LocationCount{},
 		Verification: event.Verification{
 			Method: "re-read", Excluded: []string{"img/cover.png", "img/logo.png"},
+			Similar: []string{"42"}, DiscoveryRunAt: &discovered, DiscoveryUncovered: 1,
 		},
 	})
 	v3 := auditlogtest.Receipt("acme", "req-golden-3")
@@ -192,10 +194,17 @@ func TestHashReceiptCoversEveryField(t *testing.T) {
 		},
 		"store.excluded":    func(r *event.Receipt) { r.Stores[0].Verification.Excluded = []string{"a"} },
 		"store.attestation": func(r *event.Receipt) { r.Stores[0].Verification.Attestation = "att-1" },
-		"audit_log_pii":     func(r *event.Receipt) { r.AuditLogPII = true },
-		"status":            func(r *event.Receipt) { r.Status = "x" },
-		"seq":               func(r *event.Receipt) { r.Seq++ },
-		"prev_hash":         func(r *event.Receipt) { r.PrevHash = "x" },
+		"store.mentions":    func(r *event.Receipt) { r.Stores[0].Verification.Mentions = 1 },
+		"store.similar":     func(r *event.Receipt) { r.Stores[0].Verification.Similar = []string{"7"} },
+		"store.discovery_run_at": func(r *event.Receipt) {
+			at := r.CompletedAt
+			r.Stores[0].Verification.DiscoveryRunAt = &at
+		},
+		"store.discovery_uncovered": func(r *event.Receipt) { r.Stores[0].Verification.DiscoveryUncovered = 1 },
+		"audit_log_pii":             func(r *event.Receipt) { r.AuditLogPII = true },
+		"status":                    func(r *event.Receipt) { r.Status = "x" },
+		"seq":                       func(r *event.Receipt) { r.Seq++ },
+		"prev_hash":                 func(r *event.Receipt) { r.PrevHash = "x" },
 		"identifiers_shred_at": func(r *event.Receipt) {
 			at := r.CompletedAt
 			r.IdentifiersShredAt = &at
@@ -282,6 +291,8 @@ func TestHashReceiptFormat2(t *testing.T) {
 		"unexamined added":      func(v *event.Verification) { v.Unexamined = 1 },
 		"unexamined item added": func(v *event.Verification) { v.UnexaminedItems = []string{"x: y"} },
 		"attestation added":     func(v *event.Verification) { v.Attestation = "att-1" },
+		"similar dropped":       func(v *event.Verification) { v.Similar = nil },
+		"discovery time moved":  func(v *event.Verification) { t := v.DiscoveryRunAt.Add(time.Second); v.DiscoveryRunAt = &t },
 	} {
 		r := goldenReceipts()["receipt_v2"]
 		mutate(&r.Stores[1].Verification)

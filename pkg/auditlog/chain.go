@@ -72,8 +72,9 @@ type canonicalLoc struct {
 }
 
 // canonicalVerifying is a store's verification. Format 1 has method and remaining only;
-// format 2 adds unexamined, unexamined_items, excluded and attestation, always present ([]
-// or "" when empty).
+// format 2 adds unexamined, unexamined_items, excluded, attestation, mentions, similar,
+// discovery_run_at and discovery_uncovered, always present ([], "" or 0 when empty; a
+// discovery that never ran is "").
 type canonicalVerifying struct {
 	Method          string    `json:"method"`
 	Remaining       int64     `json:"remaining"`
@@ -81,6 +82,10 @@ type canonicalVerifying struct {
 	UnexaminedItems *[]string `json:"unexamined_items,omitempty"`
 	Excluded        *[]string `json:"excluded,omitempty"`
 	Attestation     *string   `json:"attestation,omitempty"`
+	Mentions        *int64    `json:"mentions,omitempty"`
+	Similar         *[]string `json:"similar,omitempty"`
+	DiscoveryRunAt  *string   `json:"discovery_run_at,omitempty"`
+	Uncovered       *int64    `json:"discovery_uncovered,omitempty"`
 }
 
 // hashFormat is the canonical format of r: 1 when no store's verification carries the
@@ -101,7 +106,8 @@ func hashFormat(r event.Receipt) int {
 	}
 	for _, s := range r.Stores {
 		v := s.Verification
-		if v.Unexamined != 0 || len(v.UnexaminedItems) > 0 || len(v.Excluded) > 0 || v.Attestation != "" {
+		if v.Unexamined != 0 || len(v.UnexaminedItems) > 0 || len(v.Excluded) > 0 || v.Attestation != "" ||
+			v.Mentions != 0 || len(v.Similar) > 0 || v.DiscoveryRunAt != nil || v.DiscoveryUncovered != 0 {
 			return 2
 		}
 	}
@@ -113,7 +119,13 @@ func canonicalVerification(v event.Verification, format int) canonicalVerifying 
 	if format >= 2 {
 		items := append([]string{}, v.UnexaminedItems...)
 		excluded := append([]string{}, v.Excluded...)
+		similar := append([]string{}, v.Similar...)
+		runAt := ""
+		if v.DiscoveryRunAt != nil {
+			runAt = canonicalTime(*v.DiscoveryRunAt)
+		}
 		c.Unexamined, c.UnexaminedItems, c.Excluded, c.Attestation = &v.Unexamined, &items, &excluded, &v.Attestation
+		c.Mentions, c.Similar, c.DiscoveryRunAt, c.Uncovered = &v.Mentions, &similar, &runAt, &v.DiscoveryUncovered
 	}
 	return c
 }
@@ -141,17 +153,17 @@ func optionalTime(t *time.Time) *string {
 // key_id, scope, regulation, requested_at, completed_at, due_at, elapsed_ms,
 // inventory_version, stores (in the receipt's order, each: store, kind, status, deleted,
 // locations (each: location, deleted), verification (method, remaining; from format 2 also
-// unexamined, unexamined_items, excluded, attestation), physical, and in format 3
-// physical_erasure_due), audit_log_pii, status, seq, prev_hash, and in format 3
-// identifiers_shred_at. Format 3 is used exactly when the receipt has identifiers_shred_at
-// or some store has physical_erasure_due (each "" when absent in a format 3 receipt).
-// Otherwise format 2 is used exactly when some store's verification has unexamined ≠ 0, a
-// non-empty unexamined_items or excluded list, or an attestation; otherwise format 1,
-// which every earlier receipt was hashed with. Times are UTC truncated to milliseconds,
-// formatted RFC 3339 with nanoseconds ("2025-01-02T03:04:05.678Z"); nil and empty lists
-// both encode as []; strings follow encoding/json (HTML-escaped <, > and &, invalid UTF-8
-// replaced by U+FFFD). So a receipt hashes the same before and after an Avro or JSON round
-// trip, on every run and platform.
+// unexamined, unexamined_items, excluded, attestation, mentions, similar, discovery_run_at,
+// discovery_uncovered), physical, and in format 3 physical_erasure_due), audit_log_pii,
+// status, seq, prev_hash, and in format 3 identifiers_shred_at. Format 3 is used exactly
+// when the receipt has identifiers_shred_at or some store has physical_erasure_due (each ""
+// when absent in a format 3 receipt). Otherwise format 2 is used exactly when some store's
+// verification has one of format 2's fields set (non-zero, non-empty, non-nil); otherwise
+// format 1, which every earlier receipt was hashed with. Times are UTC truncated to
+// milliseconds, formatted RFC 3339 with nanoseconds ("2025-01-02T03:04:05.678Z"); nil and
+// empty lists both encode as []; strings follow encoding/json (HTML-escaped <, > and &,
+// invalid UTF-8 replaced by U+FFFD). So a receipt hashes the same before and after an Avro
+// or JSON round trip, on every run and platform.
 func HashReceipt(r event.Receipt) string {
 	format := hashFormat(r)
 	c := canonicalReceipt{

@@ -149,11 +149,23 @@ type Verification struct {
 	// Attestation is, for a store that a processor erases on Lethe's request, the
 	// processor's attestation id of its own erasure and read-back.
 	Attestation string `avro:"attestation" json:"attestation,omitempty"`
+	// Mentions counts raw identifiers of the subject that the read-back still found in
+	// content outside the named fields (free text, nested fields) after the store's mention
+	// policy was applied; a store holding one is not clean.
+	Mentions int64 `avro:"mentions" json:"mentions"`
+	// Similar lists ids of items that carry none of the subject's tags but are
+	// near-duplicates of the subject's own (vector stores): probable untagged copies.
+	Similar []string `avro:"similar" json:"similar,omitempty"`
+	// DiscoveryRunAt is when inventory discovery last ran over this store's backend (nil:
+	// never), and DiscoveryUncovered how many locations it found outside the inventory.
+	DiscoveryRunAt     *time.Time `avro:"discovery_run_at" json:"discovery_run_at,omitempty"`
+	DiscoveryUncovered int64      `avro:"discovery_uncovered" json:"discovery_uncovered,omitempty"`
 }
 
-// Clean reports whether v proves the store free of the subject: nothing remains and nothing
-// went unexamined.
-func (v Verification) Clean() bool { return v.Remaining == 0 && v.Unexamined == 0 }
+// Clean reports whether v proves the store free of the subject: nothing remains, nothing
+// went unexamined and no mention of the subject's identifiers is left. Similar items do not
+// make a store unclean: they are probable copies, reported for review.
+func (v Verification) Clean() bool { return v.Remaining == 0 && v.Unexamined == 0 && v.Mentions == 0 }
 
 // StoreDone is one inventory store's outcome for one request. It holds no raw identifier.
 type StoreDone struct {

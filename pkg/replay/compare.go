@@ -261,6 +261,10 @@ func sameEvidence(a, b event.StoreEvidence) bool {
 
 // sameVerification compares two verifications; nil and empty lists are equal.
 func sameVerification(a, b event.Verification) bool {
+	sameTime := (a.DiscoveryRunAt == nil) == (b.DiscoveryRunAt == nil) &&
+		(a.DiscoveryRunAt == nil || a.DiscoveryRunAt.Truncate(time.Millisecond).Equal(b.DiscoveryRunAt.Truncate(time.Millisecond)))
 	return a.Method == b.Method && a.Remaining == b.Remaining && a.Unexamined == b.Unexamined &&
-		slices.Equal(a.UnexaminedItems, b.UnexaminedItems) && slices.Equal(a.Excluded, b.Excluded)
+		slices.Equal(a.UnexaminedItems, b.UnexaminedItems) && slices.Equal(a.Excluded, b.Excluded) &&
+		a.Attestation == b.Attestation && a.Mentions == b.Mentions && slices.Equal(a.Similar, b.Similar) &&
+		sameTime && a.DiscoveryUncovered == b.DiscoveryUncovered
 }

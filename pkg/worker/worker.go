@@ -225,6 +225,9 @@ func (w *Worker) erase(ctx context.Context, req *event.Requested, st inventory.S
 // (masked: item names come from the store).
 func verificationError(v event.Verification) string {
 	msg := fmt.Sprintf("verification found %d items remaining", v.Remaining)
+	if v.Mentions != 0 {
+		msg += fmt.Sprintf(", %d mentions of the subject's identifiers", v.Mentions)
+	}
 	if v.Unexamined != 0 {
 		msg += fmt.Sprintf(", %d unexamined", v.Unexamined)
 		if len(v.UnexaminedItems) > 0 {
