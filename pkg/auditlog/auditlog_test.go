@@ -301,3 +301,37 @@ func TestHashReceiptFormat2(t *testing.T) {
 		}
 	}
 }
+
+// An addendum altered in the directory (its counts rewritten, with or without a new hash)
+// breaks the tenant's chain, and survives a reopen as a break.
+func TestVerifyChainDetectsAlteredAddendum(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for name, alter := range map[string]func(a *auditlog.Addendum){
+		"counts":          func(a *auditlog.Addendum) { a.Stores[0].Deleted = 0 },
+		"type and rehash": func(a *auditlog.Addendum) { a.Type = auditlog.AddendumReverified; a.Hash = auditlog.HashAddendum(*a) },
+		"another receipt": func(a *auditlog.Addendum) { a.ReceiptID = "rcpt-other"; a.Hash = auditlog.HashAddendum(*a) },
+		"moved in time":   func(a *auditlog.Addendum) { a.At = a.At.Add(-time.Hour) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			s, err := auditlog.OpenDir(dir)
+			must(t, err)
+			rc, err := auditlog.Issue(ctx, s, auditlogtest.Receipt("acme", "req-1"))
+			must(t, err)
+			a, _, err := auditlog.Append(ctx, s, auditlogtest.Addendum("req-1/sweep-1", auditlog.AddendumReappeared, rc.ReceiptID, "req-1", "acme"))
+			must(t, err)
+			_, err = auditlog.Issue(ctx, s, auditlogtest.Receipt("acme", "req-2"))
+			must(t, err)
+			must(t, auditlog.VerifyChain(ctx, s, "acme"))
+			alter(&a)
+			must(t, s.OverwriteAddendum(ctx, a))
+			must(t, s.Close())
+			s, err = auditlog.OpenDirReadOnly(dir)
+			must(t, err)
+			if err := auditlog.VerifyChain(ctx, s, "acme"); !errors.Is(err, auditlog.ErrChainBroken) {
+				t.Fatalf("VerifyChain after altering the addendum = %v, want ErrChainBroken", err)
+			}
+		})
+	}
+}

@@ -34,18 +34,26 @@ func testAddenda(t *testing.T, s auditlog.Store) {
 	const racers = 4
 	var wg sync.WaitGroup
 	got := make([]auditlog.Addendum, racers)
+	linkedBy := make([]bool, racers)
 	errs := make([]error, racers)
 	for i := range racers {
 		wg.Go(func() {
-			got[i], _, errs[i] = auditlog.Append(ctx, s, Addendum("req-1/sweep-1", auditlog.AddendumReappeared, r1.ReceiptID, "req-1", "acme"))
+			got[i], linkedBy[i], errs[i] = auditlog.Append(ctx, s, Addendum("req-1/sweep-1", auditlog.AddendumReappeared, r1.ReceiptID, "req-1", "acme"))
 		})
 	}
 	wg.Wait()
+	linked := 0
 	for i := range racers {
 		must(t, errs[i])
 		if got[i].Seq != 2 || got[i].Hash != got[0].Hash {
 			t.Fatalf("racer %d appended seq %d hash %s, want seq 2 and one hash", i, got[i].Seq, got[i].Hash)
 		}
+		if linkedBy[i] {
+			linked++
+		}
+	}
+	if linked != 1 {
+		t.Fatalf("%d racers say they linked the addendum, want exactly 1", linked)
 	}
 	r2, err := auditlog.Issue(ctx, s, Receipt("acme", "req-2"))
 	must(t, err)
