@@ -42,18 +42,18 @@ func testAddenda(t *testing.T, s auditlog.Store) {
 		})
 	}
 	wg.Wait()
-	linked := 0
+	linkers := 0
 	for i := range racers {
 		must(t, errs[i])
 		if got[i].Seq != 2 || got[i].Hash != got[0].Hash {
 			t.Fatalf("racer %d appended seq %d hash %s, want seq 2 and one hash", i, got[i].Seq, got[i].Hash)
 		}
 		if linkedBy[i] {
-			linked++
+			linkers++
 		}
 	}
-	if linked != 1 {
-		t.Fatalf("%d racers say they linked the addendum, want exactly 1", linked)
+	if linkers != 1 {
+		t.Fatalf("%d racers say they linked the addendum, want exactly 1", linkers)
 	}
 	r2, err := auditlog.Issue(ctx, s, Receipt("acme", "req-2"))
 	must(t, err)
