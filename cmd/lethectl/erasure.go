@@ -234,7 +234,7 @@ lethectl receipt er_6ebc4c5fc7aee916243a000c4fb91673 --summary`,
 				return err
 			}
 			ads, err := api.addenda(ctx, id)
-			if err != nil {
+			if err != nil && !isNotFound(err) { // an intake of an earlier version serves no addenda
 				return fmt.Errorf("addenda: %w", err)
 			}
 			if summary || c.g.output == "table" {
