@@ -116,11 +116,7 @@ func (c *cli) reapply(ctx context.Context, tenant, store string, since time.Time
 		fmt.Fprintf(c.stderr, "no erasure of tenant %s covering store %s completed since %s\n", tenant, store, formatTime(since))
 		return c.printReapplied(todo)
 	}
-	cfg, err := c.brokerConfig()
-	if err != nil {
-		return err
-	}
-	cl, err := cfg.NewProducer()
+	cfg, cl, err := c.brokerClient()
 	if err != nil {
 		return err
 	}
