@@ -100,6 +100,8 @@ var commands []*command
 func init() {
 	commands = []*command{submitCmd, statusCmd, listCmd, receiptCmd, retryCmd, reapplyCmd,
 		dlqListCmd, dlqReplayCmd, auditReplayCmd, auditVerifyChainCmd, inventoryValidateCmd, topicsApplyCmd}
+	commands = append(commands, suppressionCheckCmd, suppressionLiftCmd)
+	groups["suppression"] = "the suppression list that ingestion checks"
 }
 
 // groups are the first words of two-word commands.

@@ -1,12 +1,9 @@
 package main
 
 import (
-	"context"
 	"strings"
 	"testing"
 
-	"github.com/lethe-erasure/lethe/pkg/auth"
-	"github.com/lethe-erasure/lethe/pkg/embedded"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/intake"
 )
@@ -216,20 +213,7 @@ func TestNotFoundAndUsage(t *testing.T) {
 }
 
 func TestAuthentication(t *testing.T) {
-	opsToken, opsHash := auth.NewToken()
-	acmeToken, acmeHash := auth.NewToken()
-	authn, err := auth.New(auth.Config{Tokens: []auth.Token{
-		{Name: "ops", SHA256: opsHash, Tenants: []string{auth.Wildcard}},
-		{Name: "acme-app", SHA256: acmeHash, Tenants: []string{"acme"}},
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	secured, err := embedded.Start(context.Background(), embedded.Options{Key: testKey(), DataDir: t.TempDir(), Auth: authn})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer secured.Stop()
+	secured, opsToken, acmeToken := securedSystem(t)
 	at := func(token string, args ...string) result {
 		return invocation{env: map[string]string{"LETHE_SERVER": secured.BaseURL, "LETHE_TOKEN": token}}.run(t, args...)
 	}

@@ -110,7 +110,7 @@ func TestTopicsApply(t *testing.T) {
 		switch ch.Topic {
 		case "erasure.intake", "erasure.intake.dlq":
 			want["retention.ms"] = "86400000"
-		case "erasure.completed":
+		case "erasure.completed", "erasure.suppressions":
 			want["cleanup.policy"], want["retention.ms"] = "compact", "-1"
 		}
 		for k, v := range want {

@@ -18,8 +18,11 @@
 // de-duplicate by receipt_id (one receipt per request, so request_id serves as well). A
 // store without PublishMarker publishes the receipt on every record of a complete request.
 // The request's identifiers key is shredded after the mark, and again on every later record
-// of the request (shredding is idempotent). The offset is marked only after the receipt,
-// its event, the mark and the shredding.
+// of the request (shredding is idempotent). Right after the receipt is stored, and before
+// it is published, its pseudonyms join the tenant's suppression list and are published on
+// erasure.suppressions (see suppress), so a consumer of erasure.completed finds them
+// suppressed. The offset is marked only after the receipt, the suppressions, the
+// receipt's event, the mark and the shredding.
 //
 // Staying erased: with Sweeps or Retain set, the key is kept instead, until the last sweep
 // plus Retain, and the receipt says when (identifiers_shred_at) and when each store's
@@ -77,6 +80,10 @@ type Aggregator struct {
 	Retain          time.Duration
 	ReappearedTopic string // default event.TopicReappeared
 	Now             func() time.Time
+
+	// SuppressionsTopic carries the suppression list's entries; default
+	// event.TopicSuppressions. Used only when Store is an auditlog.SuppressionStore.
+	SuppressionsTopic string
 }
 
 // Handle is the consumer.Handler for erasure.requested and erasure.store.done.
@@ -209,6 +216,9 @@ func (a *Aggregator) complete(ctx context.Context, requestID string) error {
 	issued, err := auditlog.Issue(ctx, a.Store, r)
 	if err != nil {
 		return fmt.Errorf("aggregator: issue receipt: %w", err)
+	}
+	if err := a.suppress(ctx, req, issued); err != nil {
+		return err
 	}
 	sc, retained := a.retains(req)
 	if retained && issued.IdentifiersShredAt != nil {

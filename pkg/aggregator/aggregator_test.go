@@ -36,7 +36,7 @@ type env struct {
 
 func setup(t *testing.T) *env {
 	t.Helper()
-	b := testenv.Kafka(t, 3, event.TopicRequested, event.TopicStoreDone, event.TopicCompleted)
+	b := testenv.Kafka(t, 3, event.TopicRequested, event.TopicStoreDone, event.TopicCompleted, event.TopicSuppressions)
 	cl := testenv.Producer(t, b)
 	st, err := auditlog.OpenDir(t.TempDir())
 	if err != nil {

@@ -209,6 +209,7 @@ func RedriveEvent(req auditlog.Request, purpose, pass string, only []string) eve
 		Scope: req.Scope, Regulation: req.Regulation, RequestedAt: req.RequestedAt, DueAt: req.DueAt,
 		InventoryVersion: req.InventoryVersion, ExpectedStores: req.ExpectedStores,
 		OnlyStores: append([]string{}, only...), Attempt: req.Attempt, Purpose: purpose, Pass: pass,
+		SessionHashes: append([]string{}, req.SessionHashes...),
 	}
 }
 

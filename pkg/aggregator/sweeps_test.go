@@ -112,7 +112,7 @@ func sealedRequest(t *testing.T, s *envelope.Sealer, id, tenant string, stores .
 // of the schedule per 500 tasks) — never every request. A tick after a long pause catches
 // up everything that fell due meanwhile.
 func TestSweepsReadOnlyTheRequestsDue(t *testing.T) {
-	b := testenv.Kafka(t, 3, event.TopicRequested, event.TopicStoreDone, event.TopicCompleted)
+	b := testenv.Kafka(t, 3, event.TopicRequested, event.TopicStoreDone, event.TopicCompleted, event.TopicSuppressions)
 	dir, err := auditlog.OpenDir(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -220,7 +220,7 @@ func TestSweepsReadOnlyTheRequestsDue(t *testing.T) {
 // until the last sweep plus the retention, then is destroyed (SHREDDED), and the physical-
 // erasure date of a store that reappeared moves. The chain verifies throughout.
 func TestSweepAddendaAndRetention(t *testing.T) {
-	b := testenv.Kafka(t, 1, event.TopicRequested, event.TopicStoreDone, event.TopicCompleted, event.TopicReappeared)
+	b := testenv.Kafka(t, 1, event.TopicRequested, event.TopicStoreDone, event.TopicCompleted, event.TopicReappeared, event.TopicSuppressions)
 	st, err := auditlog.OpenDir(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

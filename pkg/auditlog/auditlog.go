@@ -40,6 +40,8 @@ type Event struct {
 	ChunkIDs         []string  `json:"chunk_ids,omitempty"`
 	Model            string    `json:"model,omitempty"`
 	Path             string    `json:"path,omitempty"`
+	Actor            string    `json:"actor,omitempty"`  // the authenticated principal that caused the event, e.g. of a lifted suppression
+	Reason           string    `json:"reason,omitempty"` // why, as given, with PII patterns masked
 	At               time.Time `json:"at"`
 }
 
@@ -61,6 +63,7 @@ type Request struct {
 	InventoryVersion string      `json:"inventory_version"`
 	ExpectedStores   []string    `json:"expected_stores"`
 	Attempt          int         `json:"attempt"`
+	SessionHashes    []string    `json:"session_hashes,omitempty"` // pseudonyms of the session ids
 	// Sealed are the request's identifiers as erasure.requested carries them, encrypted
 	// under its data key: kept so that sweeps and re-applies after the receipt can find the
 	// subject again, unreadable once the key is destroyed. Never the clear identifiers.
@@ -82,6 +85,7 @@ func RequestOf(r *event.Requested) Request {
 		InventoryVersion: r.InventoryVersion,
 		ExpectedStores:   append([]string(nil), r.ExpectedStores...),
 		Attempt:          r.Attempt,
+		SessionHashes:    append([]string(nil), r.SessionHashes...),
 		Sealed:           r.Sealed,
 	}
 }

@@ -65,9 +65,10 @@ type DirStore struct {
 	heads      map[string]storedHead
 	published  map[string][]byte // request id → publication mark JSON
 
-	addenda      map[string][]byte          // addendum id → addendum JSON
-	addendumIdx  map[string]map[string]bool // tenant → addendum ids
-	addendaOfReq map[string]map[string]bool // request id → addendum ids
+	suppressions map[[2]string]storedSuppression // (tenant, pseudonym) → entry
+	addenda      map[string][]byte               // addendum id → addendum JSON
+	addendumIdx  map[string]map[string]bool      // tenant → addendum ids
+	addendaOfReq map[string]map[string]bool      // request id → addendum ids
 	tasks        dirTasks
 }
 
@@ -140,8 +141,8 @@ func newDirStore(dir string) (*DirStore, error) {
 		events: map[[2]string]map[string][]byte{}, requests: map[string]storedRequest{},
 		reports: map[string]map[string]storedReport{}, receipts: map[string][]byte{},
 		receiptIdx: map[string]map[string]int64{}, heads: map[string]storedHead{},
-		published: map[string][]byte{},
-		addenda:   map[string][]byte{}, addendumIdx: map[string]map[string]bool{},
+		published: map[string][]byte{}, suppressions: map[[2]string]storedSuppression{},
+		addenda: map[string][]byte{}, addendumIdx: map[string]map[string]bool{},
 		addendaOfReq: map[string]map[string]bool{}, tasks: dirTasks{byID: map[string]Task{}},
 	}
 	s.cond = sync.NewCond(&s.mu)
@@ -254,6 +255,7 @@ func (s *DirStore) ListRequests(ctx context.Context, tenant string) ([]Request, 
 func (sr storedRequest) copy() Request {
 	r := sr.r
 	r.ExpectedStores = append([]string(nil), r.ExpectedStores...)
+	r.SessionHashes = append([]string(nil), r.SessionHashes...)
 	return r
 }
 

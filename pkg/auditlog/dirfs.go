@@ -25,6 +25,7 @@ const (
 	opAddendum         = 'A' // Addendum with its index entries (tenant, request)
 	opTask             = 'T' // Task of the schedule, replacing one with its id
 	opUntask           = 'U' // a Task's removal from the schedule (only its id)
+	opSuppression      = 'S' // event.Suppression, replacing the stored entry of its tenant and pseudonym
 )
 
 type indexEntry struct {
@@ -144,6 +145,8 @@ func (s *DirStore) apply(p []byte) error {
 			return err
 		}
 		s.tasks.remove(t.ID)
+	case opSuppression:
+		return s.applySuppression(js)
 	default:
 		return fmt.Errorf("unknown record operation %q", op)
 	}
@@ -286,6 +289,11 @@ func (s *DirStore) snapshot(emit func([]byte, int) (int64, error)) error {
 			return err
 		}
 		if err := put(opTask, "", js); err != nil {
+			return err
+		}
+	}
+	for _, ss := range s.suppressions {
+		if err := put(opSuppression, "", ss.json); err != nil {
 			return err
 		}
 	}

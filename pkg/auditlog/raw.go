@@ -28,6 +28,7 @@ type RawEventStore interface {
 var eventFields = map[string]bool{
 	"event_id": true, "tenant_id": true, "subject_hash": true, "key_id": true, "type": true,
 	"query_fingerprint": true, "chunk_ids": true, "model": true, "path": true, "at": true,
+	"actor": true, "reason": true,
 }
 
 // decodeStored decodes se into an Event and returns, beside it, every string (object keys

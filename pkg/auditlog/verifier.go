@@ -118,7 +118,7 @@ func (v *Verifier) Verify(ctx context.Context, st inventory.Store, s deletion.Su
 // tainted reports whether e, or one of the extra strings stored with it, holds one of ids
 // (raw identifiers of s) or a PII pattern, by the rules documented on Verifier.
 func tainted(e Event, extra []string, s deletion.Subject, ids []string) bool {
-	fields := []string{e.EventID, e.KeyID, e.Type, e.QueryFingerprint, e.Model, e.Path}
+	fields := []string{e.EventID, e.KeyID, e.Type, e.QueryFingerprint, e.Model, e.Path, e.Actor, e.Reason}
 	if e.TenantID != s.Tenant {
 		fields = append(fields, e.TenantID)
 	}

@@ -114,6 +114,11 @@ func TestDirStoreReopensAfterCompaction(t *testing.T) {
 	if err := s.AppendRawEvent(ctx, []byte(`{"event_id": "bad", "tenant_id": "acme", "subject_hash": "h", "at": 1}`)); err != nil {
 		t.Fatal(err)
 	}
+	for i := range 2 { // version 1, then version 2 (lifted)
+		if err := s.SwapSuppression(ctx, int64(i), event.Suppression{TenantID: "acme", Pseudonym: "p", RequestID: "r-0", State: []string{event.Suppressed, event.Lifted}[i], Version: int64(i + 1)}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for i := range 300 {
 		id := fmt.Sprintf("r-%d", i)
 		if err := s.PutRequest(ctx, request(id)); err != nil {
@@ -143,6 +148,9 @@ func TestDirStoreReopensAfterCompaction(t *testing.T) {
 	}
 	r := openT(t, dir)
 	logFile(t, dir) // the old generations are gone
+	if sup, err := r.GetSuppression(ctx, "acme", "p"); err != nil || sup.Version != 2 || sup.State != event.Lifted {
+		t.Errorf("suppression after reopen: %+v, %v; want version 2, lifted", sup, err)
+	}
 	if rs, _ := r.ListRequests(ctx, "acme"); len(rs) != 300 {
 		t.Errorf("%d requests after reopen, want 300", len(rs))
 	}

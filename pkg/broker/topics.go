@@ -67,8 +67,9 @@ func (p Provisioning) Validate() error {
 }
 
 // Plan returns the spec of every topic Lethe uses. erasure.completed, one receipt per
-// request id, is keyed state: compacted and kept forever. The other topics are event logs
-// deleted after their retention.
+// request id, and erasure.suppressions, the latest entry per tenant and pseudonym, are
+// keyed state: compacted and kept forever. The other topics are event logs deleted after
+// their retention.
 func Plan(p Provisioning) []TopicSpec {
 	spec := func(name string, configs map[string]string) TopicSpec {
 		configs["min.insync.replicas"] = strconv.Itoa(p.MinInsyncReplicas)
@@ -86,6 +87,7 @@ func Plan(p Provisioning) []TopicSpec {
 		spec(event.DLQ(event.TopicStoreDone), deleteAfter(p.Retention)),
 		spec(event.TopicCompleted, map[string]string{"cleanup.policy": "compact", "retention.ms": "-1"}),
 		spec(event.TopicOverdue, deleteAfter(p.Retention)),
+		spec(event.TopicSuppressions, map[string]string{"cleanup.policy": "compact", "retention.ms": "-1"}),
 		spec(event.TopicReappeared, deleteAfter(p.Retention)),
 	}
 }

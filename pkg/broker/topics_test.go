@@ -93,6 +93,9 @@ func TestPlan(t *testing.T) {
 	if c := byName[event.TopicCompleted].Configs; c["cleanup.policy"] != "compact" || c["retention.ms"] != "-1" {
 		t.Errorf("erasure.completed (one receipt per request id) configs %v, want compacted and kept", c)
 	}
+	if c := byName[event.TopicSuppressions].Configs; c["cleanup.policy"] != "compact" || c["retention.ms"] != "-1" {
+		t.Errorf("erasure.suppressions (the latest entry per pseudonym) configs %v, want compacted and kept", c)
+	}
 	for _, bad := range []broker.Provisioning{
 		{Partitions: 6, ReplicationFactor: 1, MinInsyncReplicas: 2, IntakeRetention: time.Hour, Retention: time.Hour},
 		{Partitions: 0, ReplicationFactor: 1, MinInsyncReplicas: 1, IntakeRetention: time.Hour, Retention: time.Hour},

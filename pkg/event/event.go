@@ -21,6 +21,8 @@ const (
 	TopicCompleted  = "erasure.completed"
 	TopicOverdue    = "erasure.overdue"
 	TopicReappeared = "erasure.reappeared"
+	// TopicSuppressions is compacted: the latest Suppression per tenant and pseudonym.
+	TopicSuppressions = "erasure.suppressions"
 )
 
 // Purposes of a request on erasure.requested, carried back on its reports. The empty
@@ -104,6 +106,8 @@ type Requested struct {
 	ExpectedStores   []string           `avro:"expected_stores" json:"expected_stores"`
 	OnlyStores       []string           `avro:"only_stores" json:"only_stores,omitempty"`
 	Attempt          int                `avro:"attempt" json:"attempt"`
+	// SessionHashes are the keyed pseudonyms of the session ids (subject.Key.SessionPseudonym).
+	SessionHashes []string `avro:"session_hashes" json:"session_hashes,omitempty"`
 	// Purpose is empty (or PurposeErase) for the erasure, PurposeSweep or PurposeReapply for
 	// a pass after the receipt; Pass names that pass. Deleters act alike and copy both
 	// into their reports.

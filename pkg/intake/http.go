@@ -89,6 +89,8 @@ const Pending event.Status = "PENDING"
 //	GET  /v1/erasures/{id}/receipt  receipt (200 with event.Receipt; 404 until it exists)
 //	GET  /v1/erasures               list: ?tenant=&state=&overdue=true&limit= (200 {"requests": [Status]})
 //	POST /v1/erasures/{id}/retry    re-drive with RetryRequest (202; 400, 404, 503)
+//	POST /v1/suppressions/check     which identifiers are erased: CheckRequest (200 CheckResponse; 400, 403, 429, 503)
+//	POST /v1/suppressions/lift      lift suppressions by consent: LiftRequest (200 LiftResponse; 400, 403, 429, 503)
 //	GET  /healthz                   liveness
 //
 // A submitted body is one JSON object of at most MaxBodyBytes (larger bodies are 413
@@ -104,6 +106,8 @@ func (s *Service) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/erasures/{id}/retry", s.authenticate(s.handleRetry))
 	mux.HandleFunc("GET /v1/erasures/{id}/receipt", s.authenticate(s.handleReceipt))
 	mux.HandleFunc("GET /v1/erasures/{id}/addenda", s.authenticate(s.handleAddenda))
+	mux.HandleFunc("POST /v1/suppressions/check", s.authenticate(s.handleCheck))
+	mux.HandleFunc("POST /v1/suppressions/lift", s.authenticate(s.handleLift))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
 	return mux
 }

@@ -138,6 +138,9 @@ type Service struct {
 	Limiter        *auth.Limiter       // per-tenant submission rate; nil: unlimited
 	Sealer         *envelope.Sealer    // seals identifiers on erasure.requested; nil: they travel in the clear
 	Now            func() time.Time
+
+	// SuppressionsTopic carries lifted suppressions; default event.TopicSuppressions.
+	SuppressionsTopic string
 }
 
 // Validate checks in and normalises its regulation and scope.
@@ -200,6 +203,7 @@ func (s *Service) Submit(ctx context.Context, in event.IntakeRequest) (event.Req
 		ExpectedStores:   s.Inventory.Names(),
 		OnlyStores:       []string{},
 		Attempt:          1,
+		SessionHashes:    s.sessionHashes(in.TenantID, nil, in.SessionIDs),
 	}
 	if in.Scope == event.ScopeTenant {
 		req.SubjectHash = s.Key.Pseudonym(in.TenantID, "") // the tenant itself
@@ -284,6 +288,7 @@ func (s *Service) Redrive(ctx context.Context, requestID string, ids event.Ident
 		Identifiers: ids, Scope: prev.Scope, Regulation: prev.Regulation, RequestedAt: prev.RequestedAt,
 		DueAt: prev.DueAt, InventoryVersion: prev.InventoryVersion, ExpectedStores: prev.ExpectedStores,
 		OnlyStores: append([]string{}, stores...), Attempt: prev.Attempt + 1,
+		SessionHashes: s.sessionHashes(prev.TenantID, prev.SessionHashes, ids.SessionIDs),
 	}
 	if prev.Scope == event.ScopeSubject && s.Key.Pseudonym(prev.TenantID, ids.SubjectID) != prev.SubjectHash {
 		return event.Requested{}, fmt.Errorf("%w: the identifiers do not match the request's subject", ErrInvalid)
@@ -295,6 +300,19 @@ func (s *Service) Redrive(ctx context.Context, requestID string, ids event.Ident
 		s.log().Warn("request state not recorded", zap.String("request_id", req.RequestID), zap.Error(err))
 	}
 	return req, nil
+}
+
+// sessionHashes returns known followed by the session pseudonyms of sessions in tenant
+// that known lacks: the sessions of a request, and of its re-drives, all become
+// suppressed with its receipt.
+func (s *Service) sessionHashes(tenant string, known, sessions []string) []string {
+	out := append([]string{}, known...)
+	for _, id := range sessions {
+		if h := s.Key.SessionPseudonym(tenant, id); !slices.Contains(out, h) {
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 // validRedrive checks the identifiers and stores of a re-drive of prev; the subject's

@@ -52,7 +52,7 @@ type env struct {
 
 func setup(t *testing.T) *env {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, event.TopicRequested))
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, event.TopicRequested, event.TopicCompleted, event.TopicSuppressions))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,7 @@ type env struct {
 
 func setup(t *testing.T) *env {
 	t.Helper()
-	brokers := testenv.Kafka(t, 3, event.TopicRequested, event.TopicStoreDone, event.TopicCompleted)
+	brokers := testenv.Kafka(t, 3, event.TopicRequested, event.TopicStoreDone, event.TopicCompleted, event.TopicSuppressions)
 	prod := testenv.Producer(t, brokers)
 	dir := t.TempDir()
 	st, err := auditlog.OpenDir(dir)

@@ -27,7 +27,8 @@ import (
 
 // Topics are every topic Lethe uses, dead-letter topics included.
 var Topics = []string{
-	event.TopicIntake, event.TopicRequested, event.TopicStoreDone, event.TopicCompleted, event.TopicOverdue, event.TopicReappeared,
+	event.TopicIntake, event.TopicRequested, event.TopicStoreDone, event.TopicCompleted, event.TopicOverdue,
+	event.TopicSuppressions, event.TopicReappeared,
 	event.DLQ(event.TopicIntake), event.DLQ(event.TopicRequested), event.DLQ(event.TopicStoreDone),
 }
 

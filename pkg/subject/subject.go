@@ -87,6 +87,13 @@ func (k Key) Pseudonym(tenant, subject string) string {
 	return k.sum(tenant, subject)
 }
 
+// SessionPseudonym is the keyed, tenant-scoped pseudonym of a session id in tenant. It is
+// domain-separated from Pseudonym (a label part leads the HMAC input), so a session id
+// never shares a pseudonym with a subject id of the same spelling.
+func (k Key) SessionPseudonym(tenant, session string) string {
+	return k.sum("session", tenant, session)
+}
+
 // Fingerprint is the keyed hash of a query: (tenant, subject, session, text).
 func (k Key) Fingerprint(tenant, subject, session, text string) string {
 	return k.sum(tenant, subject, session, text)

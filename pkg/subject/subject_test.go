@@ -104,3 +104,29 @@ func TestValidate(t *testing.T) {
 		}
 	}
 }
+
+// A session pseudonym is keyed, tenant-scoped, and never equal to the subject pseudonym
+// or the query fingerprint of the same strings.
+func TestSessionPseudonymIsDomainSeparated(t *testing.T) {
+	k := testKey(t)
+	other, err := NewKey("k2", []byte(strings.Repeat("t", 32)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := k.SessionPseudonym("acme", "sess-1")
+	for name, v := range map[string]string{
+		"the subject pseudonym of the same id":   k.Pseudonym("acme", "sess-1"),
+		"another tenant":                         k.SessionPseudonym("globex", "sess-1"),
+		"another key":                            other.SessionPseudonym("acme", "sess-1"),
+		"another session":                        k.SessionPseudonym("acme", "sess-2"),
+		"a subject spelt as the label":           k.Pseudonym("session", "acme"),
+		"a fingerprint with the label as tenant": k.Fingerprint("session", "acme", "sess-1", ""),
+	} {
+		if v == s {
+			t.Errorf("session pseudonym equals %s", name)
+		}
+	}
+	if s != k.SessionPseudonym("acme", "sess-1") || len(s) != 64 {
+		t.Errorf("session pseudonym %q is not a stable 64-digit hex", s)
+	}
+}

@@ -32,10 +32,12 @@ func rawIdentifiers() []string {
 }
 
 // TestDemoEndToEnd runs the whole pipeline, from an HTTP request to the receipt, on the
-// embedded stack, then reads everything Lethe wrote — logs, every record on every topic
-// (erasure.requested included: its identifiers are sealed and their key destroyed once
-// the receipt exists), the audit store and the key store on disk, and the printed receipt
-// — and fails on any raw identifier.
+// embedded stack, asks the suppression check about the erased customer and a bystander,
+// then reads everything Lethe wrote — logs (the check's included), every record on every
+// topic (erasure.requested included: its identifiers are sealed and their key destroyed
+// once the receipt exists; erasure.suppressions: pseudonyms only), the audit store and the
+// key store on disk, the check's answer and the printed receipt — and fails on any raw
+// identifier.
 func TestDemoEndToEnd(t *testing.T) {
 	t.Setenv("LETHE_HMAC_KEY", "")
 	t.Setenv("LETHE_HMAC_KEY_FILE", "")
@@ -109,18 +111,45 @@ func TestDemoEndToEnd(t *testing.T) {
 		t.Errorf("/readyz: %s", ready)
 	}
 
+	// The erased customer and her sessions are suppressed for ingestion; a bystander is not.
+	by := bystanders[0]
+	checkBody, _ := json.Marshal(map[string]any{"tenant_id": demoTenant, "subject_ids": []string{target.id, by.id},
+		"session_ids": append(append([]string{}, target.sessions...), by.sessions[0])})
+	resp, err := http.Post(a.BaseURL+"/v1/suppressions/check", "application/json", bytes.NewReader(checkBody))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var answer struct {
+		Subjects, Sessions []struct {
+			Suppressed bool   `json:"suppressed"`
+			ReceiptID  string `json:"receipt_id"`
+		}
+	}
+	if err := json.Unmarshal(checked, &answer); err != nil || resp.StatusCode != http.StatusOK || len(answer.Subjects) != 2 || len(answer.Sessions) != 3 {
+		t.Fatalf("suppression check: %d %s (%v)", resp.StatusCode, checked, err)
+	}
+	if s := answer.Subjects; !s[0].Suppressed || s[0].ReceiptID != r.ReceiptID || s[1].Suppressed {
+		t.Errorf("suppression check of the customer and a bystander: %+v, want suppressed and not", s)
+	}
+	if s := answer.Sessions; !s[0].Suppressed || !s[1].Suppressed || s[2].Suppressed {
+		t.Errorf("suppression check of her two sessions and a bystander's: %+v, want suppressed, suppressed, not", s)
+	}
+
 	// Everything Lethe wrote, the answers of the status API included.
 	written := map[string][]byte{"stdout": stdout.Bytes(), "logs and stderr": stderr.Bytes(), "metrics": []byte(scrape),
 		"status":  []byte(get(t, a.BaseURL+"/v1/erasures/"+r.RequestID)),
 		"list":    []byte(get(t, a.BaseURL+"/v1/erasures")),
 		"receipt": []byte(get(t, a.BaseURL+"/v1/erasures/"+r.RequestID+"/receipt"))}
+	written["suppression check"] = checked
 	cl, err := kgo.NewClient(kgo.SeedBrokers(a.Stack.Broker.Brokers...), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.ConsumeTopics(service.Topics...))
 	if err != nil {
 		t.Fatal(err)
 	}
 	counts := map[string]int{}
-	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline) && counts[event.TopicCompleted] == 0; {
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline) && (counts[event.TopicCompleted] < 2 || counts[event.TopicSuppressions] == 0); {
 		pctx, pcancel := context.WithTimeout(ctx, 200*time.Millisecond)
 		cl.PollFetches(pctx).EachRecord(func(rec *kgo.Record) {
 			counts[rec.Topic]++
@@ -145,7 +174,7 @@ func TestDemoEndToEnd(t *testing.T) {
 		pcancel()
 	}
 	cl.Close()
-	if counts[event.TopicStoreDone] != 10 || counts[event.TopicCompleted] != 2 || counts[event.TopicRequested] != 2 {
+	if counts[event.TopicStoreDone] != 10 || counts[event.TopicCompleted] != 2 || counts[event.TopicRequested] != 2 || counts[event.TopicSuppressions] < 1+len(target.sessions) {
 		t.Errorf("records per topic: %v", counts)
 	}
 	for _, dlq := range []string{event.DLQ(event.TopicIntake), event.DLQ(event.TopicRequested), event.DLQ(event.TopicStoreDone)} {
@@ -175,6 +204,9 @@ func TestDemoEndToEnd(t *testing.T) {
 	}
 	if !bytes.Contains(stderr.Bytes(), []byte(`"subject_hash"`)) {
 		t.Error("logs carry no subject_hash field: are logs captured?")
+	}
+	if !bytes.Contains(stderr.Bytes(), []byte(`"suppression check"`)) || !bytes.Contains(stderr.Bytes(), []byte(`"suppressions published"`)) {
+		t.Error("logs lack the suppression check's or the aggregator's suppression line: are they captured?")
 	}
 }
 

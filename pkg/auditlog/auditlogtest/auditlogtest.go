@@ -77,6 +77,8 @@ func Run(t *testing.T, newStore func(t *testing.T) auditlog.Store) {
 		{"PublishMarker", testPublishMarker},
 		{"Addenda", testAddenda},
 		{"Schedule", testSchedule},
+		{"Suppressions", testSuppressions},
+		{"SuppressConcurrent", testSuppressConcurrent},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -15,6 +15,7 @@
 //	REQ#<request id>                 PUBLISHED                 the receipt was published (PublishMarker)
 //	TEN#<tenant>                     HEAD                      the chain's head (seq)
 //	TEN#<tenant>                     RCPT#<seq, 20 digits>#<request id>   receipt index entry
+//	SUP#<tenant>#<pseudonym>         SUPPRESSION               a suppression entry (version)
 //
 // Addenda and the aggregator's schedule have items of their own (addenda.go).
 //

@@ -1,0 +1,51 @@
+package aggregator
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+
+	"github.com/lethe-erasure/lethe/pkg/auditlog"
+	"github.com/lethe-erasure/lethe/pkg/event"
+)
+
+// suppress adds the pseudonyms of an issued receipt (the subject's, or for a TENANT scope
+// the tenant's, and every session's) to the tenant's suppression list when the store keeps
+// one (auditlog.SuppressionStore), and publishes each entry as it is stored afterwards on
+// erasure.suppressions, keyed by tenant and pseudonym. It runs after the receipt was
+// stored and before the receipt is published and marked, so a crash in between runs it
+// again: storing is idempotent (auditlog.Suppress) and the topic is compacted, so a second
+// publication of the same entry changes nothing. An entry lifted meanwhile is published
+// as lifted. A check that races it, between the receipt's write and the entries', answers
+// not suppressed for those moments.
+func (a *Aggregator) suppress(ctx context.Context, req auditlog.Request, r event.Receipt) error {
+	ss, ok := a.Store.(auditlog.SuppressionStore)
+	if !ok {
+		return nil
+	}
+	var recs []*kgo.Record
+	added := 0
+	for _, e := range auditlog.SuppressionsOf(req, r) {
+		stored, changed, err := auditlog.Suppress(ctx, ss, e, req.RequestedAt)
+		if err != nil {
+			return fmt.Errorf("aggregator: suppress: %w", err)
+		}
+		if changed {
+			added++
+		}
+		b, err := event.Suppressions.Encode(&stored)
+		if err != nil {
+			return fmt.Errorf("aggregator: encode suppression: %w", err)
+		}
+		recs = append(recs, &kgo.Record{Topic: or(a.SuppressionsTopic, event.TopicSuppressions),
+			Key: event.SuppressionKey(stored.TenantID, stored.Pseudonym), Value: b})
+	}
+	if err := a.Producer.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		return fmt.Errorf("aggregator: publish suppressions: %w", err)
+	}
+	a.log().Info("suppressions published", zap.String("request_id", r.RequestID), zap.String("tenant", r.TenantID),
+		zap.Int("entries", len(recs)), zap.Int("added", added))
+	return nil
+}
