@@ -54,7 +54,7 @@ func (ps *pointsService) Upsert(_ context.Context, req *qdrant.UpsertPoints) (*q
 			if payload == nil {
 				payload = map[string]*qdrant.Value{}
 			}
-			c.upsert(keys[i], &point{payload: payload, vectors: pt.GetVectors(), deferred: ps.s.deferWrites.Load()})
+			c.upsert(keys[i], &point{payload: payload, vectors: normalizeVectors(c.params, pt.GetVectors()), deferred: ps.s.deferWrites.Load()})
 		}
 		return nil
 	})
