@@ -131,11 +131,19 @@ type Verification struct {
 	// Attestation is, for a store that a processor erases on Lethe's request, the
 	// processor's attestation id of its own erasure and read-back.
 	Attestation string `avro:"attestation" json:"attestation,omitempty"`
+	// Mentions counts the raw identifiers of the subject (its id, its session ids) the
+	// read-back still found, after the erasure, in content the store owns outside the
+	// fields that tag the subject, e.g. a chunk's text. A store with mentions is not clean.
+	Mentions int64 `avro:"mentions" json:"mentions"`
+	// Similar lists the ids of items that resemble the subject's erased items (for a
+	// vector store: above a similarity to their vectors) but carry none of the subject's
+	// tags, so probable untagged copies. Reported, never counted as remaining.
+	Similar []string `avro:"similar" json:"similar,omitempty"`
 }
 
-// Clean reports whether v proves the store free of the subject: nothing remains and nothing
-// went unexamined.
-func (v Verification) Clean() bool { return v.Remaining == 0 && v.Unexamined == 0 }
+// Clean reports whether v proves the store free of the subject: nothing remains, nothing
+// went unexamined and no mention of the subject is left.
+func (v Verification) Clean() bool { return v.Remaining == 0 && v.Unexamined == 0 && v.Mentions == 0 }
 
 // StoreDone is one inventory store's outcome for one request. It holds no raw identifier.
 type StoreDone struct {

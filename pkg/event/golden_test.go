@@ -84,6 +84,8 @@ func goldens() []golden {
 					UnexaminedItems: []string{"index:acme:{subject}: WRONGTYPE", "cache:acme:{subject}:7: read timeout"},
 					Excluded:        []string{"blob:acme:{subject}:*"},
 					Attestation:     "att-7f3a",
+					Mentions:        4,
+					Similar:         []string{"17", "9b1deb4d-3b7d-4bad-9bdd-2b0d7b3dcb6d"},
 				},
 				Physical:   "AOF keeps values until rewrite",
 				Attempt:    3,
@@ -116,7 +118,7 @@ func goldens() []golden {
 						Verification: Verification{
 							Method: "count", Remaining: 0x7fffffff, Unexamined: 1,
 							UnexaminedItems: []string{"shopbot_acme: unreadable"}, Excluded: []string{"shopbot_acme_old"},
-							Attestation: "att-1",
+							Attestation: "att-1", Mentions: 2, Similar: []string{"5"},
 						},
 						Physical: "vacuum pending",
 					},
@@ -126,7 +128,7 @@ func goldens() []golden {
 						Verification: Verification{
 							Method: "by-design", Remaining: -1, Unexamined: -1,
 							UnexaminedItems: []string{"evt-1: undecodable"}, Excluded: []string{"evt-2"},
-							Attestation: "att-2",
+							Attestation: "att-2", Mentions: -1, Similar: []string{"x"},
 						},
 						Physical: "pseudonyms only",
 					},

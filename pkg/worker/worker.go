@@ -235,6 +235,9 @@ func verificationError(v event.Verification) string {
 			msg += ")"
 		}
 	}
+	if v.Mentions != 0 {
+		msg += fmt.Sprintf(", %d mentions of the subject", v.Mentions)
+	}
 	return pii.Mask(msg)
 }
 
