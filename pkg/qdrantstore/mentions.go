@@ -2,6 +2,7 @@ package qdrantstore
 
 import (
 	"context"
+	"sort"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -32,7 +33,8 @@ import (
 // Verify then counts what is left, which is 0 after erase or redact unless points were
 // written meanwhile.
 
-// identifiers are s's raw identifiers that a mention can hold.
+// identifiers are s's raw identifiers that a mention can hold, longest first, so that
+// redacting a session id that contains the subject id replaces the whole session id.
 func identifiers(s deletion.Subject) []string {
 	var out []string
 	seen := map[string]bool{}
@@ -42,6 +44,7 @@ func identifiers(s deletion.Subject) []string {
 			out = append(out, id)
 		}
 	}
+	sort.SliceStable(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
 	return out
 }
 
