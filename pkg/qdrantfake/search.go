@@ -8,6 +8,7 @@ import (
 	"github.com/qdrant/go-client/qdrant"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // Vector search follows Qdrant's scoring (lib/segment/src/spaces/simple.rs, types.rs):
@@ -143,8 +144,28 @@ type nearest struct {
 	withVectors *qdrant.WithVectorsSelector
 }
 
-// search answers n on c. Callers hold c.mu for reading.
-func (c *collection) search(n nearest) ([]*qdrant.ScoredPoint, error) {
+// filtered returns the visible points passing f, for one or more searches.
+func (c *collection) filtered(f *qdrant.Filter) ([]pointKey, error) {
+	pr, err := compile(f, c.indexOn)
+	if err != nil {
+		return nil, err
+	}
+	if f == nil || isEmptyFilter(f) {
+		c.examined.Add(uint64(len(c.points)))
+		keys := make([]pointKey, 0, c.visible())
+		for k, pt := range c.points {
+			if !pt.deferred {
+				keys = append(keys, k)
+			}
+		}
+		return keys, nil
+	}
+	return c.matching(f, pr, false), nil
+}
+
+// search answers n on c over keys, the points passing n's filter. Callers hold c.mu for
+// reading.
+func (c *collection) search(n nearest, keys []pointKey) ([]*qdrant.ScoredPoint, error) {
 	p, err := vectorParams(c.params, n.using)
 	if err != nil {
 		return nil, err
@@ -154,21 +175,6 @@ func (c *collection) search(n nearest) ([]*qdrant.ScoredPoint, error) {
 	}
 	dist := p.GetDistance()
 	q := preprocess(dist, n.vector)
-	pr, err := compile(n.filter, c.indexOn)
-	if err != nil {
-		return nil, err
-	}
-	var keys []pointKey
-	if n.filter == nil || isEmptyFilter(n.filter) {
-		c.examined.Add(uint64(len(c.points)))
-		for k, pt := range c.points {
-			if !pt.deferred {
-				keys = append(keys, k)
-			}
-		}
-	} else {
-		keys = c.matching(n.filter, pr, false)
-	}
 	type hit struct {
 		k pointKey
 		s float32
@@ -267,8 +273,18 @@ func (ps *pointsService) searchAll(name string, reqs []nearest) ([][]*qdrant.Sco
 	}
 	out := make([][]*qdrant.ScoredPoint, len(reqs))
 	err := ps.s.read(name, func(c *collection) error {
+		// Searches of a batch that share a filter share its evaluation.
+		var lastF *qdrant.Filter
+		var keys []pointKey
 		for i, n := range reqs {
-			r, err := c.search(n)
+			if i == 0 || !proto.Equal(n.filter, lastF) {
+				var err error
+				if keys, err = c.filtered(n.filter); err != nil {
+					return err
+				}
+				lastF = n.filter
+			}
+			r, err := c.search(n, keys)
 			if err != nil {
 				return err
 			}
