@@ -13,7 +13,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,8 +27,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog/dynamo"
@@ -107,17 +104,7 @@ func startStandIns(t *testing.T, brokers int, redisArgs []string, buckets ...str
 	q := qdrantfake.New()
 	go q.Serve(l)
 	t.Cleanup(q.Close)
-	backend := s3mem.New()
-	for _, b := range buckets {
-		if err := backend.CreateBucket(b); err != nil {
-			t.Fatal(err)
-		}
-		if err := backend.SetVersioningConfiguration(b, gofakes3.VersioningConfiguration{Status: gofakes3.VersioningEnabled}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	s3 := httptest.NewServer(gofakes3.New(backend).Server())
-	t.Cleanup(s3.Close)
+	s3 := testenv.S3(t, buckets...)
 	return &standIns{
 		kafka:  kc.ListenAddrs(),
 		qdrant: l.Addr().String(),

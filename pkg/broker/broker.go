@@ -13,7 +13,6 @@ package broker
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"os"
@@ -27,6 +26,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/lethe-erasure/lethe/pkg/tlsenv"
 )
 
 // Config says how to reach the Kafka cluster.
@@ -69,20 +70,11 @@ func FromEnv(clientID string) (Config, error) {
 		}
 		c.Partitions = int32(n)
 	}
-	ca := os.Getenv("LETHE_KAFKA_TLS_CA_FILE")
-	if os.Getenv("LETHE_KAFKA_TLS") == "true" || ca != "" {
-		c.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
-		if ca != "" {
-			pem, err := os.ReadFile(ca)
-			if err != nil {
-				return c, fmt.Errorf("broker: LETHE_KAFKA_TLS_CA_FILE: %w", err)
-			}
-			c.TLS.RootCAs = x509.NewCertPool()
-			if !c.TLS.RootCAs.AppendCertsFromPEM(pem) {
-				return c, errors.New("broker: LETHE_KAFKA_TLS_CA_FILE holds no PEM certificate")
-			}
-		}
+	tc, err := tlsenv.FromEnv("LETHE_KAFKA_TLS", "LETHE_KAFKA_TLS_CA_FILE")
+	if err != nil {
+		return c, fmt.Errorf("broker: %w", err)
 	}
+	c.TLS = tc
 	if m := os.Getenv("LETHE_KAFKA_SASL_MECHANISM"); m != "" {
 		user := os.Getenv("LETHE_KAFKA_SASL_USERNAME")
 		pass := os.Getenv("LETHE_KAFKA_SASL_PASSWORD")

@@ -19,14 +19,6 @@
 //	LETHE_METRICS_ADDR       /metrics, /healthz, /readyz              127.0.0.1:9090
 //	LETHE_SLA                due-date windows, e.g. GDPR=720h         GDPR 30d, LGPD 15d, PDPA 30d, CCPA 45d
 //	LETHE_SLA_TARGET         internal target beside them (aggregator) none, e.g. 5m
-//	LETHE_QDRANT_ADDR        Qdrant gRPC host:port                    127.0.0.1:6334
-//	LETHE_QDRANT_API_KEY     Qdrant API key                           none
-//	LETHE_REDIS_ADDRS        Redis addresses (several: a cluster)     127.0.0.1:6379
-//	LETHE_REDIS_USERNAME, LETHE_REDIS_PASSWORD  an ACL user limited to SCAN, UNLINK, SMEMBERS, SREM
-//	LETHE_REDIS_TLS          "true": TLS (system roots)                false
-//	LETHE_REDIS_TLS_CA_FILE  a PEM bundle to trust instead (implies TLS) none
-//	LETHE_S3_ENDPOINT        S3 endpoint (MinIO, tests); empty = AWS  none
-//	LETHE_DATASET_DIR        root of directory datasets               none
 //	LETHE_AUDIT_TABLE        DynamoDB audit table                     none (then LETHE_AUDIT_DIR)
 //	LETHE_AUDIT_DIR          embedded audit store directory           ./data/audit
 //	LETHE_AUDIT_CREATE_TABLE create the DynamoDB table if missing     false
@@ -41,31 +33,25 @@
 //
 // AWS credentials and region come from the AWS default chain (AWS_REGION, AWS_PROFILE,
 // web identity, instance roles).
+//
+// Each store's client reads its own settings, in the package that owns the client, so a
+// deleter links and documents only its own backend's SDK: qdrantstore.ClientFromEnv
+// (LETHE_QDRANT_*), redisstore.ClientFromEnv (LETHE_REDIS_*), s3env.Client
+// (LETHE_S3_ENDPOINT) and datasetstore.DirFromEnv (LETHE_DATASET_DIR).
 package config
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
-	"strconv"
-	"strings"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/qdrant/go-client/qdrant"
-	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/backoff"
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/auditlog/dynamo"
@@ -90,14 +76,6 @@ type Config struct {
 	KeysDir          string
 	HTTPAddr         string
 	MetricsAddr      string
-	QdrantAddr       string
-	qdrantAPIKey     string
-	RedisAddrs       []string
-	RedisUsername    string
-	redisPassword    string
-	RedisTLS         *tls.Config
-	S3Endpoint       string
-	DatasetDir       string
 	AuditTable       string
 	AuditDir         string
 	AuditCreateTable bool
@@ -132,13 +110,6 @@ func FromEnv(service string) (*Config, error) {
 		InventoryFile:    os.Getenv("LETHE_INVENTORY"),
 		HTTPAddr:         env("LETHE_HTTP_ADDR", "127.0.0.1:8080"),
 		MetricsAddr:      env("LETHE_METRICS_ADDR", "127.0.0.1:9090"),
-		QdrantAddr:       env("LETHE_QDRANT_ADDR", "127.0.0.1:6334"),
-		qdrantAPIKey:     os.Getenv("LETHE_QDRANT_API_KEY"),
-		RedisAddrs:       strings.Split(env("LETHE_REDIS_ADDRS", "127.0.0.1:6379"), ","),
-		RedisUsername:    os.Getenv("LETHE_REDIS_USERNAME"),
-		redisPassword:    os.Getenv("LETHE_REDIS_PASSWORD"),
-		S3Endpoint:       os.Getenv("LETHE_S3_ENDPOINT"),
-		DatasetDir:       os.Getenv("LETHE_DATASET_DIR"),
 		AuditTable:       os.Getenv("LETHE_AUDIT_TABLE"),
 		AuditDir:         env("LETHE_AUDIT_DIR", "data/audit"),
 		AuditCreateTable: os.Getenv("LETHE_AUDIT_CREATE_TABLE") == "true",
@@ -156,19 +127,6 @@ func FromEnv(service string) (*Config, error) {
 	}
 	if c.KEK, err = envelope.KEKFromEnv(); err != nil {
 		return nil, err
-	}
-	if ca := os.Getenv("LETHE_REDIS_TLS_CA_FILE"); ca != "" || os.Getenv("LETHE_REDIS_TLS") == "true" {
-		c.RedisTLS = &tls.Config{MinVersion: tls.VersionTLS12}
-		if ca != "" {
-			pem, err := os.ReadFile(ca)
-			if err != nil {
-				return nil, fmt.Errorf("config: LETHE_REDIS_TLS_CA_FILE: %w", err)
-			}
-			c.RedisTLS.RootCAs = x509.NewCertPool()
-			if !c.RedisTLS.RootCAs.AppendCertsFromPEM(pem) {
-				return nil, errors.New("config: LETHE_REDIS_TLS_CA_FILE holds no PEM certificate")
-			}
-		}
 	}
 	if c.InventoryFile == "" {
 		c.Inventory = inventory.Reference()
@@ -191,16 +149,9 @@ func (c *Config) String() string {
 	if inv == "" {
 		inv = "embedded reference"
 	}
-	mask := func(s string) string {
-		if s == "" {
-			return "none"
-		}
-		return "****"
-	}
-	return fmt.Sprintf("service=%s kafka=%s inventory=%s (version %s, %d stores) key=%s kek=%s keys=%s http=%s metrics=%s qdrant=%s qdrant_api_key=%s redis=%s redis_password=%s s3_endpoint=%s dataset_dir=%s audit=%s",
+	return fmt.Sprintf("service=%s kafka=%s inventory=%s (version %s, %d stores) key=%s kek=%s keys=%s http=%s metrics=%s audit=%s",
 		c.Service, c.Broker, inv, c.Inventory.Version, len(c.Inventory.Stores), c.Key, c.KEK, c.keysName(),
-		c.HTTPAddr, c.MetricsAddr, c.QdrantAddr, mask(c.qdrantAPIKey), strings.Join(c.RedisAddrs, ","), mask(c.redisPassword),
-		c.S3Endpoint, c.DatasetDir, c.auditName())
+		c.HTTPAddr, c.MetricsAddr, c.auditName())
 }
 
 func (c *Config) keysName() string {
@@ -282,50 +233,8 @@ func (c *Config) Logger() (*zap.Logger, error) {
 	return l.With(zap.String("service", c.Service)), nil
 }
 
-// Qdrant connects to Qdrant over gRPC. Reconnects back off at most 1 s, less than a
-// deleter's retry budget: with gRPC's default (up to 120 s) a Qdrant back after a long
-// outage stayed unreachable for the whole budget of a re-driven request.
-func (c *Config) Qdrant() (*qdrant.Client, error) {
-	host, port, err := net.SplitHostPort(c.QdrantAddr)
-	if err != nil {
-		return nil, fmt.Errorf("config: LETHE_QDRANT_ADDR: %w", err)
-	}
-	p, err := strconv.Atoi(port)
-	if err != nil {
-		return nil, fmt.Errorf("config: LETHE_QDRANT_ADDR port: %w", err)
-	}
-	reconnect := grpc.WithConnectParams(grpc.ConnectParams{
-		Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
-		MinConnectTimeout: 5 * time.Second,
-	})
-	return qdrant.NewClient(&qdrant.Config{Host: host, Port: p, APIKey: c.qdrantAPIKey, SkipCompatibilityCheck: true,
-		GrpcOptions: []grpc.DialOption{reconnect}})
-}
-
-// Redis returns a client: a cluster client for several addresses, else a single-node one.
-func (c *Config) Redis() redis.UniversalClient {
-	return redis.NewUniversalClient(&redis.UniversalOptions{
-		Addrs: c.RedisAddrs, Username: c.RedisUsername, Password: c.redisPassword,
-		IsClusterMode: len(c.RedisAddrs) > 1, TLSConfig: c.RedisTLS,
-	})
-}
-
 func (c *Config) aws(ctx context.Context) (aws.Config, error) {
 	return awsconfig.LoadDefaultConfig(ctx)
-}
-
-// S3 returns an S3 client (path-style when an endpoint is set).
-func (c *Config) S3(ctx context.Context) (*s3.Client, error) {
-	ac, err := c.aws(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("config: aws: %w", err)
-	}
-	return s3.NewFromConfig(ac, func(o *s3.Options) {
-		if c.S3Endpoint != "" {
-			o.BaseEndpoint = aws.String(c.S3Endpoint)
-			o.UsePathStyle = true
-		}
-	}), nil
 }
 
 // AuditStore opens the audit table: DynamoDB when AuditTable is set, else the embedded

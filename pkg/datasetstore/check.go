@@ -3,6 +3,7 @@ package datasetstore
 import (
 	"context"
 	"errors"
+	"os"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -35,3 +36,7 @@ func Check(client *s3.Client, inv *inventory.Inventory) metrics.Check {
 		return errors.Join(errs...)
 	}}
 }
+
+// DirFromEnv is the root of directory datasets, LETHE_DATASET_DIR (none by default: prefixes
+// that are no s3:// URL are then refused).
+func DirFromEnv() string { return os.Getenv("LETHE_DATASET_DIR") }

@@ -3,14 +3,19 @@ package datasetstore
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/deletion/deletiontest"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/retry"
+	"github.com/lethe-erasure/lethe/pkg/testenv"
 )
 
 func s3Fixture(t *testing.T) (deletiontest.Fixture, *fixture, s3World) {
@@ -24,6 +29,16 @@ func s3Fixture(t *testing.T) (deletiontest.Fixture, *fixture, s3World) {
 		Store: testInventory("s3://" + testBucket + "/{tenant}/"),
 		Seed:  f.seed,
 		Count: f.count,
+		Down: func(t *testing.T) deletion.Store {
+			down := s3.New(c.Options(), func(o *s3.Options) {
+				o.BaseEndpoint = aws.String(fmt.Sprintf("http://127.0.0.1:%d", testenv.FreePort(t)))
+				o.RetryMaxAttempts = 1
+			})
+			return New(down, "")
+		},
+		Malformed: func(t testing.TB, s deletion.Subject) {
+			w.put(t.(*testing.T), s.Tenant+"/eval/broken.jsonl.gz", []byte("not gzip"))
+		},
 	}, f, w
 }
 
@@ -33,10 +48,14 @@ func dirFixture(t *testing.T) (deletiontest.Fixture, *fixture, dirWorld) {
 		return []string{"datasets/" + tenant + "/qa.csv", "archive/" + tenant + "/nested/qa.jsonl"}
 	}}
 	return deletiontest.Fixture{
-		Impl:  New(nil, w.root),
-		Store: testInventory("datasets/{tenant}/", "file://archive/{tenant}/"),
-		Seed:  f.seed,
-		Count: f.count,
+		Impl:   New(nil, w.root),
+		Store:  testInventory("datasets/{tenant}/", "file://archive/{tenant}/"),
+		Seed:   f.seed,
+		Count:  f.count,
+		NoDown: "a local directory has no server to lose",
+		Malformed: func(t testing.TB, s deletion.Subject) {
+			w.put(t.(*testing.T), "datasets/"+s.Tenant+"/broken.jsonl.gz", []byte("not gzip"))
+		},
 	}, f, w
 }
 

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http/httptest"
 	"os"
 	"path"
 	"path/filepath"
@@ -20,12 +19,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/testenv"
 )
 
 const testBucket = "lethe-datasets"
@@ -42,34 +40,12 @@ type world interface {
 // newS3Client serves an in-memory gofakes3 over HTTP and returns a client for it, with the
 // bucket created and versioning enabled.
 func newS3Client(t *testing.T) *s3.Client {
-	return newS3ClientWith(t, true)
+	return testenv.S3(t, testBucket).Client
 }
 
 // newS3ClientWith is newS3Client; without versioning the server cannot even list versions.
 func newS3ClientWith(t *testing.T, versioning bool) *s3.Client {
-	t.Helper()
-	var opts []gofakes3.Option
-	if !versioning {
-		opts = append(opts, gofakes3.WithoutVersioning())
-	}
-	srv := httptest.NewServer(gofakes3.New(s3mem.New(), opts...).Server())
-	t.Cleanup(srv.Close)
-	c := newS3ClientAt(srv.URL)
-	ctx := context.Background()
-	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(testBucket)}); err != nil {
-		t.Fatal(err)
-	}
-	if !versioning {
-		return c
-	}
-	_, err := c.PutBucketVersioning(ctx, &s3.PutBucketVersioningInput{
-		Bucket:                  aws.String(testBucket),
-		VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusEnabled},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return testenv.S3With(t, testenv.S3Options{Unversioned: !versioning}, testBucket).Client
 }
 
 type s3World struct{ c *s3.Client }

@@ -21,6 +21,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/deletion/deletiontest"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/testenv"
 )
 
 // nullVersions sits in front of gofakes3 and gives it S3's "null" version: gofakes3 names
@@ -85,11 +86,6 @@ func defaultClient(endpoint string) *s3.Client {
 	return s3ClientAt(endpoint, aws.RequestChecksumCalculationWhenSupported, aws.ResponseChecksumValidationWhenSupported)
 }
 
-// newS3ClientAt is a client of endpoint that computes checksums only where S3 requires them.
-func newS3ClientAt(endpoint string) *s3.Client {
-	return s3ClientAt(endpoint, aws.RequestChecksumCalculationWhenRequired, aws.ResponseChecksumValidationWhenRequired)
-}
-
 func s3ClientAt(endpoint string, send aws.RequestChecksumCalculation, validate aws.ResponseChecksumValidation) *s3.Client {
 	return s3.New(s3.Options{
 		Region:                     "us-east-1",
@@ -152,7 +148,7 @@ func TestRewriteLeavesValidObject(t *testing.T) {
 		t.Fatal("setup: want a null version and a current one")
 	}
 
-	store := New(newS3ClientAt(srv.URL), "") // a client that sends no checksum of its own
+	store := New(testenv.S3Client(srv.URL), "") // a client that sends no checksum of its own
 	st := testInventory("s3://" + testBucket + "/{tenant}/")
 	res, v := eraseAndVerify(t, store, st, victim)
 	if got := deletion.StatusOf(res, v); got != event.StatusDeleted {

@@ -1,9 +1,10 @@
 // Package inventory loads the written inventory of every store that holds personal data.
 //
 // The inventory is configuration: a YAML document with a version and one entry per store,
-// naming its kind (which deleter serves it), its locators (templates with the placeholders
-// {tenant}, {subject}, {subject_hash} and {session}) and notes on physical erasure. Its
-// version travels in every request and receipt.
+// naming its kind (which deleter serves it: any name, this package knows none), its
+// locators (a mapping only the package serving the kind reads, with Locators.Decode; its
+// templates use the placeholders {tenant}, {subject}, {subject_hash} and {session}) and
+// notes on physical erasure. Its version travels in every request and receipt.
 package inventory
 
 import (

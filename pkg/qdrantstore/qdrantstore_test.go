@@ -20,6 +20,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/qdrantfake/qdranttest"
 	"github.com/lethe-erasure/lethe/pkg/qdrantstore"
 	"github.com/lethe-erasure/lethe/pkg/retry"
+	"github.com/lethe-erasure/lethe/pkg/testenv"
 )
 
 // env is one emulator with a client and the store under test.
@@ -161,6 +162,15 @@ func TestConformance(t *testing.T) {
 						return k
 					},
 					Count: e.countOf,
+					Down: func(t *testing.T) deletion.Store {
+						c, err := qdrantstore.Dial(fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)), "")
+						if err != nil {
+							t.Fatal(err)
+						}
+						t.Cleanup(func() { c.Close() })
+						return qdrantstore.New(c)
+					},
+					NoMalformed: "Qdrant evaluates the filter on every payload itself: no point makes it fail",
 				}
 			})
 		})

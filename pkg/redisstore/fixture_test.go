@@ -14,6 +14,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/deletion/deletiontest"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/redisstore"
+	"github.com/lethe-erasure/lethe/pkg/testenv"
 )
 
 // kindsOf are the key prefixes each reference store holds; the fixture writes all of them
@@ -149,6 +150,11 @@ func fixture(c redis.UniversalClient, name string, reset func(t *testing.T)) fun
 				return countKeys(t, c, s, kindsOf[name])
 			},
 			Unreadable: unreadableIndex(c),
+			Down: func(t *testing.T) deletion.Store {
+				down := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)), MaxRetries: -1})
+				t.Cleanup(func() { down.Close() })
+				return redisstore.New(down)
+			},
 		}
 	}
 }

@@ -1,8 +1,8 @@
 // Package testenv starts the real components that integration tests run against: a
-// redis-server and a dynalite (DynamoDB) server on free loopback ports, and an in-process
-// kfake broker. A component that
-// cannot be started fails the test; it is never skipped, so a missing prerequisite cannot
-// pass unnoticed in CI.
+// redis-server and a dynalite (DynamoDB) server on free loopback ports, an in-process kfake
+// broker, and gofakes3 (S3, versioning on) over HTTP. A component that cannot be started
+// fails the test; it is never skipped, so a missing prerequisite cannot pass unnoticed in
+// CI.
 package testenv
 
 import (

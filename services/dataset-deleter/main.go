@@ -1,7 +1,7 @@
 // Command dataset-deleter erases data subjects from every inventory store of kind
 // "dataset": it consumes erasure.requested, rewrites the datasets without the subject's
 // rows, verifies by reading back, and publishes one erasure.store.done per store.
-// Configuration: see package config.
+// Configuration: packages config, s3env and datasetstore (DirFromEnv).
 package main
 
 import (
@@ -10,16 +10,17 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/datasetstore"
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/metrics"
+	"github.com/lethe-erasure/lethe/pkg/s3env"
 	"github.com/lethe-erasure/lethe/pkg/service"
 )
 
 func main() {
 	service.Deleter("dataset-deleter", datasetstore.Kind, func(ctx context.Context, env service.Env) (deletion.Store, []metrics.Check, error) {
-		client, err := env.Config.S3(ctx)
+		client, err := s3env.Client(ctx, env.Log)
 		if err != nil {
 			return nil, nil, err
 		}
 		check := datasetstore.Check(client, env.Config.Inventory)
-		return datasetstore.New(client, env.Config.DatasetDir), []metrics.Check{check}, nil
+		return datasetstore.New(client, datasetstore.DirFromEnv()), []metrics.Check{check}, nil
 	})
 }

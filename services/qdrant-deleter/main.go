@@ -1,6 +1,7 @@
 // Command qdrant-deleter erases data subjects from every inventory store of kind "qdrant":
 // it consumes erasure.requested, erases and verifies by reading back, and publishes one
-// erasure.store.done per store. Configuration: see package config.
+// erasure.store.done per store. Configuration: packages config and qdrantstore
+// (ClientFromEnv).
 package main
 
 import (
@@ -14,11 +15,10 @@ import (
 
 func main() {
 	service.Deleter("qdrant-deleter", qdrantstore.Kind, func(ctx context.Context, env service.Env) (deletion.Store, []metrics.Check, error) {
-		client, err := env.Config.Qdrant()
+		client, err := qdrantstore.ClientFromEnv(env.Log)
 		if err != nil {
 			return nil, nil, err
 		}
-		check := metrics.Check{Name: "qdrant", Fn: func(ctx context.Context) error { _, err := client.HealthCheck(ctx); return err }}
-		return qdrantstore.New(client), []metrics.Check{check}, nil
+		return qdrantstore.New(client), []metrics.Check{qdrantstore.Check(client)}, nil
 	})
 }

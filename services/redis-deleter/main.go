@@ -1,6 +1,7 @@
-// Command redis-deleter erases data subjects from every inventory store of kind "redis": it
-// consumes erasure.requested, erases and verifies by reading back, and publishes one
-// erasure.store.done per store. Configuration: see package config.
+// Command redis-deleter erases data subjects from every inventory store of kind "redis":
+// it consumes erasure.requested, erases and verifies by reading back, and publishes one
+// erasure.store.done per store. Configuration: packages config and redisstore
+// (ClientFromEnv).
 package main
 
 import (
@@ -14,8 +15,10 @@ import (
 
 func main() {
 	service.Deleter("redis-deleter", redisstore.Kind, func(ctx context.Context, env service.Env) (deletion.Store, []metrics.Check, error) {
-		client := env.Config.Redis()
-		check := metrics.Check{Name: "redis", Fn: func(ctx context.Context) error { return client.Ping(ctx).Err() }}
-		return redisstore.New(client), []metrics.Check{check}, nil
+		client, err := redisstore.ClientFromEnv(env.Log)
+		if err != nil {
+			return nil, nil, err
+		}
+		return redisstore.New(client), []metrics.Check{redisstore.Check(client)}, nil
 	})
 }

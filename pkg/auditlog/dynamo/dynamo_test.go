@@ -93,9 +93,17 @@ func TestDynamo(t *testing.T) {
 	t.Run("Verifier", func(t *testing.T) {
 		deletiontest.Run(t, func(t *testing.T) deletiontest.Fixture {
 			s := e.store(t)
-			return auditlogtest.VerifierFixture(t, s, func(t testing.TB, sub deletion.Subject) {
+			f := auditlogtest.VerifierFixture(t, s, func(t testing.TB, sub deletion.Subject) {
 				must(t, s.putEventItem(ctx, sub, "unreadable", nil))
 			})
+			f.Down = func(t *testing.T) deletion.Store {
+				down := dynamodb.New(e.client.Options(), func(o *dynamodb.Options) {
+					o.BaseEndpoint = aws.String(fmt.Sprintf("http://127.0.0.1:%d", testenv.FreePort(t)))
+					o.RetryMaxAttempts = 1
+				})
+				return auditlog.NewVerifier(New(down, s.table))
+			}
+			return f
 		})
 	})
 

@@ -5,7 +5,12 @@
 // through the fixture's own read path, that exactly the erased subjects' data is gone, that
 // the counts and the verification are truthful and that erasing is idempotent. Its subject
 // pairs include glob metacharacters, key delimiters, prefixes, case and Unicode variants,
-// fixed ones (HostilePairs) and random ones drawn from HostileAlphabet (RandomPairs).
+// fixed ones (HostilePairs) and random ones drawn from HostileAlphabet (RandomPairs). It
+// also erases a whole tenant, erases many subjects at once, calls the store with a
+// cancelled context, and checks how errors are classified: a backend that is down gives a
+// transient error, an item the store cannot process a permanent one (or an unexamined
+// report). What a store cannot be put through (it has no remote backend, no item it could
+// fail on, no tenant scope) its fixture says explicitly, with the reason.
 package deletiontest
 
 import (
@@ -15,12 +20,15 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 	"github.com/lethe-erasure/lethe/pkg/subject"
 )
 
@@ -43,6 +51,24 @@ type Fixture struct {
 	// must then report it as unexamined, or fail, and never call the store clean. Stores
 	// that cannot hold such an item leave it nil.
 	Unreadable func(t testing.TB, s deletion.Subject)
+
+	// Down returns a Store like Impl, over the same inventory entry, whose backend cannot
+	// be reached (a client of a closed port, a stopped server). Its Erase and Verify must
+	// fail with an error that is not permanent, so that the runtime retries, and that names
+	// no raw identifier (Erase may succeed for a store that erases nothing by design). A store with no remote backend leaves Down nil and says why in
+	// NoDown.
+	Down   func(t *testing.T) deletion.Store
+	NoDown string
+	// Malformed writes one item under the store's locators for s that the store cannot
+	// process. Erase and Verify of s must then fail with a permanent error (retrying cannot
+	// fix it) or report the item unexamined: never a transient error, which would retry
+	// forever, and never clean. When Malformed is nil the suite uses Unreadable; a store
+	// that can hold no such item leaves both nil and says why in NoMalformed.
+	Malformed   func(t testing.TB, s deletion.Subject)
+	NoMalformed string
+	// NoTenantScope, when set, says why the store refuses tenant-scope erasure of this
+	// inventory entry; the suite then expects a permanent error that deletes nothing.
+	NoTenantScope string
 }
 
 // HostilePairs are (erased, bystander) subject ids where a careless pattern or filter built
@@ -203,6 +229,12 @@ func Run(t *testing.T, newFixture func(t *testing.T) Fixture) {
 		t.Run("UnreadableIsNotClean", func(t *testing.T) { checkUnreadable(t, newFixture(t)) })
 	}
 
+	t.Run("TenantScope", func(t *testing.T) { checkTenantScope(t, newFixture(t)) })
+	t.Run("ConcurrentSubjects", func(t *testing.T) { checkConcurrent(t, newFixture(t)) })
+	t.Run("CancelledContext", func(t *testing.T) { checkCancelled(t, newFixture(t)) })
+	t.Run("BackendDown", func(t *testing.T) { checkDown(t, newFixture(t)) })
+	t.Run("MalformedIsPermanent", func(t *testing.T) { checkMalformed(t, newFixture(t)) })
+
 	if f := newFixture(t); f.Taint != nil {
 		t.Run("VerifyReportsTaint", func(t *testing.T) {
 			f := newFixture(t)
@@ -222,6 +254,168 @@ func Run(t *testing.T, newFixture func(t *testing.T) Fixture) {
 				t.Errorf("Verify of a clean subject = %+v, %v", v, err)
 			}
 		})
+	}
+}
+
+// checkTenantScope erases the whole tenant acme: both of its subjects are gone, the same id
+// in another tenant keeps everything, and Verify of the tenant is clean.
+func checkTenantScope(t *testing.T, f Fixture) {
+	ctx := context.Background()
+	a1, a2, other := NewSubject("acme", "tenant-1"), NewSubject("acme", "tenant-2"), NewSubject("globex", "tenant-1")
+	w1, w2 := f.Seed(t, a1, 2), f.Seed(t, a2, 2)
+	keep := f.Seed(t, other, 2)
+	tenant := deletion.Subject{Tenant: "acme", Scope: event.ScopeTenant}
+	res, err := f.Impl.Erase(ctx, f.Store, tenant)
+	if f.NoTenantScope != "" {
+		t.Logf("no tenant scope: %s", f.NoTenantScope)
+		if !retry.IsPermanent(err) {
+			t.Errorf("tenant Erase of a store without tenant scope = %v, want a permanent error", err)
+		}
+		if got := f.Count(t, a1); got != w1 {
+			t.Errorf("a refused tenant erasure left %d of %d items", got, w1)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("tenant Erase: %v (set NoTenantScope if the store refuses it)", err)
+	}
+	if w1+w2 > 0 && res.Deleted() == 0 {
+		t.Errorf("tenant Erase reported nothing deleted, seeded %d items", w1+w2)
+	}
+	for _, s := range []deletion.Subject{a1, a2} {
+		if got := f.Count(t, s); got != 0 {
+			t.Errorf("after the tenant erasure %d items of %+q remain", got, s.ID)
+		}
+	}
+	if got := f.Count(t, other); got != keep {
+		t.Errorf("other tenant: %d items left of %d", got, keep)
+	}
+	v, err := f.Impl.Verify(ctx, f.Store, tenant)
+	if err != nil || !v.Clean() || v.Method == "" {
+		t.Errorf("Verify of the erased tenant = %+v, %v; want clean with a method", v, err)
+	}
+}
+
+// checkConcurrent erases several subjects of one tenant at once, as the runtime does for
+// requests on different partitions: each is gone, none reports fewer items than it had,
+// and a bystander keeps everything.
+func checkConcurrent(t *testing.T, f Fixture) {
+	ctx := context.Background()
+	const n = 6
+	subs := make([]deletion.Subject, n)
+	want := make([]int, n)
+	for i := range subs {
+		subs[i] = NewSubject("acme", fmt.Sprintf("conc-%d", i))
+		want[i] = f.Seed(t, subs[i], 2)
+	}
+	bystander := NewSubject("acme", "conc")
+	keep := f.Seed(t, bystander, 2)
+	var wg sync.WaitGroup
+	for i, s := range subs {
+		wg.Go(func() {
+			res, err := f.Impl.Erase(ctx, f.Store, s)
+			if err != nil {
+				t.Errorf("concurrent Erase %d: %v", i, err)
+				return
+			}
+			// Not fewer than seeded; more is allowed: a store that keeps versions may
+			// also delete, and count, copies that the other erasures' rewrites made.
+			if res.Deleted() < int64(want[i]) {
+				t.Errorf("concurrent Erase %d deleted %d, seeded %d", i, res.Deleted(), want[i])
+			}
+			if v, err := f.Impl.Verify(ctx, f.Store, s); err != nil || !v.Clean() {
+				t.Errorf("concurrent Verify %d = %+v, %v; want clean", i, v, err)
+			}
+		})
+	}
+	wg.Wait()
+	for _, s := range subs {
+		if got := f.Count(t, s); got != 0 {
+			t.Errorf("%d items of %+q remain after concurrent erasures", got, s.ID)
+		}
+	}
+	if got := f.Count(t, bystander); got != keep {
+		t.Errorf("bystander: %d items left of %d", got, keep)
+	}
+}
+
+// checkCancelled calls Erase and Verify with a cancelled context: both must fail, with an
+// error that is not permanent (the request is not at fault), and the subject must still be
+// erasable afterwards.
+func checkCancelled(t *testing.T, f Fixture) {
+	s := NewSubject("acme", "cancelled")
+	f.Seed(t, s, 2)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := f.Impl.Erase(ctx, f.Store, s); err == nil || retry.IsPermanent(err) {
+		t.Errorf("Erase with a cancelled context = %v, want a transient error", err)
+	}
+	if _, err := f.Impl.Verify(ctx, f.Store, s); err == nil || retry.IsPermanent(err) {
+		t.Errorf("Verify with a cancelled context = %v, want a transient error", err)
+	}
+	if _, err := f.Impl.Erase(context.Background(), f.Store, s); err != nil {
+		t.Fatalf("Erase after the cancelled one: %v", err)
+	}
+	checkGone(t, f, s)
+}
+
+// checkDown erases and verifies through a store whose backend is unreachable.
+func checkDown(t *testing.T, f Fixture) {
+	if f.Down == nil {
+		if f.NoDown == "" {
+			t.Fatal("the fixture says nothing about a backend that is down: set Down, or NoDown with the reason")
+		}
+		t.Logf("no backend to be down: %s", f.NoDown)
+		return
+	}
+	s := NewSubject("acme", "down-cust-1")
+	f.Seed(t, s, 2)
+	down := f.Down(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, eraseErr := down.Erase(ctx, f.Store, s)
+	_, verifyErr := down.Verify(ctx, f.Store, s)
+	for op, err := range map[string]error{"Erase": eraseErr, "Verify": verifyErr} {
+		switch {
+		case err == nil && op == "Erase" && res.NoPIIByDesign && res.Deleted() == 0:
+			// A store with nothing to erase by design need not reach its backend to erase.
+		case err == nil:
+			t.Errorf("%s with the backend down succeeded", op)
+		case retry.IsPermanent(err):
+			t.Errorf("%s with the backend down = %v, want a transient error", op, err)
+		case containsID(err.Error(), s):
+			t.Errorf("%s error names the subject: %v", op, err)
+		}
+	}
+}
+
+// checkMalformed injects an item the store cannot process and checks its classification.
+func checkMalformed(t *testing.T, f Fixture) {
+	inject := f.Malformed
+	if inject == nil {
+		inject = f.Unreadable
+	}
+	if inject == nil {
+		if f.NoMalformed == "" {
+			t.Fatal("the fixture says nothing about malformed items: set Malformed (or Unreadable), or NoMalformed with the reason")
+		}
+		t.Logf("no malformed item possible: %s", f.NoMalformed)
+		return
+	}
+	ctx := context.Background()
+	s := NewSubject("acme", "malformed")
+	f.Seed(t, s, 2)
+	inject(t, s)
+	_, err := f.Impl.Erase(ctx, f.Store, s)
+	if err != nil && !retry.IsPermanent(err) {
+		t.Errorf("Erase with a malformed item = %v, want success or a permanent error", err)
+	}
+	v, err := f.Impl.Verify(ctx, f.Store, s)
+	switch {
+	case err != nil && !retry.IsPermanent(err):
+		t.Errorf("Verify with a malformed item = %v, want a permanent error or an unexamined report", err)
+	case err == nil && v.Clean():
+		t.Errorf("Verify with a malformed item = %+v: clean, though an item was not processed", v)
 	}
 }
 

@@ -1,0 +1,67 @@
+package qdrantstore
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/qdrant/go-client/qdrant"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+
+	"github.com/lethe-erasure/lethe/pkg/metrics"
+)
+
+// ClientFromEnv connects to the Qdrant the environment names and logs where (never the API
+// key) on log, which may be nil:
+//
+//	LETHE_QDRANT_ADDR      Qdrant gRPC host:port   127.0.0.1:6334
+//	LETHE_QDRANT_API_KEY   Qdrant API key          none
+func ClientFromEnv(log *zap.Logger) (*qdrant.Client, error) {
+	addr := os.Getenv("LETHE_QDRANT_ADDR")
+	if addr == "" {
+		addr = "127.0.0.1:6334"
+	}
+	key := os.Getenv("LETHE_QDRANT_API_KEY")
+	if log != nil {
+		log.Info("qdrant client", zap.String("qdrant", addr), zap.Bool("qdrant_api_key", key != ""))
+	}
+	return Dial(addr, key)
+}
+
+// Dial connects to Qdrant at addr (host:port) over gRPC. Reconnects back off at most 1 s,
+// less than a deleter's retry budget: with gRPC's default (up to 120 s) a Qdrant back after
+// a long outage stayed unreachable for the whole budget of a re-driven request.
+func Dial(addr, apiKey string) (*qdrant.Client, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("qdrant: LETHE_QDRANT_ADDR: %w", err)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		return nil, fmt.Errorf("qdrant: LETHE_QDRANT_ADDR port: %w", err)
+	}
+	reconnect := grpc.WithConnectParams(grpc.ConnectParams{
+		Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+		MinConnectTimeout: 5 * time.Second,
+	})
+	return qdrant.NewClient(&qdrant.Config{
+		Host:                   host,
+		Port:                   p,
+		APIKey:                 apiKey,
+		SkipCompatibilityCheck: true,
+		GrpcOptions:            []grpc.DialOption{reconnect},
+	})
+}
+
+// Check is the readiness check of client: Qdrant's health check must answer.
+func Check(client *qdrant.Client) metrics.Check {
+	return metrics.Check{Name: "qdrant", Fn: func(ctx context.Context) error {
+		_, err := client.HealthCheck(ctx)
+		return err
+	}}
+}

@@ -1,0 +1,51 @@
+// Package s3env builds the S3 client of a store that reads S3 (datasets, document
+// prefixes) from the environment, so that only the deleters that use S3 link its SDK:
+//
+//	LETHE_S3_ENDPOINT   S3 endpoint (MinIO, tests); empty = AWS   none
+//
+// Credentials and region come from the AWS default chain (AWS_REGION, AWS_PROFILE, web
+// identity, instance roles); with an endpoint the client addresses buckets path-style.
+package s3env
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"go.uber.org/zap"
+)
+
+// Client returns the S3 client the environment describes and logs its endpoint (no
+// credentials) on log, which may be nil.
+func Client(ctx context.Context, log *zap.Logger) (*s3.Client, error) {
+	endpoint := os.Getenv("LETHE_S3_ENDPOINT")
+	ac, err := awsconfig.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("s3env: aws: %w", err)
+	}
+	if log != nil {
+		log.Info("s3 client", zap.String("s3_endpoint", or(endpoint, "aws")), zap.String("region", ac.Region))
+	}
+	return New(ac, endpoint), nil
+}
+
+// New returns an S3 client over ac; a non-empty endpoint replaces AWS's and selects
+// path-style addressing (MinIO, gofakes3).
+func New(ac aws.Config, endpoint string) *s3.Client {
+	return s3.NewFromConfig(ac, func(o *s3.Options) {
+		if endpoint != "" {
+			o.BaseEndpoint = aws.String(endpoint)
+			o.UsePathStyle = true
+		}
+	})
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
