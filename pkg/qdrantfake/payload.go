@@ -28,42 +28,10 @@ func (ps *pointsService) SetPayload(_ context.Context, req *qdrant.SetPayloadPoi
 		}
 		path = segs
 	}
-	var ids []pointKey
-	var filter *qdrant.Filter
-	switch sel := req.GetPointsSelector().GetPointsSelectorOneOf().(type) {
-	case *qdrant.PointsSelector_Points:
-		for _, id := range sel.Points.GetIds() {
-			k, err := keyOf(id)
-			if err != nil {
-				return nil, invalid(err)
-			}
-			ids = append(ids, k)
+	err := ps.writeEach(req.GetCollectionName(), req.GetPointsSelector(), func(c *collection, k pointKey) {
+		if old, ok := c.points[k]; ok {
+			c.upsert(k, &point{payload: mergeAt(old.payload, path, req.GetPayload()), vectors: old.vectors, deferred: old.deferred})
 		}
-	case *qdrant.PointsSelector_Filter:
-		filter = sel.Filter
-		if _, err := compile(filter, nil); err != nil {
-			return nil, err
-		}
-	default:
-		return nil, status.Error(codes.InvalidArgument, "Wrong input: No PointSelector provided")
-	}
-	err := ps.s.write(req.GetCollectionName(), func(c *collection) error {
-		if filter != nil {
-			p, err := compile(filter, c.indexOn)
-			if err != nil {
-				return err
-			}
-			ids = c.matching(filter, p, true)
-		}
-		for _, k := range ids {
-			old, ok := c.points[k]
-			if !ok {
-				continue
-			}
-			next := &point{payload: mergeAt(old.payload, path, req.GetPayload()), vectors: old.vectors, deferred: old.deferred}
-			c.upsert(k, next)
-		}
-		return nil
 	})
 	if err != nil {
 		return nil, err

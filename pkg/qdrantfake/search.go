@@ -310,21 +310,27 @@ func (ps *pointsService) Search(_ context.Context, req *qdrant.SearchPoints) (*q
 
 // SearchBatch answers several searches of one collection.
 func (ps *pointsService) SearchBatch(_ context.Context, req *qdrant.SearchBatchPoints) (*qdrant.SearchBatchResponse, error) {
-	ns := make([]nearest, len(req.GetSearchPoints()))
-	for i, sp := range req.GetSearchPoints() {
-		n, err := nearestOfSearch(sp)
+	r, err := batch(ps, req.GetCollectionName(), req.GetSearchPoints(), nearestOfSearch)
+	return &qdrant.SearchBatchResponse{Result: r}, err
+}
+
+// batch converts each request with conv and answers them all on the collection name.
+func batch[R any](ps *pointsService, name string, reqs []R, conv func(R) (nearest, error)) ([]*qdrant.BatchResult, error) {
+	ns := make([]nearest, len(reqs))
+	for i, r := range reqs {
+		n, err := conv(r)
 		if err != nil {
 			return nil, err
 		}
 		ns[i] = n
 	}
-	r, err := ps.searchAll(req.GetCollectionName(), ns)
+	res, err := ps.searchAll(name, ns)
 	if err != nil {
 		return nil, err
 	}
-	out := &qdrant.SearchBatchResponse{}
-	for _, res := range r {
-		out.Result = append(out.Result, &qdrant.BatchResult{Result: res})
+	out := make([]*qdrant.BatchResult, len(res))
+	for i, r := range res {
+		out[i] = &qdrant.BatchResult{Result: r}
 	}
 	return out, nil
 }
@@ -344,21 +350,6 @@ func (ps *pointsService) Query(_ context.Context, req *qdrant.QueryPoints) (*qdr
 
 // QueryBatch answers several nearest queries of one collection.
 func (ps *pointsService) QueryBatch(_ context.Context, req *qdrant.QueryBatchPoints) (*qdrant.QueryBatchResponse, error) {
-	ns := make([]nearest, len(req.GetQueryPoints()))
-	for i, qp := range req.GetQueryPoints() {
-		n, err := nearestOfQuery(qp)
-		if err != nil {
-			return nil, err
-		}
-		ns[i] = n
-	}
-	r, err := ps.searchAll(req.GetCollectionName(), ns)
-	if err != nil {
-		return nil, err
-	}
-	out := &qdrant.QueryBatchResponse{}
-	for _, res := range r {
-		out.Result = append(out.Result, &qdrant.BatchResult{Result: res})
-	}
-	return out, nil
+	r, err := batch(ps, req.GetCollectionName(), req.GetQueryPoints(), nearestOfQuery)
+	return &qdrant.QueryBatchResponse{Result: r}, err
 }

@@ -8,8 +8,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/qdrant/go-client/qdrant"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 )
@@ -75,33 +73,14 @@ func (st *Store) mentioning(ctx context.Context, l Locators, coll string, ids []
 		}
 	}
 	var out []mentioned
-	var offset *qdrant.PointId
-	for {
-		var pts []*qdrant.RetrievedPoint
-		var next *qdrant.PointId
-		err := st.retry(ctx, func() (err error) {
-			pts, next, err = st.client.ScrollAndOffset(ctx, &qdrant.ScrollPoints{
-				CollectionName: coll, Filter: &qdrant.Filter{Should: should}, Offset: offset,
-				Limit: qdrant.PtrOf(uint32(scrollPage)), WithPayload: qdrant.NewWithPayloadInclude(include...),
-			})
-			return err
-		})
-		if status.Code(err) == codes.NotFound {
-			return nil, nil
+	err := st.scrollAll(ctx, &qdrant.ScrollPoints{
+		CollectionName: coll, Filter: &qdrant.Filter{Should: should}, WithPayload: qdrant.NewWithPayloadInclude(include...),
+	}, func(p *qdrant.RetrievedPoint) {
+		if mentionsIn(p.GetPayload(), l.TextFields, ids) {
+			out = append(out, mentioned{id: p.GetId(), payload: p.GetPayload()})
 		}
-		if err != nil {
-			return nil, classify(err)
-		}
-		for _, p := range pts {
-			if mentionsIn(p.GetPayload(), l.TextFields, ids) {
-				out = append(out, mentioned{id: p.GetId(), payload: p.GetPayload()})
-			}
-		}
-		if next == nil || len(pts) == 0 {
-			return out, nil
-		}
-		offset = next
-	}
+	})
+	return out, err
 }
 
 // mentionsIn reports whether a text field of payload mentions one of ids.

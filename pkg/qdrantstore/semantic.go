@@ -140,36 +140,44 @@ func (st *Store) readVectors(ctx context.Context, l Locators, coll string, f *qd
 	}
 	var out []vector
 	seen := map[string]bool{} // identical vectors (duplicated chunks) are searched once
-	var offset *qdrant.PointId
+	err := st.scrollAll(ctx, &qdrant.ScrollPoints{
+		CollectionName: coll, Filter: f, WithPayload: qdrant.NewWithPayload(false), WithVectors: sel,
+	}, func(p *qdrant.RetrievedPoint) {
+		for _, v := range vectorsOf(p.GetVectors()) {
+			if k := v.key(); !seen[k] {
+				seen[k] = true
+				out = append(out, v)
+			}
+		}
+	})
+	return out, err
+}
+
+// scrollAll pages req (its Offset and Limit are set here) by next_page_offset to the end,
+// calling fn for every point. A missing collection holds no points. Errors are classified.
+func (st *Store) scrollAll(ctx context.Context, req *qdrant.ScrollPoints, fn func(*qdrant.RetrievedPoint)) error {
+	req.Limit = qdrant.PtrOf(uint32(scrollPage))
+	req.Offset = nil
 	for {
 		var pts []*qdrant.RetrievedPoint
 		var next *qdrant.PointId
 		err := st.retry(ctx, func() (err error) {
-			pts, next, err = st.client.ScrollAndOffset(ctx, &qdrant.ScrollPoints{
-				CollectionName: coll, Filter: f, Offset: offset, Limit: qdrant.PtrOf(uint32(scrollPage)),
-				WithPayload: qdrant.NewWithPayload(false), WithVectors: sel,
-			})
+			pts, next, err = st.client.ScrollAndOffset(ctx, req)
 			return err
 		})
 		if status.Code(err) == codes.NotFound {
-			return nil, nil
+			return nil
 		}
 		if err != nil {
-			return nil, classify(err)
+			return classify(err)
 		}
 		for _, p := range pts {
-			for _, v := range vectorsOf(p.GetVectors()) {
-				k := v.key()
-				if !seen[k] {
-					seen[k] = true
-					out = append(out, v)
-				}
-			}
+			fn(p)
 		}
 		if next == nil || len(pts) == 0 {
-			return out, nil
+			return nil
 		}
-		offset = next
+		req.Offset = next
 	}
 }
 

@@ -86,15 +86,7 @@ func (k *kb) add(payload map[string]any, vs map[string][]float32) string {
 
 func (k *kb) erase(inv inventory.Store, s deletion.Subject) (deletion.Result, []string) {
 	k.t.Helper()
-	ctx := context.Background()
-	res, err := k.store.Erase(ctx, inv, s)
-	if err != nil {
-		k.t.Fatal(err)
-	}
-	v, err := k.store.Verify(ctx, inv, s)
-	if err != nil {
-		k.t.Fatal(err)
-	}
+	res, v := k.eraseVerify(inv, s)
 	if v.Remaining != 0 {
 		k.t.Fatalf("remaining %d", v.Remaining)
 	}
