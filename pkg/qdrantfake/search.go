@@ -144,28 +144,49 @@ type nearest struct {
 	withVectors *qdrant.WithVectorsSelector
 }
 
-// filtered returns the visible points passing f, for one or more searches.
-func (c *collection) filtered(f *qdrant.Filter) ([]pointKey, error) {
+// eachFiltered calls fn for every visible point of c passing f, checking only f's index
+// candidates when there are any. Callers hold c.mu.
+func (c *collection) eachFiltered(f *qdrant.Filter, fn func(k pointKey, pt *point)) error {
 	pr, err := compile(f, c.indexOn)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if f == nil || isEmptyFilter(f) {
-		c.examined.Add(uint64(len(c.points)))
-		keys := make([]pointKey, 0, c.visible())
-		for k, pt := range c.points {
-			if !pt.deferred {
-				keys = append(keys, k)
+	if f != nil && !isEmptyFilter(f) {
+		if ids, ok := c.candidates(f); ok {
+			c.examined.Add(uint64(len(ids)))
+			for k := range ids {
+				if pt, ok := c.points[k]; ok && !pt.deferred && pr(&k, pt.payload) {
+					fn(k, pt)
+				}
 			}
+			return nil
 		}
-		return keys, nil
 	}
-	return c.matching(f, pr, false), nil
+	c.examined.Add(uint64(len(c.points)))
+	for k, pt := range c.points {
+		if !pt.deferred && pr(&k, pt.payload) {
+			fn(k, pt)
+		}
+	}
+	return nil
 }
 
-// search answers n on c over keys, the points passing n's filter. Callers hold c.mu for
-// reading.
-func (c *collection) search(n nearest, keys []pointKey) ([]*qdrant.ScoredPoint, error) {
+type hit struct {
+	k pointKey
+	s float32
+}
+
+// scorer collects the hits of one nearest request.
+type scorer struct {
+	n     nearest
+	dist  qdrant.Distance
+	q     []float32
+	large bool
+	hits  []hit
+}
+
+// scorerFor checks n against c's vector parameters and prepares its query vector.
+func (c *collection) scorerFor(n nearest) (*scorer, error) {
 	p, err := vectorParams(c.params, n.using)
 	if err != nil {
 		return nil, err
@@ -174,45 +195,47 @@ func (c *collection) search(n nearest, keys []pointKey) ([]*qdrant.ScoredPoint, 
 		return nil, status.Errorf(codes.InvalidArgument, "Wrong input: Vector dimension error: expected dim: %d, got %d", size, len(n.vector))
 	}
 	dist := p.GetDistance()
-	q := preprocess(dist, n.vector)
-	type hit struct {
-		k pointKey
-		s float32
+	return &scorer{n: n, dist: dist, q: preprocess(dist, n.vector), large: largeBetter(dist)}, nil
+}
+
+// add scores pt, keeping it when it passes the threshold.
+func (s *scorer) add(k pointKey, pt *point) {
+	a := storedVector(pt.vectors, s.n.using)
+	if len(a) != len(s.q) {
+		return
 	}
-	large := largeBetter(dist)
-	var hits []hit
-	for _, k := range keys {
-		a := storedVector(c.points[k].vectors, n.using)
-		if len(a) != len(q) {
-			continue
-		}
-		s := score(dist, q, a)
-		if t := n.threshold; t != nil && (large && !(s > *t) || !large && !(s < *t)) {
-			continue
-		}
-		hits = append(hits, hit{k, s})
+	sc := score(s.dist, s.q, a)
+	if t := s.n.threshold; t != nil && (s.large && !(sc > *t) || !s.large && !(sc < *t)) {
+		return
 	}
+	s.hits = append(s.hits, hit{k, sc})
+}
+
+// result orders the hits best first, applies offset and limit and renders them.
+// Callers hold c.mu.
+func (c *collection) result(s *scorer) ([]*qdrant.ScoredPoint, error) {
+	hits := s.hits
 	sort.Slice(hits, func(i, j int) bool {
-		if large {
+		if s.large {
 			return hits[i].s > hits[j].s
 		}
 		return hits[i].s < hits[j].s
 	})
-	if n.offset >= len(hits) {
+	if s.n.offset >= len(hits) {
 		return []*qdrant.ScoredPoint{}, nil
 	}
-	hits = hits[n.offset:]
-	if len(hits) > n.limit {
-		hits = hits[:n.limit]
+	hits = hits[s.n.offset:]
+	if len(hits) > s.n.limit {
+		hits = hits[:s.n.limit]
 	}
 	out := make([]*qdrant.ScoredPoint, 0, len(hits))
 	for _, h := range hits {
 		pt := c.points[h.k]
-		payload, err := selectPayload(n.withPayload, false, pt.payload)
+		payload, err := selectPayload(s.n.withPayload, false, pt.payload)
 		if err != nil {
 			return nil, err
 		}
-		vec, err := selectVectors(n.withVectors, pt.vectors)
+		vec, err := selectVectors(s.n.withVectors, pt.vectors)
 		if err != nil {
 			return nil, err
 		}
@@ -273,22 +296,35 @@ func (ps *pointsService) searchAll(name string, reqs []nearest) ([][]*qdrant.Sco
 	}
 	out := make([][]*qdrant.ScoredPoint, len(reqs))
 	err := ps.s.read(name, func(c *collection) error {
-		// Searches of a batch that share a filter share its evaluation.
-		var lastF *qdrant.Filter
-		var keys []pointKey
-		for i, n := range reqs {
-			if i == 0 || !proto.Equal(n.filter, lastF) {
-				var err error
-				if keys, err = c.filtered(n.filter); err != nil {
+		// Consecutive searches that share a filter are answered in one pass over the
+		// points that pass it.
+		for i := 0; i < len(reqs); {
+			j := i + 1
+			for j < len(reqs) && proto.Equal(reqs[j].filter, reqs[i].filter) {
+				j++
+			}
+			group := make([]*scorer, 0, j-i)
+			for _, n := range reqs[i:j] {
+				s, err := c.scorerFor(n)
+				if err != nil {
 					return err
 				}
-				lastF = n.filter
+				group = append(group, s)
 			}
-			r, err := c.search(n, keys)
+			err := c.eachFiltered(reqs[i].filter, func(k pointKey, pt *point) {
+				for _, s := range group {
+					s.add(k, pt)
+				}
+			})
 			if err != nil {
 				return err
 			}
-			out[i] = r
+			for g, s := range group {
+				if out[i+g], err = c.result(s); err != nil {
+					return err
+				}
+			}
+			i = j
 		}
 		return nil
 	})
