@@ -32,7 +32,11 @@ type Locators struct {
 	// verification, "erase" deletes it too, "off" skips the search. Similarity is the
 	// score a cosine or dot match must exceed (default DefaultSimilarity); MaxDistance the
 	// distance a euclid or manhattan match must stay under (unset: those vectors are not
-	// searched). SimilarLimit is the page size of one search (default DefaultSimilarLimit).
+	// searched). SimilarLimit bounds the points one search returns (default
+	// DefaultSimilarLimit; a search that returns that many is reported as truncated).
+	// "erase" deletes every point that close to one of the subject's, whoever else it may
+	// name (a chunk shared by many customers, such as a stock answer, goes too): choose it
+	// only where chunks are per subject, with a high similarity.
 	Vectors      []string `yaml:"vectors"`
 	Similar      string   `yaml:"similar"`
 	Similarity   *float64 `yaml:"similarity"`
