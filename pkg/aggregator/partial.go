@@ -9,7 +9,8 @@ import (
 
 // shredUnlessHeld shreds the request's identifiers key unless a store of the request is
 // still EXEMPT under a legal hold: releasing the hold re-drives that store, which needs the
-// identifiers. Once every held store has reported again, the key is shredded.
+// identifiers. Once every held store has reported again, the key is shredded (unless the
+// receipt retains it for re-verification sweeps).
 func (a *Aggregator) shredUnlessHeld(ctx context.Context, requestID string) error {
 	if a.Sealer == nil {
 		return nil
@@ -23,5 +24,5 @@ func (a *Aggregator) shredUnlessHeld(ctx context.Context, requestID string) erro
 			return nil
 		}
 	}
-	return a.shred(ctx, requestID)
+	return a.shredUnlessRetained(ctx, requestID)
 }
