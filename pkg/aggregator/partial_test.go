@@ -11,6 +11,7 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/envelope"
 	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/testenv"
 )
 
 func testSealer(t *testing.T) *envelope.Sealer {
@@ -95,4 +96,39 @@ func TestPartialReceiptSurvivesRestarts(t *testing.T) {
 		t.Errorf("identifiers key after the held store reported: %v, want shredded", err)
 	}
 	checkReceipts(t, e, "acme", []string{"er_held"})
+}
+
+// A pass after a PARTIAL receipt (a sweep) exempts the held stores again: it never erases
+// what a hold keeps.
+func TestSweepKeepsHeldStoresExempt(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	req := request("er_sweep_held", "acme", 1)
+	reports := success("er_sweep_held", "acme", 1)
+	reports[1] = done("er_sweep_held", "acme", "redis", event.StatusExempt, 1)
+	reports[1].Verification.Method = "legal hold: GDPR Art. 17(3)(e) (hold hold_9)"
+	e.handle(t, append([]*kgo.Record{reqRec(t, req)}, doneRecs(t, reports...)...)...)
+	stored, err := e.store.GetRequest(ctx, "er_sweep_held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.agg.Redrive(ctx, stored, event.PurposeSweep, "sweep-1", nil); err != nil {
+		t.Fatal(err)
+	}
+	var sweep *event.Requested
+	for _, r := range testenv.ReadTopic(t, e.addrs, event.TopicRequested) {
+		var ev event.Requested
+		if err := event.Request.Decode(r.Value, &ev); err != nil {
+			t.Fatal(err)
+		}
+		if ev.Purpose == event.PurposeSweep {
+			sweep = &ev
+		}
+	}
+	if sweep == nil {
+		t.Fatal("no sweep published")
+	}
+	if ex, held := sweep.ExemptionOf("redis"); !held || ex.HoldID != "hold_9" || ex.LegalBasis != "GDPR Art. 17(3)(e)" || len(sweep.Exempt) != 1 {
+		t.Errorf("sweep exemptions %+v", sweep.Exempt)
+	}
 }

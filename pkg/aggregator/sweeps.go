@@ -188,6 +188,9 @@ func (a *Aggregator) sweep(ctx context.Context, t auditlog.Task) error {
 // as for the erasure; the aggregator records their reports as addenda.
 func (a *Aggregator) Redrive(ctx context.Context, req auditlog.Request, purpose, pass string, only []string) error {
 	ev := RedriveEvent(req, purpose, pass, only)
+	if err := a.keepHeld(ctx, &ev); err != nil {
+		return err
+	}
 	b, err := event.Request.Encode(&ev)
 	if err != nil {
 		return fmt.Errorf("aggregator: encode re-drive: %w", err)
