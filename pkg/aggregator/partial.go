@@ -3,7 +3,6 @@ package aggregator
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/lethe-erasure/lethe/pkg/event"
 )
@@ -26,25 +25,4 @@ func (a *Aggregator) shredUnlessHeld(ctx context.Context, requestID string) erro
 		}
 	}
 	return a.shredUnlessRetained(ctx, requestID)
-}
-
-// keepHeld marks the stores of ev that reported EXEMPT under a legal hold exempt again,
-// so that a pass after the receipt (a sweep, a re-apply) never erases what a hold keeps.
-func (a *Aggregator) keepHeld(ctx context.Context, ev *event.Requested) error {
-	reports, err := a.Store.Reports(ctx, ev.RequestID)
-	if err != nil {
-		return fmt.Errorf("aggregator: load reports: %w", err)
-	}
-	for _, d := range reports {
-		if d.Status != event.StatusExempt {
-			continue
-		}
-		basis, hold := d.Verification.Method, ""
-		if i := strings.LastIndex(basis, " (hold "); i >= 0 {
-			basis, hold = basis[:i], strings.TrimSuffix(basis[i+len(" (hold "):], ")")
-		}
-		basis = strings.TrimPrefix(basis, "legal hold: ")
-		ev.Exempt = append(ev.Exempt, event.Exemption{Store: d.Store, HoldID: hold, LegalBasis: basis})
-	}
-	return nil
 }

@@ -2,7 +2,6 @@ package aggregator_test
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"strings"
 	"testing"
@@ -13,22 +12,6 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/testenv"
 )
-
-func testSealer(t *testing.T) *envelope.Sealer {
-	t.Helper()
-	k := make([]byte, 32)
-	rand.Read(k)
-	kek, err := envelope.NewKEK("k1", map[string][]byte{"k1": k})
-	if err != nil {
-		t.Fatal(err)
-	}
-	keys, err := envelope.NewDirKeyStore(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { keys.Close() })
-	return &envelope.Sealer{KEK: kek, Keys: keys}
-}
 
 // A dry run's counts never make a receipt, however complete; the confirmed erasure (a
 // higher attempt) replaces them and is receipted.
@@ -59,7 +42,7 @@ func TestDryRunIssuesNoReceipt(t *testing.T) {
 // shredded and the receipt stays the one receipt of the request.
 func TestPartialReceiptSurvivesRestarts(t *testing.T) {
 	e := setup(t)
-	e.agg.Sealer = testSealer(t)
+	e.agg.Sealer = testenv.Sealer(t)
 	ctx := context.Background()
 	req := request("er_held", "acme", 1)
 	req.Exempt = []event.Exemption{{Store: "redis", HoldID: "hold_1", LegalBasis: "GDPR Art. 17(3)(e)"}}
@@ -104,6 +87,7 @@ func TestSweepKeepsHeldStoresExempt(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
 	req := request("er_sweep_held", "acme", 1)
+	req.Exempt = []event.Exemption{{Store: "redis", HoldID: "hold_9", LegalBasis: "GDPR Art. 17(3)(e)"}}
 	reports := success("er_sweep_held", "acme", 1)
 	reports[1] = done("er_sweep_held", "acme", "redis", event.StatusExempt, 1)
 	reports[1].Verification.Method = "legal hold: GDPR Art. 17(3)(e) (hold hold_9)"

@@ -188,9 +188,6 @@ func (a *Aggregator) sweep(ctx context.Context, t auditlog.Task) error {
 // as for the erasure; the aggregator records their reports as addenda.
 func (a *Aggregator) Redrive(ctx context.Context, req auditlog.Request, purpose, pass string, only []string) error {
 	ev := RedriveEvent(req, purpose, pass, only)
-	if err := a.keepHeld(ctx, &ev); err != nil {
-		return err
-	}
 	b, err := event.Request.Encode(&ev)
 	if err != nil {
 		return fmt.Errorf("aggregator: encode re-drive: %w", err)
@@ -213,6 +210,7 @@ func RedriveEvent(req auditlog.Request, purpose, pass string, only []string) eve
 		InventoryVersion: req.InventoryVersion, ExpectedStores: req.ExpectedStores,
 		OnlyStores: append([]string{}, only...), Attempt: req.Attempt, Purpose: purpose, Pass: pass,
 		SessionHashes: append([]string{}, req.SessionHashes...),
+		Exempt:        append([]event.Exemption{}, req.Exempt...), // a pass never erases what a hold keeps
 	}
 }
 

@@ -16,15 +16,9 @@ var _ deletion.Counter = (*Store)(nil)
 // reading as Verify reads and rewriting nothing. Objects it cannot read are not counted.
 func (s *Store) Count(ctx context.Context, st inventory.Store, subj deletion.Subject) (deletion.Result, error) {
 	var res deletion.Result
-	locs, err := s.locations(st, subj)
+	locs, m, err := s.targets(st, subj)
 	if err != nil {
 		return res, err
-	}
-	var m *matcher
-	if !subj.TenantScope() {
-		if m, err = matcherFor(st, subj); err != nil {
-			return res, err
-		}
 	}
 	for _, l := range locs {
 		c, err := remaining(ctx, l, m)
@@ -34,4 +28,20 @@ func (s *Store) Count(ctx context.Context, st inventory.Store, subj deletion.Sub
 		res.Locations = append(res.Locations, event.LocationCount{Location: l.name, Deleted: c.current})
 	}
 	return res, nil
+}
+
+// targets are the locations of st for subj and, for a subject-scope subj, its row matcher
+// (nil for a tenant).
+func (s *Store) targets(st inventory.Store, subj deletion.Subject) ([]location, *matcher, error) {
+	locs, err := s.locations(st, subj)
+	if err != nil {
+		return nil, nil, err
+	}
+	var m *matcher
+	if !subj.TenantScope() {
+		if m, err = matcherFor(st, subj); err != nil {
+			return nil, nil, err
+		}
+	}
+	return locs, m, nil
 }

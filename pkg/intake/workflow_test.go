@@ -2,7 +2,6 @@ package intake_test
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"net/http"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/envelope"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/intake"
+	"github.com/lethe-erasure/lethe/pkg/testenv"
 	"github.com/lethe-erasure/lethe/pkg/workflow"
 )
 
@@ -41,7 +41,7 @@ func gated(t *testing.T, windows intake.Windows) (*env, string) {
 	e.svc.Auth = a
 	path := filepath.Join(t.TempDir(), "workflow.json")
 	e.svc.Workflow = openWorkflow(t, path)
-	e.svc.Sealer = sealer(t)
+	e.svc.Sealer = testenv.Sealer(t)
 	e.svc.Windows = windows
 	e.svc.RequireApproval = true
 	return e, path
@@ -54,22 +54,6 @@ func openWorkflow(t *testing.T, path string) *workflow.FileStore {
 		t.Fatal(err)
 	}
 	return w
-}
-
-func sealer(t *testing.T) *envelope.Sealer {
-	t.Helper()
-	k := make([]byte, 32)
-	rand.Read(k)
-	kek, err := envelope.NewKEK("k1", map[string][]byte{"k1": k})
-	if err != nil {
-		t.Fatal(err)
-	}
-	keys, err := envelope.NewDirKeyStore(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { keys.Close() })
-	return &envelope.Sealer{KEK: kek, Keys: keys}
 }
 
 func (e *env) status(t *testing.T, id, token string) intake.Status {
