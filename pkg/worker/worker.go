@@ -220,7 +220,7 @@ func (w *Worker) erase(ctx context.Context, req *event.Requested, st inventory.S
 }
 
 // verificationError says why v does not prove the store clean, naming what went unexamined
-// (masked: item names come from the store).
+// and where mentions were left (masked: item names come from the store).
 func verificationError(v event.Verification) string {
 	msg := fmt.Sprintf("verification found %d items remaining", v.Remaining)
 	if v.Mentions != 0 {
@@ -228,6 +228,8 @@ func verificationError(v event.Verification) string {
 	}
 	if v.Unexamined != 0 {
 		msg += fmt.Sprintf(", %d unexamined", v.Unexamined)
+	}
+	if v.Unexamined != 0 || v.Mentions != 0 {
 		if len(v.UnexaminedItems) > 0 {
 			const show = 5
 			items := v.UnexaminedItems[:min(show, len(v.UnexaminedItems))]
