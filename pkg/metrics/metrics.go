@@ -34,6 +34,23 @@ type Metrics struct {
 	Overdue         *prometheus.GaugeVec     // lethe_overdue_requests{tenant}
 	SLAThreshold    *prometheus.CounterVec   // lethe_sla_threshold_total{threshold,window}
 	MissingDataKeys prometheus.Counter       // lethe_missing_data_keys_total
+	// InventoryUncovered is lethe_inventory_uncovered_locations{kind}: the locations the last
+	// discovery run found holding subject-shaped data outside the inventory.
+	InventoryUncovered *prometheus.GaugeVec
+	DiscoveryLastRun   *prometheus.GaugeVec // lethe_inventory_discovery_last_run_timestamp_seconds{kind}
+
+	routes []route
+}
+
+type route struct {
+	pattern string
+	h       http.Handler
+}
+
+// Handle adds a route that Handler serves beside its own (a service's admin endpoint, such
+// as GET /discovery). Call it before Handler or Serve.
+func (m *Metrics) Handle(pattern string, h http.Handler) {
+	m.routes = append(m.routes, route{pattern, h})
 }
 
 // Rejection reasons of lethe_intake_rejected_total.
@@ -69,8 +86,13 @@ func New() *Metrics {
 	m.SLAThreshold = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lethe_sla_threshold_total", Help: "Open requests that crossed 50, 80 or 100 percent of their legal window or internal target."}, []string{"threshold", "window"})
 	m.MissingDataKeys = prometheus.NewCounter(prometheus.CounterOpts{Name: "lethe_missing_data_keys_total",
 		Help: "Requests whose data key the key store holds neither as a key nor as a tombstone: a misconfigured key store or a lost key."})
+	m.InventoryUncovered = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lethe_inventory_uncovered_locations",
+		Help: "Locations holding subject-shaped data that no inventory store covers, by kind, at the last discovery run."}, []string{"kind"})
+	m.DiscoveryLastRun = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lethe_inventory_discovery_last_run_timestamp_seconds",
+		Help: "When inventory discovery last ran, by kind."}, []string{"kind"})
 	for _, c := range []prometheus.Collector{m.Requests, m.Rejected, m.StoreOutcomes, m.StoreDuration, m.StoreRetries, m.ConsumerRetries,
-		m.DLQRecords, m.ConsumerLag, m.Receipts, m.ErasureDuration, m.Overdue, m.SLAThreshold, m.MissingDataKeys} {
+		m.DLQRecords, m.ConsumerLag, m.Receipts, m.ErasureDuration, m.Overdue, m.SLAThreshold, m.MissingDataKeys,
+		m.InventoryUncovered, m.DiscoveryLastRun} {
 		f(c)
 	}
 	return m
@@ -92,10 +114,14 @@ type Check struct {
 	Fn   func(ctx context.Context) error
 }
 
-// Handler serves GET /metrics, GET /healthz (the process is alive) and GET /readyz (every
+// Handler serves the routes added with Handle, GET /metrics, GET /healthz (the process is
+// alive) and GET /readyz (every
 // check passes within 2 s; 503 with the failing checks otherwise).
 func (m *Metrics) Handler(checks ...Check) http.Handler {
 	mux := http.NewServeMux()
+	for _, r := range m.routes {
+		mux.Handle(r.pattern, r.h)
+	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
