@@ -99,7 +99,7 @@ var commands []*command
 
 func init() {
 	commands = []*command{submitCmd, statusCmd, listCmd, receiptCmd, retryCmd,
-		dlqListCmd, dlqReplayCmd, auditReplayCmd, auditVerifyChainCmd, inventoryValidateCmd, topicsApplyCmd}
+		dlqListCmd, dlqReplayCmd, auditReplayCmd, auditVerifyChainCmd, inventoryValidateCmd, inventoryDiscoverCmd, topicsApplyCmd}
 	commands = append(commands, suppressionCheckCmd, suppressionLiftCmd)
 	groups["suppression"] = "the suppression list that ingestion checks"
 }
@@ -108,7 +108,7 @@ func init() {
 var groups = map[string]string{
 	"dlq":       "dead-letter topics",
 	"audit":     "audit trail checks",
-	"inventory": "inventory files",
+	"inventory": "inventory files and discovery",
 	"topics":    "Kafka topic provisioning",
 }
 

@@ -8,11 +8,13 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"io/fs"
 	"regexp"
 	"slices"
 	"sort"
 	"strings"
 
+	"github.com/aws/smithy-go"
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/lethe-erasure/lethe/pkg/deletion"
@@ -27,8 +29,9 @@ const maxDiscoverObjects = 10000
 // errEnough stops a listing.
 var errEnough = errors.New("enough objects listed")
 
-// Discover lists the buckets the inventory's s3:// prefixes name and the dataset directory
-// (at most 10,000 objects each), and reports the datasets outside every prefix of every
+// Discover lists the buckets the inventory's s3:// prefixes name (a bucket per tenant for
+// each known tenant, a missing one skipped) and the dataset directory (at most 10,000
+// objects each), and reports the datasets outside every prefix of every
 // dataset store of inv ({tenant} and {subject_hash} match any one path part) whose sampled
 // rows (opts.Sample of them) have identity-like columns or fields, or values of a pii
 // pattern. A dataset is an object of a known extension or whose content is one (CSV, TSV,
@@ -47,8 +50,10 @@ func (s *Store) Discover(ctx context.Context, inv *inventory.Inventory, opts del
 		}
 		for _, p := range l.Prefixes {
 			covers = append(covers, coverRE(p))
-			if r, _, err := s.rootOf(p); err == nil {
-				roots[r] = true
+			for _, q := range bucketsOf(p, opts.Tenants) {
+				if r, _, err := s.rootOf(q); err == nil {
+					roots[r] = true
+				}
 			}
 		}
 	}
@@ -73,7 +78,13 @@ func (s *Store) Discover(ctx context.Context, inv *inventory.Inventory, opts del
 			keys = append(keys, key)
 			return nil
 		})
-		if err != nil && !errors.Is(err, errEnough) {
+		var api smithy.APIError
+		switch {
+		case errors.As(err, &api) && api.ErrorCode() == "NoSuchBucket":
+			continue // a tenant's bucket not created yet
+		case errors.Is(err, fs.ErrNotExist):
+			continue // no dataset directory yet: nothing outside the inventory there
+		case err != nil && !errors.Is(err, errEnough):
 			return nil, err
 		}
 		sort.Strings(keys)
@@ -120,6 +131,27 @@ func mapKeys(m map[string]bool) func(func(string) bool) {
 			}
 		}
 	}
+}
+
+// bucketsOf returns the prefix p with its bucket name filled in for each known tenant
+// when the bucket name is a template (a bucket per tenant), else p itself. A bucket named
+// by a subject hash cannot be enumerated and gives none.
+func bucketsOf(p string, tenants []string) []string {
+	rest, ok := strings.CutPrefix(p, "s3://")
+	if !ok {
+		return []string{p}
+	}
+	bucket, _, _ := strings.Cut(rest, "/")
+	if !strings.Contains(bucket, "{") {
+		return []string{p}
+	}
+	var out []string
+	for _, t := range tenants {
+		if b := inventory.Expand(bucket, inventory.Vars{Tenant: t}, nil); !strings.Contains(b, "{") {
+			out = append(out, "s3://"+b+"/")
+		}
+	}
+	return out
 }
 
 // rootOf returns the root a prefix lives in ("s3://bucket/" or "file://") and its bucket.

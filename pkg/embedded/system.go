@@ -20,6 +20,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/consumer"
 	"github.com/lethe-erasure/lethe/pkg/datasetstore"
 	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/discovery"
 	"github.com/lethe-erasure/lethe/pkg/envelope"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/intake"
@@ -48,6 +49,9 @@ type Options struct {
 	// Deleters run beside the built-in ones (qdrant, redis, dataset, audit_log), for kinds
 	// those do not serve. Each is given the system's stack only through its Store.
 	Deleters []Deleter
+	// Discovery configures the inventory discovery of every deleter whose store discovers
+	// (served on the intake address as GET and POST /discovery); zero: on request only.
+	Discovery discovery.Options
 }
 
 // Deleter is one deleter service run in process: its name (its consumer group is
@@ -64,10 +68,11 @@ type System struct {
 	Key       subject.Key
 	Intake    *intake.Service
 	Stores    map[string]deletion.Store // by inventory kind
-	BaseURL   string                    // of the intake HTTP API, which also serves /metrics and /readyz
+	BaseURL   string                    // of the intake HTTP API, which also serves /metrics, /readyz and /discovery
 	DataDir   string
 	Metrics   *metrics.Metrics
 	Sealer    *envelope.Sealer
+	Discovery discovery.Set // one runner per kind whose store discovers
 
 	cancel  context.CancelFunc
 	group   *errgroup.Group
@@ -140,6 +145,11 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 			Handler: (&aggregator.Aggregator{Store: st.Audit, Producer: prod, Log: log.With(zap.String("service", "aggregator")), Metrics: m, Sealer: sys.Sealer, Inventory: sys.Inventory}).Handle},
 	}
 	for _, d := range deleters {
+		if r := discovery.For(d.Kind, d.Store, sys.Inventory, o.Discovery, m, log.With(zap.String("service", d.Name))); r != nil {
+			sys.Discovery = append(sys.Discovery, r)
+		}
+	}
+	for _, d := range deleters {
 		w := &worker.Worker{
 			Inventory: sys.Inventory,
 			Stores:    map[string]deletion.Store{d.Kind: d.Store},
@@ -147,6 +157,7 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 			Log:       log.With(zap.String("service", d.Name)),
 			Metrics:   m,
 			Sealer:    sys.Sealer,
+			Discovery: sys.Discovery,
 		}
 		for range max(o.Instances, 1) {
 			groups = append(groups, service.Group{Name: "lethe-" + d.Name, Topics: []string{event.TopicRequested}, Handler: w.Handle})
@@ -160,6 +171,7 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 	sys.BaseURL = "http://" + l.Addr().String()
 	mux := http.NewServeMux()
 	mux.Handle("/", sys.Intake.Handler())
+	mux.Handle("/discovery", sys.Discovery.Handler())
 	health := m.Handler(metrics.Check{Name: "kafka", Fn: prod.Ping},
 		metrics.Check{Name: "redis", Fn: func(ctx context.Context) error { return st.Redis.Ping(ctx).Err() }},
 		metrics.Check{Name: "qdrant", Fn: func(ctx context.Context) error { _, err := st.Qdrant.HealthCheck(ctx); return err }},
@@ -180,6 +192,7 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 	}
 	watchdog := &aggregator.Watchdog{Store: st.Audit, Producer: prod, Interval: 5 * time.Second, Log: log.With(zap.String("service", "aggregator")), Metrics: m}
 	g.Go(func() error { return watchdog.Run(gctx) })
+	g.Go(func() error { return sys.Discovery.Run(gctx) })
 	g.Go(func() error {
 		if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
 			return err
