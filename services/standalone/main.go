@@ -27,6 +27,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/lethe-erasure/lethe/pkg/auth"
+	"github.com/lethe-erasure/lethe/pkg/discovery"
 	"github.com/lethe-erasure/lethe/pkg/embedded"
 	"github.com/lethe-erasure/lethe/pkg/envelope"
 	"github.com/lethe-erasure/lethe/pkg/intake"
@@ -122,6 +123,15 @@ func start(ctx context.Context, o options, stderr io.Writer) (*app, error) {
 		if inv, err = inventory.Load(f); err != nil {
 			return nil, err
 		}
+	} else if o.demo || o.seed {
+		inv = demoInventory(inv)
+	}
+	dopts, err := discovery.FromEnv()
+	if err != nil {
+		return nil, err
+	}
+	if o.demo || o.seed {
+		dopts.Tenants = append(dopts.Tenants, demoTenant)
 	}
 	policy, err := intake.PolicyFromEnv()
 	if err != nil {
@@ -142,7 +152,7 @@ func start(ctx context.Context, o options, stderr io.Writer) (*app, error) {
 		}
 	}
 	sys, err := embedded.Start(ctx, embedded.Options{Key: key, DataDir: o.dataDir, HTTPAddr: o.httpAddr, Inventory: inv, Policy: policy, Log: log,
-		Auth: authn, Limiter: limiter, KEK: kek})
+		Auth: authn, Limiter: limiter, KEK: kek, Discovery: dopts})
 	if err != nil {
 		return nil, err
 	}
