@@ -16,6 +16,8 @@ var requiredAlerts = map[string]string{
 	"LetheConsumerLagHigh":    "lethe_consumer_lag",
 	"LetheNoReceipts":         "lethe_receipts_total",
 	"LetheMissingDataKeys":    "lethe_missing_data_keys_total",
+	"LetheErasureReappeared":  "lethe_reappeared_total",
+	"LetheReverifyFailed":     "lethe_addenda_total",
 	"LetheInventoryUncovered": "lethe_inventory_uncovered_locations",
 }
 
