@@ -247,7 +247,8 @@ func sampleDataset(ctx context.Context, b Bucket, key string, opts deletion.Disc
 			line, err := br.ReadBytes('\n')
 			var doc any
 			if json.Unmarshal(line, &doc) == nil {
-				fields, values = walkDoc(doc, "", fields, values)
+				f, v := deletion.Walk(doc)
+				fields, values = append(fields, f...), append(values, v...)
 			}
 			if err != nil {
 				break
@@ -261,7 +262,8 @@ func sampleDataset(ctx context.Context, b Bucket, key string, opts deletion.Disc
 				if dec.Decode(&doc) != nil {
 					break
 				}
-				fields, values = walkDoc(doc, "", fields, values)
+				f, v := deletion.Walk(doc)
+				fields, values = append(fields, f...), append(values, v...)
 			}
 		}
 	case formatParquet:
@@ -306,28 +308,4 @@ func sampleDataset(ctx context.Context, b Bucket, key string, opts deletion.Disc
 		out = append(out, "values match personal-data patterns")
 	}
 	return out, nil
-}
-
-// walkDoc collects the field paths and string values of a decoded JSON document.
-func walkDoc(v any, at string, fields, values []string) ([]string, []string) {
-	switch t := v.(type) {
-	case map[string]any:
-		for k, e := range t {
-			p := k
-			if at != "" {
-				p = at + "." + k
-			}
-			if !slices.Contains(fields, p) {
-				fields = append(fields, p)
-			}
-			fields, values = walkDoc(e, p, fields, values)
-		}
-	case []any:
-		for _, e := range t {
-			fields, values = walkDoc(e, at, fields, values)
-		}
-	case string:
-		values = append(values, t)
-	}
-	return fields, values
 }

@@ -218,6 +218,32 @@ type scanner struct {
 	ms     *mentionScan
 }
 
+// rowAction is what the policy does with one row.
+type rowAction int
+
+const (
+	rowKeep   rowAction = iota // no mention, or only counting
+	rowDrop                    // MentionsErase
+	rowRedact                  // MentionsRedact
+)
+
+// decide counts a row that does (found) or does not mention the subject and says what the
+// policy does with it: a counted row is left, a handled one dropped or redacted.
+func (s *scanner) decide(found bool) rowAction {
+	switch {
+	case !found:
+		return rowKeep
+	case !s.write:
+		s.ms.left++
+		return rowKeep
+	}
+	s.ms.handled++
+	if s.policy == MentionsErase {
+		return rowDrop
+	}
+	return rowRedact
+}
+
 // jsonStrings walks every string literal of the JSON value raw (valid JSON) outside the
 // matcher's named columns, reporting the field path of each mention to note, and returns
 // raw with each mention redacted when redact is set (every other byte kept) and whether a
@@ -313,18 +339,13 @@ func marshalString(v string) ([]byte, error) {
 // (nil: drop the row).
 func (s *scanner) jsonRow(raw []byte) []byte {
 	_, found := s.jsonStrings(raw, false, s.ms.field)
-	switch {
-	case !found:
+	switch s.decide(found) {
+	case rowKeep:
 		return raw
-	case !s.write:
-		s.ms.left++
-		return raw
-	case s.policy == MentionsErase:
-		s.ms.handled++
+	case rowDrop:
 		return nil
 	}
 	out, _ := s.jsonStrings(raw, true, func(string) {})
-	s.ms.handled++
 	if _, still := s.jsonStrings(out, false, func(string) {}); still {
 		s.ms.left++
 	}

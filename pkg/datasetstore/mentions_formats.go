@@ -12,7 +12,6 @@ import (
 	"strings"
 
 	"github.com/parquet-go/parquet-go"
-	pqformat "github.com/parquet-go/parquet-go/format"
 )
 
 // csv applies the policy to a CSV or TSV dataset, copying the header, the rows without a
@@ -97,17 +96,12 @@ func (s *scanner) csvRow(raw []byte, fields, header []string, comma rune, named 
 			}
 		}
 	}
-	switch {
-	case !found:
+	switch s.decide(found) {
+	case rowKeep:
 		return raw
-	case !s.write:
-		s.ms.left++
-		return raw
-	case s.policy == MentionsErase:
-		s.ms.handled++
+	case rowDrop:
 		return nil
 	}
-	s.ms.handled++
 	if edited := []byte(s.f.redact(string(raw))); slices.Equal(parseCSVRecord(edited, comma), red) {
 		return edited
 	}
@@ -260,16 +254,7 @@ func (s *scanner) parquet(r io.Reader, w io.Writer) error {
 	}
 	var pw *parquet.Writer
 	if s.write {
-		md := f.Metadata()
-		codec := pqformat.Uncompressed
-		if len(md.RowGroups) > 0 && len(md.RowGroups[0].Columns) > 0 {
-			codec = md.RowGroups[0].Columns[0].MetaData.Codec
-		}
-		opts := []parquet.WriterOption{schema, parquet.Compression(parquet.LookupCompressionCodec(codec))}
-		for _, kv := range md.KeyValueMetadata {
-			opts = append(opts, parquet.KeyValueMetadata(kv.Key, kv.Value))
-		}
-		pw = parquet.NewWriter(w, opts...)
+		pw = parquetWriter(f, w)
 	}
 	buf := make([]parquet.Row, 256)
 	for g, rg := range f.RowGroups() {
@@ -325,17 +310,12 @@ func (s *scanner) parquetRow(row parquet.Row, names []string, subj, sess map[int
 			row[i] = parquet.ByteArrayValue([]byte(red)).Level(v.RepetitionLevel(), v.DefinitionLevel(), v.Column())
 		}
 	}
-	switch {
-	case !found:
+	switch s.decide(found) {
+	case rowKeep:
 		return true
-	case !s.write:
-		s.ms.left++
-		return true
-	case s.policy == MentionsErase:
-		s.ms.handled++
+	case rowDrop:
 		return false
 	}
-	s.ms.handled++
 	for _, v := range row {
 		if !subj[v.Column()] && !sess[v.Column()] && !v.IsNull() && v.Kind() == parquet.FixedLenByteArray && s.f.in(string(v.ByteArray())) {
 			s.ms.left++ // a fixed-length value cannot take the token

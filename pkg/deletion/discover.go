@@ -81,3 +81,31 @@ func normField(s string) string {
 // PersonalValue reports whether a sampled value holds personal data by the patterns of
 // package pii (an email address, a phone or card number, ...). The value is never kept.
 func PersonalValue(v string) bool { return pii.Contains(v) }
+
+// Walk collects the field paths (dotted: metadata.customer_id) and the string values of a
+// decoded JSON document (as encoding/json decodes into any), for sampling: arrays are
+// transparent, their elements have the path of the array.
+func Walk(doc any) (fields, values []string) {
+	var walk func(v any, at string)
+	walk = func(v any, at string) {
+		switch t := v.(type) {
+		case map[string]any:
+			for k, e := range t {
+				p := k
+				if at != "" {
+					p = at + "." + k
+				}
+				fields = append(fields, p)
+				walk(e, p)
+			}
+		case []any:
+			for _, e := range t {
+				walk(e, at)
+			}
+		case string:
+			values = append(values, t)
+		}
+	}
+	walk(doc, "")
+	return fields, values
+}

@@ -195,7 +195,7 @@ func valueReasons(ctx context.Context, node redis.Cmdable, key string, opts dele
 		}
 		var doc any
 		if json.Unmarshal([]byte(v), &doc) == nil {
-			fields, values = walkJSON(doc, "", fields, values)
+			fields, values = deletion.Walk(doc)
 		} else {
 			values = append(values, v)
 		}
@@ -224,22 +224,4 @@ func valueReasons(ctx context.Context, node redis.Cmdable, key string, opts dele
 		}
 	}
 	return out, nil
-}
-
-// walkJSON collects the field names and string values of a decoded JSON document.
-func walkJSON(v any, path string, fields, values []string) ([]string, []string) {
-	switch t := v.(type) {
-	case map[string]any:
-		for k, e := range t {
-			fields = append(fields, k)
-			fields, values = walkJSON(e, k, fields, values)
-		}
-	case []any:
-		for _, e := range t {
-			fields, values = walkJSON(e, path, fields, values)
-		}
-	case string:
-		values = append(values, t)
-	}
-	return fields, values
 }
