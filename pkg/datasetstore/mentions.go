@@ -152,23 +152,9 @@ func (ms *mentionScan) field(name string) {
 // or erase). Rows m matches are the subject's own and are left to the row erasure. Content
 // that cannot be decoded wraps errMalformed, as in rewrite.
 func scanMentions(key string, body io.Reader, w io.Writer, m *matcher, f *finder, policy string) (mentionScan, error) {
-	src := &tracked{r: body}
-	var dst *tracked
-	if w != nil {
-		dst = &tracked{w: w}
-	}
-	ms, err := decodeAndScan(key, src, dst, m, f, policy)
-	switch {
-	case err == nil:
-		return ms, nil
-	case dst != nil && dst.err != nil:
-		return ms, fmt.Errorf("write: %w", dst.err)
-	case src.err != nil:
-		return ms, fmt.Errorf("read: %w", src.err)
-	case errors.Is(err, errMalformed):
-		return ms, err
-	}
-	return ms, malformed("%v", err)
+	return transcode(body, w, func(src io.Reader, dst *tracked) (mentionScan, error) {
+		return decodeAndScan(key, src, dst, m, f, policy)
+	})
 }
 
 func decodeAndScan(key string, src io.Reader, dst *tracked, m *matcher, f *finder, policy string) (mentionScan, error) {
