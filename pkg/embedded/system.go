@@ -21,6 +21,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/consumer"
 	"github.com/lethe-erasure/lethe/pkg/datasetstore"
 	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/discovery"
 	"github.com/lethe-erasure/lethe/pkg/envelope"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/intake"
@@ -62,6 +63,9 @@ type Options struct {
 	// and legal holds are kept in DataDir/workflow.json.
 	Windows         intake.Windows
 	RequireApproval bool
+	// Discovery configures the inventory discovery of every deleter whose store discovers
+	// (served on the intake address as GET and POST /discovery); zero: on request only.
+	Discovery discovery.Options
 }
 
 // Deleter is one deleter service run in process: its name (its consumer group is
@@ -78,12 +82,13 @@ type System struct {
 	Key       subject.Key
 	Intake    *intake.Service
 	Stores    map[string]deletion.Store // by inventory kind
-	BaseURL   string                    // of the intake HTTP API, which also serves /metrics and /readyz
+	BaseURL   string                    // of the intake HTTP API, which also serves /metrics, /readyz and /discovery
 	DataDir   string
 	Metrics   *metrics.Metrics
 	Sealer    *envelope.Sealer
 	// Aggregator joins the reports and runs the schedule (sweeps, shredding, physical erasure).
 	Aggregator *aggregator.Aggregator
+	Discovery  discovery.Set // one runner per kind whose store discovers
 
 	cancel  context.CancelFunc
 	group   *errgroup.Group
@@ -169,6 +174,11 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 		{Name: "lethe-aggregator", Topics: []string{event.TopicRequested, event.TopicStoreDone}, Handler: sys.Aggregator.Handle},
 	}
 	for _, d := range deleters {
+		if r := discovery.For(d.Kind, d.Store, sys.Inventory, o.Discovery, m, log.With(zap.String("service", d.Name))); r != nil {
+			sys.Discovery = append(sys.Discovery, r)
+		}
+	}
+	for _, d := range deleters {
 		w := &worker.Worker{
 			Inventory: sys.Inventory,
 			Stores:    map[string]deletion.Store{d.Kind: d.Store},
@@ -176,6 +186,7 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 			Log:       log.With(zap.String("service", d.Name)),
 			Metrics:   m,
 			Sealer:    sys.Sealer,
+			Discovery: sys.Discovery,
 		}
 		for range max(o.Instances, 1) {
 			groups = append(groups, service.Group{Name: "lethe-" + d.Name, Topics: []string{event.TopicRequested}, Handler: w.Handle})
@@ -189,6 +200,7 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 	sys.BaseURL = "http://" + l.Addr().String()
 	mux := http.NewServeMux()
 	mux.Handle("/", sys.Intake.Handler())
+	mux.Handle("/discovery", sys.Discovery.Handler())
 	health := m.Handler(metrics.Check{Name: "kafka", Fn: prod.Ping},
 		metrics.Check{Name: "redis", Fn: func(ctx context.Context) error { return st.Redis.Ping(ctx).Err() }},
 		metrics.Check{Name: "qdrant", Fn: func(ctx context.Context) error { _, err := st.Qdrant.HealthCheck(ctx); return err }},
@@ -211,6 +223,7 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 	g.Go(func() error { return watchdog.Run(gctx) })
 	g.Go(func() error { return sys.Aggregator.Run(gctx, cmp.Or(o.SweepEvery, 10*time.Second)) })
 	g.Go(func() error { sys.Intake.RunSchedule(gctx, time.Second); return nil })
+	g.Go(func() error { return sys.Discovery.Run(gctx) })
 	g.Go(func() error {
 		if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
 			return err

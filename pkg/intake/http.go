@@ -70,6 +70,17 @@ type StoreState struct {
 	Verification *event.Verification `json:"verification,omitempty"`
 	FinishedAt   time.Time           `json:"finished_at,omitzero"`
 	DryRun       bool                `json:"dry_run,omitempty"`
+	// Method is how the store read back; Mentions the subject's identifiers it still found
+	// outside the named fields (never clean); Similar how many probable untagged copies it
+	// reported (their ids are in the receipt).
+	Method   string `json:"method,omitempty"`
+	Mentions int64  `json:"mentions"`
+	Similar  int    `json:"similar"`
+	// DiscoveryRunAt is when inventory discovery last ran over the store's backend at the
+	// time of the report (nil: never), and DiscoveryUncovered what it found outside the
+	// inventory: how complete the store's "complete" was.
+	DiscoveryRunAt     *time.Time `json:"discovery_run_at,omitempty"`
+	DiscoveryUncovered int64      `json:"discovery_uncovered"`
 }
 
 // Status is the answer of GET /v1/erasures/{id}. It holds no raw identifier.
@@ -295,9 +306,24 @@ func (s *Service) Status(ctx context.Context, requestID string) (Status, error) 
 			continue
 		}
 		st.State = StateInProgress
-		st.Stores = append(st.Stores, StoreState{Store: name, Status: d.Status, Deleted: d.Deleted(),
-			Remaining: d.Verification.Remaining, Unexamined: d.Verification.Unexamined, Attempt: d.Attempt, Error: d.Error,
-			Verification: &d.Verification, FinishedAt: d.FinishedAt, DryRun: d.DryRun})
+		v := d.Verification
+		st.Stores = append(st.Stores, StoreState{
+			Store:              name,
+			Status:             d.Status,
+			Deleted:            d.Deleted(),
+			Remaining:          v.Remaining,
+			Unexamined:         v.Unexamined,
+			Attempt:            d.Attempt,
+			Error:              d.Error,
+			Method:             v.Method,
+			Mentions:           v.Mentions,
+			Similar:            len(v.Similar),
+			DiscoveryRunAt:     v.DiscoveryRunAt,
+			DiscoveryUncovered: v.DiscoveryUncovered,
+			Verification:       &d.Verification,
+			FinishedAt:         d.FinishedAt,
+			DryRun:             d.DryRun,
+		})
 	}
 	for _, ss := range st.Stores {
 		if ss.Status == event.StatusFailed {
