@@ -136,7 +136,7 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 	}
 	groups := []service.Group{
 		{Name: "lethe-intake", Topics: []string{event.TopicIntake}, Handler: sys.Intake.HandleIntake, Redact: sys.Intake.Redact},
-		{Name: "lethe-aggregator", Topics: []string{event.TopicRequested, event.TopicStoreDone},
+		{Name: "lethe-aggregator", Topics: []string{event.TopicRequested, event.TopicStoreDone, event.TopicStoreFound},
 			Handler: (&aggregator.Aggregator{Store: st.Audit, Producer: prod, Log: log.With(zap.String("service", "aggregator")), Metrics: m, Sealer: sys.Sealer, Inventory: sys.Inventory}).Handle},
 	}
 	for _, d := range deleters {

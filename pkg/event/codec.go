@@ -23,7 +23,7 @@ var (
 
 // schemaFiles lists the schema names in dependency order (later ones use named types of
 // earlier ones).
-var schemaFiles = []string{"intake", "requested", "store_done", "completed", "overdue", "suppression"}
+var schemaFiles = []string{"intake", "requested", "store_done", "completed", "overdue", "suppression", "store_found"}
 
 // Type is one event type's codec: the current schema and every released writer schema.
 //
@@ -55,6 +55,8 @@ var (
 	Overdues  = mustType("overdue")
 	// Suppressions is the codec of erasure.suppressions.
 	Suppressions = mustType("suppression")
+	// Found is the codec of erasure.store.found.
+	Found = mustType("store_found")
 )
 
 // Name is the schema file name of t ("intake", "requested", ...).

@@ -141,6 +141,10 @@ func Run(t *testing.T, newFixture func(t *testing.T) Fixture) {
 		}
 	})
 
+	if _, ok := newFixture(t).Impl.(deletion.Finder); ok {
+		t.Run("FindCountsWhatEraseDeletes", func(t *testing.T) { checkFind(t, newFixture(t)) })
+	}
+
 	t.Run("Idempotent", func(t *testing.T) {
 		f := newFixture(t)
 		s := NewSubject("acme", "cust-3")
@@ -259,6 +263,51 @@ func Run(t *testing.T, newFixture func(t *testing.T) Fixture) {
 
 // checkTenantScope erases the whole tenant acme: both of its subjects are gone, the same id
 // in another tenant keeps everything, and Verify of the tenant is clean.
+// checkFind checks a deletion.Finder: before the erase it counts, location by location,
+// what Erase then reports deleted, it changes nothing, and after the erase it counts zero.
+func checkFind(t *testing.T, f Fixture) {
+	ctx := context.Background()
+	victim, bystander := NewSubject("acme", "a"), NewSubject("acme", "ab")
+	want := f.Seed(t, victim, 3)
+	keep := f.Seed(t, bystander, 2)
+	finder := f.Impl.(deletion.Finder)
+	found, err := finder.Find(ctx, f.Store, victim)
+	if err != nil {
+		t.Fatalf("Find: %v", err)
+	}
+	if got := f.Count(t, victim); got != want {
+		t.Fatalf("Find changed the store: %d items of %d left", got, want)
+	}
+	res, err := f.Impl.Erase(ctx, f.Store, victim)
+	if err != nil {
+		t.Fatalf("Erase: %v", err)
+	}
+	if got, want := nonZero(found), nonZero(res.Locations); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("Find counted %v, Erase deleted %v", got, want)
+	}
+	again, err := finder.Find(ctx, f.Store, victim)
+	if err != nil {
+		t.Fatalf("Find after erase: %v", err)
+	}
+	if n := nonZero(again); len(n) != 0 {
+		t.Errorf("Find after erase counted %v", n)
+	}
+	if got := f.Count(t, bystander); got != keep {
+		t.Errorf("bystander: %d items left of %d", got, keep)
+	}
+}
+
+// nonZero is the locations of ls with a count, as "location=count".
+func nonZero(ls []event.LocationCount) []string {
+	var out []string
+	for _, l := range ls {
+		if l.Deleted != 0 {
+			out = append(out, fmt.Sprintf("%s=%d", l.Location, l.Deleted))
+		}
+	}
+	return out
+}
+
 func checkTenantScope(t *testing.T, f Fixture) {
 	ctx := context.Background()
 	a1, a2, other := NewSubject("acme", "tenant-1"), NewSubject("acme", "tenant-2"), NewSubject("globex", "tenant-1")
