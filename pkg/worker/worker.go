@@ -56,16 +56,16 @@ type Worker struct {
 	Inventory *inventory.Inventory
 	Stores    map[string]deletion.Store // by inventory kind
 	Producer  Producer
-	DoneTopic string        // default event.TopicStoreDone
+	DoneTopic string // default event.TopicStoreDone
 	// FoundTopic carries what a Finder found before each erase; default
 	// event.TopicStoreFound.
 	FoundTopic string
-	Attempts  int           // tries per store before FAILED; default 5
-	Backoff   retry.Backoff // between tries; default 100ms..2s
-	Log       *zap.Logger
-	Metrics   *metrics.Metrics // nil records nothing
-	Sealer    *envelope.Sealer // opens sealed identifiers; nil: only clear ones are accepted
-	Now       func() time.Time
+	Attempts   int           // tries per store before FAILED; default 5
+	Backoff    retry.Backoff // between tries; default 100ms..2s
+	Log        *zap.Logger
+	Metrics    *metrics.Metrics // nil records nothing
+	Sealer     *envelope.Sealer // opens sealed identifiers; nil: only clear ones are accepted
+	Now        func() time.Time
 }
 
 // Handle is the consumer.Handler for erasure.requested.
