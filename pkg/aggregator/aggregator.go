@@ -31,6 +31,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -103,6 +104,12 @@ func (a *Aggregator) Handle(ctx context.Context, rec *kgo.Record) error {
 		if d.RequestID == "" || d.Store == "" {
 			return retry.Permanent(errors.New("aggregator: store report without request_id or store"))
 		}
+		if IsFound(d) {
+			// Kept beside the store's report, never in its place: the report may be
+			// written concurrently (another partition, another process), and Build merges
+			// the two.
+			d.Store += FoundSuffix
+		}
 		prev, err := a.Store.Reports(ctx, d.RequestID)
 		if err != nil {
 			return fmt.Errorf("aggregator: load reports: %w", err)
@@ -165,6 +172,10 @@ func FoundReport(f event.StoreFound) event.StoreDone {
 		Verification: event.Verification{Method: "not verified", Remaining: -1},
 	}
 }
+
+// FoundSuffix is appended to a store's name to store its find (FoundReport) beside its
+// report; Build merges the two, and readers that iterate the expected stores ignore it.
+const FoundSuffix = "#found"
 
 // IsFound reports whether d is a FoundReport no store report has replaced yet.
 func IsFound(d event.StoreDone) bool { return d.Status == "" }
@@ -282,13 +293,25 @@ func (a *Aggregator) shred(ctx context.Context, requestID string) error {
 }
 
 // Build returns the receipt of req when every expected store has a successful report that
-// names its kind and verified nothing remaining; ok is false otherwise. The rule is the same
-// for every kind: what a status means for a kind is its deleter's to decide (the audit
+// names its kind and verified nothing remaining (its find, stored under its name and
+// FoundSuffix, merged in by Merge); ok is false otherwise. The rule is the same for every
+// kind: what a status means for a kind is its deleter's to decide (the audit
 // verifier, for one, reports FAILED when it finds personal data). Stores appear in the order of ExpectedStores.
 func Build(req auditlog.Request, reports []event.StoreDone, now time.Time) (r event.Receipt, ok bool) {
 	byStore := map[string]event.StoreDone{}
+	finds := map[string]event.StoreDone{}
 	for _, d := range reports {
+		if name, ok := strings.CutSuffix(d.Store, FoundSuffix); ok {
+			d.Store = name
+			finds[name] = d
+			continue
+		}
 		byStore[d.Store] = d
+	}
+	for name, f := range finds {
+		if d, ok := byStore[name]; ok {
+			byStore[name] = Merge(d, f)
+		}
 	}
 	r = event.Receipt{
 		ReceiptID:        uuid.NewString(),

@@ -291,10 +291,11 @@ func (t *Trail) addStoreFound(b []byte) error {
 	}
 	rb := t.request(f.RequestID, f.TenantID)
 	d := aggregator.FoundReport(f)
-	if old, ok := rb.Reports[f.Store]; ok {
+	d.Store += aggregator.FoundSuffix // as the aggregator keeps it
+	if old, ok := rb.Reports[d.Store]; ok {
 		d = aggregator.Merge(old, d)
 	}
-	rb.Reports[f.Store] = d
+	rb.Reports[d.Store] = d
 	return nil
 }
 
