@@ -66,6 +66,11 @@ type Worker struct {
 	Metrics    *metrics.Metrics // nil records nothing
 	Sealer     *envelope.Sealer // opens sealed identifiers; nil: only clear ones are accepted
 	Now        func() time.Time
+	// Batching gathers concurrent erasures of a deletion.BatchStore; the zero value
+	// erases one subject a call.
+	Batching Batching
+
+	batches batcher
 }
 
 // Handle is the consumer.Handler for erasure.requested.
@@ -195,11 +200,11 @@ func (w *Worker) erase(ctx context.Context, req *event.Requested, st inventory.S
 			recorded = err == nil
 		}
 		if err == nil {
-			res, err = impl.Erase(ctx, st, subj)
+			res, err = w.eraseOne(ctx, impl, st, subj)
 		}
 		if err == nil {
 			deleted = addCounts(deleted, res.Locations)
-			ver, err = impl.Verify(ctx, st, subj)
+			ver, err = w.verifyOne(ctx, impl, st, subj)
 		}
 		if err == nil || retry.IsPermanent(err) || ctx.Err() != nil || try == attempts {
 			break
