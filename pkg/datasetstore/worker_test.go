@@ -41,7 +41,7 @@ func TestWorkerFailsOnUnreadableObject(t *testing.T) {
 					inv.Stores[i].Locators = inv.Stores[i].Locators.With("exclude", tc.exclude)
 				}
 			}
-			b := testenv.Kafka(t, 1, event.TopicStoreDone)
+			b := testenv.Kafka(t, 1, event.TopicStoreDone, event.TopicStoreFound)
 			wk := &worker.Worker{
 				Inventory: inv,
 				Stores:    map[string]deletion.Store{Kind: New(c, "")},

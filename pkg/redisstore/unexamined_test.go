@@ -187,7 +187,7 @@ func TestWorkerReportsUnexaminedIndex(t *testing.T) {
 	s := deletiontest.NewSubject("acme", secretID)
 	seed(t, c, s, 2, nil)
 	unreadableIndex(c)(t, s)
-	b := testenv.Kafka(t, 1, event.TopicStoreDone)
+	b := testenv.Kafka(t, 1, event.TopicStoreDone, event.TopicStoreFound)
 	w := &worker.Worker{
 		Inventory: inventory.Reference(),
 		Stores:    map[string]deletion.Store{redisstore.Kind: redisstore.New(c)},

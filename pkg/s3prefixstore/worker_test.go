@@ -34,7 +34,7 @@ func TestWorkerReportsLockedUpload(t *testing.T) {
 				key := userPrefix(s) + "id-card.png"
 				hold(t, w, key, w.put(t, uploadsBucket, key, "held"))
 			}
-			b := testenv.Kafka(t, 1, event.TopicStoreDone)
+			b := testenv.Kafka(t, 1, event.TopicStoreDone, event.TopicStoreFound)
 			wk := &worker.Worker{
 				Inventory: inv,
 				Stores:    map[string]deletion.Store{Kind: New(w.client)},

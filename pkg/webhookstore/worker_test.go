@@ -23,7 +23,7 @@ func TestWorkerReportsTheAttestation(t *testing.T) {
 	s := deletiontest.NewSubject("acme", "cust-worker")
 	want := p.fixture(t).Seed(t, s, 2)
 	inv := &inventory.Inventory{Version: "test-1", Stores: []inventory.Store{p.store}}
-	b := testenv.Kafka(t, 1, event.TopicStoreDone)
+	b := testenv.Kafka(t, 1, event.TopicStoreDone, event.TopicStoreFound)
 	w := &worker.Worker{Inventory: inv, Stores: map[string]deletion.Store{Kind: p.impl}, Producer: testenv.Producer(t, b)}
 	req := event.Requested{
 		RequestID: "er_webhook", TenantID: s.Tenant, SubjectHash: s.Hash, KeyID: "test",
