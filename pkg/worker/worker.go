@@ -133,6 +133,7 @@ func (w *Worker) missingKey(ctx context.Context, req *event.Requested, stores []
 			Error:        ReasonMissingKey,
 			Verification: event.Verification{Method: "not verified", Remaining: -1},
 			Physical:     st.Physical, Locations: []event.LocationCount{},
+			Purpose: req.Purpose, Pass: req.Pass,
 		}
 		m.StoreOutcomes.WithLabelValues(st.Name, st.Kind, string(event.StatusFailed)).Inc()
 	}
@@ -180,6 +181,7 @@ func (w *Worker) erase(ctx context.Context, req *event.Requested, st inventory.S
 	done = event.StoreDone{
 		RequestID: req.RequestID, TenantID: req.TenantID, Store: st.Name, Kind: st.Kind,
 		Attempt: req.Attempt, StartedAt: start, Physical: st.Physical, Locations: []event.LocationCount{},
+		Purpose: req.Purpose, Pass: req.Pass,
 	}
 	var res deletion.Result
 	var ver event.Verification
@@ -192,7 +194,8 @@ func (w *Worker) erase(ctx context.Context, req *event.Requested, st inventory.S
 		attempts = 5
 	}
 	finder, _ := impl.(deletion.Finder)
-	recorded := finder == nil
+	// A pass after the receipt (a sweep) reports into an addendum, not a receipt: no find.
+	recorded := finder == nil || event.AfterReceipt(req.Purpose)
 	for try := 1; try <= attempts; try++ {
 		err = nil
 		if !recorded {
