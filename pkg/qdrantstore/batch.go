@@ -19,8 +19,8 @@ var _ deletion.BatchStore = (*Store)(nil)
 // subject's points exactly, as Erase does, then deletes, with wait=true, the points
 // passing the union of the subjects' filters. A subject whose filter is refused (no
 // identifier to match) fails alone and is left out of the delete; a failed delete fails
-// every subject whose points were in that collection. Tenant-scope subjects are erased
-// one by one with Erase.
+// every subject whose points were in that collection. Tenant-scope subjects, and every
+// subject of a store with semantic read-back, are erased one by one with Erase.
 func (st *Store) EraseBatch(ctx context.Context, inv inventory.Store, subjects []deletion.Subject) ([]deletion.Result, []error) {
 	results := make([]deletion.Result, len(subjects))
 	errs := make([]error, len(subjects))
@@ -38,8 +38,9 @@ func (st *Store) EraseBatch(ctx context.Context, inv inventory.Store, subjects [
 	}
 	targets := map[string]*target{}
 	var order []string
+	semantic := l.similar() != SimilarOff // its vectors are read before the delete, per subject
 	for i, s := range subjects {
-		if s.TenantScope() {
+		if s.TenantScope() || semantic {
 			results[i], errs[i] = st.Erase(ctx, inv, s)
 			continue
 		}
@@ -78,17 +79,7 @@ func (st *Store) EraseBatch(ctx context.Context, inv inventory.Store, subjects [
 		f := &qdrant.Filter{Should: t.should}
 		err := checkFilter(f)
 		if err == nil {
-			err = st.retry(ctx, func() error {
-				r, err := st.client.Delete(ctx, &qdrant.DeletePoints{
-					CollectionName: coll,
-					Wait:           qdrant.PtrOf(true),
-					Points:         qdrant.NewPointsSelectorFilter(f),
-				})
-				if err != nil {
-					return err
-				}
-				return completed(r)
-			})
+			err = st.deletePoints(ctx, coll, f)
 		}
 		if err != nil && status.Code(err) != codes.NotFound {
 			err = fmt.Errorf("qdrant: delete from %s: %w", t.loc, redact(classify(err), coll, t.loc))
