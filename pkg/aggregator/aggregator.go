@@ -149,6 +149,9 @@ func (a *Aggregator) Handle(ctx context.Context, rec *kgo.Record) error {
 		if err := a.Store.PutReport(ctx, d); err != nil {
 			return fmt.Errorf("aggregator: record report: %w", err)
 		}
+		if strings.HasSuffix(d.Store, FoundSuffix) {
+			return nil // a find completes nothing: the store's report is still to come
+		}
 		requestID = d.RequestID
 	}
 	return a.complete(ctx, requestID)
