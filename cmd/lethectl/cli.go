@@ -101,6 +101,7 @@ func init() {
 	commands = []*command{submitCmd, statusCmd, listCmd, receiptCmd, retryCmd, reapplyCmd,
 		dlqListCmd, dlqReplayCmd, auditReplayCmd, auditVerifyChainCmd, inventoryValidateCmd, topicsApplyCmd}
 	commands = append(commands, suppressionCheckCmd, suppressionLiftCmd)
+	commands = append(commands, confirmCmd, cancelCmd, approveCmd, rejectCmd, holdCmd)
 	groups["suppression"] = "the suppression list that ingestion checks"
 }
 

@@ -241,15 +241,9 @@ func (s *Store) Verify(ctx context.Context, st inventory.Store, subj deletion.Su
 	if subj.TenantScope() {
 		v.Method = MethodObjects
 	}
-	locs, err := s.locations(st, subj)
+	locs, m, err := s.targets(st, subj)
 	if err != nil {
 		return v, err
-	}
-	var m *matcher
-	if !subj.TenantScope() {
-		if m, err = matcherFor(st, subj); err != nil {
-			return v, err
-		}
 	}
 	for _, l := range locs {
 		c, err := remaining(ctx, l, m)

@@ -57,6 +57,11 @@ type Options struct {
 	Retain     time.Duration
 	SweepEvery time.Duration
 	Now        func() time.Time
+	// Windows are the cancellation windows before execution; RequireApproval makes TENANT
+	// requests wait for a second principal with the approver role. The workflow's records
+	// and legal holds are kept in DataDir/workflow.json.
+	Windows         intake.Windows
+	RequireApproval bool
 }
 
 // Deleter is one deleter service run in process: its name (its consumer group is
@@ -136,6 +141,9 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 	wal.LogRepairs(log, "keys", sys.Sealer.Keys.(*envelope.DirKeyStore).Repairs())
 
 	sys.Intake = &intake.Service{Key: o.Key, Inventory: sys.Inventory, Producer: prod, Store: st.Audit, Policy: o.Policy, Log: log.With(zap.String("service", "intake")), Metrics: m, Auth: o.Auth, Limiter: o.Limiter, Sealer: sys.Sealer}
+	if err := startWorkflow(sys.Intake, o, st); err != nil {
+		return nil, err
+	}
 	deleters := append([]Deleter{
 		{"qdrant-deleter", qdrantstore.Kind, qdrantstore.New(st.Qdrant)},
 		{"redis-deleter", redisstore.Kind, redisstore.New(st.Redis)},
@@ -203,6 +211,7 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 	watchdog := &aggregator.Watchdog{Store: st.Audit, Producer: prod, Interval: 5 * time.Second, Log: log.With(zap.String("service", "aggregator")), Metrics: m}
 	g.Go(func() error { return watchdog.Run(gctx) })
 	g.Go(func() error { return sys.Aggregator.Run(gctx, cmp.Or(o.SweepEvery, 10*time.Second)) })
+	g.Go(func() error { sys.Intake.RunSchedule(gctx, time.Second); return nil })
 	g.Go(func() error {
 		if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
 			return err

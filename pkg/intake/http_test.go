@@ -367,6 +367,10 @@ func TestStatusAndReceipt(t *testing.T) {
 
 	report("qdrant", event.StatusDeleted, 1)
 	st = status(intake.StateInProgress, false)
+	if q := st.Stores[0]; q.Verification == nil || q.Verification.Method == "" {
+		t.Errorf("qdrant without its verification: %+v", q)
+	}
+	st.Stores[0].Verification = nil
 	if st.Stores[0] != (intake.StoreState{Store: "qdrant", Status: event.StatusDeleted, Deleted: 4, Attempt: 1}) {
 		t.Errorf("qdrant %+v", st.Stores[0])
 	}

@@ -109,7 +109,17 @@ func (w *Worker) Handle(ctx context.Context, rec *kgo.Record) error {
 	reports := make([]event.StoreDone, len(stores))
 	var wg sync.WaitGroup
 	for i, st := range stores {
-		wg.Go(func() { reports[i] = w.erase(ctx, &req, st, subj) })
+		wg.Go(func() {
+			if ex, held := req.ExemptionOf(st.Name); held && !req.DryRun {
+				reports[i] = w.exempt(&req, st, ex)
+				return
+			}
+			if req.DryRun {
+				reports[i] = w.count(ctx, &req, st, subj)
+				return
+			}
+			reports[i] = w.erase(ctx, &req, st, subj)
+		})
 	}
 	wg.Wait()
 	if ctx.Err() != nil {

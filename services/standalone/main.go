@@ -143,6 +143,10 @@ func start(ctx context.Context, o options, stderr io.Writer) (*app, error) {
 			return nil, err
 		}
 	}
+	windows, err := intake.WindowsFromEnv()
+	if err != nil {
+		return nil, err
+	}
 	// The demo erases and exits: nothing would run its sweeps, so its keys go at the receipt.
 	var sweeps []time.Duration
 	var retain time.Duration
@@ -152,7 +156,7 @@ func start(ctx context.Context, o options, stderr io.Writer) (*app, error) {
 		}
 	}
 	sys, err := embedded.Start(ctx, embedded.Options{Key: key, DataDir: o.dataDir, HTTPAddr: o.httpAddr, Inventory: inv, Policy: policy, Log: log,
-		Auth: authn, Limiter: limiter, KEK: kek, Sweeps: sweeps, Retain: retain})
+		Auth: authn, Limiter: limiter, KEK: kek, Sweeps: sweeps, Retain: retain, Windows: windows, RequireApproval: authn != nil && !authn.Disabled()})
 	if err != nil {
 		return nil, err
 	}
