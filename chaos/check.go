@@ -38,10 +38,10 @@ type Result struct {
 	Seed           uint64
 	Dir            string
 	Problems       []string // broken guarantees: the run fails
-	// Defects are inaccuracies of the evidence that do not break the guarantee (exactly one
-	// receipt, every store verified clean): receipts whose counts differ from the latest
-	// stored reports (replay receipt_mismatch) or that report NOTHING_FOUND with zero
-	// deleted for a store the subject demonstrably had data in.
+	// Defects are inaccuracies of the evidence: receipts whose counts differ from the
+	// latest stored reports (replay receipt_mismatch) or that report NOTHING_FOUND with zero
+	// deleted for a store the subject demonstrably had data in. They fail the run as
+	// problems do: a receipt must count what was deleted, also after a crash.
 	Defects []string
 
 	mu sync.Mutex
@@ -75,8 +75,8 @@ func (r *Result) totalKills() int {
 	return n
 }
 
-// OK reports whether every guarantee held.
-func (r *Result) OK() bool { return len(r.Problems) == 0 }
+// OK reports whether every guarantee held and the evidence is exact (no defect).
+func (r *Result) OK() bool { return len(r.Problems) == 0 && len(r.Defects) == 0 }
 
 // String prints the figures and the problems.
 func (r *Result) String() string {

@@ -42,6 +42,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -64,6 +66,7 @@ type Aggregator struct {
 	Producer       worker.Producer
 	RequestedTopic string // default event.TopicRequested
 	CompletedTopic string // default event.TopicCompleted
+	FoundTopic     string // default event.TopicStoreFound
 	Log            *zap.Logger
 	Metrics        *metrics.Metrics // nil records nothing
 	Sealer         *envelope.Sealer // destroys the request's identifiers key after the receipt; nil: none
@@ -113,7 +116,13 @@ func (a *Aggregator) Handle(ctx context.Context, rec *kgo.Record) error {
 		requestID = req.RequestID
 	} else {
 		var d event.StoreDone
-		if err := event.Done.Decode(rec.Value, &d); err != nil {
+		if rec.Topic == or(a.FoundTopic, event.TopicStoreFound) {
+			var f event.StoreFound
+			if err := event.Found.Decode(rec.Value, &f); err != nil {
+				return err
+			}
+			d = FoundReport(f)
+		} else if err := event.Done.Decode(rec.Value, &d); err != nil {
 			return err
 		}
 		if d.RequestID == "" || d.Store == "" {
@@ -121,6 +130,12 @@ func (a *Aggregator) Handle(ctx context.Context, rec *kgo.Record) error {
 		}
 		if event.AfterReceipt(d.Purpose) {
 			return a.passReport(ctx, d)
+		}
+		if IsFound(d) {
+			// Kept beside the store's report, never in its place: the report may be
+			// written concurrently (another partition, another process), and Build merges
+			// the two.
+			d.Store += FoundSuffix
 		}
 		prev, err := a.Store.Reports(ctx, d.RequestID)
 		if err != nil {
@@ -134,6 +149,9 @@ func (a *Aggregator) Handle(ctx context.Context, rec *kgo.Record) error {
 		if err := a.Store.PutReport(ctx, d); err != nil {
 			return fmt.Errorf("aggregator: record report: %w", err)
 		}
+		if strings.HasSuffix(d.Store, FoundSuffix) {
+			return nil // a find completes nothing: the store's report is still to come
+		}
 		requestID = d.RequestID
 	}
 	return a.complete(ctx, requestID)
@@ -144,7 +162,13 @@ func (a *Aggregator) Handle(ctx context.Context, rec *kgo.Record) error {
 // more than once (redelivery after a crash or a rebalance): the second run finds what the
 // first deleted gone and reports less, or a passing store error. So a successful report
 // is not replaced by a failed one, and of two successful ones the one that deleted more
-// is kept (counts are never added: the same run may be reported twice).
+// is kept. Either report may be a find (FoundReport: what a deleter found before it
+// deleted) or carry one merged earlier: the kept report's count of each location is the
+// larger of the two (counts are never added: the same run may be reported twice), and a
+// successful report that thereby counts something is DELETED, not NOTHING_FOUND. That
+// is sound because a successful report verified the store clean after the find, so all
+// that was found was deleted within the attempt. Merge is commutative in what it keeps,
+// so the order in which finds and reports arrive does not matter.
 func Merge(prev, next event.StoreDone) event.StoreDone {
 	if next.Attempt != prev.Attempt {
 		if next.Attempt > prev.Attempt {
@@ -152,13 +176,53 @@ func Merge(prev, next event.StoreDone) event.StoreDone {
 		}
 		return prev
 	}
+	keep, other := next, prev
 	switch {
+	case IsFound(next) && !IsFound(prev):
+		keep, other = prev, next
+	case IsFound(prev) || IsFound(next):
 	case prev.Status.Succeeded() && !next.Status.Succeeded():
-		return prev
+		keep, other = prev, next
 	case prev.Status.Succeeded() && next.Status.Succeeded() && prev.Deleted() > next.Deleted():
-		return prev
+		keep, other = prev, next
 	}
-	return next
+	keep.Locations = maxCounts(keep.Locations, other.Locations)
+	if keep.Status == event.StatusNothingFound && keep.Deleted() > 0 {
+		keep.Status = event.StatusDeleted
+	}
+	return keep
+}
+
+// FoundReport is f as a stored report: no status (so no receipt counts it as a
+// success), not verified, with f's counts. Merge folds it into the store's report.
+func FoundReport(f event.StoreFound) event.StoreDone {
+	return event.StoreDone{
+		RequestID: f.RequestID, TenantID: f.TenantID, Store: f.Store, Kind: f.Kind,
+		Attempt: f.Attempt, Locations: f.Locations, StartedAt: f.FoundAt, FinishedAt: f.FoundAt,
+		Verification: event.Verification{Method: "not verified", Remaining: -1},
+	}
+}
+
+// FoundSuffix is appended to a store's name to store its find (FoundReport) beside its
+// report; Build merges the two, and readers that iterate the expected stores ignore it.
+const FoundSuffix = "#found"
+
+// IsFound reports whether d is a FoundReport no store report has replaced yet.
+func IsFound(d event.StoreDone) bool { return d.Status == "" }
+
+// maxCounts returns a's locations, each with the larger count of a and b, followed by the
+// locations only b has.
+func maxCounts(a, b []event.LocationCount) []event.LocationCount {
+	out := append([]event.LocationCount{}, a...)
+	for _, l := range b {
+		i := slices.IndexFunc(out, func(o event.LocationCount) bool { return o.Location == l.Location })
+		if i < 0 {
+			out = append(out, l)
+			continue
+		}
+		out[i].Deleted = max(out[i].Deleted, l.Deleted)
+	}
+	return out
 }
 
 func validRequest(r *event.Requested) error {
@@ -286,13 +350,25 @@ func (a *Aggregator) shred(ctx context.Context, requestID string) error {
 // Build returns the receipt of req when every expected store has a successful report that
 // names its kind and verified nothing remaining, or reported EXEMPT under a legal hold (the
 // receipt is then PARTIAL); ok is false otherwise, and always while a report is a dry
-// run's count. The rule is the same
-// for every kind: what a status means for a kind is its deleter's to decide (the audit
+// run's count. A store's find, stored under its name and FoundSuffix, is merged into its
+// report (Merge). The rule is the same for every kind: what a status means for a kind is
+// its deleter's to decide (the audit
 // verifier, for one, reports FAILED when it finds personal data). Stores appear in the order of ExpectedStores.
 func Build(req auditlog.Request, reports []event.StoreDone, now time.Time) (r event.Receipt, ok bool) {
 	byStore := map[string]event.StoreDone{}
+	finds := map[string]event.StoreDone{}
 	for _, d := range reports {
+		if name, ok := strings.CutSuffix(d.Store, FoundSuffix); ok {
+			d.Store = name
+			finds[name] = d
+			continue
+		}
 		byStore[d.Store] = d
+	}
+	for name, f := range finds {
+		if d, ok := byStore[name]; ok {
+			byStore[name] = Merge(d, f)
+		}
 	}
 	r = event.Receipt{
 		ReceiptID:        uuid.NewString(),

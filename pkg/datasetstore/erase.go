@@ -80,10 +80,14 @@ func eraseRows(ctx context.Context, l location, m *matcher) (c counts, err error
 			return c, err
 		}
 		unlock := objectLocks.lock(objectName(l, key))
+		m.begin()
 		rows, superseded, err := eraseCurrent(ctx, l.bucket, key, m)
 		unlock()
 		if err != nil && !errors.Is(err, errMalformed) {
 			return c, err
+		}
+		if err == nil {
+			m.keep(false)
 		}
 		c.current += int64(rows)
 		if vb == nil {
@@ -102,6 +106,7 @@ func eraseRows(ctx context.Context, l location, m *matcher) (c counts, err error
 				continue
 			}
 			n, err := 1, error(nil) // the version our rewrite superseded held the rows
+			m.begin()
 			if v.ID != superseded {
 				n, err = countVersion(ctx, vb, v, m)
 			}
@@ -119,6 +124,7 @@ func eraseRows(ctx context.Context, l location, m *matcher) (c counts, err error
 			}
 			if v.ID != superseded {
 				c.old++
+				m.keep(true)
 			}
 		}
 	}

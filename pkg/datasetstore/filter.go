@@ -19,6 +19,7 @@ type matcher struct {
 	sessionCols []string
 	id          string
 	sessions    map[string]bool
+	batch       *batchHits // set for a matcher of many subjects (batch.go)
 }
 
 func newMatcher(subjectCols, sessionCols []string, id string, sessions []string) *matcher {
@@ -33,11 +34,25 @@ func newMatcher(subjectCols, sessionCols []string, id string, sessions []string)
 
 // empty reports whether m can match nothing at all.
 func (m *matcher) empty() bool {
+	if m.batch != nil {
+		return m.batch.empty(m)
+	}
 	return (m.id == "" || len(m.subjectCols) == 0) && (len(m.sessions) == 0 || len(m.sessionCols) == 0)
 }
 
-func (m *matcher) subject(v string) bool { return m.id != "" && v == m.id }
-func (m *matcher) session(v string) bool { return v != "" && m.sessions[v] }
+func (m *matcher) subject(v string) bool {
+	if m.batch != nil {
+		return m.batch.hit(m.batch.ids, v)
+	}
+	return m.id != "" && v == m.id
+}
+
+func (m *matcher) session(v string) bool {
+	if m.batch != nil {
+		return m.batch.hit(m.batch.sessions, v)
+	}
+	return v != "" && m.sessions[v]
+}
 
 // filter copies the dataset in r to w without the rows m matches and returns how many rows
 // it dropped. Every kept row, the header and any blank lines are copied byte for byte. With

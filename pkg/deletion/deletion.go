@@ -62,6 +62,17 @@ type Validator interface {
 	Validate(st inventory.Store) error
 }
 
+// Finder is an optional capability of a Store: Find counts, without changing anything,
+// what Erase would delete of s in st now, per location, with the locations and units
+// Erase reports (a location Erase would report with zero may be left out). The worker
+// records the counts durably before it erases, so that the receipt counts what was deleted
+// even when the deleter dies between its delete and its report. Find is read-only, safe for
+// concurrent use, honours ctx and classifies its errors as Erase does; it may return nil
+// for a scope it does not count (the record is then skipped).
+type Finder interface {
+	Find(ctx context.Context, st inventory.Store, s Subject) ([]event.LocationCount, error)
+}
+
 // Deleted sums the counts of r.
 func (r Result) Deleted() int64 {
 	var n int64

@@ -23,7 +23,7 @@ var (
 
 // schemaFiles lists the schema names in dependency order (later ones use named types of
 // earlier ones).
-var schemaFiles = []string{"intake", "requested", "store_done", "completed", "overdue", "suppression", "reappeared"}
+var schemaFiles = []string{"intake", "requested", "store_done", "completed", "overdue", "suppression", "reappeared", "store_found"}
 
 // Type is one event type's codec: the current schema and every released writer schema.
 //
@@ -56,6 +56,8 @@ var (
 	Reappear  = mustType("reappeared")
 	// Suppressions is the codec of erasure.suppressions.
 	Suppressions = mustType("suppression")
+	// Found is the codec of erasure.store.found.
+	Found = mustType("store_found")
 )
 
 // Name is the schema file name of t ("intake", "requested", ...).

@@ -23,6 +23,8 @@ const (
 	TopicReappeared = "erasure.reappeared"
 	// TopicSuppressions is compacted: the latest Suppression per tenant and pseudonym.
 	TopicSuppressions = "erasure.suppressions"
+	// TopicStoreFound carries what a deleter found before it deleted (StoreFound).
+	TopicStoreFound = "erasure.store.found"
 )
 
 // Purposes of a request on erasure.requested, carried back on its reports. The empty
@@ -218,6 +220,31 @@ type StoreDone struct {
 func (d *StoreDone) Deleted() int64 {
 	var n int64
 	for _, l := range d.Locations {
+		n += l.Deleted
+	}
+	return n
+}
+
+// StoreFound is what a deleter found in one inventory store for one request, published on
+// erasure.store.found and acknowledged before the deleter deletes anything. A deleter
+// killed between its delete and its report is redelivered the request, finds nothing and
+// reports NOTHING_FOUND; the aggregator merges that report with this record (see
+// aggregator.Merge), so the receipt counts what the first run deleted. It holds no raw
+// identifier.
+type StoreFound struct {
+	RequestID string          `avro:"request_id" json:"request_id"`
+	TenantID  string          `avro:"tenant_id" json:"tenant_id"`
+	Store     string          `avro:"store" json:"store"`
+	Kind      string          `avro:"kind" json:"kind"`
+	Attempt   int             `avro:"attempt" json:"attempt"`
+	Locations []LocationCount `avro:"locations" json:"locations"`
+	FoundAt   time.Time       `avro:"found_at" json:"found_at"`
+}
+
+// Found sums the per-location counts.
+func (f *StoreFound) Found() int64 {
+	var n int64
+	for _, l := range f.Locations {
 		n += l.Deleted
 	}
 	return n

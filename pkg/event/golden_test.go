@@ -210,6 +210,23 @@ func goldens() []golden {
 			fresh: func() any { return new(Reappeared) },
 			deref: func(v any) any { return *v.(*Reappeared) },
 		},
+		{
+			typ: Found,
+			sample: &StoreFound{
+				RequestID: "req-0001",
+				TenantID:  "acme",
+				Store:     "dataset",
+				Kind:      "dataset",
+				Attempt:   2,
+				Locations: []LocationCount{
+					{Location: "s3://evals/acme/", Deleted: 4},
+					{Location: "s3://evals/acme/ (older versions)", Deleted: 9},
+				},
+				FoundAt: at(30, 9, 15, 32, 1),
+			},
+			fresh: func() any { return new(StoreFound) },
+			deref: func(v any) any { return *v.(*StoreFound) },
+		},
 	}
 }
 

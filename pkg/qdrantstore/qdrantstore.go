@@ -123,17 +123,7 @@ func (st *Store) eraseFilter(ctx context.Context, inv inventory.Store, l Locator
 				}
 				st.pending.add(key, coll, loc, vs)
 			}
-			err = st.retry(ctx, func() error {
-				r, err := st.client.Delete(ctx, &qdrant.DeletePoints{
-					CollectionName: coll,
-					Wait:           qdrant.PtrOf(true),
-					Points:         qdrant.NewPointsSelectorFilter(f),
-				})
-				if err != nil {
-					return err
-				}
-				return completed(r)
-			})
+			err = st.deletePoints(ctx, coll, f)
 			if err != nil && status.Code(err) != codes.NotFound {
 				return res, fmt.Errorf("qdrant: delete from %s: %w", loc, redact(classify(err), coll, loc))
 			}
@@ -164,6 +154,22 @@ func (st *Store) eraseFilter(ctx context.Context, inv inventory.Store, l Locator
 		}
 	}
 	return res, nil
+}
+
+// deletePoints deletes the points of coll passing f, with wait=true, retrying
+// FailedPrecondition; it returns the raw error for the caller to classify.
+func (st *Store) deletePoints(ctx context.Context, coll string, f *qdrant.Filter) error {
+	return st.retry(ctx, func() error {
+		r, err := st.client.Delete(ctx, &qdrant.DeletePoints{
+			CollectionName: coll,
+			Wait:           qdrant.PtrOf(true),
+			Points:         qdrant.NewPointsSelectorFilter(f),
+		})
+		if err != nil {
+			return err
+		}
+		return completed(r)
+	})
 }
 
 // completed is nil for a write Qdrant reports Completed, else a transient error naming

@@ -18,7 +18,7 @@ import (
 // which may be nil:
 //
 //	LETHE_REDIS_ADDRS        Redis addresses (several: a cluster)     127.0.0.1:6379
-//	LETHE_REDIS_USERNAME, LETHE_REDIS_PASSWORD  an ACL user limited to SCAN, UNLINK, SMEMBERS, SREM
+//	LETHE_REDIS_USERNAME, LETHE_REDIS_PASSWORD  an ACL user limited to SCAN, UNLINK, SMEMBERS, SREM, EXISTS
 //	LETHE_REDIS_TLS          "true": TLS (system roots)               false
 //	LETHE_REDIS_TLS_CA_FILE  a PEM bundle to trust instead (implies TLS) none
 func ClientFromEnv(log *zap.Logger) (redis.UniversalClient, error) {

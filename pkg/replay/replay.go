@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -32,6 +33,10 @@ type Topics struct {
 	Requested string // default event.TopicRequested
 	StoreDone string // default event.TopicStoreDone
 	Completed string // default event.TopicCompleted
+	// StoreFound carries what deleters found before they deleted; default
+	// event.TopicStoreFound. Unlike the others it may be missing (a cluster provisioned
+	// before it existed): it is then read as empty.
+	StoreFound string
 }
 
 func (t Topics) withDefaults() Topics {
@@ -43,6 +48,9 @@ func (t Topics) withDefaults() Topics {
 	}
 	if t.Completed == "" {
 		t.Completed = event.TopicCompleted
+	}
+	if t.StoreFound == "" {
+		t.StoreFound = event.TopicStoreFound
 	}
 	return t
 }
@@ -113,7 +121,7 @@ func Rebuild(ctx context.Context, brokers broker.Config, topics Topics) (*Trail,
 	if err != nil {
 		return nil, fmt.Errorf("replay: %w", err)
 	}
-	ends, err := readRange(ctx, kadm.NewClient(admin), names)
+	ends, err := readRange(ctx, kadm.NewClient(admin), names, topics.StoreFound)
 	admin.Close()
 	if err != nil {
 		return nil, err
@@ -171,17 +179,18 @@ type partition struct {
 }
 
 // readRange returns the end offset of every partition of topics that holds records.
-func readRange(ctx context.Context, adm *kadm.Client, topics []string) (map[partition]int64, error) {
-	starts, err := adm.ListStartOffsets(ctx, topics...)
+func readRange(ctx context.Context, adm *kadm.Client, topics []string, optional ...string) (map[partition]int64, error) {
+	all := append(append([]string{}, topics...), optional...)
+	starts, err := adm.ListStartOffsets(ctx, all...)
 	if err == nil {
-		err = offsetsErr(starts)
+		err = offsetsErr(starts, optional)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("replay: list start offsets: %w", err)
 	}
-	ends, err := adm.ListEndOffsets(ctx, topics...)
+	ends, err := adm.ListEndOffsets(ctx, all...)
 	if err == nil {
-		err = offsetsErr(ends)
+		err = offsetsErr(ends, optional)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("replay: list end offsets: %w", err)
@@ -201,9 +210,13 @@ func readRange(ctx context.Context, adm *kadm.Client, topics []string) (map[part
 }
 
 // offsetsErr is the first per-partition error of l, naming its topic.
-func offsetsErr(l kadm.ListedOffsets) error {
+// offsetsErr is the first error of l, except that a topic of optional may be unknown.
+func offsetsErr(l kadm.ListedOffsets, optional []string) error {
 	var err error
 	l.Each(func(o kadm.ListedOffset) {
+		if errors.Is(o.Err, kerr.UnknownTopicOrPartition) && slices.Contains(optional, o.Topic) {
+			return
+		}
 		if o.Err != nil && err == nil {
 			err = fmt.Errorf("topic %s: %w", o.Topic, o.Err)
 		}
@@ -225,6 +238,8 @@ func (t *Trail) add(topics Topics, r *kgo.Record) {
 		err = t.addStoreDone(r.Value)
 	case topics.Completed:
 		err = t.addCompleted(r.Value)
+	case topics.StoreFound:
+		err = t.addStoreFound(r.Value)
 	}
 	if err != nil {
 		t.Undecodable[r.Topic]++
@@ -267,6 +282,24 @@ func (t *Trail) addStoreDone(b []byte) error {
 	rb := t.request(d.RequestID, d.TenantID)
 	if old, ok := rb.Reports[d.Store]; ok {
 		d = aggregator.Merge(old, d) // as the aggregator keeps them
+	}
+	rb.Reports[d.Store] = d
+	return nil
+}
+
+func (t *Trail) addStoreFound(b []byte) error {
+	var f event.StoreFound
+	if err := event.Found.Decode(b, &f); err != nil {
+		return err
+	}
+	if f.RequestID == "" || f.Store == "" {
+		return errNoIDs
+	}
+	rb := t.request(f.RequestID, f.TenantID)
+	d := aggregator.FoundReport(f)
+	d.Store += aggregator.FoundSuffix // as the aggregator keeps it
+	if old, ok := rb.Reports[d.Store]; ok {
+		d = aggregator.Merge(old, d)
 	}
 	rb.Reports[d.Store] = d
 	return nil

@@ -3,6 +3,9 @@ package service
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -54,6 +57,10 @@ func DeleterSpec(name, kind string, open Open) func(ctx context.Context, env Env
 		if err != nil {
 			return Spec{}, fmt.Errorf("%s: %w", name, err)
 		}
+		batching, err := BatchingFromEnv(os.Getenv)
+		if err != nil {
+			return Spec{}, fmt.Errorf("%s: %w", name, err)
+		}
 		w := &worker.Worker{
 			Inventory: inv,
 			Stores:    map[string]deletion.Store{kind: store},
@@ -61,6 +68,7 @@ func DeleterSpec(name, kind string, open Open) func(ctx context.Context, env Env
 			Log:       env.Log,
 			Metrics:   env.Metrics,
 			Sealer:    env.Sealer,
+			Batching:  batching,
 		}
 		spec := Spec{
 			Groups: []Group{{
@@ -78,4 +86,27 @@ func DeleterSpec(name, kind string, open Open) func(ctx context.Context, env Env
 		}
 		return spec, nil
 	}
+}
+
+// BatchingFromEnv reads how a deleter batches erasures of a store that can
+// (deletion.BatchStore): LETHE_BATCH_MAX subjects at most per batch (1 turns batching
+// off) and LETHE_BATCH_WAIT, how long a batch waits to fill (a Go duration). Unset values
+// take worker.DefaultBatching's.
+func BatchingFromEnv(getenv func(string) string) (worker.Batching, error) {
+	b := worker.DefaultBatching
+	if v := getenv("LETHE_BATCH_MAX"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return b, fmt.Errorf("LETHE_BATCH_MAX %q: want a whole number of at least 1", v)
+		}
+		b.Max = n
+	}
+	if v := getenv("LETHE_BATCH_WAIT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 || d > time.Second {
+			return b, fmt.Errorf("LETHE_BATCH_WAIT %q: want a duration from 0 to 1s, such as 2ms", v)
+		}
+		b.Wait = d
+	}
+	return b, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/metrics"
+	"github.com/lethe-erasure/lethe/pkg/worker"
 )
 
 // fieldStore validates that every store of its kind has a "table" locator.
@@ -100,5 +102,27 @@ stores:
 	}
 	if _, err := DeleterSpec("x-deleter", "x", open)(context.Background(), env); err != nil {
 		t.Errorf("inventory without the kind: %v", err)
+	}
+}
+
+func TestBatchingFromEnv(t *testing.T) {
+	for _, tc := range []struct {
+		max, wait string
+		want      worker.Batching
+		bad       bool
+	}{
+		{"", "", worker.DefaultBatching, false},
+		{"1", "", worker.Batching{Max: 1, Wait: worker.DefaultBatching.Wait}, false},
+		{"128", "5ms", worker.Batching{Max: 128, Wait: 5 * time.Millisecond}, false},
+		{"0", "", worker.Batching{}, true},
+		{"many", "", worker.Batching{}, true},
+		{"", "2s", worker.Batching{}, true},
+		{"", "soon", worker.Batching{}, true},
+	} {
+		env := map[string]string{"LETHE_BATCH_MAX": tc.max, "LETHE_BATCH_WAIT": tc.wait}
+		got, err := BatchingFromEnv(func(k string) string { return env[k] })
+		if (err != nil) != tc.bad || !tc.bad && got != tc.want {
+			t.Errorf("max %q wait %q: %+v, %v", tc.max, tc.wait, got, err)
+		}
 	}
 }

@@ -7,7 +7,11 @@
 // backoff within a budget, after which, as for permanent errors, the store reports FAILED
 // with the reason. A report's counts sum every erase that succeeded, so a retry after a
 // failed verification (which finds nothing left to erase) does not lose what the earlier
-// try deleted. Handle returns only after every erasure.store.done was acknowledged by
+// try deleted. Before it erases a store whose deletion.Store is a deletion.Finder, the worker
+// publishes what it found there on erasure.store.found and waits for the broker's
+// acknowledgement (nothing found: no record): a deleter killed between its delete and its
+// report is redelivered the request, finds nothing and reports NOTHING_FOUND, and the
+// aggregator merges that report with the earlier find. Handle returns only after every erasure.store.done was acknowledged by
 // the broker, so the consumer marks the request's offset after the side effects and their
 // reports; a redelivered request erases again (a no-op) and reports again.
 //
@@ -52,17 +56,25 @@ type Worker struct {
 	Inventory *inventory.Inventory
 	Stores    map[string]deletion.Store // by inventory kind
 	Producer  Producer
-	DoneTopic string        // default event.TopicStoreDone
-	Attempts  int           // tries per store before FAILED; default 5
-	Backoff   retry.Backoff // between tries; default 100ms..2s
-	Log       *zap.Logger
-	Metrics   *metrics.Metrics // nil records nothing
-	Sealer    *envelope.Sealer // opens sealed identifiers; nil: only clear ones are accepted
-	Now       func() time.Time
+	DoneTopic string // default event.TopicStoreDone
+	// FoundTopic carries what a Finder found before each erase; default
+	// event.TopicStoreFound.
+	FoundTopic string
+	Attempts   int           // tries per store before FAILED; default 5
+	Backoff    retry.Backoff // between tries; default 100ms..2s
+	Log        *zap.Logger
+	Metrics    *metrics.Metrics // nil records nothing
+	Sealer     *envelope.Sealer // opens sealed identifiers; nil: only clear ones are accepted
+	Now        func() time.Time
+	// Batching gathers concurrent erasures of a deletion.BatchStore; the zero value
+	// erases one subject a call.
+	Batching Batching
 	// Discovery says when inventory discovery last ran over each kind's backend and how
 	// many uncovered locations it found; every report's verification carries it, so a
 	// receipt says how complete "complete" was. nil: no discovery runs.
 	Discovery DiscoveryState
+
+	batches batcher
 }
 
 // DiscoveryState is the last inventory discovery run of each kind (a discovery.Set).
@@ -200,11 +212,21 @@ func (w *Worker) erase(ctx context.Context, req *event.Requested, st inventory.S
 	if attempts <= 0 {
 		attempts = 5
 	}
+	finder, _ := impl.(deletion.Finder)
+	// A pass after the receipt (a sweep) reports into an addendum, not a receipt: no find.
+	recorded := finder == nil || event.AfterReceipt(req.Purpose)
 	for try := 1; try <= attempts; try++ {
-		res, err = impl.Erase(ctx, st, subj)
+		err = nil
+		if !recorded {
+			err = w.recordFound(ctx, req, st, subj, finder)
+			recorded = err == nil
+		}
+		if err == nil {
+			res, err = w.eraseOne(ctx, impl, st, subj)
+		}
 		if err == nil {
 			deleted = addCounts(deleted, res.Locations)
-			ver, err = impl.Verify(ctx, st, subj)
+			ver, err = w.verifyOne(ctx, impl, st, subj)
 		}
 		if err == nil || retry.IsPermanent(err) || ctx.Err() != nil || try == attempts {
 			break
@@ -250,6 +272,35 @@ func (w *Worker) stampDiscovery(kind string, v *event.Verification) {
 		at = at.UTC()
 		v.DiscoveryRunAt, v.DiscoveryUncovered = &at, n
 	}
+}
+
+// recordFound publishes what finder finds of subj in st on the found topic and waits for
+// the broker's acknowledgement; nothing found publishes nothing.
+func (w *Worker) recordFound(ctx context.Context, req *event.Requested, st inventory.Store, subj deletion.Subject, finder deletion.Finder) error {
+	locs, err := finder.Find(ctx, st, subj)
+	if err != nil {
+		return err
+	}
+	f := event.StoreFound{
+		RequestID: req.RequestID, TenantID: req.TenantID, Store: st.Name, Kind: st.Kind,
+		Attempt: req.Attempt, Locations: locs, FoundAt: w.now(),
+	}
+	if f.Found() == 0 {
+		return nil
+	}
+	b, err := event.Found.Encode(&f)
+	if err != nil {
+		panic(err) // our own event always encodes
+	}
+	topic := w.FoundTopic
+	if topic == "" {
+		topic = event.TopicStoreFound
+	}
+	rec := &kgo.Record{Topic: topic, Key: []byte(req.RequestID), Value: b}
+	if err := w.Producer.ProduceSync(ctx, rec).FirstErr(); err != nil {
+		return fmt.Errorf("worker: publish what was found: %w", err)
+	}
+	return nil
 }
 
 // verificationError says why v does not prove the store clean, naming what went unexamined

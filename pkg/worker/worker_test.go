@@ -128,7 +128,7 @@ func (f *fakeStore) erased() map[string]int {
 // cluster, and the cluster's addresses.
 func setup(t *testing.T, stores map[string]deletion.Store) (*worker.Worker, []string) {
 	t.Helper()
-	b := testenv.Kafka(t, 3, event.TopicStoreDone)
+	b := testenv.Kafka(t, 3, event.TopicStoreDone, event.TopicStoreFound)
 	cl := testenv.Producer(t, b)
 	w := &worker.Worker{
 		Inventory: inventory.Reference(),

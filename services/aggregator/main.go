@@ -37,7 +37,7 @@ func main() {
 			Sweeps: sweeps, Retain: retain}
 		watchdog := &aggregator.Watchdog{Store: store, Producer: env.Producer, Log: env.Log, Metrics: env.Metrics, Target: target}
 		return service.Spec{
-			Groups: []service.Group{{Name: "lethe-aggregator", Topics: []string{event.TopicRequested, event.TopicStoreDone}, Handler: agg.Handle}},
+			Groups: []service.Group{{Name: "lethe-aggregator", Topics: []string{event.TopicRequested, event.TopicStoreDone, event.TopicStoreFound}, Handler: agg.Handle}},
 			Run: func(ctx context.Context) error {
 				g, ctx := errgroup.WithContext(ctx)
 				g.Go(func() error { return watchdog.Run(ctx) })

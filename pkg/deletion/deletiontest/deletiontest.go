@@ -141,6 +141,14 @@ func Run(t *testing.T, newFixture func(t *testing.T) Fixture) {
 		}
 	})
 
+	if _, ok := newFixture(t).Impl.(deletion.Finder); ok {
+		t.Run("FindCountsWhatEraseDeletes", func(t *testing.T) { checkFind(t, newFixture(t)) })
+	}
+
+	if _, ok := newFixture(t).Impl.(deletion.BatchStore); ok {
+		t.Run("BatchErasesEachSubjectExactly", func(t *testing.T) { checkBatch(t, newFixture(t)) })
+	}
+
 	t.Run("Idempotent", func(t *testing.T) {
 		f := newFixture(t)
 		s := NewSubject("acme", "cust-3")
@@ -262,6 +270,100 @@ func Run(t *testing.T, newFixture func(t *testing.T) Fixture) {
 
 // checkTenantScope erases the whole tenant acme: both of its subjects are gone, the same id
 // in another tenant keeps everything, and Verify of the tenant is clean.
+// checkFind checks a deletion.Finder: before the erase it counts, location by location,
+// what Erase then reports deleted, it changes nothing, and after the erase it counts zero.
+func checkFind(t *testing.T, f Fixture) {
+	ctx := context.Background()
+	victim, bystander := NewSubject("acme", "a"), NewSubject("acme", "ab")
+	want := f.Seed(t, victim, 3)
+	keep := f.Seed(t, bystander, 2)
+	finder := f.Impl.(deletion.Finder)
+	found, err := finder.Find(ctx, f.Store, victim)
+	if err != nil {
+		t.Fatalf("Find: %v", err)
+	}
+	if got := f.Count(t, victim); got != want {
+		t.Fatalf("Find changed the store: %d items of %d left", got, want)
+	}
+	res, err := f.Impl.Erase(ctx, f.Store, victim)
+	if err != nil {
+		t.Fatalf("Erase: %v", err)
+	}
+	if got, want := nonZero(found), nonZero(res.Locations); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("Find counted %v, Erase deleted %v", got, want)
+	}
+	again, err := finder.Find(ctx, f.Store, victim)
+	if err != nil {
+		t.Fatalf("Find after erase: %v", err)
+	}
+	if n := nonZero(again); len(n) != 0 {
+		t.Errorf("Find after erase counted %v", n)
+	}
+	if got := f.Count(t, bystander); got != keep {
+		t.Errorf("bystander: %d items left of %d", got, keep)
+	}
+}
+
+// checkBatch checks a deletion.BatchStore: one batch of subjects with hostile ids (and one
+// with no data) erases exactly theirs, counts each subject's own items, leaves the
+// bystanders, and VerifyBatch then finds each clean.
+func checkBatch(t *testing.T, f Fixture) {
+	ctx := context.Background()
+	bs := f.Impl.(deletion.BatchStore)
+	var batch []deletion.Subject
+	var want []int
+	for _, id := range []string{"a*", "x:y", "[ab]", `a\`, "zoe\u0301"} {
+		s := NewSubject("acme", id)
+		batch = append(batch, s)
+		want = append(want, f.Seed(t, s, 2+len(batch)%2))
+	}
+	batch = append(batch, NewSubject("acme", "never-seen"))
+	want = append(want, 0)
+	keep := map[string]int{}
+	for _, id := range []string{"ab", "x", "a", `a\b`, "zo\u00e9"} {
+		keep[id] = f.Seed(t, NewSubject("acme", id), 2)
+	}
+	res, errs := bs.EraseBatch(ctx, f.Store, batch)
+	if len(res) != len(batch) || len(errs) != len(batch) {
+		t.Fatalf("EraseBatch of %d subjects returned %d results and %d errors", len(batch), len(res), len(errs))
+	}
+	for i, s := range batch {
+		if errs[i] != nil {
+			t.Errorf("subject %d: EraseBatch: %v", i, errs[i])
+			continue
+		}
+		if res[i].Deleted() != int64(want[i]) {
+			t.Errorf("subject %d: EraseBatch reported %d deleted, seeded %d", i, res[i].Deleted(), want[i])
+		}
+		checkGone(t, f, s)
+	}
+	vs, errs := bs.VerifyBatch(ctx, f.Store, batch)
+	if len(vs) != len(batch) || len(errs) != len(batch) {
+		t.Fatalf("VerifyBatch of %d subjects returned %d verifications and %d errors", len(batch), len(vs), len(errs))
+	}
+	for i := range batch {
+		if errs[i] != nil || !vs[i].Clean() {
+			t.Errorf("subject %d: VerifyBatch %+v, %v", i, vs[i], errs[i])
+		}
+	}
+	for id, n := range keep {
+		if got := f.Count(t, NewSubject("acme", id)); got != n {
+			t.Errorf("bystander %q: %d items left of %d", id, got, n)
+		}
+	}
+}
+
+// nonZero is the locations of ls with a count, as "location=count".
+func nonZero(ls []event.LocationCount) []string {
+	var out []string
+	for _, l := range ls {
+		if l.Deleted != 0 {
+			out = append(out, fmt.Sprintf("%s=%d", l.Location, l.Deleted))
+		}
+	}
+	return out
+}
+
 func checkTenantScope(t *testing.T, f Fixture) {
 	ctx := context.Background()
 	a1, a2, other := NewSubject("acme", "tenant-1"), NewSubject("acme", "tenant-2"), NewSubject("globex", "tenant-1")

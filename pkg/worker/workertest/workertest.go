@@ -25,7 +25,7 @@ import (
 // identifiers that cannot occur in a report by chance: 4 characters or more are checked).
 func Reports(t testing.TB, inv *inventory.Inventory, kind string, impl deletion.Store, s deletion.Subject) map[string]event.StoreDone {
 	t.Helper()
-	b := testenv.Kafka(t, 1, event.TopicStoreDone)
+	b := testenv.Kafka(t, 1, event.TopicStoreDone, event.TopicStoreFound)
 	w := &worker.Worker{
 		Inventory: inv,
 		Stores:    map[string]deletion.Store{kind: impl},

@@ -1,0 +1,94 @@
+package aggregator_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/lethe-erasure/lethe/pkg/aggregator"
+	"github.com/lethe-erasure/lethe/pkg/event"
+)
+
+func foundRec(t *testing.T, f event.StoreFound) *kgo.Record {
+	t.Helper()
+	b, err := event.Found.Encode(&f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &kgo.Record{Topic: event.TopicStoreFound, Key: []byte(f.RequestID), Value: b}
+}
+
+// A deleter killed between its delete and its report reports NOTHING_FOUND when the
+// request is redelivered; the receipt still counts what its find recorded, whichever of
+// the two records the aggregator handles first.
+func TestRedeliveredNothingFoundKeepsTheFind(t *testing.T) {
+	for _, foundFirst := range []bool{true, false} {
+		e := setup(t)
+		found := event.StoreFound{
+			RequestID: "er_f", TenantID: "acme", Store: "redis", Kind: "redis", Attempt: 1, FoundAt: clock,
+			Locations: []event.LocationCount{{Location: "a:acme:{subject}", Deleted: 4}, {Location: "b:acme:{subject}", Deleted: 0}},
+		}
+		reports := success("er_f", "acme", 1) // redis: NOTHING_FOUND, deleted 0
+		recs := []*kgo.Record{reqRec(t, request("er_f", "acme", 1)), foundRec(t, found)}
+		if !foundFirst {
+			recs = recs[:1]
+		}
+		recs = append(recs, doneRecs(t, reports[1])...)
+		if !foundFirst {
+			recs = append(recs, foundRec(t, found))
+		}
+		recs = append(recs, doneRecs(t, reports[0], reports[2])...)
+		e.handle(t, recs...)
+
+		rc, err := e.store.GetReceipt(context.Background(), "er_f")
+		if err != nil {
+			t.Fatalf("found first %v: %v", foundFirst, err)
+		}
+		for _, s := range rc.Stores {
+			if s.Store == "redis" && (s.Status != event.StatusDeleted || s.Deleted != 4) {
+				t.Errorf("found first %v: redis %s deleted %d, want DELETED 4", foundFirst, s.Status, s.Deleted)
+			}
+		}
+	}
+}
+
+// A find alone never completes a store.
+func TestFindAloneIsNoReport(t *testing.T) {
+	e := setup(t)
+	reports := success("er_g", "acme", 1)
+	e.handle(t, reqRec(t, request("er_g", "acme", 1)))
+	e.handle(t, doneRecs(t, reports[0], reports[2])...)
+	e.handle(t, foundRec(t, event.StoreFound{RequestID: "er_g", TenantID: "acme", Store: "redis", Kind: "redis", Attempt: 1,
+		Locations: []event.LocationCount{{Location: "a:acme:{subject}", Deleted: 2}}, FoundAt: clock}))
+	if _, err := e.store.GetReceipt(context.Background(), "er_g"); err == nil {
+		t.Fatal("receipt issued on a find without the store's report")
+	}
+}
+
+func TestMergeWithFind(t *testing.T) {
+	find := aggregator.FoundReport(event.StoreFound{Store: "redis", Attempt: 1,
+		Locations: []event.LocationCount{{Location: "k", Deleted: 5}, {Location: "old", Deleted: 2}}})
+	report := func(attempt int, st event.Status, n int64) event.StoreDone {
+		return event.StoreDone{Store: "redis", Attempt: attempt, Status: st, Verification: event.Verification{Method: "m"},
+			Locations: []event.LocationCount{{Location: "k", Deleted: n}}}
+	}
+	for name, tc := range map[string]struct {
+		other  event.StoreDone
+		want   int64
+		status event.Status
+	}{
+		"nothing found after the find": {report(1, event.StatusNothingFound, 0), 7, event.StatusDeleted},
+		"the run's own report":         {report(1, event.StatusDeleted, 5), 7, event.StatusDeleted},
+		"more deleted than found":      {report(1, event.StatusDeleted, 6), 8, event.StatusDeleted},
+		"failed stays failed":          {report(1, event.StatusFailed, 0), 7, event.StatusFailed},
+		"re-drive ignores older find":  {report(2, event.StatusNothingFound, 0), 0, event.StatusNothingFound},
+	} {
+		for _, order := range [][2]event.StoreDone{{find, tc.other}, {tc.other, find}} {
+			got := aggregator.Merge(order[0], order[1])
+			if got.Deleted() != tc.want || got.Status != tc.status {
+				t.Errorf("%s: kept %s deleted %d, want %s %d", name, got.Status, got.Deleted(), tc.status, tc.want)
+			}
+		}
+	}
+}

@@ -1,0 +1,79 @@
+package datasetstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/inventory"
+)
+
+var _ deletion.Finder = (*Store)(nil)
+
+// Find counts what Erase would delete of s in st now, with Erase's locations and units:
+// per location the matching rows of the current objects and, where the bucket keeps
+// versions, the older versions that hold such rows. It changes nothing; what it cannot read
+// it does not count (Verify reports it). A tenant-scope s is not counted (nil).
+func (s *Store) Find(ctx context.Context, st inventory.Store, subj deletion.Subject) ([]event.LocationCount, error) {
+	if subj.TenantScope() {
+		return nil, nil
+	}
+	locs, err := s.locations(st, subj)
+	if err != nil {
+		return nil, err
+	}
+	m, err := matcherFor(st, subj)
+	if err != nil {
+		return nil, err
+	}
+	var out []event.LocationCount
+	for _, l := range locs {
+		c, err := findRows(ctx, l, m)
+		if err != nil {
+			return nil, fmt.Errorf("dataset store %q: find: %w", st.Name, err)
+		}
+		out = append(out, event.LocationCount{Location: l.name, Deleted: c.current})
+		if c.versioned {
+			out = append(out, event.LocationCount{Location: l.name + oldVersions, Deleted: c.old})
+		}
+	}
+	return out, nil
+}
+
+// findRows counts the rows m matches in the current objects of l and the older versions
+// that hold any.
+func findRows(ctx context.Context, l location, m *matcher) (c counts, err error) {
+	ls, err := inventoryOf(ctx, l)
+	c.versioned = ls.vb != nil
+	if err != nil || m.empty() {
+		return c, err
+	}
+	unreadable := func(err error) bool { return errors.Is(err, errMalformed) || errors.Is(err, ErrNotFound) }
+	for _, key := range ls.keys {
+		if err := ctx.Err(); err != nil {
+			return c, err
+		}
+		n, err := countObject(ctx, l.bucket, key, m)
+		if err != nil && !unreadable(err) {
+			return c, err
+		}
+		if err == nil {
+			c.current += int64(n)
+		}
+		for _, v := range ls.vers[key] {
+			if v.Latest || v.DeleteMarker {
+				continue
+			}
+			n, err := countVersion(ctx, ls.vb, v, m)
+			if err != nil && !unreadable(err) {
+				return c, err
+			}
+			if err == nil && n > 0 {
+				c.old++
+			}
+		}
+	}
+	return c, nil
+}

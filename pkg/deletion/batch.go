@@ -1,0 +1,37 @@
+package deletion
+
+import (
+	"context"
+
+	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/inventory"
+)
+
+// BatchStore is an optional capability of a Store that erases and verifies many subjects
+// of one inventory store at once (one filter, one pipeline, one rewrite per object), found
+// by type assertion. The runtime hands it the subject-scope requests pending at the same
+// time; tenant-scope subjects always go through Erase and Verify.
+//
+// EraseBatch and VerifyBatch return one result and one error per subject, in the order of
+// subjects, with the meaning Erase and Verify give them for that subject alone: the counts
+// of a result are that subject's own, never the batch's, and an error (classified with
+// package retry) fails only its subject. An error that concerns the whole batch (the
+// backend is down) is returned for every subject. Both are idempotent, safe for concurrent
+// use and honour ctx; a subject that appears twice in one batch counts its data once.
+// Every implementation passes the batch checks of the conformance suite.
+type BatchStore interface {
+	Store
+	EraseBatch(ctx context.Context, st inventory.Store, subjects []Subject) ([]Result, []error)
+	VerifyBatch(ctx context.Context, st inventory.Store, subjects []Subject) ([]event.Verification, []error)
+}
+
+// VerifyEach is a VerifyBatch for stores whose verification gains nothing from batching:
+// it verifies each subject in turn with s.Verify.
+func VerifyEach(ctx context.Context, s Store, st inventory.Store, subjects []Subject) ([]event.Verification, []error) {
+	vs := make([]event.Verification, len(subjects))
+	errs := make([]error, len(subjects))
+	for i, subj := range subjects {
+		vs[i], errs[i] = s.Verify(ctx, st, subj)
+	}
+	return vs, errs
+}

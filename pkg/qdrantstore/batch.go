@@ -1,0 +1,104 @@
+package qdrantstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/qdrant/go-client/qdrant"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/inventory"
+)
+
+var _ deletion.BatchStore = (*Store)(nil)
+
+// EraseBatch erases subjects from st with one delete per collection: it counts each
+// subject's points exactly, as Erase does, then deletes, with wait=true, the points
+// passing the union of the subjects' filters. A subject whose filter is refused (no
+// identifier to match) fails alone and is left out of the delete; a failed delete fails
+// every subject whose points were in that collection. Tenant-scope subjects, and every
+// subject of a store with semantic read-back, are erased one by one with Erase.
+func (st *Store) EraseBatch(ctx context.Context, inv inventory.Store, subjects []deletion.Subject) ([]deletion.Result, []error) {
+	results := make([]deletion.Result, len(subjects))
+	errs := make([]error, len(subjects))
+	l, err := LocatorsOf(inv)
+	if err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return results, errs
+	}
+	type target struct {
+		should []*qdrant.Condition
+		owners []int
+		loc    string
+	}
+	targets := map[string]*target{}
+	var order []string
+	semantic := l.similar() != SimilarOff // its vectors are read before the delete, per subject
+	for i, s := range subjects {
+		if s.TenantScope() || semantic {
+			results[i], errs[i] = st.Erase(ctx, inv, s)
+			continue
+		}
+		f, err := subjectFilter(l, s)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		for _, tmpl := range l.Collections {
+			loc := location(tmpl, s.Tenant)
+			var matched int64
+			for _, coll := range collections(tmpl, s) {
+				n, err := st.count(ctx, coll, f)
+				if err != nil {
+					errs[i] = fmt.Errorf("qdrant: count %s: %w", loc, redact(err, coll, loc))
+					break
+				}
+				matched += n
+				t := targets[coll]
+				if t == nil {
+					t = &target{loc: loc}
+					targets[coll] = t
+					order = append(order, coll)
+				}
+				t.should = append(t.should, f.Should...)
+				t.owners = append(t.owners, i)
+			}
+			if errs[i] != nil {
+				break
+			}
+			results[i].Locations = append(results[i].Locations, event.LocationCount{Location: loc, Deleted: matched})
+		}
+	}
+	for _, coll := range order {
+		t := targets[coll]
+		f := &qdrant.Filter{Should: t.should}
+		err := checkFilter(f)
+		if err == nil {
+			err = st.deletePoints(ctx, coll, f)
+		}
+		if err != nil && status.Code(err) != codes.NotFound {
+			err = fmt.Errorf("qdrant: delete from %s: %w", t.loc, redact(classify(err), coll, t.loc))
+			for _, i := range t.owners {
+				if errs[i] == nil {
+					errs[i] = err
+				}
+			}
+		}
+	}
+	for i := range results {
+		if errs[i] != nil {
+			results[i] = deletion.Result{}
+		}
+	}
+	return results, errs
+}
+
+// VerifyBatch verifies each subject with Verify: the exact count is per subject.
+func (st *Store) VerifyBatch(ctx context.Context, inv inventory.Store, subjects []deletion.Subject) ([]event.Verification, []error) {
+	return deletion.VerifyEach(ctx, st, inv, subjects)
+}

@@ -1,0 +1,174 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/inventory"
+)
+
+// Batching configures how the worker gathers the erasures pending on its partitions for a
+// store that is a deletion.BatchStore: a batch is handed over when it holds Max subjects or
+// Wait after its first subject arrived, whichever comes first. Max below 2 turns batching
+// off. Each request of a batch keeps its own report, counts, verification and retries, and
+// its offset is still marked only after its own reports were acknowledged: batching
+// changes how many store calls there are, not what is reported or when a record is done.
+type Batching struct {
+	Max  int
+	Wait time.Duration
+}
+
+// DefaultBatching is what service.Deleter uses unless configured otherwise.
+var DefaultBatching = Batching{Max: 64, Wait: 2 * time.Millisecond}
+
+type batchOp int
+
+const (
+	opErase batchOp = iota
+	opVerify
+)
+
+type batchKey struct {
+	store string
+	op    batchOp
+}
+
+// batch is the subjects gathered for one store and operation, and, once run, their
+// outcomes.
+type batch struct {
+	st       inventory.Store
+	subjects []deletion.Subject
+	ctxs     []context.Context
+	full     chan struct{} // closed when the batch reached Max
+	done     chan struct{} // closed when the outcomes are set
+	results  []deletion.Result
+	vers     []event.Verification
+	errs     []error
+}
+
+// batcher gathers concurrent erasures of one store into batches.
+type batcher struct {
+	mu      sync.Mutex
+	pending map[batchKey]*batch
+}
+
+// errBatchShape is a BatchStore that returned the wrong number of outcomes.
+var errBatchShape = errors.New("worker: batch store returned outcomes for a different number of subjects")
+
+// run submits subj to the pending batch of (st, op), starting one if none is pending, and
+// waits for the batch's outcome of subj.
+func (w *Worker) batched(ctx context.Context, op batchOp, bs deletion.BatchStore, st inventory.Store, subj deletion.Subject) (deletion.Result, event.Verification, error) {
+	cfg := w.Batching
+	b, i := w.batches.join(batchKey{st.Name, op}, st, subj, ctx, cfg, func(b *batch) { runBatch(op, bs, b) })
+	select {
+	case <-b.done:
+		if op == opErase {
+			return b.results[i], event.Verification{}, b.errs[i]
+		}
+		return deletion.Result{}, b.vers[i], b.errs[i]
+	case <-ctx.Done():
+		return deletion.Result{}, event.Verification{}, ctx.Err()
+	}
+}
+
+// join adds subj to the pending batch of k and returns it with subj's index; the first
+// subject of a batch starts the goroutine that runs it after cfg.Wait or once it is full.
+func (bt *batcher) join(k batchKey, st inventory.Store, subj deletion.Subject, ctx context.Context, cfg Batching, run func(*batch)) (*batch, int) {
+	bt.mu.Lock()
+	defer bt.mu.Unlock()
+	if bt.pending == nil {
+		bt.pending = map[batchKey]*batch{}
+	}
+	b := bt.pending[k]
+	if b == nil {
+		b = &batch{st: st, full: make(chan struct{}), done: make(chan struct{})}
+		bt.pending[k] = b
+		go func() {
+			t := time.NewTimer(cfg.Wait)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-b.full:
+			}
+			bt.mu.Lock()
+			if bt.pending[k] == b {
+				delete(bt.pending, k)
+			}
+			bt.mu.Unlock()
+			run(b)
+		}()
+	}
+	b.subjects = append(b.subjects, subj)
+	b.ctxs = append(b.ctxs, ctx)
+	if len(b.subjects) >= cfg.Max {
+		delete(bt.pending, k)
+		close(b.full)
+	}
+	return b, len(b.subjects) - 1
+}
+
+// runBatch runs b through bs under a context that ends when every caller's has ended,
+// and publishes the outcomes.
+func runBatch(op batchOp, bs deletion.BatchStore, b *batch) {
+	defer close(b.done)
+	ctx, cancel := context.WithCancel(context.WithoutCancel(b.ctxs[0]))
+	defer cancel()
+	left := int64(len(b.ctxs))
+	for _, c := range b.ctxs {
+		stop := context.AfterFunc(c, func() {
+			if atomic.AddInt64(&left, -1) == 0 {
+				cancel()
+			}
+		})
+		defer stop()
+	}
+	n := len(b.subjects)
+	switch op {
+	case opErase:
+		b.results, b.errs = bs.EraseBatch(ctx, b.st, b.subjects)
+		if len(b.results) != n || len(b.errs) != n {
+			b.results, b.errs = make([]deletion.Result, n), fill(n, errBatchShape)
+		}
+	case opVerify:
+		b.vers, b.errs = bs.VerifyBatch(ctx, b.st, b.subjects)
+		if len(b.vers) != n || len(b.errs) != n {
+			b.vers, b.errs = make([]event.Verification, n), fill(n, errBatchShape)
+		}
+	}
+}
+
+func fill(n int, err error) []error {
+	errs := make([]error, n)
+	for i := range errs {
+		errs[i] = err
+	}
+	return errs
+}
+
+// eraseOne erases subj from st, through a batch when the store batches.
+func (w *Worker) eraseOne(ctx context.Context, impl deletion.Store, st inventory.Store, subj deletion.Subject) (deletion.Result, error) {
+	if bs, ok := w.batchStore(impl, subj); ok {
+		res, _, err := w.batched(ctx, opErase, bs, st, subj)
+		return res, err
+	}
+	return impl.Erase(ctx, st, subj)
+}
+
+// verifyOne verifies subj in st, through a batch when the store batches.
+func (w *Worker) verifyOne(ctx context.Context, impl deletion.Store, st inventory.Store, subj deletion.Subject) (event.Verification, error) {
+	if bs, ok := w.batchStore(impl, subj); ok {
+		_, v, err := w.batched(ctx, opVerify, bs, st, subj)
+		return v, err
+	}
+	return impl.Verify(ctx, st, subj)
+}
+
+func (w *Worker) batchStore(impl deletion.Store, subj deletion.Subject) (deletion.BatchStore, bool) {
+	bs, ok := impl.(deletion.BatchStore)
+	return bs, ok && w.Batching.Max > 1 && !subj.TenantScope()
+}

@@ -1,0 +1,124 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/retry"
+	"github.com/lethe-erasure/lethe/pkg/testenv"
+	"github.com/lethe-erasure/lethe/pkg/worker"
+)
+
+// batchStore holds items per subject id and records the size of every batch call; the
+// subject "poison" fails permanently.
+type batchStore struct {
+	mu      sync.Mutex
+	items   map[string]int64
+	erases  []int // subjects per EraseBatch call
+	singles int   // Erase calls
+}
+
+func (b *batchStore) eraseOne(s deletion.Subject) (deletion.Result, error) {
+	if s.ID == "poison" {
+		return deletion.Result{}, retry.Permanent(errors.New("fake: malformed row"))
+	}
+	n := b.items[s.ID]
+	delete(b.items, s.ID)
+	return deletion.Result{Locations: []event.LocationCount{{Location: "key:acme:{subject}", Deleted: n}}}, nil
+}
+
+func (b *batchStore) Erase(ctx context.Context, st inventory.Store, s deletion.Subject) (deletion.Result, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.singles++
+	return b.eraseOne(s)
+}
+
+func (b *batchStore) Verify(ctx context.Context, st inventory.Store, s deletion.Subject) (event.Verification, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return event.Verification{Method: "fake read-back", Remaining: b.items[s.ID]}, nil
+}
+
+func (b *batchStore) EraseBatch(ctx context.Context, st inventory.Store, ss []deletion.Subject) ([]deletion.Result, []error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.erases = append(b.erases, len(ss))
+	res, errs := make([]deletion.Result, len(ss)), make([]error, len(ss))
+	for i, s := range ss {
+		res[i], errs[i] = b.eraseOne(s)
+	}
+	return res, errs
+}
+
+func (b *batchStore) VerifyBatch(ctx context.Context, st inventory.Store, ss []deletion.Subject) ([]event.Verification, []error) {
+	return deletion.VerifyEach(ctx, b, st, ss)
+}
+
+// Erasures pending at the same time reach a BatchStore together; each request keeps its
+// own report and counts, and the subject that fails permanently fails only its own.
+func TestConcurrentRequestsAreBatched(t *testing.T) {
+	const n = 8
+	fs := &batchStore{items: map[string]int64{}}
+	w, addrs := setup(t, map[string]deletion.Store{"redis": fs})
+	w.Batching = worker.Batching{Max: n, Wait: 2 * time.Second} // the erase batch fills long before
+	var wg sync.WaitGroup
+	for i := range n {
+		id := fmt.Sprintf("cust-%d", i)
+		if i == 3 {
+			id = "poison"
+		}
+		fs.items[id] = int64(i + 1)
+		req := request([]string{"redis"}, nil, 1)
+		req.RequestID, req.Identifiers.SubjectID = fmt.Sprintf("er_%d", i), id
+		wg.Go(func() {
+			if err := w.Handle(context.Background(), record(t, req)); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if len(fs.erases) != 1 || fs.erases[0] != n || fs.singles != 0 {
+		t.Errorf("erase calls: batches %v, single %d; want one batch of %d", fs.erases, fs.singles, n)
+	}
+	got := map[string]event.StoreDone{}
+	for _, r := range testenv.ReadTopic(t, addrs, event.TopicStoreDone) {
+		var d event.StoreDone
+		if err := event.Done.Decode(r.Value, &d); err != nil {
+			t.Fatal(err)
+		}
+		got[d.RequestID] = d
+	}
+	for i := range n {
+		d := got[fmt.Sprintf("er_%d", i)]
+		switch {
+		case i == 3 && d.Status != event.StatusFailed:
+			t.Errorf("poisoned request: %s", d.Status)
+		case i != 3 && (d.Status != event.StatusDeleted || d.Deleted() != int64(i+1)):
+			t.Errorf("request %d: %s deleted %d, want DELETED %d", i, d.Status, d.Deleted(), i+1)
+		}
+	}
+}
+
+// A batch that does not fill is handed over after the wait.
+func TestPartialBatchRunsAfterTheWait(t *testing.T) {
+	fs := &batchStore{items: map[string]int64{"alice*": 2}}
+	w, addrs := setup(t, map[string]deletion.Store{"redis": fs})
+	w.Batching = worker.Batching{Max: 64, Wait: time.Millisecond}
+	if err := w.Handle(context.Background(), record(t, request([]string{"redis"}, nil, 1))); err != nil {
+		t.Fatal(err)
+	}
+	if len(fs.erases) != 1 || fs.erases[0] != 1 {
+		t.Errorf("batches %v, want one of 1", fs.erases)
+	}
+	if d := reports(t, addrs)["redis"]; d.Deleted() != 2 || d.Status != event.StatusDeleted {
+		t.Errorf("report %s deleted %d", d.Status, d.Deleted())
+	}
+}

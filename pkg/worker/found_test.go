@@ -1,0 +1,120 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/testenv"
+	"github.com/lethe-erasure/lethe/pkg/worker"
+)
+
+// findingStore is a fakeStore that is a deletion.Finder and logs, with the producer, the
+// order of finds, publications and erasures.
+type findingStore struct {
+	*fakeStore
+	log *eventLog
+}
+
+func (f findingStore) Find(ctx context.Context, st inventory.Store, s deletion.Subject) ([]event.LocationCount, error) {
+	f.mu.Lock()
+	n := f.by[st.Name].items
+	f.mu.Unlock()
+	f.log.add("find " + st.Name)
+	loc := inventory.Expand("key:{tenant}:{subject}:*", inventory.Vars{Tenant: s.Tenant, Subject: inventory.Subject}, nil)
+	return []event.LocationCount{{Location: loc, Deleted: n}}, nil
+}
+
+func (f findingStore) Erase(ctx context.Context, st inventory.Store, s deletion.Subject) (deletion.Result, error) {
+	f.log.add("erase " + st.Name)
+	return f.fakeStore.Erase(ctx, st, s)
+}
+
+type eventLog struct {
+	mu  sync.Mutex
+	all []string
+}
+
+func (l *eventLog) add(s string) { l.mu.Lock(); l.all = append(l.all, s); l.mu.Unlock() }
+
+func (l *eventLog) index(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, e := range l.all {
+		if e == s {
+			return i
+		}
+	}
+	return -1
+}
+
+// loggingProducer logs each acknowledged found record; fail refuses them.
+type loggingProducer struct {
+	worker.Producer
+	log  *eventLog
+	fail bool
+}
+
+func (p *loggingProducer) ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults {
+	if rs[0].Topic == event.TopicStoreFound {
+		if p.fail {
+			return kgo.ProduceResults{{Record: rs[0], Err: errors.New("broker unavailable")}}
+		}
+		defer p.log.add("found acknowledged")
+	}
+	return p.Producer.ProduceSync(ctx, rs...)
+}
+
+// Before it erases, the worker publishes what the store's Finder found and waits for the
+// acknowledgement; a store where nothing is found publishes no find.
+func TestFindIsAcknowledgedBeforeTheErase(t *testing.T) {
+	log := &eventLog{}
+	f := findingStore{newFake(map[string]*behaviour{"redis": {items: 3}, "langgraph": {}}), log}
+	w, addrs := setup(t, map[string]deletion.Store{"redis": f})
+	w.Producer = &loggingProducer{Producer: w.Producer, log: log}
+	if err := w.Handle(context.Background(), record(t, request([]string{"redis", "langgraph"}, nil, 1))); err != nil {
+		t.Fatal(err)
+	}
+	found, ack, erase := log.index("find redis"), log.index("found acknowledged"), log.index("erase redis")
+	if found < 0 || ack < found || erase < ack {
+		t.Errorf("order of events %v: want find, acknowledgement, erase", log.all)
+	}
+	var got []event.StoreFound
+	for _, r := range testenv.ReadTopic(t, addrs, event.TopicStoreFound) {
+		var fr event.StoreFound
+		if err := event.Found.Decode(r.Value, &fr); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fr)
+	}
+	if len(got) != 1 || got[0].Store != "redis" || got[0].Found() != 3 || got[0].RequestID != "er_1" || got[0].Attempt != 1 {
+		t.Errorf("finds published %+v, want one of redis with 3", got)
+	}
+	if d := reports(t, addrs)["redis"]; d.Deleted() != 3 || d.Status != event.StatusDeleted {
+		t.Errorf("redis report %s deleted %d", d.Status, d.Deleted())
+	}
+}
+
+// A find the broker does not acknowledge erases nothing: the store is retried and, past
+// the budget, reports FAILED.
+func TestUnacknowledgedFindErasesNothing(t *testing.T) {
+	log := &eventLog{}
+	f := findingStore{newFake(map[string]*behaviour{"redis": {items: 3}}), log}
+	w, addrs := setup(t, map[string]deletion.Store{"redis": f})
+	w.Producer = &loggingProducer{Producer: w.Producer, log: log, fail: true}
+	if err := w.Handle(context.Background(), record(t, request([]string{"redis"}, nil, 1))); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.erased()["redis"]; n != 0 {
+		t.Errorf("erased %d times without an acknowledged find", n)
+	}
+	if d := reports(t, addrs)["redis"]; d.Status != event.StatusFailed {
+		t.Errorf("redis reported %s, want FAILED", d.Status)
+	}
+}
