@@ -35,6 +35,11 @@ require (
 )
 
 require (
+	github.com/twmb/franz-go/pkg/sr v1.8.0 // indirect
+	github.com/twmb/franz-go/plugin/kzap v1.1.2 // indirect
+)
+
+require (
 	github.com/andybalholm/brotli v1.1.1 // indirect
 	github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream v1.7.27 // indirect
 	github.com/aws/aws-sdk-go-v2/feature/ec2/imds v1.20.9 // indirect

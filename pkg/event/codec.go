@@ -83,11 +83,21 @@ func (t *Type) Decode(data []byte, v any) error {
 	if !ok {
 		return fmt.Errorf("%w: %s %x", ErrUnknownSchema, t.name, fp)
 	}
+	return t.DecodeBody(writer, body, v)
+}
+
+// DecodeBody reads body, one Avro datum written with the writer schema (without any
+// framing), into v by the current schema, resolving the writer schema against it. It is
+// what Decode does after it found the writer schema by fingerprint; framings that find it
+// another way (a Schema Registry id) call it. It fails with ErrUnknownSchema when writer
+// cannot be read by the current schema, or ErrMalformed.
+func (t *Type) DecodeBody(writer avro.Schema, body []byte, v any) error {
 	if err := validate(writer, body); err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrMalformed, t.name, err)
 	}
 	schema := t.current
 	if writer != t.current {
+		var err error
 		schema, err = avro.NewSchemaCompatibility().Resolve(t.current, writer)
 		if err != nil {
 			return fmt.Errorf("%w: %s: resolve: %v", ErrUnknownSchema, t.name, err)
@@ -97,6 +107,15 @@ func (t *Type) Decode(data []byte, v any) error {
 		return fmt.Errorf("%w: %s: %v", ErrMalformed, t.name, err)
 	}
 	return nil
+}
+
+// EncodeBody writes v with the current schema, without any framing.
+func (t *Type) EncodeBody(v any) ([]byte, error) {
+	body, err := avro.Marshal(t.current, v)
+	if err != nil {
+		return nil, fmt.Errorf("event: encode %s: %w", t.name, err)
+	}
+	return body, nil
 }
 
 func mustType(name string) *Type {
