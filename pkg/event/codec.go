@@ -221,3 +221,15 @@ func parseAll(files []string) (map[string]avro.Schema, error) {
 	}
 	return out, nil
 }
+
+// SingleObject frames body, written with writer, in single-object encoding, provided
+// writer has the canonical form of one of t's released or current schemas (its
+// fingerprint is one Decode knows); otherwise it fails with ErrUnknownSchema. It turns a
+// record framed another way into one that Decode reads, without decoding it.
+func (t *Type) SingleObject(writer avro.Schema, body []byte) ([]byte, error) {
+	fp := fingerprintBytes(Fingerprint(writer))
+	if _, ok := t.writers[string(fp)]; !ok {
+		return nil, fmt.Errorf("%w: %s: writer schema is none of the released ones", ErrUnknownSchema, t.name)
+	}
+	return append(append(append(make([]byte, 0, 10+len(body)), soe.Magic...), fp...), body...), nil
+}

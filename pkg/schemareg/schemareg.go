@@ -60,6 +60,9 @@ var ErrIncompatible = errors.New("schemareg: schema is not backward compatible")
 
 // Codec encodes and decodes records of Lethe's event types in either framing.
 type Codec struct {
+	// Framings is how EncodeFor frames each topic's records; set it before use.
+	Framings Framings
+
 	client *sr.Client
 	header sr.ConfluentHeader
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hamba/avro/v2"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 
@@ -173,5 +174,59 @@ func TestParseFraming(t *testing.T) {
 	}
 	if _, err := schemareg.ParseFraming("protobuf"); err == nil {
 		t.Error("ParseFraming(protobuf) succeeded")
+	}
+}
+
+// A registry-framed record of one of Lethe's topics reaches a single-object handler as
+// the same record in single-object encoding; a record of a writer schema Lethe never
+// released is refused.
+func TestReframe(t *testing.T) {
+	ctx := context.Background()
+	c, cl, _ := newCodec(t)
+	if err := c.RegisterAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.Framings, _ = schemareg.ParseFramings("erasure.intake=registry")
+	in := intake()
+	b, err := c.EncodeFor(event.TopicIntake, event.Intake, &in)
+	if err != nil || b[0] != 0 {
+		t.Fatalf("EncodeFor(registry topic) = % x, %v", b[:1], err)
+	}
+	if soe, _ := c.EncodeFor(event.TopicRequested, event.Intake, &in); soe[0] != 0xc3 {
+		t.Fatalf("EncodeFor(single-object topic) starts % x", soe[:1])
+	}
+	var got event.IntakeRequest
+	h := c.Reframe(schemareg.Topics(), func(_ context.Context, rec *kgo.Record) error {
+		return event.Intake.Decode(rec.Value, &got)
+	})
+	if err := h(ctx, &kgo.Record{Topic: event.TopicIntake, Value: b}); err != nil {
+		t.Fatal(err)
+	}
+	if got.SubjectID != in.SubjectID {
+		t.Fatalf("decoded %+v", got)
+	}
+	other, err := cl.CreateSchema(ctx, "other-value", sr.Schema{Schema: `{"type":"record","name":"IntakeRequest","namespace":"lethe.erasure","fields":[{"name":"tenant_id","type":"string"},{"name":"extra","type":"int"}]}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = h(ctx, &kgo.Record{Topic: event.TopicIntake, Value: []byte{0, 0, 0, 0, byte(other.ID), 2, 'a', 2}})
+	if !errors.Is(err, event.ErrUnknownSchema) {
+		t.Fatalf("Reframe of an unreleased writer schema = %v, want ErrUnknownSchema", err)
+	}
+}
+
+func TestParseFramings(t *testing.T) {
+	f, err := schemareg.ParseFramings("registry, erasure.completed=single-object")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Of(event.TopicIntake) != schemareg.Registry || f.Of(event.TopicCompleted) != schemareg.SingleObject || !f.UsesRegistry() {
+		t.Fatalf("framings %+v", f)
+	}
+	if f, _ := schemareg.ParseFramings(""); f.Of(event.TopicIntake) != schemareg.SingleObject || f.UsesRegistry() {
+		t.Fatalf("default framings %+v", f)
+	}
+	if _, err := schemareg.ParseFramings("erasure.intake=xml"); err == nil {
+		t.Fatal("ParseFramings accepted xml")
 	}
 }
