@@ -88,6 +88,7 @@ const Pending event.Status = "PENDING"
 //	GET  /v1/erasures/{id}          status (200 with Status; 404)
 //	GET  /v1/erasures/{id}/receipt  receipt (200 with event.Receipt; 404 until it exists)
 //	GET  /v1/erasures               list: ?tenant=&state=&overdue=true&limit= (200 {"requests": [Status]})
+//	GET  /v1/erasures?tenant=&idempotency_key=   the request submitted with that key, if any (200 {"requests": [Status]})
 //	POST /v1/erasures/{id}/retry    re-drive with RetryRequest (202; 400, 404, 503)
 //	POST /v1/suppressions/check     which identifiers are erased: CheckRequest (200 CheckResponse; 400, 403, 429, 503)
 //	POST /v1/suppressions/lift      lift suppressions by consent: LiftRequest (200 LiftResponse; 400, 403, 429, 503)

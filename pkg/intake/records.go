@@ -4,15 +4,19 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
+	"net/http"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
 
+	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/retry"
 )
@@ -107,4 +111,25 @@ func isJSON(rec *kgo.Record) bool {
 	}
 	trimmed := bytes.TrimLeft(rec.Value, " \t\r\n")
 	return len(trimmed) > 0 && trimmed[0] == '{'
+}
+
+// listByIdempotencyKey answers GET /v1/erasures?tenant=T&idempotency_key=K: the request
+// that tenant T submitted with key K, if any, as a list of zero or one Status. It is how a
+// producer on erasure.intake, which gets no answer from the broker, finds its request (the
+// request id is keyed by the pseudonym key, so producers cannot compute it).
+func (s *Service) listByIdempotencyKey(w http.ResponseWriter, r *http.Request, tenant, key string) {
+	if tenant == "" {
+		writeError(w, http.StatusBadRequest, "idempotency_key needs tenant")
+		return
+	}
+	st, err := s.Status(r.Context(), s.requestID(event.IntakeRequest{TenantID: tenant, IdempotencyKey: key}))
+	switch {
+	case errors.Is(err, auditlog.ErrNotFound):
+		writeJSON(w, http.StatusOK, map[string]any{"requests": []Status{}})
+	case err != nil:
+		s.log().Error("lookup failed", zap.Error(err))
+		writeError(w, http.StatusServiceUnavailable, "state store unavailable")
+	default:
+		writeJSON(w, http.StatusOK, map[string]any{"requests": []Status{st}})
+	}
 }
