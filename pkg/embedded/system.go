@@ -182,10 +182,8 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 	// Records of Lethe's own topics reach the handlers in single-object encoding whatever
 	// their framing; intake reads registry-framed records itself (resolving schemas it
 	// never released).
-	own := schemareg.Topics()
-	delete(own, event.TopicIntake)
 	for _, grp := range groups {
-		h := st.Registry.Reframe(own, grp.Handler)
+		h := st.Registry.Reframe(schemareg.OwnTopics(), grp.Handler)
 		g.Go(func() error {
 			return consumer.Run(gctx, consumer.Config{Broker: st.Broker, Group: grp.Name, Topics: grp.Topics, Log: log.With(zap.String("group", grp.Name)), Metrics: m, Redact: grp.Redact}, h)
 		})

@@ -130,3 +130,12 @@ func (c *Codec) RegisterAll(ctx context.Context) error {
 	}
 	return nil
 }
+
+// OwnTopics is Topics without erasure.intake: the topics only Lethe writes, whose writer
+// schemas are always released ones, for Reframe. Intake records come from upstream apps,
+// whose schema versions the intake handler resolves itself.
+func OwnTopics() map[string]*event.Type {
+	t := Topics()
+	delete(t, event.TopicIntake)
+	return t
+}

@@ -38,7 +38,7 @@ func main() {
 		}
 		env.Log.Info("access", zap.Stringer("auth", authn), zap.Stringer("rate_limit", limiter))
 		svc := &intake.Service{Key: env.Config.Key, Inventory: env.Config.Inventory, Producer: env.Producer, Store: store,
-			Policy: policy, Log: env.Log, Metrics: env.Metrics, Auth: authn, Limiter: limiter, Sealer: env.Sealer}
+			Policy: policy, Log: env.Log, Metrics: env.Metrics, Auth: authn, Limiter: limiter, Sealer: env.Sealer, Registry: env.Registry}
 		serve := func(ctx context.Context) error {
 			srv := &http.Server{Addr: env.Config.HTTPAddr, Handler: svc.Handler(), ReadHeaderTimeout: 5 * time.Second}
 			go func() {
