@@ -165,7 +165,7 @@ func (s *Stack) startRegistry(ctx context.Context, addr string) error {
 		return err
 	}
 	srv := &http.Server{Handler: srfake.NewRegistry().Handler(), ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(l)
+	go func() { _ = srv.Serve(l) }()
 	s.closers = append(s.closers, func() { srv.Close() })
 	s.Addrs.Registry = l.Addr().String()
 	if s.Registry, err = schemareg.Dial("http://" + s.Addrs.Registry); err != nil {
@@ -224,7 +224,7 @@ func startS3(ctx context.Context, s *Stack, at string) (*s3.Client, error) {
 	}
 	s.Addrs.S3 = l.Addr().String()
 	srv := &http.Server{Handler: gofakes3.New(s3mem.New()).Server(), ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(l)
+	go func() { _ = srv.Serve(l) }()
 	s.closers = append(s.closers, func() { srv.Close() })
 	client := s3.New(s3.Options{
 		BaseEndpoint: aws.String("http://" + l.Addr().String()),

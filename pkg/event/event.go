@@ -189,7 +189,7 @@ type StoreEvidence struct {
 	Physical     string          `avro:"physical" json:"physical,omitempty"`
 }
 
-// Receipt status values.
+// ReceiptComplete is the status of a receipt whose every store reported success.
 const ReceiptComplete = "COMPLETE"
 
 // Receipt is the deletion receipt: non-PII evidence that every expected store verified the

@@ -335,7 +335,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.WriteHeader(code)
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	enc.Encode(v)
+	_ = enc.Encode(v) // the status is sent; a client that went away is no error of ours
 }
 
 func writeError(w http.ResponseWriter, code int, msg string) {

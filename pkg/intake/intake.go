@@ -339,7 +339,7 @@ func validRedrive(prev auditlog.Request, ids event.Identifiers, stores []string)
 	return nil
 }
 
-// HandleIntake is the consumer.Handler for erasure.intake. A record is JSON (IntakeJSON)
+// HandleIntake is the consumer.Handler for erasure.intake. A record is JSON (JSONRecord)
 // or Avro in either framing (ContentTypeHeader). Invalid requests, undecodable records and
 // registry ids the registry does not know are permanent errors: the consumer dead-letters
 // them with the reason.

@@ -15,7 +15,7 @@ import (
 
 // The published JSON Schema of JSON intake records and the Go validation agree: every
 // example is accepted by both or refused by both.
-func TestIntakeJSONSchemaAgreesWithValidation(t *testing.T) {
+func TestJSONRecordSchemaAgreesWithValidation(t *testing.T) {
 	raw, err := fs.ReadFile(schemas.FS, "intake.schema.json")
 	if err != nil {
 		t.Fatal(err)
@@ -77,7 +77,7 @@ func TestIntakeJSONSchemaAgreesWithValidation(t *testing.T) {
 }
 
 func goValidate(svc *intake.Service, text string) error {
-	j, err := intake.DecodeIntakeJSON([]byte(text))
+	j, err := intake.DecodeJSONRecord([]byte(text))
 	if err != nil {
 		return err
 	}

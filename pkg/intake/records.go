@@ -28,12 +28,12 @@ import (
 // wire format, 0xC3 Avro single-object encoding.
 const ContentTypeHeader = "content-type"
 
-// IntakeJSON is an erasure.intake record in JSON, the shape schemas/intake.schema.json
+// JSONRecord is an erasure.intake record in JSON, the shape schemas/intake.schema.json
 // publishes: the HTTP submission's fields plus the idempotency key (the HTTP
 // Idempotency-Key header) and, optionally, when the app submitted it. Unknown fields are
 // refused, as over HTTP; the producer's identity comes from the authorization header,
 // never from the record.
-type IntakeJSON struct {
+type JSONRecord struct {
 	TenantID       string      `json:"tenant_id"`
 	SubjectID      string      `json:"subject_id"`
 	SessionIDs     []string    `json:"session_ids"`
@@ -43,11 +43,11 @@ type IntakeJSON struct {
 	SubmittedAt    *time.Time  `json:"submitted_at,omitempty"`
 }
 
-// DecodeIntakeJSON reads one JSON object of at most MaxBodyBytes with only IntakeJSON's
+// DecodeJSONRecord reads one JSON object of at most MaxBodyBytes with only JSONRecord's
 // fields, valid UTF-8 without lone surrogate escapes (the rules of an HTTP submission).
 // Its errors wrap ErrInvalid and describe the problem without echoing the value.
-func DecodeIntakeJSON(b []byte) (IntakeJSON, error) {
-	var v IntakeJSON
+func DecodeJSONRecord(b []byte) (JSONRecord, error) {
+	var v JSONRecord
 	if len(b) > MaxBodyBytes {
 		return v, fmt.Errorf("%w: JSON record is larger than %d bytes", ErrInvalid, MaxBodyBytes)
 	}
@@ -78,7 +78,7 @@ func (s *Service) decodeRecord(ctx context.Context, rec *kgo.Record) (event.Inta
 		}
 		return in, nil
 	}
-	j, err := DecodeIntakeJSON(rec.Value)
+	j, err := DecodeJSONRecord(rec.Value)
 	if err != nil {
 		return event.IntakeRequest{}, retry.Permanent(err)
 	}

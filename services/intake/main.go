@@ -45,7 +45,7 @@ func main() {
 				<-ctx.Done()
 				sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
-				srv.Shutdown(sctx)
+				_ = srv.Shutdown(sctx) // past the deadline connections are dropped: the process is stopping
 			}()
 			env.Log.Info("listening", zap.String("addr", srv.Addr))
 			if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
