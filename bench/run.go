@@ -29,8 +29,9 @@ type Config struct {
 	// E2E is the corpus of the end-to-end system (the stores are erased per request, so
 	// its size bounds the rate the system can sustain).
 	E2E Size
-	// SkipStores and SkipSystem leave out the per-store or the end-to-end phases.
-	SkipStores, SkipSystem bool
+	// SkipStores, SkipSemantic and SkipSystem leave out the per-store, the semantic
+	// read-back or the end-to-end phases.
+	SkipStores, SkipSemantic, SkipSystem bool
 	// CPUProfile, when set, starts a CPU profile around the end-to-end phases and returns
 	// the function that stops it.
 	CPUProfile func() (stop func(), err error)
@@ -79,6 +80,11 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	res := &Results{}
 	if !cfg.SkipStores {
 		if err := runStores(ctx, cfg, key, res, logf); err != nil {
+			return nil, err
+		}
+	}
+	if !cfg.SkipSemantic {
+		if err := runSemantic(ctx, cfg, res, logf); err != nil {
 			return nil, err
 		}
 	}

@@ -54,8 +54,8 @@ func (w *Watcher) run() {
 			switch r.Topic {
 			case event.TopicStoreDone:
 				var d event.StoreDone
-				if event.Done.Decode(r.Value, &d) != nil {
-					return
+				if event.Done.Decode(r.Value, &d) != nil || event.AfterReceipt(d.Purpose) {
+					return // undecodable, or a sweep's report after the receipt
 				}
 				if w.reports[d.RequestID] == nil {
 					w.reports[d.RequestID] = map[string]event.StoreDone{}

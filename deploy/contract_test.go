@@ -89,6 +89,8 @@ var metricTypes = map[string]string{
 	"lethe_overdue_requests":         "gauge",
 	"lethe_sla_threshold_total":      "counter",
 	"lethe_missing_data_keys_total":  "counter",
+	"lethe_reappeared_total":         "counter",
+	"lethe_addenda_total":            "counter",
 }
 
 var metricRef = regexp.MustCompile(`lethe_[a-z_]+`)

@@ -4,31 +4,14 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/lethe-erasure/lethe/pkg/auditlog"
-	"github.com/lethe-erasure/lethe/pkg/datasetstore"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
-	"github.com/lethe-erasure/lethe/pkg/postgresstore"
-	"github.com/lethe-erasure/lethe/pkg/qdrantstore"
-	"github.com/lethe-erasure/lethe/pkg/redisstore"
-	"github.com/lethe-erasure/lethe/pkg/s3prefixstore"
-	"github.com/lethe-erasure/lethe/pkg/webhookstore"
 )
 
-// validators check an inventory entry as the deleter of its kind does at start. A kind
-// shipped with Lethe adds its package's Validate here.
-var validators = map[string]func(inventory.Store) error{
-	qdrantstore.Kind:   qdrantstore.Validate,
-	redisstore.Kind:    redisstore.Validate,
-	datasetstore.Kind:  datasetstore.Validate,
-	auditlog.Kind:      auditlog.NewVerifier(nil).Validate,
-	webhookstore.Kind:  webhookstore.Validate,
-	s3prefixstore.Kind: s3prefixstore.New(nil).Validate,
-	postgresstore.Kind: postgresstore.Validate,
-}
-
-// TestShippedInventoriesValidate loads every inventory the repository ships and checks each
-// entry with its kind's validator, so that no deleter refuses to start on one of them.
-func TestShippedInventoriesValidate(t *testing.T) {
+// TestShippedInventoriesLoad loads every inventory the repository ships and checks what is
+// common to every kind. Each kind's locators are checked by the package serving it
+// (deletiontest.ShippedInventories in that package's tests), so no list of kinds is kept
+// here.
+func TestShippedInventoriesLoad(t *testing.T) {
 	files := []string{"inventory.yaml", "k8s/base/inventory.yaml", "../pkg/inventory/reference.yaml"}
 	examples, err := filepath.Glob("examples/*.yaml")
 	if err != nil || len(examples) == 0 {
@@ -40,15 +23,8 @@ func TestShippedInventoriesValidate(t *testing.T) {
 			t.Errorf("%s: %v", f, err)
 			continue
 		}
-		for _, st := range inv.Stores {
-			validate, ok := validators[st.Kind]
-			if !ok {
-				t.Errorf("%s: store %q has kind %q, which no Lethe deleter serves", f, st.Name, st.Kind)
-				continue
-			}
-			if err := validate(st); err != nil {
-				t.Errorf("%s: %v", f, err)
-			}
+		if len(inv.Stores) == 0 {
+			t.Errorf("%s: no stores", f)
 		}
 	}
 }

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Recompute a Lethe receipt's chain hash from its JSON, independently of Lethe's code.
+"""Recompute a Lethe receipt's or addendum's chain hash from its JSON, independently of Lethe's code.
 
-Usage: receipt_hash.py RECEIPT.json [PREVIOUS.json]
+Usage: receipt_hash.py RECORD.json [PREVIOUS.json]
 
-RECEIPT.json is a receipt as `lethectl receipt ID` prints it, as GET /v1/erasures/{id}/receipt
-answers, or as erasure.completed carries it after Avro decoding. The script prints the hash
-it computes and exits 0 when it equals the receipt's `hash` (and, given the tenant's
-previous receipt, when `prev_hash` equals that receipt's `hash`), 1 otherwise.
+RECORD.json is a receipt as `lethectl receipt ID` prints it, as GET /v1/erasures/{id}/receipt
+answers, or as erasure.completed carries it after Avro decoding; or one of its addenda (an
+object with "addendum_id", as `lethectl receipt ID --json` lists them under "addenda"). The
+script prints the hash it computes and exits 0 when it equals the record's `hash` (and,
+given the tenant's previous record of the chain, when `prev_hash` equals that record's
+`hash`), 1 otherwise.
 
 The canonical form is documented in the README ("Recomputing a receipt's hash").
 """
@@ -36,6 +38,11 @@ FORMAT2 = ("unexamined", "unexamined_items", "excluded", "attestation", "mention
 
 
 def hash_format(receipt):
+    if receipt.get("identifiers_shred_at"):
+        return 3
+    for s in receipt.get("stores") or []:
+        if s.get("physical_erasure_due"):
+            return 3
     for s in receipt.get("stores") or []:
         v = s.get("verification") or {}
         if any(v.get(k) for k in FORMAT2):
@@ -69,7 +76,10 @@ def canonical(receipt):
             "verification": ver,
             "physical": s.get("physical", ""),
         })
-    return {  # dicts keep insertion order: this is the canonical field order
+        if fmt >= 3:
+            due = s.get("physical_erasure_due")
+            stores[-1]["physical_erasure_due"] = canonical_time(due) if due else ""
+    c = {  # dicts keep insertion order: this is the canonical field order
         "v": fmt,
         "receipt_id": receipt.get("receipt_id", ""),
         "request_id": receipt.get("request_id", ""),
@@ -89,6 +99,30 @@ def canonical(receipt):
         "seq": receipt.get("seq", 0),
         "prev_hash": receipt.get("prev_hash", ""),
     }
+    if fmt >= 3:
+        shred = receipt.get("identifiers_shred_at")
+        c["identifiers_shred_at"] = canonical_time(shred) if shred else ""
+    return c
+
+
+def canonical_addendum(a):
+    return {
+        "v": 1,
+        "record": "addendum",
+        "addendum_id": a.get("addendum_id", ""),
+        "receipt_id": a.get("receipt_id", ""),
+        "request_id": a.get("request_id", ""),
+        "tenant_id": a.get("tenant_id", ""),
+        "type": a.get("type", ""),
+        "purpose": a.get("purpose", ""),
+        "pass": a.get("pass", ""),
+        "at": canonical_time(a["at"]),
+        "stores": [{"store": s.get("store", ""), "status": s.get("status", ""), "deleted": s.get("deleted", 0),
+                    "remaining": s.get("remaining", 0), "unexamined": s.get("unexamined", 0)}
+                   for s in a.get("stores") or []],
+        "seq": a.get("seq", 0),
+        "prev_hash": a.get("prev_hash", ""),
+    }
 
 
 def encode(obj):
@@ -100,8 +134,9 @@ def encode(obj):
     return s.encode("utf-8")
 
 
-def receipt_hash(receipt):
-    return hashlib.sha256(encode(canonical(receipt))).hexdigest()
+def receipt_hash(record):
+    form = canonical_addendum(record) if "addendum_id" in record else canonical(record)
+    return hashlib.sha256(encode(form)).hexdigest()
 
 
 def main(argv):

@@ -152,9 +152,10 @@ var auditVerifyChainCmd = &command{
 	name:    "audit verify-chain",
 	args:    "[--tenant T]",
 	summary: "verify the hash chain of receipts, for one tenant or every tenant",
-	help: `Checks each tenant's receipt chain (auditlog.VerifyChain): receipts numbered 1..n without
-gap, each matching its hash, each linked to the previous receipt's hash, the head on the
-last. Without --tenant it checks every tenant with a stored request. A chain whose newest
+	help: `Checks each tenant's receipt chain (auditlog.VerifyChain): its receipts and their addenda
+(re-verifications, reappearances, shredding, physical erasure) numbered 1..n without gap,
+each matching its hash, each linked to the previous record's hash, each addendum after the
+receipt it names, the head on the last. Without --tenant it checks every tenant with a stored request. A chain whose newest
 receipt is linked but not yet written is reported as pending (the next receipt of the
 tenant completes it) and is not a break. Exits 4 when a chain is broken or, for
 --audit-dir, when any record of the store's log does not verify.
@@ -189,6 +190,7 @@ lethectl audit verify-chain --audit-table lethe-audit --tenant vastralaya -o jso
 type chainResult struct {
 	Tenant   string `json:"tenant"`
 	Receipts int    `json:"receipts"`
+	Addenda  int    `json:"addenda"`
 	Result   string `json:"result"` // ok, pending, broken
 	Detail   string `json:"detail,omitempty"`
 }
@@ -202,6 +204,13 @@ func (c *cli) verifyChains(ctx context.Context, store auditlog.Store, tenants []
 			return fmt.Errorf("tenant %s: %w", t, err)
 		}
 		r := chainResult{Tenant: t, Receipts: len(rs), Result: "ok"}
+		if as, ok := store.(auditlog.Addenda); ok {
+			ads, err := as.TenantAddenda(ctx, t)
+			if err != nil {
+				return fmt.Errorf("tenant %s: %w", t, err)
+			}
+			r.Addenda = len(ads)
+		}
 		switch err := auditlog.VerifyChain(ctx, store, t); {
 		case err == nil:
 		case errors.Is(err, auditlog.ErrChainPending):
@@ -222,9 +231,9 @@ func (c *cli) verifyChains(ctx context.Context, store auditlog.Store, tenants []
 		fmt.Fprintln(c.stdout, "no tenants with stored requests")
 	} else {
 		tw := table(c.stdout)
-		fmt.Fprintln(tw, "TENANT\tRECEIPTS\tCHAIN\tDETAIL")
+		fmt.Fprintln(tw, "TENANT\tRECEIPTS\tADDENDA\tCHAIN\tDETAIL")
 		for _, r := range out {
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", r.Tenant, r.Receipts, r.Result, r.Detail)
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", r.Tenant, r.Receipts, r.Addenda, r.Result, r.Detail)
 		}
 		if err := tw.Flush(); err != nil {
 			return err

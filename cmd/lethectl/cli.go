@@ -98,7 +98,7 @@ type command struct {
 var commands []*command
 
 func init() {
-	commands = []*command{submitCmd, statusCmd, listCmd, receiptCmd, retryCmd,
+	commands = []*command{submitCmd, statusCmd, listCmd, receiptCmd, retryCmd, reapplyCmd,
 		dlqListCmd, dlqReplayCmd, auditReplayCmd, auditVerifyChainCmd, inventoryValidateCmd, topicsApplyCmd}
 	commands = append(commands, suppressionCheckCmd, suppressionLiftCmd)
 	groups["suppression"] = "the suppression list that ingestion checks"

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/intake"
 )
@@ -166,6 +167,15 @@ func (cl *client) receipt(ctx context.Context, id string) (event.Receipt, error)
 	var rc event.Receipt
 	err := cl.do(ctx, http.MethodGet, requestPath(id)+"/receipt", nil, nil, nil, &rc)
 	return rc, err
+}
+
+// addenda returns the addenda of a request's receipt, oldest first.
+func (cl *client) addenda(ctx context.Context, id string) ([]auditlog.Addendum, error) {
+	var out struct {
+		Addenda []auditlog.Addendum `json:"addenda"`
+	}
+	err := cl.do(ctx, http.MethodGet, requestPath(id)+"/addenda", nil, nil, nil, &out)
+	return out.Addenda, err
 }
 
 func (cl *client) list(ctx context.Context, f intake.ListFilter) ([]intake.Status, error) {

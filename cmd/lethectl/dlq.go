@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/lethe-erasure/lethe/pkg/broker"
 	"github.com/lethe-erasure/lethe/pkg/dlq"
@@ -31,6 +32,16 @@ func (c *cli) brokerConfig() (broker.Config, error) {
 		cfg.Brokers = strings.Split(c.g.brokers, ",")
 	}
 	return cfg, nil
+}
+
+// brokerClient is a client of the broker configuration (brokerConfig); the caller closes it.
+func (c *cli) brokerClient() (broker.Config, *kgo.Client, error) {
+	cfg, err := c.brokerConfig()
+	if err != nil {
+		return cfg, nil, err
+	}
+	cl, err := cfg.NewProducer()
+	return cfg, cl, err
 }
 
 // dlqTopics are the dead-letter topics of Lethe's topics.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/intake"
 )
@@ -199,8 +200,14 @@ var receiptCmd = &command{
 	summary: "print a request's deletion receipt (JSON; --summary for people)",
 	help: `Prints the deletion receipt of a completed request: JSON by default (the evidence to
 archive), or a readable summary with --summary (or -o table). The receipt holds the
-subject's keyed pseudonym, each store's status, counts and verification, and the hash
-that chains it to the tenant's previous receipt. A request without a receipt yet exits 3.`,
+subject's keyed pseudonym, each store's status, counts and verification, when its
+identifiers will be shredded and each store's bytes physically erased, and the hash that
+chains it to the tenant's previous record. Its addenda follow — facts learnt after the
+receipt, each chained after it: REVERIFIED and REAPPEARED (a sweep or a re-apply found
+the store clean, or found the subject again and erased it), UNVERIFIED, SHREDDED (the
+data key destroyed) and PHYSICAL (the store's bytes gone). In JSON they are the receipt's
+"addenda" member, which its hash does not cover (each addendum has its own). A request
+without a receipt yet exits 3.`,
 	example: `lethectl receipt er_6ebc4c5fc7aee916243a000c4fb91673 > receipt.json
 lethectl receipt er_6ebc4c5fc7aee916243a000c4fb91673 --summary`,
 	exits: "0 printed; 1 error; 2 usage; 3 no such request, or no receipt yet.",
@@ -226,10 +233,14 @@ lethectl receipt er_6ebc4c5fc7aee916243a000c4fb91673 --summary`,
 			if err != nil {
 				return err
 			}
-			if summary || c.g.output == "table" {
-				return printReceipt(c.stdout, rc)
+			ads, err := api.addenda(ctx, id)
+			if err != nil && !isNotFound(err) { // an intake of an earlier version serves no addenda
+				return fmt.Errorf("addenda: %w", err)
 			}
-			return printJSON(c.stdout, rc)
+			if summary || c.g.output == "table" {
+				return printReceipt(c.stdout, rc, ads)
+			}
+			return printJSON(c.stdout, receiptWithAddenda{Receipt: rc, Addenda: append([]auditlog.Addendum{}, ads...)})
 		}
 	},
 }

@@ -134,7 +134,7 @@ func TestAuditReplayAndChain(t *testing.T) {
 
 	r = lethectl(t, "audit", "verify-chain", "--tenant", tn)
 	wantCode(t, r, exitOK)
-	if fields := strings.Fields(strings.Split(r.stdout, "\n")[1]); len(fields) != 3 || fields[0] != tn || fields[1] != "2" || fields[2] != "ok" {
+	if fields := strings.Fields(strings.Split(r.stdout, "\n")[1]); len(fields) != 4 || fields[0] != tn || fields[1] != "2" || fields[2] != "0" || fields[3] != "ok" {
 		t.Errorf("verify-chain:\n%s", r.stdout)
 	}
 	r = lethectl(t, "audit", "verify-chain", "-o", "json")

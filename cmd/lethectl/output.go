@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/intake"
 )
@@ -130,8 +131,15 @@ func printList(w io.Writer, list []intake.Status, now time.Time) error {
 	return tw.Flush()
 }
 
-// printReceipt writes a receipt's summary for people.
-func printReceipt(w io.Writer, rc event.Receipt) error {
+// receiptWithAddenda is a receipt as lethectl prints it: the receipt's own members, then
+// its addenda.
+type receiptWithAddenda struct {
+	event.Receipt
+	Addenda []auditlog.Addendum `json:"addenda"`
+}
+
+// printReceipt writes a receipt's summary and its addenda for people.
+func printReceipt(w io.Writer, rc event.Receipt, ads []auditlog.Addendum) error {
 	sla := "met, " + fmtDur(rc.DueAt.Sub(rc.CompletedAt)) + " before the due date"
 	if rc.CompletedAt.After(rc.DueAt) {
 		sla = "MISSED by " + fmtDur(rc.CompletedAt.Sub(rc.DueAt))
@@ -152,6 +160,9 @@ func printReceipt(w io.Writer, rc event.Receipt) error {
 	fmt.Fprintf(tw, "Due\t%s (%s)\n", formatTime(rc.DueAt), sla)
 	fmt.Fprintf(tw, "Inventory\t%s\n", rc.InventoryVersion)
 	fmt.Fprintf(tw, "Audit log PII\t%t\n", rc.AuditLogPII)
+	if rc.IdentifiersShredAt != nil {
+		fmt.Fprintf(tw, "Identifiers\tsealed until %s, then shredded\n", formatTime(*rc.IdentifiersShredAt))
+	}
 	fmt.Fprintf(tw, "Chain\tseq %d, hash %s\n", rc.Seq, rc.Hash)
 	fmt.Fprintf(tw, "Previous\t%s\n", prev)
 	if err := tw.Flush(); err != nil {
@@ -159,10 +170,32 @@ func printReceipt(w io.Writer, rc event.Receipt) error {
 	}
 	fmt.Fprintln(w)
 	tw = table(w)
-	fmt.Fprintln(tw, "STORE\tKIND\tSTATUS\tDELETED\tREMAINING\tUNEXAMINED\tEXCLUDED\tVERIFIED BY")
+	fmt.Fprintln(tw, "STORE\tKIND\tSTATUS\tDELETED\tREMAINING\tUNEXAMINED\tEXCLUDED\tVERIFIED BY\tPHYSICALLY ERASED BY")
 	for _, s := range rc.Stores {
 		v := s.Verification
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", s.Store, s.Kind, s.Status, s.Deleted, v.Remaining, v.Unexamined, len(v.Excluded), v.Method)
+		physical := "-"
+		if s.PhysicalErasureDue != nil {
+			physical = formatTime(*s.PhysicalErasureDue)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", s.Store, s.Kind, s.Status, s.Deleted, v.Remaining, v.Unexamined, len(v.Excluded), v.Method, physical)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(ads) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	tw = table(w)
+	fmt.Fprintln(tw, "ADDENDUM\tSEQ\tAT\tPASS\tSTORE\tDELETED\tREMAINING")
+	for _, a := range ads {
+		stores := a.Stores
+		if len(stores) == 0 {
+			stores = []auditlog.AddendumStore{{Store: "-"}}
+		}
+		for _, s := range stores {
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%d\n", a.Type, a.Seq, formatTime(a.At), dash(a.Pass), s.Store, s.Deleted, s.Remaining)
+		}
 	}
 	return tw.Flush()
 }

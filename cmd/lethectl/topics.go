@@ -67,11 +67,7 @@ lethectl topics apply --replication-factor 1 --min-insync-replicas 1   # a one-b
 			if err := p.Validate(); err != nil {
 				return withCode(exitUsage, err)
 			}
-			cfg, err := c.brokerConfig()
-			if err != nil {
-				return err
-			}
-			cl, err := cfg.NewProducer()
+			cfg, cl, err := c.brokerClient()
 			if err != nil {
 				return err
 			}

@@ -97,7 +97,7 @@ func (c *cli) finish(ctx context.Context, api *client, id string, start time.Tim
 	if c.json("table") {
 		return printJSON(c.stdout, rc)
 	}
-	return printReceipt(c.stdout, rc)
+	return printReceipt(c.stdout, rc, nil)
 }
 
 func (c *cli) printStatusOut(st intake.Status) error {

@@ -23,6 +23,18 @@
 // erasure.suppressions (see suppress), so a consumer of erasure.completed finds them
 // suppressed. The offset is marked only after the receipt, the suppressions, the
 // receipt's event, the mark and the shredding.
+//
+// Staying erased: with Sweeps or Retain set, the key is kept instead, until the last sweep
+// plus Retain, and the receipt says when (identifiers_shred_at) and when each store's
+// bytes are physically gone (physical_erasure_due). Before the receipt is published, its
+// tasks are written to the store's durable schedule (auditlog.Scheduler, indexed by due
+// time): each sweep, the shredding, each physical-erasure date. Tick runs what is due: a
+// sweep re-publishes the request on erasure.requested marked PurposeSweep; deleters erase
+// and verify again as usual; their reports (and those of a REAPPLY, lethectl reapply)
+// become addenda chained after the receipt (REVERIFIED, REAPPEARED with erasure.reappeared,
+// UNVERIFIED), never changes to it. At the end of the retention the key is destroyed
+// (SHREDDED); a physical-erasure date that passes with no reappearance and no re-apply of
+// the store since the receipt appends PHYSICAL.
 package aggregator
 
 import (
@@ -58,7 +70,16 @@ type Aggregator struct {
 	// Inventory, when set, is the inventory the deleters serve: a request expecting a store
 	// it does not list would never complete, so it is dead-lettered with the reason.
 	Inventory *inventory.Inventory
-	Now       func() time.Time
+	// Sweeps are the delays after a receipt at which every store of the request is
+	// verified again (DefaultSweeps in the services); none: no sweeps. Retain is how long
+	// the request's data key is kept after the last sweep (DefaultRetain in the services),
+	// so that re-applying the erasure after a restore can still find the subject. With
+	// either set (and a store that keeps a schedule and addenda), the key is destroyed at
+	// the end of the retention, not at the receipt, and the receipt says when.
+	Sweeps          []time.Duration
+	Retain          time.Duration
+	ReappearedTopic string // default event.TopicReappeared
+	Now             func() time.Time
 
 	// SuppressionsTopic carries the suppression list's entries; default
 	// event.TopicSuppressions. Used only when Store is an auditlog.SuppressionStore.
@@ -75,6 +96,9 @@ func (a *Aggregator) Handle(ctx context.Context, rec *kgo.Record) error {
 		}
 		if err := validRequest(&req); err != nil {
 			return err
+		}
+		if event.AfterReceipt(req.Purpose) {
+			return nil // a sweep's or re-apply's re-drive: its reports become addenda
 		}
 		if a.Inventory != nil {
 			for _, st := range req.ExpectedStores {
@@ -94,6 +118,9 @@ func (a *Aggregator) Handle(ctx context.Context, rec *kgo.Record) error {
 		}
 		if d.RequestID == "" || d.Store == "" {
 			return retry.Permanent(errors.New("aggregator: store report without request_id or store"))
+		}
+		if event.AfterReceipt(d.Purpose) {
+			return a.passReport(ctx, d)
 		}
 		prev, err := a.Store.Reports(ctx, d.RequestID)
 		if err != nil {
@@ -167,7 +194,7 @@ func (a *Aggregator) complete(ctx context.Context, requestID string) error {
 			return fmt.Errorf("aggregator: read publication mark: %w", err)
 		}
 		if done {
-			return a.shred(ctx, requestID) // again: a crash may have come between mark and shred
+			return a.shredUnlessRetained(ctx, requestID) // again: a crash may have come between mark and shred
 		}
 	}
 	req, err := a.Store.GetRequest(ctx, requestID)
@@ -185,12 +212,19 @@ func (a *Aggregator) complete(ctx context.Context, requestID string) error {
 	if !ok {
 		return nil
 	}
+	r = a.withRetention(req, r)
 	issued, err := auditlog.Issue(ctx, a.Store, r)
 	if err != nil {
 		return fmt.Errorf("aggregator: issue receipt: %w", err)
 	}
 	if err := a.suppress(ctx, req, issued); err != nil {
 		return err
+	}
+	sc, retained := a.retains(req)
+	if retained && issued.IdentifiersShredAt != nil {
+		if err := a.schedule(ctx, sc, issued); err != nil {
+			return err
+		}
 	}
 	b, err := event.Completed.Encode(&issued)
 	if err != nil {
@@ -205,8 +239,10 @@ func (a *Aggregator) complete(ctx context.Context, requestID string) error {
 			return fmt.Errorf("aggregator: mark receipt published: %w", err)
 		}
 	}
-	if err := a.shred(ctx, requestID); err != nil {
-		return err
+	if issued.IdentifiersShredAt == nil {
+		if err := a.shred(ctx, requestID); err != nil {
+			return err
+		}
 	}
 	if issued.ReceiptID == r.ReceiptID {
 		m := metrics.Or(a.Metrics)
@@ -216,6 +252,22 @@ func (a *Aggregator) complete(ctx context.Context, requestID string) error {
 			zap.String("subject_hash", req.SubjectHash), zap.Int64("seq", issued.Seq), zap.Int64("elapsed_ms", issued.ElapsedMS))
 	}
 	return nil
+}
+
+// shredUnlessRetained shreds the request's data key unless its receipt keeps it until a
+// later date (the schedule shreds it then).
+func (a *Aggregator) shredUnlessRetained(ctx context.Context, requestID string) error {
+	if a.Sealer == nil {
+		return nil
+	}
+	rc, err := a.Store.GetReceipt(ctx, requestID)
+	if err != nil && !errors.Is(err, auditlog.ErrNotFound) {
+		return fmt.Errorf("aggregator: load receipt: %w", err)
+	}
+	if err == nil && rc.IdentifiersShredAt != nil {
+		return nil
+	}
+	return a.shred(ctx, requestID)
 }
 
 // shred destroys the data key of the request's sealed identifiers (crypto-shredding:

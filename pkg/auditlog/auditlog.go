@@ -64,9 +64,14 @@ type Request struct {
 	ExpectedStores   []string    `json:"expected_stores"`
 	Attempt          int         `json:"attempt"`
 	SessionHashes    []string    `json:"session_hashes,omitempty"` // pseudonyms of the session ids
+	// Sealed are the request's identifiers as erasure.requested carries them, encrypted
+	// under its data key: kept so that sweeps and re-applies after the receipt can find the
+	// subject again, unreadable once the key is destroyed. Never the clear identifiers.
+	Sealed *event.SealedIdentifiers `json:"sealed_identifiers,omitempty"`
 }
 
-// RequestOf returns the identifier-free record of r. Identifiers and OnlyStores are dropped.
+// RequestOf returns the identifier-free record of r. Identifiers and OnlyStores are
+// dropped; the sealed identifiers are kept (ciphertext under the request's data key).
 func RequestOf(r *event.Requested) Request {
 	return Request{
 		RequestID:        r.RequestID,
@@ -81,16 +86,19 @@ func RequestOf(r *event.Requested) Request {
 		ExpectedStores:   append([]string(nil), r.ExpectedStores...),
 		Attempt:          r.Attempt,
 		SessionHashes:    append([]string(nil), r.SessionHashes...),
+		Sealed:           r.Sealed,
 	}
 }
 
-// Head is the tip of a tenant's receipt chain: the last receipt linked into it. The zero
+// Head is the tip of a tenant's receipt chain: the last record linked into it, a receipt
+// (RequestID and Receipt set) or an addendum (Addendum set, RequestID empty). The zero
 // Head (Seq 0) means the tenant has no receipt yet.
 type Head struct {
 	Seq       int64         `json:"seq"`
 	Hash      string        `json:"hash"`
 	RequestID string        `json:"request_id"`
 	Receipt   event.Receipt `json:"receipt"`
+	Addendum  *Addendum     `json:"addendum,omitempty"`
 }
 
 // Store is the audit table. Implementations are safe for concurrent use, honour ctx, and

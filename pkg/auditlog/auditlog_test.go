@@ -116,7 +116,17 @@ func goldenReceipts() map[string]event.Receipt {
 			Similar: []string{"42"}, DiscoveryRunAt: &discovered, DiscoveryUncovered: 1,
 		},
 	})
-	return map[string]event.Receipt{"receipt_v1": v1, "receipt_v2": v2}
+	v3 := auditlogtest.Receipt("acme", "req-golden-3")
+	v3.Seq, v3.PrevHash = 9, strings.Repeat("ef", 32)
+	shred := v3.CompletedAt.Add(42*24*time.Hour + 345*time.Microsecond)
+	due := v3.CompletedAt.Add(7 * 24 * time.Hour)
+	v3.IdentifiersShredAt = &shred
+	v3.Stores[0].PhysicalErasureDue = &due
+	v3.Stores = append(v3.Stores, event.StoreEvidence{
+		Store: "audit_log", Kind: "audit_log", Status: event.StatusNoPII,
+		Locations: []event.LocationCount{}, Verification: event.Verification{Method: "scan"},
+	})
+	return map[string]event.Receipt{"receipt_v1": v1, "receipt_v2": v2, "receipt_v3": v3}
 }
 
 // TestHashReceiptGolden pins the canonical form of each format: the hash of a fixed
@@ -195,6 +205,14 @@ func TestHashReceiptCoversEveryField(t *testing.T) {
 		"status":                    func(r *event.Receipt) { r.Status = "x" },
 		"seq":                       func(r *event.Receipt) { r.Seq++ },
 		"prev_hash":                 func(r *event.Receipt) { r.PrevHash = "x" },
+		"identifiers_shred_at": func(r *event.Receipt) {
+			at := r.CompletedAt
+			r.IdentifiersShredAt = &at
+		},
+		"store.physical_erasure_due": func(r *event.Receipt) {
+			at := r.CompletedAt
+			r.Stores[0].PhysicalErasureDue = &at
+		},
 	}
 	for name, mutate := range mutations {
 		r := auditlogtest.Receipt("acme", "req-1")
@@ -281,5 +299,39 @@ func TestHashReceiptFormat2(t *testing.T) {
 		if auditlog.HashReceipt(r) == h {
 			t.Errorf("%s does not change the hash", name)
 		}
+	}
+}
+
+// An addendum altered in the directory (its counts rewritten, with or without a new hash)
+// breaks the tenant's chain, and survives a reopen as a break.
+func TestVerifyChainDetectsAlteredAddendum(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for name, alter := range map[string]func(a *auditlog.Addendum){
+		"counts":          func(a *auditlog.Addendum) { a.Stores[0].Deleted = 0 },
+		"type and rehash": func(a *auditlog.Addendum) { a.Type = auditlog.AddendumReverified; a.Hash = auditlog.HashAddendum(*a) },
+		"another receipt": func(a *auditlog.Addendum) { a.ReceiptID = "rcpt-other"; a.Hash = auditlog.HashAddendum(*a) },
+		"moved in time":   func(a *auditlog.Addendum) { a.At = a.At.Add(-time.Hour) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			s, err := auditlog.OpenDir(dir)
+			must(t, err)
+			rc, err := auditlog.Issue(ctx, s, auditlogtest.Receipt("acme", "req-1"))
+			must(t, err)
+			a, _, err := auditlog.Append(ctx, s, auditlogtest.Addendum("req-1/sweep-1", auditlog.AddendumReappeared, rc.ReceiptID, "req-1", "acme"))
+			must(t, err)
+			_, err = auditlog.Issue(ctx, s, auditlogtest.Receipt("acme", "req-2"))
+			must(t, err)
+			must(t, auditlog.VerifyChain(ctx, s, "acme"))
+			alter(&a)
+			must(t, s.OverwriteAddendum(ctx, a))
+			must(t, s.Close())
+			s, err = auditlog.OpenDirReadOnly(dir)
+			must(t, err)
+			if err := auditlog.VerifyChain(ctx, s, "acme"); !errors.Is(err, auditlog.ErrChainBroken) {
+				t.Fatalf("VerifyChain after altering the addendum = %v, want ErrChainBroken", err)
+			}
+		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/lethe-erasure/lethe/pkg/event"
@@ -49,6 +50,8 @@ type canonicalReceipt struct {
 	Status           string           `json:"status"`
 	Seq              int64            `json:"seq"`
 	PrevHash         string           `json:"prev_hash"`
+	// IdentifiersShredAt is format 3 only ("" when the receipt does not say).
+	IdentifiersShredAt *string `json:"identifiers_shred_at,omitempty"`
 }
 
 type canonicalStore struct {
@@ -59,6 +62,8 @@ type canonicalStore struct {
 	Locations    []canonicalLoc     `json:"locations"`
 	Verification canonicalVerifying `json:"verification"`
 	Physical     string             `json:"physical"`
+	// PhysicalErasureDue is format 3 only ("" when the store does not say).
+	PhysicalErasureDue *string `json:"physical_erasure_due,omitempty"`
 }
 
 type canonicalLoc struct {
@@ -86,7 +91,19 @@ type canonicalVerifying struct {
 // hashFormat is the canonical format of r: 1 when no store's verification carries the
 // fields format 2 added (so every receipt issued before them hashes as it did), else 2.
 // Tampering that adds or removes those fields changes the format and so the hash.
+//
+// Format 3 is used exactly when the receipt says when its identifiers will be shredded or
+// some store says when its bytes are physically erased; it has every format 2 field and
+// adds those dates. Receipts without them keep format 1 or 2, byte for byte.
 func hashFormat(r event.Receipt) int {
+	if r.IdentifiersShredAt != nil {
+		return 3
+	}
+	for _, s := range r.Stores {
+		if s.PhysicalErasureDue != nil {
+			return 3
+		}
+	}
 	for _, s := range r.Stores {
 		v := s.Verification
 		if v.Unexamined != 0 || len(v.UnexaminedItems) > 0 || len(v.Excluded) > 0 || v.Attestation != "" ||
@@ -119,21 +136,34 @@ func canonicalTime(t time.Time) string {
 	return t.UTC().Truncate(time.Millisecond).Format(time.RFC3339Nano)
 }
 
+// optionalTime is the canonical form of an optional time: "" when absent.
+func optionalTime(t *time.Time) *string {
+	s := ""
+	if t != nil {
+		s = canonicalTime(*t)
+	}
+	return &s
+}
+
 // HashReceipt is the chain hash of r: lower-case hex SHA-256 over the canonical encoding of
 // every field of r except Hash (Seq and PrevHash included).
 //
 // The canonical encoding is encoding/json of a struct with this fixed field order:
-// v (format version, 1 or 2, see below), receipt_id, request_id, tenant_id, subject_hash, key_id, scope,
-// regulation, requested_at, completed_at, due_at, elapsed_ms, inventory_version, stores
-// (in the receipt's order, each: store, kind, status, deleted, locations (each: location,
-// deleted), verification (method, remaining; in format 2 also unexamined, unexamined_items,
-// excluded, attestation, mentions, similar, discovery_run_at, discovery_uncovered),
-// physical), audit_log_pii, status, seq, prev_hash. Format 2 is used exactly when some
-// store's verification has one of format 2's fields set (non-zero, non-empty, non-nil);
-// otherwise format 1, which every earlier receipt was hashed with. Times are UTC truncated to milliseconds, formatted RFC 3339 with nanoseconds
-// ("2025-01-02T03:04:05.678Z"); nil and empty lists both encode as []; strings follow
-// encoding/json (HTML-escaped <, > and &, invalid UTF-8 replaced by U+FFFD). So a receipt hashes
-// the same before and after an Avro or JSON round trip, on every run and platform.
+// v (format version, 1, 2 or 3, see below), receipt_id, request_id, tenant_id, subject_hash,
+// key_id, scope, regulation, requested_at, completed_at, due_at, elapsed_ms,
+// inventory_version, stores (in the receipt's order, each: store, kind, status, deleted,
+// locations (each: location, deleted), verification (method, remaining; from format 2 also
+// unexamined, unexamined_items, excluded, attestation, mentions, similar, discovery_run_at,
+// discovery_uncovered), physical, and in format 3 physical_erasure_due), audit_log_pii,
+// status, seq, prev_hash, and in format 3 identifiers_shred_at. Format 3 is used exactly
+// when the receipt has identifiers_shred_at or some store has physical_erasure_due (each ""
+// when absent in a format 3 receipt). Otherwise format 2 is used exactly when some store's
+// verification has one of format 2's fields set (non-zero, non-empty, non-nil); otherwise
+// format 1, which every earlier receipt was hashed with. Times are UTC truncated to
+// milliseconds, formatted RFC 3339 with nanoseconds ("2025-01-02T03:04:05.678Z"); nil and
+// empty lists both encode as []; strings follow encoding/json (HTML-escaped <, > and &,
+// invalid UTF-8 replaced by U+FFFD). So a receipt hashes the same before and after an Avro
+// or JSON round trip, on every run and platform.
 func HashReceipt(r event.Receipt) string {
 	format := hashFormat(r)
 	c := canonicalReceipt{
@@ -156,12 +186,18 @@ func HashReceipt(r event.Receipt) string {
 		Seq:              r.Seq,
 		PrevHash:         r.PrevHash,
 	}
+	if format >= 3 {
+		c.IdentifiersShredAt = optionalTime(r.IdentifiersShredAt)
+	}
 	for _, s := range r.Stores {
 		cs := canonicalStore{
 			Store: s.Store, Kind: s.Kind, Status: string(s.Status), Deleted: s.Deleted,
 			Locations:    make([]canonicalLoc, 0, len(s.Locations)),
 			Verification: canonicalVerification(s.Verification, format),
 			Physical:     s.Physical,
+		}
+		if format >= 3 {
+			cs.PhysicalErasureDue = optionalTime(s.PhysicalErasureDue)
 		}
 		for _, l := range s.Locations {
 			cs.Locations = append(cs.Locations, canonicalLoc{Location: l.Location, Deleted: l.Deleted})
@@ -207,6 +243,11 @@ func Issue(ctx context.Context, s Store, r event.Receipt) (event.Receipt, error)
 	r.RequestedAt = r.RequestedAt.UTC().Truncate(time.Millisecond)
 	r.CompletedAt = r.CompletedAt.UTC().Truncate(time.Millisecond)
 	r.DueAt = r.DueAt.UTC().Truncate(time.Millisecond)
+	r.IdentifiersShredAt = truncated(r.IdentifiersShredAt)
+	r.Stores = append([]event.StoreEvidence(nil), r.Stores...)
+	for i := range r.Stores {
+		r.Stores[i].PhysicalErasureDue = truncated(r.Stores[i].PhysicalErasureDue)
+	}
 	for range maxIssueRounds {
 		if err := ctx.Err(); err != nil {
 			return event.Receipt{}, fmt.Errorf("auditlog: issue: %w", err)
@@ -215,7 +256,7 @@ func Issue(ctx context.Context, s Store, r event.Receipt) (event.Receipt, error)
 		if err != nil {
 			return event.Receipt{}, fmt.Errorf("auditlog: issue: read head: %w", err)
 		}
-		if h.Seq > 0 && h.RequestID == r.RequestID {
+		if h.Seq > 0 && h.Addendum == nil && h.RequestID == r.RequestID {
 			if err := putReceipt(ctx, s, h.Receipt); err != nil {
 				return event.Receipt{}, err
 			}
@@ -228,10 +269,8 @@ func Issue(ctx context.Context, s Store, r event.Receipt) (event.Receipt, error)
 		if !errors.Is(err, ErrNotFound) {
 			return event.Receipt{}, fmt.Errorf("auditlog: issue: read receipt: %w", err)
 		}
-		if h.Seq > 0 {
-			if err := putReceipt(ctx, s, h.Receipt); err != nil {
-				return event.Receipt{}, err
-			}
+		if err := putHeadRecord(ctx, s, h); err != nil {
+			return event.Receipt{}, err
 		}
 		next := r
 		next.Seq, next.PrevHash = h.Seq+1, h.Hash
@@ -251,6 +290,14 @@ func Issue(ctx context.Context, s Store, r event.Receipt) (event.Receipt, error)
 	return event.Receipt{}, fmt.Errorf("auditlog: issue: head of the tenant's chain still contended after %d rounds", maxIssueRounds)
 }
 
+func truncated(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC().Truncate(time.Millisecond)
+	return &u
+}
+
 // putReceipt writes r unless a receipt for its request exists.
 func putReceipt(ctx context.Context, s Store, r event.Receipt) error {
 	if err := s.PutReceipt(ctx, r); err != nil && !errors.Is(err, ErrExists) {
@@ -259,53 +306,131 @@ func putReceipt(ctx context.Context, s Store, r event.Receipt) error {
 	return nil
 }
 
-// VerifyChain checks the tenant's receipt chain: receipts ordered by Seq are numbered
-// 1..n without gap or duplicate, belong to the tenant, each Hash equals HashReceipt, each
-// PrevHash equals the previous receipt's Hash (empty for the first), and the head is the
-// last receipt. It returns nil for an intact chain (an empty chain with no head included),
-// an error wrapping ErrChainBroken that names the first break (seq and request id; no
-// personal data), ErrChainPending when only the newest receipt is still being written, or
-// a store error.
+// VerifyChain checks the tenant's chain of receipts and addenda: records ordered by Seq
+// are numbered 1..n without gap or duplicate, belong to the tenant, each Hash equals
+// HashReceipt (HashAddendum for an addendum), each PrevHash equals the previous record's
+// Hash (empty for the first), each addendum follows the receipt it names, and the head is
+// the last record. It returns nil for an intact chain (an empty chain with no head
+// included), an error wrapping ErrChainBroken that names the first break (seq and request
+// id; no personal data), ErrChainPending when only the newest record is still being
+// written, or a store error. Addenda are read when the store has the Addenda capability.
 func VerifyChain(ctx context.Context, s Store, tenant string) error {
 	rs, err := s.Receipts(ctx, tenant)
 	if err != nil {
 		return fmt.Errorf("auditlog: verify chain: %w", err)
 	}
+	var ads []Addendum
+	if as, ok := s.(Addenda); ok {
+		if ads, err = as.TenantAddenda(ctx, tenant); err != nil {
+			return fmt.Errorf("auditlog: verify chain: %w", err)
+		}
+	}
+	links := make([]link, 0, len(rs)+len(ads))
+	for i := range rs {
+		links = append(links, link{seq: rs[i].Seq, receipt: &rs[i]})
+	}
+	for i := range ads {
+		links = append(links, link{seq: ads[i].Seq, addendum: &ads[i]})
+	}
+	sort.SliceStable(links, func(i, j int) bool { return links[i].seq < links[j].seq })
 	prevHash := ""
-	for i, r := range rs {
+	receipts := map[string]string{} // request id → receipt id, of the receipts linked so far
+	for i, l := range links {
 		want := int64(i + 1)
 		switch {
-		case i > 0 && r.Seq == rs[i-1].Seq:
-			return fmt.Errorf("%w: duplicate seq %d (requests %s and %s)", ErrChainBroken, r.Seq, rs[i-1].RequestID, r.RequestID)
-		case r.Seq != want:
-			return fmt.Errorf("%w: receipt of request %s has seq %d, want %d (missing or forged receipts)", ErrChainBroken, r.RequestID, r.Seq, want)
-		case r.TenantID != tenant:
-			return fmt.Errorf("%w: seq %d: receipt of request %s belongs to another tenant", ErrChainBroken, r.Seq, r.RequestID)
-		case r.Hash != HashReceipt(r):
-			return fmt.Errorf("%w: seq %d: receipt of request %s does not match its hash (tampered)", ErrChainBroken, r.Seq, r.RequestID)
-		case r.PrevHash != prevHash:
-			return fmt.Errorf("%w: seq %d: receipt of request %s does not link to the previous receipt's hash", ErrChainBroken, r.Seq, r.RequestID)
+		case i > 0 && l.seq == links[i-1].seq:
+			return fmt.Errorf("%w: duplicate seq %d (requests %s and %s)", ErrChainBroken, l.seq, links[i-1].requestID(), l.requestID())
+		case l.seq != want:
+			return fmt.Errorf("%w: %s of request %s has seq %d, want %d (missing or forged records)", ErrChainBroken, l.what(), l.requestID(), l.seq, want)
+		case l.tenant() != tenant:
+			return fmt.Errorf("%w: seq %d: %s of request %s belongs to another tenant", ErrChainBroken, l.seq, l.what(), l.requestID())
+		case l.hash() != l.computed():
+			return fmt.Errorf("%w: seq %d: %s of request %s does not match its hash (tampered)", ErrChainBroken, l.seq, l.what(), l.requestID())
+		case l.prevHash() != prevHash:
+			return fmt.Errorf("%w: seq %d: %s of request %s does not link to the previous record's hash", ErrChainBroken, l.seq, l.what(), l.requestID())
+		case l.addendum != nil && receipts[l.addendum.RequestID] != l.addendum.ReceiptID:
+			return fmt.Errorf("%w: seq %d: addendum of request %s names no receipt earlier in the chain", ErrChainBroken, l.seq, l.requestID())
 		}
-		prevHash = r.Hash
+		if l.receipt != nil {
+			receipts[l.receipt.RequestID] = l.receipt.ReceiptID
+		}
+		prevHash = l.hash()
 	}
 	h, err := s.Head(ctx, tenant)
 	if err != nil {
 		return fmt.Errorf("auditlog: verify chain: %w", err)
 	}
-	n := int64(len(rs))
+	n := int64(len(links))
+	hl := headLink(h)
 	switch {
 	case h.Seq == n && n == 0:
 		return nil
 	case h.Seq == n:
-		last := rs[n-1]
-		if h.Hash != last.Hash || h.RequestID != last.RequestID {
-			return fmt.Errorf("%w: head at seq %d does not match the receipt of request %s", ErrChainBroken, h.Seq, last.RequestID)
+		last := links[n-1]
+		if h.Hash != last.hash() || hl.requestID() != last.requestID() || (h.Addendum != nil) != (last.addendum != nil) {
+			return fmt.Errorf("%w: head at seq %d does not match the %s of request %s", ErrChainBroken, h.Seq, last.what(), last.requestID())
 		}
 		return nil
-	case h.Seq == n+1 && h.Receipt.Seq == h.Seq && h.Receipt.RequestID == h.RequestID &&
-		h.Hash == h.Receipt.Hash && h.Hash == HashReceipt(h.Receipt) && h.Receipt.PrevHash == prevHash:
-		return fmt.Errorf("%w: head at seq %d (request %s) has no stored receipt yet", ErrChainPending, h.Seq, h.RequestID)
+	case h.Seq == n+1 && hl.seq == h.Seq && h.Hash == hl.hash() && h.Hash == hl.computed() && hl.prevHash() == prevHash &&
+		(h.Addendum != nil || h.Receipt.RequestID == h.RequestID):
+		return fmt.Errorf("%w: head at seq %d (request %s) has no stored %s yet", ErrChainPending, h.Seq, hl.requestID(), hl.what())
 	default:
-		return fmt.Errorf("%w: head at seq %d, but the last receipt has seq %d", ErrChainBroken, h.Seq, n)
+		return fmt.Errorf("%w: head at seq %d, but the last record has seq %d", ErrChainBroken, h.Seq, n)
 	}
+}
+
+// link is one record of a chain: a receipt or an addendum.
+type link struct {
+	seq      int64
+	receipt  *event.Receipt
+	addendum *Addendum
+}
+
+func headLink(h Head) link {
+	if h.Addendum != nil {
+		return link{seq: h.Addendum.Seq, addendum: h.Addendum}
+	}
+	return link{seq: h.Receipt.Seq, receipt: &h.Receipt}
+}
+
+func (l link) what() string {
+	if l.addendum != nil {
+		return "addendum " + l.addendum.Type
+	}
+	return "receipt"
+}
+
+func (l link) requestID() string {
+	if l.addendum != nil {
+		return l.addendum.RequestID
+	}
+	return l.receipt.RequestID
+}
+
+func (l link) tenant() string {
+	if l.addendum != nil {
+		return l.addendum.TenantID
+	}
+	return l.receipt.TenantID
+}
+
+func (l link) hash() string {
+	if l.addendum != nil {
+		return l.addendum.Hash
+	}
+	return l.receipt.Hash
+}
+
+func (l link) prevHash() string {
+	if l.addendum != nil {
+		return l.addendum.PrevHash
+	}
+	return l.receipt.PrevHash
+}
+
+func (l link) computed() string {
+	if l.addendum != nil {
+		return HashAddendum(*l.addendum)
+	}
+	return HashReceipt(*l.receipt)
 }

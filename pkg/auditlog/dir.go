@@ -66,6 +66,10 @@ type DirStore struct {
 	published  map[string][]byte // request id → publication mark JSON
 
 	suppressions map[[2]string]storedSuppression // (tenant, pseudonym) → entry
+	addenda      map[string][]byte               // addendum id → addendum JSON
+	addendumIdx  map[string]map[string]bool      // tenant → addendum ids
+	addendaOfReq map[string]map[string]bool      // request id → addendum ids
+	tasks        dirTasks
 }
 
 type storedRequest struct {
@@ -138,6 +142,8 @@ func newDirStore(dir string) (*DirStore, error) {
 		reports: map[string]map[string]storedReport{}, receipts: map[string][]byte{},
 		receiptIdx: map[string]map[string]int64{}, heads: map[string]storedHead{},
 		published: map[string][]byte{}, suppressions: map[[2]string]storedSuppression{},
+		addenda: map[string][]byte{}, addendumIdx: map[string]map[string]bool{},
+		addendaOfReq: map[string]map[string]bool{}, tasks: dirTasks{byID: map[string]Task{}},
 	}
 	s.cond = sync.NewCond(&s.mu)
 	return s, nil

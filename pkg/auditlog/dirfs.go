@@ -22,6 +22,9 @@ const (
 	opIndex            = 'I' // an index entry alone: indexEntry (compaction writes it)
 	opHead             = 'H' // Head of the tenant
 	opPublished        = 'B' // publication mark of a request's receipt
+	opAddendum         = 'A' // Addendum with its index entries (tenant, request)
+	opTask             = 'T' // Task of the schedule, replacing one with its id
+	opUntask           = 'U' // a Task's removal from the schedule (only its id)
 	opSuppression      = 'S' // event.Suppression, replacing the stored entry of its tenant and pseudonym
 )
 
@@ -124,6 +127,24 @@ func (s *DirStore) apply(p []byte) error {
 			return err
 		}
 		s.published[m.RequestID] = js
+	case opAddendum:
+		var a Addendum
+		if err := decode(js, &a); err != nil {
+			return err
+		}
+		s.indexAddendum(a, js)
+	case opTask:
+		var t Task
+		if err := decode(js, &t); err != nil {
+			return err
+		}
+		s.tasks.put(t)
+	case opUntask:
+		var t Task
+		if err := decode(js, &t); err != nil {
+			return err
+		}
+		s.tasks.remove(t.ID)
 	case opSuppression:
 		return s.applySuppression(js)
 	default:
@@ -254,6 +275,20 @@ func (s *DirStore) snapshot(emit func([]byte, int) (int64, error)) error {
 	}
 	for _, js := range s.published {
 		if err := put(opPublished, "", js); err != nil {
+			return err
+		}
+	}
+	for _, js := range s.addenda {
+		if err := put(opAddendum, "", js); err != nil {
+			return err
+		}
+	}
+	for _, t := range s.tasks.byID {
+		js, err := json.Marshal(t)
+		if err != nil {
+			return err
+		}
+		if err := put(opTask, "", js); err != nil {
 			return err
 		}
 	}

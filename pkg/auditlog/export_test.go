@@ -19,3 +19,11 @@ func (s *DirStore) AppendRawEvent(ctx context.Context, js []byte) error {
 		return rawRecord(opEvent, "", js), nil
 	})
 }
+
+// OverwriteAddendum replaces the stored addendum of a.AddendumID unconditionally, as an
+// attacker with write access to the directory could.
+func (s *DirStore) OverwriteAddendum(ctx context.Context, a Addendum) error {
+	return s.write(ctx, item{op: opAddendum, a: a.AddendumID}, func() ([]byte, error) {
+		return record(opAddendum, "", a)
+	})
+}

@@ -88,6 +88,7 @@ func Plan(p Provisioning) []TopicSpec {
 		spec(event.TopicCompleted, map[string]string{"cleanup.policy": "compact", "retention.ms": "-1"}),
 		spec(event.TopicOverdue, deleteAfter(p.Retention)),
 		spec(event.TopicSuppressions, map[string]string{"cleanup.policy": "compact", "retention.ms": "-1"}),
+		spec(event.TopicReappeared, deleteAfter(p.Retention)),
 	}
 }
 

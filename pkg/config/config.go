@@ -19,6 +19,8 @@
 //	LETHE_METRICS_ADDR       /metrics, /healthz, /readyz              127.0.0.1:9090
 //	LETHE_SLA                due-date windows, e.g. GDPR=720h         GDPR 30d, LGPD 15d, PDPA 30d, CCPA 45d
 //	LETHE_SLA_TARGET         internal target beside them (aggregator) none, e.g. 5m
+//	LETHE_SWEEPS             re-verification delays after the receipt (aggregator.SweepsFromEnv)  1m,1h,24h,7d; off for none
+//	LETHE_RETAIN             data keys kept after the last sweep (aggregator)  35d
 //	LETHE_AUDIT_TABLE        DynamoDB audit table                     none (then LETHE_AUDIT_DIR)
 //	LETHE_AUDIT_DIR          embedded audit store directory           ./data/audit
 //	LETHE_AUDIT_CREATE_TABLE create the DynamoDB table if missing     false

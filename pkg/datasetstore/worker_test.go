@@ -1,19 +1,13 @@
 package datasetstore
 
 import (
-	"context"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
-	"github.com/lethe-erasure/lethe/pkg/retry"
-	"github.com/lethe-erasure/lethe/pkg/testenv"
-	"github.com/lethe-erasure/lethe/pkg/worker"
+	"github.com/lethe-erasure/lethe/pkg/worker/workertest"
 )
 
 // TestWorkerFailsOnUnreadableObject: through the worker, over Kafka, a dataset prefix that
@@ -41,41 +35,8 @@ func TestWorkerFailsOnUnreadableObject(t *testing.T) {
 					inv.Stores[i].Locators = inv.Stores[i].Locators.With("exclude", tc.exclude)
 				}
 			}
-			b := testenv.Kafka(t, 1, event.TopicStoreDone)
-			wk := &worker.Worker{
-				Inventory: inv,
-				Stores:    map[string]deletion.Store{Kind: New(c, "")},
-				Producer:  testenv.Producer(t, b),
-				Attempts:  2,
-				Backoff:   retry.Backoff{Base: time.Millisecond, Max: time.Millisecond},
-			}
-			req := event.Requested{
-				RequestID:        "er_1",
-				TenantID:         "acme",
-				SubjectHash:      "h",
-				Identifiers:      event.Identifiers{SubjectID: "cust-1", SessionIDs: []string{"sess-cust-1"}},
-				Scope:            event.ScopeSubject,
-				Regulation:       "GDPR",
-				RequestedAt:      time.Now(),
-				DueAt:            time.Now().Add(time.Hour),
-				InventoryVersion: inv.Version,
-				ExpectedStores:   inv.Names(),
-			}
-			val, err := event.Request.Encode(&req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := wk.Handle(context.Background(), &kgo.Record{Topic: event.TopicRequested, Key: []byte("er_1"), Value: val}); err != nil {
-				t.Fatal(err)
-			}
-			recs := testenv.ReadTopic(t, b.Brokers, event.TopicStoreDone)
-			if len(recs) != 1 {
-				t.Fatalf("%d reports, want the dataset store's", len(recs))
-			}
-			var d event.StoreDone
-			if err := event.Done.Decode(recs[0].Value, &d); err != nil {
-				t.Fatal(err)
-			}
+			s := deletion.Subject{Tenant: "acme", ID: "cust-1", Sessions: []string{"sess-cust-1"}}
+			d := workertest.Reports(t, inv, Kind, New(c, ""), s)["dataset"]
 			if d.Status != tc.want || d.Deleted() != 3 || d.Verification.Remaining != 0 {
 				t.Errorf("status %s deleted %d verification %+v error %q; want %s after 3 rows", d.Status, d.Deleted(), d.Verification, d.Error, tc.want)
 			}

@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -53,6 +54,14 @@ type Options struct {
 	// Deleters run beside the built-in ones (qdrant, redis, dataset, audit_log), for kinds
 	// those do not serve. Each is given the system's stack only through its Store.
 	Deleters []Deleter
+	// Sweeps and Retain are the aggregator's re-verification delays and key retention
+	// (aggregator.Aggregator); none: the key is destroyed at the receipt. SweepEvery is how
+	// often the schedule is read (default 10s); Now is the aggregator's clock (default the
+	// system's).
+	Sweeps     []time.Duration
+	Retain     time.Duration
+	SweepEvery time.Duration
+	Now        func() time.Time
 }
 
 // Deleter is one deleter service run in process: its name (its consumer group is
@@ -73,6 +82,8 @@ type System struct {
 	DataDir   string
 	Metrics   *metrics.Metrics
 	Sealer    *envelope.Sealer
+	// Aggregator joins the reports and runs the schedule (sweeps, shredding, physical erasure).
+	Aggregator *aggregator.Aggregator
 
 	cancel  context.CancelFunc
 	group   *errgroup.Group
@@ -140,10 +151,20 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 	if sys.Stores, err = checkDeleters(sys.Inventory, deleters); err != nil {
 		return nil, err
 	}
+	sys.Aggregator = &aggregator.Aggregator{
+		Store:     st.Audit,
+		Producer:  prod,
+		Log:       log.With(zap.String("service", "aggregator")),
+		Metrics:   m,
+		Sealer:    sys.Sealer,
+		Inventory: sys.Inventory,
+		Sweeps:    o.Sweeps,
+		Retain:    o.Retain,
+		Now:       o.Now,
+	}
 	groups := []service.Group{
 		{Name: "lethe-intake", Topics: []string{event.TopicIntake}, Handler: sys.Intake.HandleIntake, Redact: sys.Intake.Redact},
-		{Name: "lethe-aggregator", Topics: []string{event.TopicRequested, event.TopicStoreDone},
-			Handler: (&aggregator.Aggregator{Store: st.Audit, Producer: prod, Log: log.With(zap.String("service", "aggregator")), Metrics: m, Sealer: sys.Sealer, Inventory: sys.Inventory}).Handle},
+		{Name: "lethe-aggregator", Topics: []string{event.TopicRequested, event.TopicStoreDone}, Handler: sys.Aggregator.Handle},
 	}
 	for _, d := range deleters {
 		w := &worker.Worker{
@@ -190,6 +211,7 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 	}
 	watchdog := &aggregator.Watchdog{Store: st.Audit, Producer: prod, Interval: 5 * time.Second, Log: log.With(zap.String("service", "aggregator")), Metrics: m}
 	g.Go(func() error { return watchdog.Run(gctx) })
+	g.Go(func() error { return sys.Aggregator.Run(gctx, cmp.Or(o.SweepEvery, 10*time.Second)) })
 	g.Go(func() error {
 		if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
 			return err

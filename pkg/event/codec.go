@@ -23,7 +23,7 @@ var (
 
 // schemaFiles lists the schema names in dependency order (later ones use named types of
 // earlier ones).
-var schemaFiles = []string{"intake", "requested", "store_done", "completed", "overdue", "suppression"}
+var schemaFiles = []string{"intake", "requested", "store_done", "completed", "overdue", "suppression", "reappeared"}
 
 // Type is one event type's codec: the current schema and every released writer schema.
 //
@@ -53,6 +53,7 @@ var (
 	Done      = mustType("store_done")
 	Completed = mustType("completed")
 	Overdues  = mustType("overdue")
+	Reappear  = mustType("reappeared")
 	// Suppressions is the codec of erasure.suppressions.
 	Suppressions = mustType("suppression")
 )

@@ -15,14 +15,27 @@ import "time"
 
 // Default topic names.
 const (
-	TopicIntake    = "erasure.intake"
-	TopicRequested = "erasure.requested"
-	TopicStoreDone = "erasure.store.done"
-	TopicCompleted = "erasure.completed"
-	TopicOverdue   = "erasure.overdue"
+	TopicIntake     = "erasure.intake"
+	TopicRequested  = "erasure.requested"
+	TopicStoreDone  = "erasure.store.done"
+	TopicCompleted  = "erasure.completed"
+	TopicOverdue    = "erasure.overdue"
+	TopicReappeared = "erasure.reappeared"
 	// TopicSuppressions is compacted: the latest Suppression per tenant and pseudonym.
 	TopicSuppressions = "erasure.suppressions"
 )
+
+// Purposes of a request on erasure.requested, carried back on its reports. The empty
+// purpose is PurposeErase (records written before purposes existed).
+const (
+	PurposeErase   = "ERASE"   // the erasure itself, up to its receipt
+	PurposeSweep   = "SWEEP"   // a re-verification after the receipt
+	PurposeReapply = "REAPPLY" // the erasure re-applied after a store was restored
+)
+
+// AfterReceipt reports whether purpose is a pass run after the receipt (a sweep or a
+// re-apply), whose reports are addenda rather than evidence for the receipt.
+func AfterReceipt(purpose string) bool { return purpose == PurposeSweep || purpose == PurposeReapply }
 
 // DLQ returns the dead-letter topic of topic.
 func DLQ(topic string) string { return topic + ".dlq" }
@@ -95,6 +108,11 @@ type Requested struct {
 	Attempt          int                `avro:"attempt" json:"attempt"`
 	// SessionHashes are the keyed pseudonyms of the session ids (subject.Key.SessionPseudonym).
 	SessionHashes []string `avro:"session_hashes" json:"session_hashes,omitempty"`
+	// Purpose is empty (or PurposeErase) for the erasure, PurposeSweep or PurposeReapply for
+	// a pass after the receipt; Pass names that pass. Deleters act alike and copy both
+	// into their reports.
+	Purpose string `avro:"purpose" json:"purpose,omitempty"`
+	Pass    string `avro:"pass" json:"pass,omitempty"`
 }
 
 // Acts reports whether store must act on r: it is expected and, for a re-drive, selected.
@@ -167,6 +185,8 @@ type StoreDone struct {
 	StartedAt    time.Time       `avro:"started_at" json:"started_at"`
 	FinishedAt   time.Time       `avro:"finished_at" json:"finished_at"`
 	Error        string          `avro:"error" json:"error,omitempty"`
+	Purpose      string          `avro:"purpose" json:"purpose,omitempty"` // the request's Purpose
+	Pass         string          `avro:"pass" json:"pass,omitempty"`       // the request's Pass
 }
 
 // Deleted is the sum of the per-location counts.
@@ -187,6 +207,9 @@ type StoreEvidence struct {
 	Locations    []LocationCount `avro:"locations" json:"locations"`
 	Verification Verification    `avro:"verification" json:"verification"`
 	Physical     string          `avro:"physical" json:"physical,omitempty"`
+	// PhysicalErasureDue is when the bytes a logical delete leaves behind (segments, AOF,
+	// object versions, backups) are expected gone; nil when the inventory does not say.
+	PhysicalErasureDue *time.Time `avro:"physical_erasure_due" json:"physical_erasure_due,omitempty"`
 }
 
 // ReceiptComplete is the status of a receipt whose every store reported success.
@@ -213,6 +236,24 @@ type Receipt struct {
 	Seq              int64           `avro:"seq" json:"seq"`
 	PrevHash         string          `avro:"prev_hash" json:"prev_hash"`
 	Hash             string          `avro:"hash" json:"hash"`
+	// IdentifiersShredAt is when the request's data key, and with it every sealed copy of
+	// its identifiers, will be destroyed; nil when it was destroyed at the receipt.
+	IdentifiersShredAt *time.Time `avro:"identifiers_shred_at" json:"identifiers_shred_at,omitempty"`
+}
+
+// Reappeared says a sweep or a re-apply found an erased subject's data again in one store
+// and erased it again. It holds counts only, no identifier.
+type Reappeared struct {
+	RequestID string          `avro:"request_id" json:"request_id"`
+	TenantID  string          `avro:"tenant_id" json:"tenant_id"`
+	Store     string          `avro:"store" json:"store"`
+	Kind      string          `avro:"kind" json:"kind"`
+	Purpose   string          `avro:"purpose" json:"purpose"`
+	Pass      string          `avro:"pass" json:"pass"`
+	Deleted   int64           `avro:"deleted" json:"deleted"`
+	Locations []LocationCount `avro:"locations" json:"locations"`
+	Remaining int64           `avro:"remaining" json:"remaining"`
+	At        time.Time       `avro:"at" json:"at"`
 }
 
 // SLA windows of Overdue.

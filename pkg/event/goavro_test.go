@@ -326,7 +326,7 @@ func TestHeaderIsSpecFingerprint(t *testing.T) {
 
 func typeNamed(t *testing.T, name string) *Type {
 	t.Helper()
-	for _, typ := range []*Type{Intake, Request, Done, Completed, Overdues, Suppressions} {
+	for _, typ := range []*Type{Intake, Request, Done, Completed, Overdues, Suppressions, Reappear} {
 		if typ.name == name {
 			return typ
 		}
@@ -395,7 +395,7 @@ func TestDecodeLegacyFingerprints(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, g := range goldens() {
-		if g.typ == Suppressions {
+		if g.typ == Suppressions || g.typ == Reappear {
 			continue // released after the header followed the specification: no legacy records exist
 		}
 		t.Run(g.typ.Name(), func(t *testing.T) {

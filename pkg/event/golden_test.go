@@ -64,6 +64,8 @@ func goldens() []golden {
 				OnlyStores:       []string{"redis"},
 				Attempt:          2,
 				SessionHashes:    []string{"5c1f0e0a", "77aa01b2"},
+				Purpose:          PurposeSweep,
+				Pass:             "sweep-2",
 			},
 			fresh: func() any { return new(Requested) },
 			deref: func(v any) any { return *v.(*Requested) },
@@ -95,6 +97,8 @@ func goldens() []golden {
 				StartedAt:  at(30, 9, 15, 32, 0),
 				FinishedAt: at(30, 9, 15, 32, 999),
 				Error:      "verify: 1 key remains",
+				Purpose:    PurposeReapply,
+				Pass:       "reapply-20261130T0915Z",
 			},
 			fresh: func() any { return new(StoreDone) },
 			deref: func(v any) any { return *v.(*StoreDone) },
@@ -124,7 +128,8 @@ func goldens() []golden {
 							Attestation: "att-1", Mentions: 1, Similar: []string{"9"},
 							DiscoveryRunAt: ptr(at(30, 7, 0, 0, 0)), DiscoveryUncovered: 1,
 						},
-						Physical: "vacuum pending",
+						Physical:           "vacuum pending",
+						PhysicalErasureDue: ptr(at(30, 10, 0, 0, 0)),
 					},
 					{
 						Store: "audit_log", Kind: "audit_log", Status: StatusNoPII, Deleted: -1,
@@ -135,14 +140,16 @@ func goldens() []golden {
 							Attestation: "att-2", Mentions: 2, Similar: []string{"10"},
 							DiscoveryRunAt: ptr(at(30, 6, 0, 0, 0)), DiscoveryUncovered: 4,
 						},
-						Physical: "pseudonyms only",
+						Physical:           "pseudonyms only",
+						PhysicalErasureDue: ptr(at(30, 11, 0, 0, 0)),
 					},
 				},
-				AuditLogPII: true,
-				Status:      ReceiptComplete,
-				Seq:         3,
-				PrevHash:    "ab12",
-				Hash:        "cd34",
+				AuditLogPII:        true,
+				Status:             ReceiptComplete,
+				Seq:                3,
+				PrevHash:           "ab12",
+				Hash:               "cd34",
+				IdentifiersShredAt: ptr(at(30, 12, 0, 0, 1)),
 			},
 			fresh: func() any { return new(Receipt) },
 			deref: func(v any) any { return *v.(*Receipt) },
@@ -183,8 +190,27 @@ func goldens() []golden {
 			fresh: func() any { return new(Suppression) },
 			deref: func(v any) any { return *v.(*Suppression) },
 		},
+		{
+			typ: Reappear,
+			sample: &Reappeared{
+				RequestID: "req-0001",
+				TenantID:  "acme",
+				Store:     "redis",
+				Kind:      "redis",
+				Purpose:   PurposeSweep,
+				Pass:      "sweep-2",
+				Deleted:   4,
+				Locations: []LocationCount{{Location: "session:acme:{subject}:*", Deleted: 4}},
+				Remaining: 1,
+				At:        at(30, 10, 16, 0, 500),
+			},
+			fresh: func() any { return new(Reappeared) },
+			deref: func(v any) any { return *v.(*Reappeared) },
+		},
 	}
 }
+
+func ptr[T any](v T) *T { return &v }
 
 func TestGolden(t *testing.T) {
 	for _, g := range goldens() {
@@ -250,5 +276,3 @@ func assertPopulated(t *testing.T, v reflect.Value, path string) {
 		}
 	}
 }
-
-func ptr[T any](v T) *T { return &v }

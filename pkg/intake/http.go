@@ -106,6 +106,7 @@ func (s *Service) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/erasures/{id}", s.authenticate(s.handleStatus))
 	mux.HandleFunc("POST /v1/erasures/{id}/retry", s.authenticate(s.handleRetry))
 	mux.HandleFunc("GET /v1/erasures/{id}/receipt", s.authenticate(s.handleReceipt))
+	mux.HandleFunc("GET /v1/erasures/{id}/addenda", s.authenticate(s.handleAddenda))
 	mux.HandleFunc("POST /v1/suppressions/check", s.authenticate(s.handleCheck))
 	mux.HandleFunc("POST /v1/suppressions/lift", s.authenticate(s.handleLift))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
@@ -315,6 +316,24 @@ func (s *Service) handleReceipt(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, rc)
+}
+
+// handleAddenda answers the addenda of a request's receipt ({"addenda": [...]}, oldest
+// first; empty when the store keeps none).
+func (s *Service) handleAddenda(w http.ResponseWriter, r *http.Request) {
+	req, err := s.Store.GetRequest(r.Context(), r.PathValue("id"))
+	if s.lookupFailed(w, err) || !s.authorize(w, r, req.TenantID) {
+		return
+	}
+	ads := []auditlog.Addendum{}
+	if as, ok := s.Store.(auditlog.Addenda); ok {
+		got, err := as.AddendaOf(r.Context(), req.RequestID)
+		if s.lookupFailed(w, err) {
+			return
+		}
+		ads = append(ads, got...)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"addenda": ads})
 }
 
 func (s *Service) lookupFailed(w http.ResponseWriter, err error) bool {

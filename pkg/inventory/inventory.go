@@ -14,6 +14,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -41,6 +42,10 @@ type Store struct {
 	Locators Locators `yaml:"locators,omitempty" json:"locators,omitempty"`
 	// Physical says what an erasure leaves physically pending (vacuum, versions, AOF).
 	Physical string `yaml:"physical,omitempty" json:"physical,omitempty"`
+	// PhysicalWithin is how long after a logical delete the store's bytes can survive
+	// (segments until vacuum, AOF/RDB, object versions, the store's backups), e.g. 840h;
+	// receipts carry completed_at + this as the store's physical_erasure_due. Zero: unstated.
+	PhysicalWithin time.Duration `yaml:"physical_within,omitempty" json:"physical_within,omitempty"`
 }
 
 //go:embed reference.yaml

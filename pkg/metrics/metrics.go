@@ -34,6 +34,8 @@ type Metrics struct {
 	Overdue         *prometheus.GaugeVec     // lethe_overdue_requests{tenant}
 	SLAThreshold    *prometheus.CounterVec   // lethe_sla_threshold_total{threshold,window}
 	MissingDataKeys prometheus.Counter       // lethe_missing_data_keys_total
+	Reappeared      *prometheus.CounterVec   // lethe_reappeared_total{store,kind,purpose}
+	Addenda         *prometheus.CounterVec   // lethe_addenda_total{type}
 }
 
 // Rejection reasons of lethe_intake_rejected_total.
@@ -69,8 +71,11 @@ func New() *Metrics {
 	m.SLAThreshold = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lethe_sla_threshold_total", Help: "Open requests that crossed 50, 80 or 100 percent of their legal window or internal target."}, []string{"threshold", "window"})
 	m.MissingDataKeys = prometheus.NewCounter(prometheus.CounterOpts{Name: "lethe_missing_data_keys_total",
 		Help: "Requests whose data key the key store holds neither as a key nor as a tombstone: a misconfigured key store or a lost key."})
+	m.Reappeared = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lethe_reappeared_total",
+		Help: "Erased subjects found again in a store by a re-verification sweep or a re-apply, and erased again."}, []string{"store", "kind", "purpose"})
+	m.Addenda = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lethe_addenda_total", Help: "Addenda linked into receipt chains, by type."}, []string{"type"})
 	for _, c := range []prometheus.Collector{m.Requests, m.Rejected, m.StoreOutcomes, m.StoreDuration, m.StoreRetries, m.ConsumerRetries,
-		m.DLQRecords, m.ConsumerLag, m.Receipts, m.ErasureDuration, m.Overdue, m.SLAThreshold, m.MissingDataKeys} {
+		m.DLQRecords, m.ConsumerLag, m.Receipts, m.ErasureDuration, m.Overdue, m.SLAThreshold, m.MissingDataKeys, m.Reappeared, m.Addenda} {
 		f(c)
 	}
 	return m

@@ -54,7 +54,7 @@ func (ps *pointsService) Upsert(_ context.Context, req *qdrant.UpsertPoints) (*q
 			if payload == nil {
 				payload = map[string]*qdrant.Value{}
 			}
-			c.upsert(keys[i], &point{payload: payload, vectors: pt.GetVectors(), deferred: ps.s.deferWrites.Load()})
+			c.upsert(keys[i], &point{payload: payload, vectors: normalizeVectors(c.params, pt.GetVectors()), deferred: ps.s.deferWrites.Load()})
 		}
 		return nil
 	})
@@ -66,42 +66,30 @@ func (ps *pointsService) Upsert(_ context.Context, req *qdrant.UpsertPoints) (*q
 
 // Delete removes the points selected by ids or by filter, all of them, before it returns.
 func (ps *pointsService) Delete(_ context.Context, req *qdrant.DeletePoints) (*qdrant.PointsOperationResponse, error) {
-	var ids []pointKey
-	var filter *qdrant.Filter
-	switch sel := req.GetPoints().GetPointsSelectorOneOf().(type) {
-	case *qdrant.PointsSelector_Points:
-		for _, id := range sel.Points.GetIds() {
-			k, err := keyOf(id)
-			if err != nil {
-				return nil, invalid(err)
-			}
-			ids = append(ids, k)
-		}
-	case *qdrant.PointsSelector_Filter:
-		filter = sel.Filter
-		if _, err := compile(filter, nil); err != nil {
-			return nil, err
-		}
-	default:
-		return nil, status.Error(codes.InvalidArgument, "Wrong input: No PointSelector provided")
-	}
-	err := ps.s.write(req.GetCollectionName(), func(c *collection) error {
-		if filter != nil {
-			p, err := compile(filter, c.indexOn)
-			if err != nil {
-				return err
-			}
-			ids = c.matching(filter, p, true)
-		}
-		for _, k := range ids {
-			c.remove(k)
-		}
-		return nil
-	})
+	err := ps.writeEach(req.GetCollectionName(), req.GetPoints(), func(c *collection, k pointKey) { c.remove(k) })
 	if err != nil {
 		return nil, err
 	}
 	return ps.ack(req.Wait), nil
+}
+
+// writeEach runs fn, under the write lock of the collection name, for every point sel
+// selects (by ids, or by filter with deferred points included).
+func (ps *pointsService) writeEach(name string, sel *qdrant.PointsSelector, fn func(c *collection, k pointKey)) error {
+	s, err := selectionOf(sel)
+	if err != nil {
+		return err
+	}
+	return ps.s.write(name, func(c *collection) error {
+		ids, err := s.keys(c)
+		if err != nil {
+			return err
+		}
+		for _, k := range ids {
+			fn(c, k)
+		}
+		return nil
+	})
 }
 
 // Count counts the visible points passing the filter; deferred points are not counted.
@@ -126,6 +114,48 @@ func (ps *pointsService) Count(_ context.Context, req *qdrant.CountPoints) (*qdr
 		return nil, err
 	}
 	return &qdrant.CountResponse{Result: &qdrant.CountResult{Count: uint64(n)}}, nil
+}
+
+// selection is a points selector: ids, or a filter.
+type selection struct {
+	ids    []pointKey
+	filter *qdrant.Filter
+}
+
+// selectionOf checks sel: ids must parse, a filter must compile.
+func selectionOf(sel *qdrant.PointsSelector) (selection, error) {
+	var out selection
+	switch s := sel.GetPointsSelectorOneOf().(type) {
+	case *qdrant.PointsSelector_Points:
+		for _, id := range s.Points.GetIds() {
+			k, err := keyOf(id)
+			if err != nil {
+				return out, invalid(err)
+			}
+			out.ids = append(out.ids, k)
+		}
+	case *qdrant.PointsSelector_Filter:
+		out.filter = s.Filter
+		if _, err := compile(out.filter, nil); err != nil {
+			return out, err
+		}
+	default:
+		return out, status.Error(codes.InvalidArgument, "Wrong input: No PointSelector provided")
+	}
+	return out, nil
+}
+
+// keys are the selected ids, deferred points included, for a write on c. Callers hold
+// c.mu for writing.
+func (sel selection) keys(c *collection) ([]pointKey, error) {
+	if sel.filter == nil {
+		return sel.ids, nil
+	}
+	p, err := compile(sel.filter, c.indexOn)
+	if err != nil {
+		return nil, err
+	}
+	return c.matching(sel.filter, p, true), nil
 }
 
 func isEmptyFilter(f *qdrant.Filter) bool {

@@ -126,13 +126,9 @@ func TestUnsupportedIsUnimplemented(t *testing.T) {
 	_, c := start(t)
 	seedCities(t, c)
 	ctx := context.Background()
-	_, err := c.GetPointsClient().Search(ctx, &qdrant.SearchPoints{CollectionName: "cities", Vector: []float32{1, 2, 3, 4}, Limit: 3})
+	_, err := c.Query(ctx, &qdrant.QueryPoints{CollectionName: "cities", Query: qdrant.NewQueryRecommend(&qdrant.RecommendInput{Positive: []*qdrant.VectorInput{qdrant.NewVectorInput(1, 2, 3, 4)}})})
 	if status.Code(err) != codes.Unimplemented {
-		t.Errorf("search: %v", err)
-	}
-	_, err = c.Query(ctx, &qdrant.QueryPoints{CollectionName: "cities", Query: qdrant.NewQuery(1, 2, 3, 4)})
-	if status.Code(err) != codes.Unimplemented {
-		t.Errorf("query: %v", err)
+		t.Errorf("recommend query: %v", err)
 	}
 	for name, f := range map[string]*qdrant.Filter{
 		"values_count":        must(qdrant.NewValuesCount("tags", &qdrant.ValuesCount{Gt: qdrant.PtrOf(uint64(1))})),

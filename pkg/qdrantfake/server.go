@@ -12,9 +12,12 @@
 // index matches any spelling of a UUID, a text index tokenises, every index makes is_null
 // true on [null], an integer index holds integral doubles); aliases; scroll in ascending
 // id order (every numeric id before every UUID) with next_page_offset; exact counts;
-// deletes by ids or by filter; codes.NotFound with Qdrant's message for a missing
-// collection. Everything else — vector search and query, geo, values_count, snapshots —
-// answers codes.Unimplemented. docs/qdrant-emulator.md lists each behaviour with the
+// deletes by ids or by filter; set_payload; exact nearest-neighbour Search, SearchBatch,
+// Query and QueryBatch by a dense vector with Qdrant's scores for cosine (vectors
+// normalised at upsert), dot, euclid and manhattan, a strict score_threshold and the same
+// filters (search.go); codes.NotFound with Qdrant's message for a missing collection.
+// Everything else — recommend, fusion and other queries, sparse vectors, geo,
+// values_count, snapshots — answers codes.Unimplemented. docs/qdrant-emulator.md lists each behaviour with the
 // Qdrant source it follows and the test that pins it.
 //
 // Writes are applied before the call returns, so wait=true and wait=false differ only in

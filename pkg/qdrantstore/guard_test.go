@@ -164,7 +164,7 @@ func TestEmptyConditionMatchesAllAndIsRefused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = st.eraseFilter(ctx, l, s, f)
+		_, err = st.eraseFilter(ctx, inv, l, s, f)
 		if !retry.IsPermanent(err) || !errors.Is(err, errMatchAll) {
 			t.Errorf("%s: eraseFilter = %v, want the permanent match-all refusal", name, err)
 		}

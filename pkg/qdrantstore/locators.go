@@ -3,6 +3,9 @@ package qdrantstore
 import (
 	"errors"
 	"fmt"
+	"math"
+	"regexp"
+	"strings"
 
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
@@ -22,6 +25,85 @@ type Locators struct {
 	SubjectFields []string `yaml:"subject_fields"`
 	HashFields    []string `yaml:"hash_fields"`
 	SessionFields []string `yaml:"session_fields"`
+
+	// Semantic read-back (see semantic.go). Vectors names the vectors whose values are read
+	// before the erasure and searched for after it (empty: every vector of a point).
+	// Similar says what a probable untagged copy does: "report" (default) lists it in the
+	// verification, "erase" deletes it too, "off" skips the search. Similarity is the
+	// score a cosine or dot match must exceed (default DefaultSimilarity); MaxDistance the
+	// distance a euclid or manhattan match must stay under (unset: those vectors are not
+	// searched). SimilarLimit bounds the points one search returns (default
+	// DefaultSimilarLimit; a search that returns that many is reported as truncated).
+	// "erase" deletes every point that close to one of the subject's, whoever else it may
+	// name (a chunk shared by many customers, such as a stock answer, goes too): choose it
+	// only where chunks are per subject, with a high similarity.
+	Vectors      []string `yaml:"vectors"`
+	Similar      string   `yaml:"similar"`
+	Similarity   *float64 `yaml:"similarity"`
+	MaxDistance  *float64 `yaml:"max_distance"`
+	SimilarLimit int      `yaml:"similar_limit"`
+
+	// Residual mentions (see mentions.go). TextFields are payload fields of free text
+	// (plain dotted keys, e.g. page_content or metadata.text) searched after the erasure
+	// for the subject's raw identifiers; Mentions says what a mention does: "fail"
+	// (default: the store is not clean), "redact" (the identifier is replaced by Redaction,
+	// default DefaultRedaction, in that field only) or "erase" (the point is deleted).
+	TextFields []string `yaml:"text_fields"`
+	Mentions   string   `yaml:"mentions"`
+	Redaction  string   `yaml:"redaction"`
+}
+
+// Values of Locators.Similar and Locators.Mentions, and their defaults.
+const (
+	SimilarReport = "report"
+	SimilarErase  = "erase"
+	SimilarOff    = "off"
+
+	MentionsFail   = "fail"
+	MentionsRedact = "redact"
+	MentionsErase  = "erase"
+
+	DefaultSimilarity   = 0.97
+	DefaultSimilarLimit = 64
+	DefaultRedaction    = "[redacted]"
+)
+
+// similar is l.Similar with its default.
+func (l Locators) similar() string {
+	if l.Similar == "" {
+		return SimilarReport
+	}
+	return l.Similar
+}
+
+// mentions is l.Mentions with its default.
+func (l Locators) mentions() string {
+	if l.Mentions == "" {
+		return MentionsFail
+	}
+	return l.Mentions
+}
+
+// similarity is l.Similarity with its default.
+func (l Locators) similarity() float64 {
+	if l.Similarity == nil {
+		return DefaultSimilarity
+	}
+	return *l.Similarity
+}
+
+func (l Locators) similarLimit() int {
+	if l.SimilarLimit <= 0 {
+		return DefaultSimilarLimit
+	}
+	return l.SimilarLimit
+}
+
+func (l Locators) redaction() string {
+	if l.Redaction == "" {
+		return DefaultRedaction
+	}
+	return l.Redaction
 }
 
 var _ deletion.Validator = (*Store)(nil)
@@ -70,5 +152,49 @@ func (l Locators) check() error {
 			}
 		}
 	}
+	errs = append(errs, l.checkReadBack()...)
 	return errors.Join(errs...)
+}
+
+// plainKey is a payload key of object keys only, which set_payload can address.
+var plainKey = regexp.MustCompile(`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`)
+
+func (l Locators) checkReadBack() []error {
+	var errs []error
+	switch l.Similar {
+	case "", SimilarReport, SimilarErase, SimilarOff:
+	default:
+		errs = append(errs, fmt.Errorf("locators.similar: %q is not one of report, erase, off", l.Similar))
+	}
+	if s := l.Similarity; s != nil && (math.IsNaN(*s) || math.IsInf(*s, 0) || *s <= 0) {
+		errs = append(errs, fmt.Errorf("locators.similarity: %v is not a positive score", *s))
+	}
+	if d := l.MaxDistance; d != nil && (math.IsNaN(*d) || math.IsInf(*d, 0) || *d <= 0) {
+		errs = append(errs, fmt.Errorf("locators.max_distance: %v is not a positive distance", *d))
+	}
+	if l.SimilarLimit < 0 {
+		errs = append(errs, fmt.Errorf("locators.similar_limit: %d is negative", l.SimilarLimit))
+	}
+	for _, v := range l.Vectors {
+		if v == "" {
+			errs = append(errs, errors.New("locators.vectors: an empty vector name"))
+		}
+	}
+	switch l.Mentions {
+	case "", MentionsFail, MentionsRedact, MentionsErase:
+	default:
+		errs = append(errs, fmt.Errorf("locators.mentions: %q is not one of fail, redact, erase", l.Mentions))
+	}
+	if l.Mentions != "" && len(l.TextFields) == 0 {
+		errs = append(errs, errors.New("locators.mentions: needs text_fields"))
+	}
+	for _, f := range l.TextFields {
+		if !plainKey.MatchString(f) {
+			errs = append(errs, fmt.Errorf("locators.text_fields: %q is not a dotted key of object keys", f))
+		}
+	}
+	if strings.TrimSpace(l.Redaction) != l.Redaction {
+		errs = append(errs, errors.New("locators.redaction: leading or trailing space"))
+	}
+	return errs
 }

@@ -64,6 +64,8 @@ type Store struct {
 	// is transient, and the worker's own attempts bound the rest.
 	PreconditionTries   int
 	PreconditionBackoff time.Duration
+
+	pending pending // vectors read by Erase for Verify's semantic search
 }
 
 var _ deletion.Store = (*Store)(nil)
@@ -94,23 +96,32 @@ func (st *Store) Erase(ctx context.Context, inv inventory.Store, s deletion.Subj
 	if err != nil {
 		return deletion.Result{}, err
 	}
-	return st.eraseFilter(ctx, l, s, f)
+	return st.eraseFilter(ctx, inv, l, s, f)
 }
 
 // eraseFilter deletes the points passing f from every collection of st for s, after
 // checking f.
-func (st *Store) eraseFilter(ctx context.Context, l Locators, s deletion.Subject, f *qdrant.Filter) (deletion.Result, error) {
+func (st *Store) eraseFilter(ctx context.Context, inv inventory.Store, l Locators, s deletion.Subject, f *qdrant.Filter) (deletion.Result, error) {
 	if err := checkFilter(f); err != nil {
 		return deletion.Result{}, err
 	}
+	semantic := l.similar() != SimilarOff
+	key := pendingKey(inv, s)
 	var res deletion.Result
 	for _, tmpl := range l.Collections {
 		loc := location(tmpl, s.Tenant)
-		var matched int64
+		var matched, similar, mentions int64
 		for _, coll := range collections(tmpl, s) {
 			n, err := st.count(ctx, coll, f)
 			if err != nil {
 				return res, fmt.Errorf("qdrant: count %s: %w", loc, redact(err, coll, loc))
+			}
+			var vs []vector
+			if semantic {
+				if vs, err = st.readVectors(ctx, l, coll, f); err != nil {
+					return res, fmt.Errorf("qdrant: read vectors of %s: %w", loc, redact(err, coll, loc))
+				}
+				st.pending.add(key, coll, loc, vs)
 			}
 			err = st.retry(ctx, func() error {
 				r, err := st.client.Delete(ctx, &qdrant.DeletePoints{
@@ -127,8 +138,30 @@ func (st *Store) eraseFilter(ctx context.Context, l Locators, s deletion.Subject
 				return res, fmt.Errorf("qdrant: delete from %s: %w", loc, redact(classify(err), coll, loc))
 			}
 			matched += n
+			if l.similar() == SimilarErase {
+				var truncated bool
+				ids, err := st.similar(ctx, l, coll, f, st.pending.get(key).colls[coll], &truncated)
+				if err == nil {
+					err = st.deleteIDs(ctx, coll, ids)
+				}
+				if err != nil {
+					return res, fmt.Errorf("qdrant: erase similar in %s: %w", loc, redact(err, coll, loc))
+				}
+				similar += int64(len(ids))
+			}
+			m, err := st.handleMentions(ctx, l, coll, s)
+			if err != nil {
+				return res, fmt.Errorf("qdrant: %s mentions in %s: %w", l.mentions(), loc, redact(err, coll, loc))
+			}
+			mentions += m
 		}
 		res.Locations = append(res.Locations, event.LocationCount{Location: loc, Deleted: matched})
+		if similar > 0 {
+			res.Locations = append(res.Locations, event.LocationCount{Location: loc + " (similar)", Deleted: similar})
+		}
+		if mentions > 0 {
+			res.Locations = append(res.Locations, event.LocationCount{Location: loc + " (mentions)", Deleted: mentions})
+		}
 	}
 	return res, nil
 }
@@ -192,7 +225,38 @@ func (st *Store) Verify(ctx context.Context, inv inventory.Store, s deletion.Sub
 				return event.Verification{}, fmt.Errorf("qdrant: verify %s: %w", loc, redact(err, coll, loc))
 			}
 			v.Remaining += n
+			if f == nil {
+				continue
+			}
+			m, err := st.mentioning(ctx, l, coll, identifiers(s))
+			if err != nil {
+				loc := location(tmpl, s.Tenant)
+				return event.Verification{}, fmt.Errorf("qdrant: verify mentions in %s: %w", loc, redact(err, coll, loc))
+			}
+			v.Mentions += int64(len(m))
 		}
+	}
+	if f == nil {
+		return v, nil
+	}
+	if len(l.TextFields) > 0 {
+		v.Method += MethodMentions
+	}
+	if l.similar() != SimilarOff {
+		key := pendingKey(inv, s)
+		var truncated bool
+		ids, searched, err := st.similarOf(ctx, l, key, f, &truncated)
+		if err != nil {
+			return event.Verification{}, err
+		}
+		if searched {
+			v.Method += MethodSimilar
+			if truncated {
+				v.Method += MethodTruncated
+			}
+			v.Similar = ids
+		}
+		st.pending.forget(key)
 	}
 	return v, nil
 }

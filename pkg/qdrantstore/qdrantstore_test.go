@@ -200,8 +200,9 @@ func TestErasesEveryMatchWithoutPageCap(t *testing.T) {
 	if res.Deleted() != 2500 || len(res.Locations) != 1 || res.Locations[0].Location != "shopbot_acme" {
 		t.Errorf("Erase = %+v, want 2500 deleted at shopbot_acme", res)
 	}
-	// Count then delete, each reading only the indexed matches: no scan of the others.
-	if got := e.srv.PointsExamined() - before; got > 2*2500 {
+	// Count, read the vectors, then delete, each reading only the indexed matches (the
+	// vector read pages by 256 and looks one point past each page): no scan of the others.
+	if got := e.srv.PointsExamined() - before; got > 3*2500+2500/256+1 {
 		t.Errorf("erasure examined %d points: it scanned instead of using the indexes", got)
 	}
 	if n := e.countOf(t, victim); n != 0 {
@@ -211,7 +212,7 @@ func TestErasesEveryMatchWithoutPageCap(t *testing.T) {
 		t.Errorf("%d unrelated points left of 3000", n)
 	}
 	v, err := e.store.Verify(ctx, e.inv, victim)
-	if err != nil || v.Remaining != 0 || v.Method != qdrantstore.MethodSubject {
+	if err != nil || v.Remaining != 0 || !strings.HasPrefix(v.Method, qdrantstore.MethodSubject) {
 		t.Errorf("Verify = %+v, %v", v, err)
 	}
 }

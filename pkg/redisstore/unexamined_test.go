@@ -8,16 +8,14 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/deletion/deletiontest"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/redisstore"
-	"github.com/lethe-erasure/lethe/pkg/retry"
 	"github.com/lethe-erasure/lethe/pkg/testenv"
-	"github.com/lethe-erasure/lethe/pkg/worker"
+	"github.com/lethe-erasure/lethe/pkg/worker/workertest"
 )
 
 // unreadableIndex replaces the subject's index set by a string: a key under the store's
@@ -183,41 +181,10 @@ func TestRingShardDownIsUnexamined(t *testing.T) {
 // identifier in either.
 func TestWorkerReportsUnexaminedIndex(t *testing.T) {
 	c := realRedis(t)
-	ctx := context.Background()
 	s := deletiontest.NewSubject("acme", secretID)
 	seed(t, c, s, 2, nil)
 	unreadableIndex(c)(t, s)
-	b := testenv.Kafka(t, 1, event.TopicStoreDone)
-	w := &worker.Worker{
-		Inventory: inventory.Reference(),
-		Stores:    map[string]deletion.Store{redisstore.Kind: redisstore.New(c)},
-		Producer:  testenv.Producer(t, b),
-		Attempts:  2,
-		Backoff:   retry.Backoff{Base: time.Millisecond, Max: time.Millisecond},
-	}
-	req := event.Requested{
-		RequestID: "er_1", TenantID: s.Tenant, SubjectHash: s.Hash, KeyID: "k1",
-		Identifiers: event.Identifiers{SubjectID: s.ID, SessionIDs: s.Sessions}, Scope: event.ScopeSubject,
-		ExpectedStores: []string{"redis", "langgraph"}, InventoryVersion: inventory.Reference().Version, Attempt: 1,
-	}
-	val, err := event.Request.Encode(&req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Handle(ctx, &kgo.Record{Topic: event.TopicRequested, Key: []byte(req.RequestID), Value: val}); err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]event.StoreDone{}
-	for _, r := range testenv.ReadTopic(t, b.Brokers, event.TopicStoreDone) {
-		var d event.StoreDone
-		if err := event.Done.Decode(r.Value, &d); err != nil {
-			t.Fatal(err)
-		}
-		got[d.Store] = d
-		if strings.Contains(string(r.Value), secretID) {
-			t.Errorf("report of %s holds the raw identifier", d.Store)
-		}
-	}
+	got := workertest.Reports(t, inventory.Reference(), redisstore.Kind, redisstore.New(c), s)
 	for _, name := range []string{"redis", "langgraph"} {
 		d := got[name]
 		if d.Status != event.StatusFailed || d.Verification.Unexamined != 1 ||

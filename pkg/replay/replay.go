@@ -240,6 +240,9 @@ func (t *Trail) addRequested(b []byte) error {
 	if req.RequestID == "" {
 		return errNoIDs
 	}
+	if event.AfterReceipt(ev.Purpose) {
+		return nil // a sweep or re-apply: its outcome is an addendum, not part of the receipt's trail
+	}
 	rb := t.request(req.RequestID, req.TenantID)
 	if rb.Request == nil || req.Attempt >= rb.Request.Attempt {
 		rb.Request = &req
@@ -257,6 +260,9 @@ func (t *Trail) addStoreDone(b []byte) error {
 	}
 	if d.RequestID == "" || d.Store == "" {
 		return errNoIDs
+	}
+	if event.AfterReceipt(d.Purpose) {
+		return nil // reported by a sweep or re-apply after the receipt
 	}
 	rb := t.request(d.RequestID, d.TenantID)
 	if old, ok := rb.Reports[d.Store]; ok {

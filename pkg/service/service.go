@@ -29,7 +29,7 @@ import (
 // Topics are every topic Lethe uses, dead-letter topics included.
 var Topics = []string{
 	event.TopicIntake, event.TopicRequested, event.TopicStoreDone, event.TopicCompleted, event.TopicOverdue,
-	event.TopicSuppressions,
+	event.TopicSuppressions, event.TopicReappeared,
 	event.DLQ(event.TopicIntake), event.DLQ(event.TopicRequested), event.DLQ(event.TopicStoreDone),
 }
 

@@ -121,6 +121,7 @@ func (w *Worker) missingKey(ctx context.Context, req *event.Requested, stores []
 			Error:        ReasonMissingKey,
 			Verification: event.Verification{Method: "not verified", Remaining: -1},
 			Physical:     st.Physical, Locations: []event.LocationCount{},
+			Purpose: req.Purpose, Pass: req.Pass,
 		}
 		m.StoreOutcomes.WithLabelValues(st.Name, st.Kind, string(event.StatusFailed)).Inc()
 	}
@@ -168,6 +169,7 @@ func (w *Worker) erase(ctx context.Context, req *event.Requested, st inventory.S
 	done = event.StoreDone{
 		RequestID: req.RequestID, TenantID: req.TenantID, Store: st.Name, Kind: st.Kind,
 		Attempt: req.Attempt, StartedAt: start, Physical: st.Physical, Locations: []event.LocationCount{},
+		Purpose: req.Purpose, Pass: req.Pass,
 	}
 	var res deletion.Result
 	var ver event.Verification

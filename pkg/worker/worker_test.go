@@ -293,6 +293,30 @@ func TestHandleReports(t *testing.T) {
 	}
 }
 
+// A sweep's re-drive is erased and verified like the request, and its reports carry the
+// purpose and pass back to the aggregator.
+func TestSweepReportsCarryThePass(t *testing.T) {
+	f := newFake(map[string]*behaviour{"redis": {items: 2}, "langgraph": {}})
+	w, addrs := setup(t, map[string]deletion.Store{"redis": f})
+	req := request(allStores, nil, 1)
+	req.Purpose, req.Pass = event.PurposeSweep, "sweep-3"
+	if err := w.Handle(context.Background(), record(t, req)); err != nil {
+		t.Fatal(err)
+	}
+	got := reports(t, addrs)
+	if len(got) != 2 {
+		t.Fatalf("%d reports, want redis and langgraph", len(got))
+	}
+	for name, d := range got {
+		if d.Purpose != event.PurposeSweep || d.Pass != "sweep-3" {
+			t.Errorf("%s: purpose %q pass %q, want the sweep's", name, d.Purpose, d.Pass)
+		}
+	}
+	if r := got["redis"]; r.Deleted() != 2 || r.Status != event.StatusDeleted {
+		t.Errorf("redis: %s deleted %d, want what reappeared erased", r.Status, r.Deleted())
+	}
+}
+
 // Transient errors are retried within the budget; after it, and at once for a permanent
 // error or items remaining, the store reports FAILED with the reason.
 func TestHandleRetriesAndFailures(t *testing.T) {

@@ -9,6 +9,8 @@ import (
 	"os"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/lethe-erasure/lethe/pkg/aggregator"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/metrics"
@@ -27,10 +29,21 @@ func main() {
 				return service.Spec{}, fmt.Errorf("LETHE_SLA_TARGET must be a positive duration such as 5m")
 			}
 		}
-		agg := &aggregator.Aggregator{Store: store, Producer: env.Producer, Log: env.Log, Metrics: env.Metrics, Sealer: env.Sealer, Inventory: env.Config.Inventory}
+		sweeps, retain, err := aggregator.SweepsFromEnv(os.Getenv) // LETHE_SWEEPS, LETHE_RETAIN
+		if err != nil {
+			return service.Spec{}, err
+		}
+		agg := &aggregator.Aggregator{Store: store, Producer: env.Producer, Log: env.Log, Metrics: env.Metrics, Sealer: env.Sealer, Inventory: env.Config.Inventory,
+			Sweeps: sweeps, Retain: retain}
+		watchdog := &aggregator.Watchdog{Store: store, Producer: env.Producer, Log: env.Log, Metrics: env.Metrics, Target: target}
 		return service.Spec{
 			Groups: []service.Group{{Name: "lethe-aggregator", Topics: []string{event.TopicRequested, event.TopicStoreDone}, Handler: agg.Handle}},
-			Run:    (&aggregator.Watchdog{Store: store, Producer: env.Producer, Log: env.Log, Metrics: env.Metrics, Target: target}).Run,
+			Run: func(ctx context.Context) error {
+				g, ctx := errgroup.WithContext(ctx)
+				g.Go(func() error { return watchdog.Run(ctx) })
+				g.Go(func() error { return agg.Run(ctx, 15*time.Second) }) // sweeps, shredding, physical erasure
+				return g.Wait()
+			},
 			Checks: []metrics.Check{service.AuditCheck(store)},
 		}, nil
 	})

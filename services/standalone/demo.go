@@ -89,6 +89,12 @@ func (a *app) demo(ctx context.Context, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, string(line))
 		return fmt.Errorf("demo failed:\n  %s", strings.Join(problems, "\n  "))
 	}
+	similar, err := similarSummary(receipt)
+	if err != nil {
+		fmt.Fprintln(stdout, string(line))
+		return fmt.Errorf("demo failed: %w", err)
+	}
+	fmt.Fprintln(stderr, similar)
 	fmt.Fprintln(stderr, datasetSummary())
 	fmt.Fprintf(stderr, "re-checked every store: customer gone (%s; the audit log keeps hash-only events by design), %d other customers intact\n", after[target.id], len(bystanders))
 	if err := a.eraseNumeric(ctx, stderr); err != nil {
@@ -333,7 +339,8 @@ func (a *app) seed(ctx context.Context) error {
 
 // seedQdrant writes 30 chunks per customer tagged with customer_id and session_id, and 17
 // legacy chunks tagged only with the old session id (47 in all, as in the seeds' story),
-// and 12 chunks for each numeric-id customer tagged with its id as an integer.
+// 12 chunks for each numeric-id customer tagged with its id as an integer, and one untagged
+// near-duplicate of the target's first chunk for the semantic read-back to find.
 func (a *app) seedQdrant(ctx context.Context, st inventory.Store) error {
 	q := a.Stack.Qdrant
 	l, err := qdrantstore.LocatorsOf(st)
@@ -343,7 +350,7 @@ func (a *app) seedQdrant(ctx context.Context, st inventory.Store) error {
 	for _, tmpl := range l.Collections {
 		coll := inventory.Expand(tmpl, inventory.Vars{Tenant: demoTenant}, nil)
 		err := q.CreateCollection(ctx, &qdrant.CreateCollection{CollectionName: coll,
-			VectorsConfig: qdrant.NewVectorsConfig(&qdrant.VectorParams{Size: 4, Distance: qdrant.Distance_Cosine})})
+			VectorsConfig: qdrant.NewVectorsConfig(&qdrant.VectorParams{Size: demoDim, Distance: qdrant.Distance_Cosine})})
 		if err != nil {
 			return fmt.Errorf("qdrant create collection: %w", err)
 		}
@@ -361,7 +368,7 @@ func (a *app) seedQdrant(ctx context.Context, st inventory.Store) error {
 				} else {
 					payload["session_id"] = c.sessions[len(c.sessions)-1]
 				}
-				points = append(points, &qdrant.PointStruct{Id: qdrant.NewIDNum(id), Vectors: qdrant.NewVectors(0.1, 0.2, 0.3, float32(i)), Payload: qdrant.NewValueMap(payload)})
+				points = append(points, &qdrant.PointStruct{Id: qdrant.NewIDNum(id), Vectors: qdrant.NewVectorsDense(demoVector(c.id, i)), Payload: qdrant.NewValueMap(payload)})
 				id++
 			}
 		}
@@ -369,10 +376,11 @@ func (a *app) seedQdrant(ctx context.Context, st inventory.Store) error {
 			n, _ := strconv.ParseInt(c.id, 10, 64)
 			for i := 0; i < 12; i++ {
 				payload := map[string]any{"text": fmt.Sprintf("chunk %d of an order answer", i), "customer_id": n}
-				points = append(points, &qdrant.PointStruct{Id: qdrant.NewIDNum(id), Vectors: qdrant.NewVectors(0.4, 0.3, 0.2, float32(i)), Payload: qdrant.NewValueMap(payload)})
+				points = append(points, &qdrant.PointStruct{Id: qdrant.NewIDNum(id), Vectors: qdrant.NewVectorsDense(demoVector(c.id, i)), Payload: qdrant.NewValueMap(payload)})
 				id++
 			}
 		}
+		points = append(points, nearDuplicate())
 		if _, err := q.Upsert(ctx, &qdrant.UpsertPoints{CollectionName: coll, Points: points, Wait: aws.Bool(true)}); err != nil {
 			return fmt.Errorf("qdrant upsert: %w", err)
 		}

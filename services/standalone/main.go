@@ -21,10 +21,12 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/lethe-erasure/lethe/pkg/aggregator"
 	"github.com/lethe-erasure/lethe/pkg/auth"
 	"github.com/lethe-erasure/lethe/pkg/embedded"
 	"github.com/lethe-erasure/lethe/pkg/envelope"
@@ -147,8 +149,16 @@ func start(ctx context.Context, o options, stderr io.Writer) (*app, error) {
 			return nil, err
 		}
 	}
+	// The demo erases and exits: nothing would run its sweeps, so its keys go at the receipt.
+	var sweeps []time.Duration
+	var retain time.Duration
+	if !o.demo {
+		if sweeps, retain, err = aggregator.SweepsFromEnv(os.Getenv); err != nil {
+			return nil, err
+		}
+	}
 	sys, err := embedded.Start(ctx, embedded.Options{Key: key, DataDir: o.dataDir, HTTPAddr: o.httpAddr, Inventory: inv, Policy: policy, Log: log,
-		Auth: authn, Limiter: limiter, KEK: kek, Addrs: o.addrs, Framings: framings})
+		Auth: authn, Limiter: limiter, KEK: kek, Sweeps: sweeps, Retain: retain, Addrs: o.addrs, Framings: framings})
 	if err != nil {
 		return nil, err
 	}

@@ -32,6 +32,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the end-to-end phases to this file")
 	storesOnly := fs.Bool("stores-only", false, "measure the per-store figures only")
 	systemOnly := fs.Bool("system-only", false, "measure the end-to-end figures only")
+	semanticOnly := fs.Bool("semantic-only", false, "measure the semantic read-back figures only")
 	cfg := bench.Default()
 	fs.IntVar(&cfg.Large.RedisKeys, "redis-large", cfg.Large.RedisKeys, "unrelated Redis keys in the large corpus")
 	fs.IntVar(&cfg.Large.QdrantPoints, "qdrant-large", cfg.Large.QdrantPoints, "unrelated Qdrant points in the large corpus")
@@ -48,7 +49,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		cfg = bench.Quick()
 	}
 	cfg.Log = stderr
-	cfg.SkipStores, cfg.SkipSystem = *systemOnly, *storesOnly
+	cfg.SkipStores, cfg.SkipSemantic, cfg.SkipSystem = *systemOnly || *semanticOnly, *systemOnly || *storesOnly, *storesOnly || *semanticOnly
 	cfg.CPUProfile = func() (func(), error) { return nil, nil }
 	if *cpuprofile != "" {
 		cfg.CPUProfile = func() (func(), error) {

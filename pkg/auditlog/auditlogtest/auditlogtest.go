@@ -75,6 +75,8 @@ func Run(t *testing.T, newStore func(t *testing.T) auditlog.Store) {
 		{"IssueHealsCrashedWriter", testIssueHeals},
 		{"IssueReadsReceiptAfterHead", testIssueRace},
 		{"PublishMarker", testPublishMarker},
+		{"Addenda", testAddenda},
+		{"Schedule", testSchedule},
 		{"Suppressions", testSuppressions},
 		{"SuppressConcurrent", testSuppressConcurrent},
 	}

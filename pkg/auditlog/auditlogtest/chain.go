@@ -229,7 +229,7 @@ func testTamper(t *testing.T, newStore func(t *testing.T) auditlog.Store) {
 		}, "duplicate seq 2"},
 		{"ForgedAppended", func(t *testing.T, s auditlog.Store, rs []event.Receipt) {
 			must(t, s.PutReceipt(ctx, forge("req-x", 4, rs[2].Hash)))
-		}, "head at seq 3, but the last receipt has seq 4"},
+		}, "head at seq 3, but the last record has seq 4"},
 		{"HeadRewritten", func(t *testing.T, s auditlog.Store, rs []event.Receipt) {
 			must(t, s.SwapHead(ctx, "acme", 3, auditlog.Head{Seq: 3, Hash: "bogus", RequestID: "req-3", Receipt: rs[2]}))
 		}, "head at seq 3 does not match"},

@@ -47,6 +47,20 @@ func (s *Store) PutReceipt(ctx context.Context, r event.Receipt) error {
 	return err
 }
 
+// indexEntry reads the id (attribute idAttr) and seq of a chain index entry.
+func indexEntry(it map[string]types.AttributeValue, idAttr, what string) (string, int64, error) {
+	id, ok := it[idAttr].(*types.AttributeValueMemberS)
+	n, ok2 := it["seq"].(*types.AttributeValueMemberN)
+	if !ok || !ok2 {
+		return "", 0, retry.Permanent(fmt.Errorf("auditlog/dynamo: malformed %s index entry", what))
+	}
+	seq, err := strconv.ParseInt(n.Value, 10, 64)
+	if err != nil {
+		return "", 0, retry.Permanent(fmt.Errorf("auditlog/dynamo: malformed %s index entry: %w", what, err))
+	}
+	return id.Value, seq, nil
+}
+
 func indexSK(seq int64, requestID string) string {
 	return fmt.Sprintf("RCPT#%020d#%s", seq, esc(requestID))
 }
@@ -62,20 +76,15 @@ func (s *Store) Receipts(ctx context.Context, tenant string) ([]event.Receipt, e
 	seqs := map[string]map[int64]bool{} // request id -> seqs its index entries claim
 	var ids []string
 	for _, it := range items {
-		id, ok := it["request_id"].(*types.AttributeValueMemberS)
-		n, ok2 := it["seq"].(*types.AttributeValueMemberN)
-		if !ok || !ok2 {
-			return nil, retry.Permanent(errors.New("auditlog/dynamo: malformed receipt index entry"))
-		}
-		seq, err := strconv.ParseInt(n.Value, 10, 64)
+		id, seq, err := indexEntry(it, "request_id", "receipt")
 		if err != nil {
-			return nil, retry.Permanent(fmt.Errorf("auditlog/dynamo: malformed receipt index entry: %w", err))
+			return nil, err
 		}
-		if seqs[id.Value] == nil {
-			seqs[id.Value] = map[int64]bool{}
-			ids = append(ids, id.Value)
+		if seqs[id] == nil {
+			seqs[id] = map[int64]bool{}
+			ids = append(ids, id)
 		}
-		seqs[id.Value][seq] = true
+		seqs[id][seq] = true
 	}
 	got, err := s.batchGetReceipts(ctx, ids)
 	if err != nil {

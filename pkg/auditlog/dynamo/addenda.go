@@ -1,0 +1,265 @@
+package dynamo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/lethe-erasure/lethe/pkg/auditlog"
+	"github.com/lethe-erasure/lethe/pkg/retry"
+)
+
+var (
+	_ auditlog.Addenda   = (*Store)(nil)
+	_ auditlog.Scheduler = (*Store)(nil)
+)
+
+// Items of addenda and the schedule:
+//
+//	ADD#<addendum id>      ADDENDUM                       the addendum (seq)
+//	TEN#<tenant>           ADDX#<seq, 20 digits>#<id>     tenant index entry of an addendum
+//	REQ#<request id>       ADDX#<seq, 20 digits>#<id>     request index entry of an addendum
+//	DUE#<hour, UTC>        <due, unix ms, 20 digits>#<id> a task, in the hour bucket of its due time
+//	TASK#<task id>         TASK                           the task's current due time
+//	SCHED                  CURSOR                         the earliest hour bucket that may hold tasks
+
+func addPK(id string) string { return "ADD#" + esc(id) }
+
+func addIdxSK(seq int64, id string) string { return fmt.Sprintf("ADDX#%020d#%s", seq, esc(id)) }
+
+// PutAddendum creates a, or fails with auditlog.ErrExists: index entries first (tenant,
+// request), then the addendum with attribute_not_exists. Entries without their addendum,
+// or naming another seq, are skipped by the readers.
+func (s *Store) PutAddendum(ctx context.Context, a auditlog.Addendum) error {
+	if a.AddendumID == "" || a.TenantID == "" || a.RequestID == "" {
+		return retry.Permanent(errors.New("auditlog/dynamo: addendum needs an id, a request id and a tenant id"))
+	}
+	var existing auditlog.Addendum
+	switch err := s.get(ctx, "put addendum", addPK(a.AddendumID), "ADDENDUM", &existing); {
+	case err == nil:
+		return auditlog.ErrExists
+	case !errors.Is(err, auditlog.ErrNotFound):
+		return err
+	}
+	for _, pk := range []string{tenPK(a.TenantID), reqPK(a.RequestID)} {
+		idx := key(pk, addIdxSK(a.Seq, a.AddendumID))
+		idx["addendum_id"], idx["seq"] = str(a.AddendumID), num(a.Seq)
+		if err := s.put(ctx, "put addendum index", idx, "", nil); err != nil {
+			return err
+		}
+	}
+	item, err := record(addPK(a.AddendumID), "ADDENDUM", a)
+	if err != nil {
+		return err
+	}
+	err = s.put(ctx, "put addendum", item, "attribute_not_exists(pk)", nil)
+	if isConditionFailed(err) {
+		return auditlog.ErrExists
+	}
+	return err
+}
+
+// GetAddendum returns the addendum of id or auditlog.ErrNotFound.
+func (s *Store) GetAddendum(ctx context.Context, id string) (auditlog.Addendum, error) {
+	var a auditlog.Addendum
+	err := s.get(ctx, "get addendum", addPK(id), "ADDENDUM", &a)
+	if errors.Is(err, auditlog.ErrNotFound) {
+		return auditlog.Addendum{}, fmt.Errorf("auditlog/dynamo: get addendum: %w", auditlog.ErrNotFound)
+	}
+	return a, err
+}
+
+// TenantAddenda returns the tenant's addenda ordered by Seq.
+func (s *Store) TenantAddenda(ctx context.Context, tenant string) ([]auditlog.Addendum, error) {
+	return s.addenda(ctx, tenPK(tenant), func(a auditlog.Addendum) bool { return a.TenantID == tenant })
+}
+
+// AddendaOf returns the request's addenda ordered by Seq.
+func (s *Store) AddendaOf(ctx context.Context, requestID string) ([]auditlog.Addendum, error) {
+	return s.addenda(ctx, reqPK(requestID), func(a auditlog.Addendum) bool { return a.RequestID == requestID })
+}
+
+func (s *Store) addenda(ctx context.Context, pk string, keep func(auditlog.Addendum) bool) ([]auditlog.Addendum, error) {
+	items, err := s.query(ctx, "addenda", pk, "ADDX#")
+	if err != nil {
+		return nil, err
+	}
+	seqs := map[string]map[int64]bool{}
+	var keys []map[string]types.AttributeValue
+	for _, it := range items {
+		id, seq, err := indexEntry(it, "addendum_id", "addendum")
+		if err != nil {
+			return nil, err
+		}
+		if seqs[id] == nil {
+			seqs[id] = map[int64]bool{}
+			keys = append(keys, key(addPK(id), "ADDENDUM"))
+		}
+		seqs[id][seq] = true
+	}
+	got, err := s.batchGet(ctx, "addenda", keys)
+	if err != nil {
+		return nil, err
+	}
+	var as []auditlog.Addendum
+	for _, it := range got {
+		var a auditlog.Addendum
+		if err := decode(it, &a); err != nil {
+			return nil, err
+		}
+		if keep(a) && seqs[a.AddendumID][a.Seq] {
+			as = append(as, a)
+		}
+	}
+	auditlog.SortAddenda(as)
+	return as, nil
+}
+
+const bucketLayout = "2006-01-02T15"
+
+func bucketOf(t time.Time) string { return t.UTC().Format(bucketLayout) }
+
+func duePK(bucket string) string { return "DUE#" + bucket }
+
+func dueSK(t auditlog.Task) string { return fmt.Sprintf("%020d#%s", t.Due.UnixMilli(), esc(t.ID)) }
+
+type taskDue struct {
+	Due time.Time `json:"due"`
+}
+
+// Schedule stores t in the hour bucket of its due time, removes the entry of an earlier
+// due time of the same id, and lowers the schedule's cursor to t's bucket if it is later.
+func (s *Store) Schedule(ctx context.Context, t auditlog.Task) error {
+	if t.ID == "" || t.RequestID == "" || t.Due.IsZero() {
+		return retry.Permanent(errors.New("auditlog/dynamo: task needs an id, a request id and a due time"))
+	}
+	t.Due = t.Due.UTC().Truncate(time.Millisecond)
+	var old taskDue
+	err := s.get(ctx, "schedule", "TASK#"+esc(t.ID), "TASK", &old)
+	if err != nil && !errors.Is(err, auditlog.ErrNotFound) {
+		return err
+	}
+	item, err := record(duePK(bucketOf(t.Due)), dueSK(t), t)
+	if err != nil {
+		return err
+	}
+	if err := s.put(ctx, "schedule", item, "", nil); err != nil {
+		return err
+	}
+	if err == nil && !old.Due.IsZero() && !old.Due.Equal(t.Due) {
+		if err := s.del(ctx, "schedule", duePK(bucketOf(old.Due)), dueSK(auditlog.Task{ID: t.ID, Due: old.Due})); err != nil {
+			return err
+		}
+	}
+	cur, err := record("TASK#"+esc(t.ID), "TASK", taskDue{Due: t.Due})
+	if err != nil {
+		return err
+	}
+	if err := s.put(ctx, "schedule", cur, "", nil); err != nil {
+		return err
+	}
+	c := key("SCHED", "CURSOR")
+	c["cursor_hour"] = str(bucketOf(t.Due))
+	err = s.put(ctx, "schedule cursor", c, "attribute_not_exists(pk) OR cursor_hour > :b",
+		map[string]types.AttributeValue{":b": str(bucketOf(t.Due))})
+	if isConditionFailed(err) {
+		return nil // the cursor is at t's bucket or before it already
+	}
+	return err
+}
+
+// Due returns up to limit tasks due at or before now, earliest first: it queries the hour
+// buckets from the cursor to now's, reading only due tasks (and one query per empty hour
+// bucket since the cursor). Buckets older than an hour before now's that hold nothing
+// move the cursor past them, so later ticks do not query them again.
+func (s *Store) Due(ctx context.Context, now time.Time, limit int) ([]auditlog.Task, error) {
+	out, err := s.c.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.table), Key: key("SCHED", "CURSOR"), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, classify("due", err)
+	}
+	b, ok := out.Item["cursor_hour"].(*types.AttributeValueMemberS)
+	if !ok {
+		return nil, nil // nothing was ever scheduled
+	}
+	start, err := time.Parse(bucketLayout, b.Value)
+	if err != nil {
+		return nil, retry.Permanent(fmt.Errorf("auditlog/dynamo: malformed schedule cursor: %w", err))
+	}
+	now = now.UTC()
+	last := now.Truncate(time.Hour)
+	advance := true // every bucket so far was empty
+	var tasks []auditlog.Task
+	for h := start; !h.After(last); h = h.Add(time.Hour) {
+		items, err := s.queryUpTo(ctx, duePK(bucketOf(h)), fmt.Sprintf("%020d~", now.UnixMilli()), limit-len(tasks))
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range items {
+			var t auditlog.Task
+			if err := decode(it, &t); err != nil {
+				return nil, err
+			}
+			tasks = append(tasks, t)
+		}
+		if len(items) > 0 {
+			advance = false
+		}
+		if advance && h.Before(last.Add(-time.Hour)) {
+			c := key("SCHED", "CURSOR")
+			c["cursor_hour"] = str(bucketOf(h.Add(time.Hour)))
+			err := s.put(ctx, "due cursor", c, "cursor_hour = :b", map[string]types.AttributeValue{":b": str(bucketOf(h))})
+			if err != nil && !isConditionFailed(err) {
+				return nil, err
+			}
+		}
+		if limit > 0 && len(tasks) >= limit {
+			break
+		}
+	}
+	return tasks, nil
+}
+
+// Unschedule deletes the task's bucket entry and its due record.
+func (s *Store) Unschedule(ctx context.Context, t auditlog.Task) error {
+	if err := s.del(ctx, "unschedule", duePK(bucketOf(t.Due)), dueSK(auditlog.Task{ID: t.ID, Due: t.Due.UTC().Truncate(time.Millisecond)})); err != nil {
+		return err
+	}
+	return s.del(ctx, "unschedule", "TASK#"+esc(t.ID), "TASK")
+}
+
+// queryUpTo returns up to limit (0: every) items of pk with sk <= max, in sk order.
+func (s *Store) queryUpTo(ctx context.Context, pk, max string, limit int) ([]map[string]types.AttributeValue, error) {
+	in := &dynamodb.QueryInput{
+		TableName:                 aws.String(s.table),
+		KeyConditionExpression:    aws.String("pk = :pk AND sk <= :m"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(pk), ":m": str(max)},
+		ConsistentRead:            aws.Bool(true),
+	}
+	var items []map[string]types.AttributeValue
+	for {
+		if limit > 0 {
+			in.Limit = aws.Int32(int32(limit - len(items)))
+		}
+		out, err := s.c.Query(ctx, in)
+		if err != nil {
+			return nil, classify("due", err)
+		}
+		items = append(items, out.Items...)
+		if len(out.LastEvaluatedKey) == 0 || (limit > 0 && len(items) >= limit) {
+			return items, nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+}
+
+func (s *Store) del(ctx context.Context, op, pk, sk string) error {
+	_, err := s.c.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(s.table), Key: key(pk, sk)})
+	return classify(op, err)
+}

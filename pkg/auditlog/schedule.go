@@ -1,0 +1,44 @@
+package auditlog
+
+import (
+	"context"
+	"time"
+)
+
+// Task kinds of the aggregator's schedule.
+const (
+	TaskSweep    = "SWEEP"    // re-verify every store of the request
+	TaskShred    = "SHRED"    // destroy the request's data key, append SHREDDED
+	TaskPhysical = "PHYSICAL" // a store's physical-erasure date: append PHYSICAL unless it reappeared or was re-applied
+)
+
+// Task is one durable, timed piece of work of the aggregator about a completed request.
+// It holds no identifier.
+type Task struct {
+	ID        string    `json:"id"` // unique; scheduling an id again replaces its task
+	Kind      string    `json:"kind"`
+	Due       time.Time `json:"due"`
+	RequestID string    `json:"request_id"`
+	TenantID  string    `json:"tenant_id"`
+	ReceiptID string    `json:"receipt_id,omitempty"`
+	N         int       `json:"n,omitempty"`     // a sweep's ordinal, from 1
+	Last      bool      `json:"last,omitempty"`  // the request's last sweep
+	Store     string    `json:"store,omitempty"` // a PHYSICAL task's store
+	// Within is a PHYSICAL task's physical_within: how far a reappearance or re-apply
+	// moves its date.
+	Within time.Duration `json:"within,omitempty"`
+}
+
+// Scheduler is an optional capability of a Store, found by type assertion: the durable
+// schedule of tasks, indexed by due time, so that a tick costs in proportion to the tasks
+// due, not to every request ever made. DirStore and the DynamoDB store implement it.
+type Scheduler interface {
+	// Schedule stores t, replacing a task with its id.
+	Schedule(ctx context.Context, t Task) error
+	// Due returns up to limit tasks due at or before now, earliest first. Tasks due
+	// earlier that were never removed (a missed tick, a crash) are returned too.
+	Due(ctx context.Context, now time.Time, limit int) ([]Task, error)
+	// Unschedule removes the task t (by id and due time); removing a task that is gone is
+	// a no-op.
+	Unschedule(ctx context.Context, t Task) error
+}

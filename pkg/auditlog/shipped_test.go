@@ -1,0 +1,14 @@
+package auditlog_test
+
+import (
+	"testing"
+
+	"github.com/lethe-erasure/lethe/pkg/auditlog"
+	"github.com/lethe-erasure/lethe/pkg/deletion/deletiontest"
+)
+
+// TestShippedInventories: every shipped inventory entry of this kind passes the validator
+// the deleter runs at start.
+func TestShippedInventories(t *testing.T) {
+	deletiontest.ShippedInventories(t, auditlog.Kind, auditlog.NewVerifier(nil).Validate)
+}

@@ -1,0 +1,14 @@
+package postgresstore_test
+
+import (
+	"testing"
+
+	"github.com/lethe-erasure/lethe/pkg/deletion/deletiontest"
+	"github.com/lethe-erasure/lethe/pkg/postgresstore"
+)
+
+// TestShippedInventories: every shipped inventory entry of this kind passes the validator
+// the deleter runs at start.
+func TestShippedInventories(t *testing.T) {
+	deletiontest.ShippedInventories(t, postgresstore.Kind, postgresstore.Validate)
+}

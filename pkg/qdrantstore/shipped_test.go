@@ -1,0 +1,14 @@
+package qdrantstore_test
+
+import (
+	"testing"
+
+	"github.com/lethe-erasure/lethe/pkg/deletion/deletiontest"
+	"github.com/lethe-erasure/lethe/pkg/qdrantstore"
+)
+
+// TestShippedInventories: every shipped inventory entry of this kind passes the validator
+// the deleter runs at start.
+func TestShippedInventories(t *testing.T) {
+	deletiontest.ShippedInventories(t, qdrantstore.Kind, qdrantstore.Validate)
+}

@@ -1,0 +1,64 @@
+package redisstore_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/redisstore"
+)
+
+// TestLangGraphCheckpointerExample erases one thread's checkpoint, blob and write keys, as
+// LangGraph's Redis checkpointer writes them, with the shipped example inventory; a thread
+// whose id extends the erased one keeps every key.
+func TestLangGraphCheckpointerExample(t *testing.T) {
+	inv, err := inventory.Load("../../deploy/examples/inventory-langgraph-redis.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, ok := inv.Store("langgraph_checkpoints")
+	if !ok {
+		t.Fatal("no langgraph_checkpoints store")
+	}
+	c := realRedis(t)
+	ctx := context.Background()
+	keys := func(thread string) []string {
+		return []string{
+			"checkpoint:" + thread + "::1ef4f797-8335-6428-8001-8a1503f9b875",
+			"checkpoint:" + thread + ":inner:1ef4f797-8335-6428-8001-8a1503f9b876",
+			"checkpoint_blob:" + thread + "::messages:00000000000000000000000000000002.0.243",
+			"checkpoint_write:" + thread + "::1ef4f797-8335-6428-8001-8a1503f9b875:task-1:0",
+		}
+	}
+	for _, thread := range []string{"thread-7", "thread-70"} {
+		for _, k := range keys(thread) {
+			if err := c.Set(ctx, k, "state", 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	s := deletion.Subject{Tenant: "acme", ID: "cust-7", Sessions: []string{"thread-7"}}
+	store := redisstore.New(c)
+	res, err := store.Erase(ctx, st, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Deleted() != 4 {
+		t.Errorf("deleted %d keys, want the thread's 4", res.Deleted())
+	}
+	if v, err := store.Verify(ctx, st, s); err != nil || !v.Clean() {
+		t.Errorf("Verify = %+v, %v; want clean", v, err)
+	}
+	left, err := c.Keys(ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(left)
+	want := keys("thread-70")
+	slices.Sort(want)
+	if !slices.Equal(left, want) {
+		t.Errorf("keys left %q, want the other thread's %q", left, want)
+	}
+}
