@@ -3,15 +3,12 @@ package intake
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
@@ -51,16 +48,8 @@ func DecodeJSONRecord(b []byte) (JSONRecord, error) {
 	if len(b) > MaxBodyBytes {
 		return v, fmt.Errorf("%w: JSON record is larger than %d bytes", ErrInvalid, MaxBodyBytes)
 	}
-	if !utf8.Valid(b) || loneSurrogate(b) {
-		return v, fmt.Errorf("%w: JSON record is not valid UTF-8 (or escapes a lone UTF-16 surrogate)", ErrInvalid)
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&v); err != nil {
-		return v, fmt.Errorf("%w: invalid JSON record: %s", ErrInvalid, jsonReason(err))
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return v, fmt.Errorf("%w: invalid JSON record: more than one JSON value", ErrInvalid)
+	if err := decodeStrict(b, &v); err != nil {
+		return v, fmt.Errorf("%w: invalid JSON record: the record %v", ErrInvalid, err)
 	}
 	return v, nil
 }
