@@ -162,7 +162,7 @@ func start(ctx context.Context, o options, stderr io.Writer) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
-	printStack(stderr, sys)
+	printStack(stderr, sys, !o.demo)
 	return &app{System: sys, log: log}, nil
 }
 

@@ -73,8 +73,10 @@ func framingsFromEnv() (schemareg.Framings, error) {
 	return schemareg.ParseFramings(os.Getenv("LETHE_FRAMING"))
 }
 
-// printStack writes where every component listens and commands that reach them.
-func printStack(w io.Writer, sys *embedded.System) {
+// printStack writes where every component listens and, when serving (examples), commands
+// that reach them. The examples name the demo customer, so the demo (whose output must
+// hold no raw identifier) prints none.
+func printStack(w io.Writer, sys *embedded.System, examples bool) {
 	st := sys.Stack
 	a := st.Addrs
 	fmt.Fprintf(w, `lethe standalone: listening
@@ -85,7 +87,13 @@ func printStack(w io.Writer, sys *embedded.System) {
   redis                %s (%s)
   s3                   http://%s (bucket %s, access key lethe, secret lethe-local)
   audit store          %s
-try:
+`,
+		sys.BaseURL, a.Kafka, a.Registry, a.Qdrant, a.Redis, st.RedisKind, a.S3, embedded.DatasetBucket,
+		filepath.Join(sys.DataDir, "audit"))
+	if !examples {
+		return
+	}
+	fmt.Fprintf(w, `try:
   curl -s -X POST %s/v1/erasures -d '{"tenant_id":"%s","subject_id":"anna.schmidt@example.de","regulation":"GDPR"}'
   echo '{"tenant_id":"%s","subject_id":"anna.schmidt@example.de","regulation":"GDPR"}' | kcat -P -b %s -t erasure.intake -k %s -H content-type=application/json
   kcat -C -b %s -t erasure.completed -o beginning -e
@@ -93,8 +101,6 @@ try:
   AWS_ACCESS_KEY_ID=lethe AWS_SECRET_ACCESS_KEY=lethe-local AWS_DEFAULT_REGION=us-east-1 aws --endpoint-url http://%s s3 ls s3://%s --recursive
   curl -s http://%s/subjects
 `,
-		sys.BaseURL, a.Kafka, a.Registry, a.Qdrant, a.Redis, st.RedisKind, a.S3, embedded.DatasetBucket,
-		filepath.Join(sys.DataDir, "audit"),
 		sys.BaseURL, demoTenant,
 		demoTenant, a.Kafka, demoTenant,
 		a.Kafka,
