@@ -31,13 +31,9 @@ const ContentTypeHeader = "content-type"
 // refused, as over HTTP; the producer's identity comes from the authorization header,
 // never from the record.
 type JSONRecord struct {
-	TenantID       string      `json:"tenant_id"`
-	SubjectID      string      `json:"subject_id"`
-	SessionIDs     []string    `json:"session_ids"`
-	Regulation     string      `json:"regulation"`
-	Scope          event.Scope `json:"scope"`
-	IdempotencyKey string      `json:"idempotency_key"`
-	SubmittedAt    *time.Time  `json:"submitted_at,omitempty"`
+	SubmitRequest
+	IdempotencyKey string     `json:"idempotency_key"`
+	SubmittedAt    *time.Time `json:"submitted_at,omitempty"`
 }
 
 // DecodeJSONRecord reads one JSON object of at most MaxBodyBytes with only JSONRecord's
