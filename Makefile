@@ -8,7 +8,7 @@ GOTEST_FLAGS ?= -count=1 -timeout 10m
 # which -race's slowdown would fail).
 RACE ?= -race
 
-.PHONY: run serve test vet lint build-modules tools fuzz bench chaos chaos-short clean
+.PHONY: run serve test vet lint build-modules tools browser-test fuzz bench chaos chaos-short clean
 
 ## run: erase one demo customer from all five stores on embedded components; prints the receipt
 run:
@@ -36,10 +36,17 @@ lint:
 build-modules:
 	@set -e; for m in $(MODULES); do (cd $$m && GOWORK=off go build -o /dev/null ./... ); done
 
-## tools: install dynalite (DynamoDB for tests) into .tools
-tools: $(DYNALITE)
+## tools: install dynalite (DynamoDB for tests) and playwright-core (the console's browser test, with Debian's chromium) into .tools
+PLAYWRIGHT := .tools/node_modules/playwright-core/package.json
+tools: $(DYNALITE) $(PLAYWRIGHT)
 $(DYNALITE):
 	npm install --prefix .tools --no-audit --no-fund --silent dynalite@4.0.0
+$(PLAYWRIGHT):
+	npm install --prefix .tools --no-audit --no-fund --silent playwright-core@1.65
+
+## browser-test: the console driven in /usr/bin/chromium (screenshots in .tools/screenshots)
+browser-test: $(PLAYWRIGHT)
+	cd pkg && go test $(GOTEST_FLAGS) -run TestConsoleInBrowser -v ./console
 
 ## fuzz: run each fuzz target briefly (FUZZTIME, default 10s)
 FUZZTIME ?= 10s

@@ -76,21 +76,23 @@ func TestDeletersAreFound(t *testing.T) {
 
 // metricTypes are the metrics Lethe's services serve, by Prometheus type.
 var metricTypes = map[string]string{
-	"lethe_requests_total":           "counter",
-	"lethe_intake_rejected_total":    "counter",
-	"lethe_store_outcomes_total":     "counter",
-	"lethe_store_duration_seconds":   "histogram",
-	"lethe_store_retries_total":      "counter",
-	"lethe_consumer_retries_total":   "counter",
-	"lethe_dlq_records_total":        "counter",
-	"lethe_consumer_lag":             "gauge",
-	"lethe_receipts_total":           "counter",
-	"lethe_erasure_duration_seconds": "histogram",
-	"lethe_overdue_requests":         "gauge",
-	"lethe_sla_threshold_total":      "counter",
-	"lethe_missing_data_keys_total":  "counter",
-	"lethe_reappeared_total":         "counter",
-	"lethe_addenda_total":            "counter",
+	"lethe_requests_total":                                 "counter",
+	"lethe_intake_rejected_total":                          "counter",
+	"lethe_store_outcomes_total":                           "counter",
+	"lethe_store_duration_seconds":                         "histogram",
+	"lethe_store_retries_total":                            "counter",
+	"lethe_consumer_retries_total":                         "counter",
+	"lethe_dlq_records_total":                              "counter",
+	"lethe_consumer_lag":                                   "gauge",
+	"lethe_receipts_total":                                 "counter",
+	"lethe_erasure_duration_seconds":                       "histogram",
+	"lethe_overdue_requests":                               "gauge",
+	"lethe_sla_threshold_total":                            "counter",
+	"lethe_missing_data_keys_total":                        "counter",
+	"lethe_reappeared_total":                               "counter",
+	"lethe_addenda_total":                                  "counter",
+	"lethe_inventory_uncovered_locations":                  "gauge",
+	"lethe_inventory_discovery_last_run_timestamp_seconds": "gauge",
 }
 
 var metricRef = regexp.MustCompile(`lethe_[a-z_]+`)

@@ -10,14 +10,15 @@ import (
 
 // requiredAlerts are the alerts the rules must hold, by the metric each one watches.
 var requiredAlerts = map[string]string{
-	"LetheErasureOverdue":    "lethe_overdue_requests",
-	"LetheDeadLetters":       "lethe_dlq_records_total",
-	"LetheStoreFailures":     "lethe_store_outcomes_total",
-	"LetheConsumerLagHigh":   "lethe_consumer_lag",
-	"LetheNoReceipts":        "lethe_receipts_total",
-	"LetheMissingDataKeys":   "lethe_missing_data_keys_total",
-	"LetheErasureReappeared": "lethe_reappeared_total",
-	"LetheReverifyFailed":    "lethe_addenda_total",
+	"LetheErasureOverdue":     "lethe_overdue_requests",
+	"LetheDeadLetters":        "lethe_dlq_records_total",
+	"LetheStoreFailures":      "lethe_store_outcomes_total",
+	"LetheConsumerLagHigh":    "lethe_consumer_lag",
+	"LetheNoReceipts":         "lethe_receipts_total",
+	"LetheMissingDataKeys":    "lethe_missing_data_keys_total",
+	"LetheErasureReappeared":  "lethe_reappeared_total",
+	"LetheReverifyFailed":     "lethe_addenda_total",
+	"LetheInventoryUncovered": "lethe_inventory_uncovered_locations",
 }
 
 func TestAlertRules(t *testing.T) {

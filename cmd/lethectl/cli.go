@@ -99,8 +99,9 @@ var commands []*command
 
 func init() {
 	commands = []*command{submitCmd, statusCmd, listCmd, receiptCmd, retryCmd, reapplyCmd,
-		dlqListCmd, dlqReplayCmd, auditReplayCmd, auditVerifyChainCmd, inventoryValidateCmd, topicsApplyCmd}
+		dlqListCmd, dlqReplayCmd, auditReplayCmd, auditVerifyChainCmd, inventoryValidateCmd, inventoryDiscoverCmd, topicsApplyCmd}
 	commands = append(commands, suppressionCheckCmd, suppressionLiftCmd)
+	commands = append(commands, confirmCmd, cancelCmd, approveCmd, rejectCmd, holdCmd)
 	groups["suppression"] = "the suppression list that ingestion checks"
 }
 
@@ -108,7 +109,7 @@ func init() {
 var groups = map[string]string{
 	"dlq":       "dead-letter topics",
 	"audit":     "audit trail checks",
-	"inventory": "inventory files",
+	"inventory": "inventory files and discovery",
 	"topics":    "Kafka topic provisioning",
 }
 

@@ -33,7 +33,8 @@ instead of the command line (which shells keep in their history).`,
 	example: `lethectl submit --tenant vastralaya --subject anna.schmidt@example.de \
     --session sess-2026-11-a1 --session sess-2025-10-legacy --wait
 printf '%s\n' "$SUBJECT" | lethectl submit --tenant vastralaya --subject - --wait -o json | jq .status
-lethectl submit --tenant acme --scope TENANT --regulation LGPD --idempotency-key offboard-acme`,
+lethectl submit --tenant acme --scope TENANT --regulation LGPD --idempotency-key offboard-acme
+lethectl submit --tenant vastralaya --subject - --dry-run --wait < subject.txt`,
 	exits: "0 accepted (with --wait: receipt COMPLETE); 1 error; 2 usage or invalid request (400); 4 a store FAILED; 5 --timeout passed.",
 	setup: func(c *cli, fs *flag.FlagSet) func(context.Context, []string) error {
 		var r intake.SubmitRequest
@@ -41,6 +42,7 @@ lethectl submit --tenant acme --scope TENANT --regulation LGPD --idempotency-key
 		var scope, key string
 		var wait bool
 		var timeout time.Duration
+		fs.BoolVar(&r.DryRun, "dry-run", false, "count per store what the erasure would delete; delete nothing (the request ends PREVIEWED: 'lethectl confirm ID' runs it)")
 		fs.StringVar(&r.TenantID, "tenant", "", "tenant id (required)")
 		fs.StringVar(&r.SubjectID, "subject", "", "subject (customer) id; '-' reads it from stdin (required for SUBJECT scope)")
 		fs.Var(&sessions, "session", "a known session id of the subject (repeatable)")
@@ -105,6 +107,9 @@ func (c *cli) submit(ctx context.Context, r intake.SubmitRequest, key string, wa
 		return nil
 	}
 	fmt.Fprintf(c.stderr, "accepted %s in %s (due %s)\n", acc.RequestID, fmtDur(time.Since(start)), formatTime(acc.DueAt))
+	if r.DryRun || acc.State != "" {
+		return c.waitGate(ctx, api, acc.RequestID, timeout)
+	}
 	return c.follow(ctx, api, acc.RequestID, start, 0, nil, timeout)
 }
 

@@ -95,13 +95,14 @@ func printStatus(w io.Writer, st intake.Status, now time.Time) error {
 	}
 	fmt.Fprintln(w)
 	tw = table(w)
-	fmt.Fprintln(tw, "STORE\tSTATUS\tDELETED\tREMAINING\tUNEXAMINED\tATTEMPT\tERROR")
+	fmt.Fprintln(tw, "STORE\tSTATUS\tDELETED\tREMAINING\tUNEXAMINED\tMENTIONS\tSIMILAR\tDISCOVERY\tATTEMPT\tERROR")
 	for _, s := range st.Stores {
 		attempt := "-"
 		if s.Attempt > 0 {
 			attempt = fmt.Sprint(s.Attempt)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%s\n", s.Store, s.Status, s.Deleted, remaining(s.Remaining), s.Unexamined, attempt, s.Error)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", s.Store, s.Status, s.Deleted, remaining(s.Remaining), s.Unexamined,
+			s.Mentions, s.Similar, discoveryState(s.DiscoveryRunAt, s.DiscoveryUncovered), attempt, s.Error)
 	}
 	return tw.Flush()
 }
@@ -170,14 +171,15 @@ func printReceipt(w io.Writer, rc event.Receipt, ads []auditlog.Addendum) error 
 	}
 	fmt.Fprintln(w)
 	tw = table(w)
-	fmt.Fprintln(tw, "STORE\tKIND\tSTATUS\tDELETED\tREMAINING\tUNEXAMINED\tEXCLUDED\tVERIFIED BY\tPHYSICALLY ERASED BY")
+	fmt.Fprintln(tw, "STORE\tKIND\tSTATUS\tDELETED\tREMAINING\tUNEXAMINED\tMENTIONS\tSIMILAR\tEXCLUDED\tDISCOVERY\tVERIFIED BY\tPHYSICALLY ERASED BY")
 	for _, s := range rc.Stores {
 		v := s.Verification
 		physical := "-"
 		if s.PhysicalErasureDue != nil {
 			physical = formatTime(*s.PhysicalErasureDue)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", s.Store, s.Kind, s.Status, s.Deleted, v.Remaining, v.Unexamined, len(v.Excluded), v.Method, physical)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", s.Store, s.Kind, s.Status, s.Deleted, v.Remaining, v.Unexamined,
+			v.Mentions, len(v.Similar), len(v.Excluded), discoveryState(v.DiscoveryRunAt, v.DiscoveryUncovered), v.Method, physical)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -198,4 +200,13 @@ func printReceipt(w io.Writer, rc event.Receipt, ads []auditlog.Addendum) error 
 		}
 	}
 	return tw.Flush()
+}
+
+// discoveryState says when inventory discovery last ran over a store's backend and what
+// it found outside the inventory: "-" when it never ran.
+func discoveryState(at *time.Time, uncovered int64) string {
+	if at == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%s, %d uncovered", formatTime(*at), uncovered)
 }

@@ -194,7 +194,7 @@ func (a *Aggregator) complete(ctx context.Context, requestID string) error {
 			return fmt.Errorf("aggregator: read publication mark: %w", err)
 		}
 		if done {
-			return a.shredUnlessRetained(ctx, requestID) // again: a crash may have come between mark and shred
+			return a.shredUnlessHeld(ctx, requestID) // again: a crash may have come between mark and shred
 		}
 	}
 	req, err := a.Store.GetRequest(ctx, requestID)
@@ -240,7 +240,7 @@ func (a *Aggregator) complete(ctx context.Context, requestID string) error {
 		}
 	}
 	if issued.IdentifiersShredAt == nil {
-		if err := a.shred(ctx, requestID); err != nil {
+		if err := a.shredUnlessHeld(ctx, requestID); err != nil {
 			return err
 		}
 	}
@@ -284,7 +284,9 @@ func (a *Aggregator) shred(ctx context.Context, requestID string) error {
 }
 
 // Build returns the receipt of req when every expected store has a successful report that
-// names its kind and verified nothing remaining; ok is false otherwise. The rule is the same
+// names its kind and verified nothing remaining, or reported EXEMPT under a legal hold (the
+// receipt is then PARTIAL); ok is false otherwise, and always while a report is a dry
+// run's count. The rule is the same
 // for every kind: what a status means for a kind is its deleter's to decide (the audit
 // verifier, for one, reports FAILED when it finds personal data). Stores appear in the order of ExpectedStores.
 func Build(req auditlog.Request, reports []event.StoreDone, now time.Time) (r event.Receipt, ok bool) {
@@ -309,7 +311,9 @@ func Build(req auditlog.Request, reports []event.StoreDone, now time.Time) (r ev
 	}
 	for _, name := range req.ExpectedStores {
 		d, found := byStore[name]
-		if !found || d.Kind == "" || !d.Status.Succeeded() || !d.Verification.Clean() {
+		if found && d.Kind != "" && !d.DryRun && d.Status == event.StatusExempt {
+			r.Status = event.ReceiptPartial // held: listed with the hold's basis, nothing erased
+		} else if !found || d.Kind == "" || d.DryRun || !d.Status.Succeeded() || !d.Verification.Clean() {
 			return event.Receipt{}, false
 		}
 		r.Stores = append(r.Stores, event.StoreEvidence{

@@ -210,6 +210,7 @@ func RedriveEvent(req auditlog.Request, purpose, pass string, only []string) eve
 		InventoryVersion: req.InventoryVersion, ExpectedStores: req.ExpectedStores,
 		OnlyStores: append([]string{}, only...), Attempt: req.Attempt, Purpose: purpose, Pass: pass,
 		SessionHashes: append([]string{}, req.SessionHashes...),
+		Exempt:        append([]event.Exemption{}, req.Exempt...), // a pass never erases what a hold keeps
 	}
 }
 

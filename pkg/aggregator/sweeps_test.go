@@ -2,7 +2,6 @@ package aggregator_test
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"sync"
@@ -77,19 +76,7 @@ func (s *countingStore) reset() {
 }
 
 func newSealer(t *testing.T) *envelope.Sealer {
-	t.Helper()
-	secret := make([]byte, envelope.KeySize)
-	rand.Read(secret)
-	kek, err := envelope.NewKEK("k", map[string][]byte{"k": secret})
-	if err != nil {
-		t.Fatal(err)
-	}
-	keys, err := envelope.NewDirKeyStore(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { keys.Close() })
-	return &envelope.Sealer{KEK: kek, Keys: keys}
+	return testenv.Sealer(t)
 }
 
 // sealedRequest is request id with its identifiers sealed by s.

@@ -68,6 +68,9 @@ type Request struct {
 	// under its data key: kept so that sweeps and re-applies after the receipt can find the
 	// subject again, unreadable once the key is destroyed. Never the clear identifiers.
 	Sealed *event.SealedIdentifiers `json:"sealed_identifiers,omitempty"`
+	// Exempt are the stores the request left alone under a legal hold; passes after the
+	// receipt exempt them again.
+	Exempt []event.Exemption `json:"exempt,omitempty"`
 }
 
 // RequestOf returns the identifier-free record of r. Identifiers and OnlyStores are
@@ -87,6 +90,7 @@ func RequestOf(r *event.Requested) Request {
 		Attempt:          r.Attempt,
 		SessionHashes:    append([]string(nil), r.SessionHashes...),
 		Sealed:           r.Sealed,
+		Exempt:           append([]event.Exemption(nil), r.Exempt...),
 	}
 }
 

@@ -58,7 +58,15 @@ const MaxCredentialBytes = 8 << 10
 type Principal struct {
 	Name    string
 	Tenants []string // "*" = any
+	Roles   []string // e.g. RoleApprover; none by default
 }
+
+// RoleApprover may approve or reject the requests that need a second person (a TENANT
+// scope offboarding) in its tenants, never its own.
+const RoleApprover = "approver"
+
+// Has reports whether p holds role.
+func (p Principal) Has(role string) bool { return slices.Contains(p.Roles, role) }
 
 // May reports whether p may act for tenant. Tenants match exactly (no prefix or pattern
 // matching); Wildcard matches every non-empty tenant; the empty tenant never matches.

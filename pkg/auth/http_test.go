@@ -39,7 +39,7 @@ func TestParseBearer(t *testing.T) {
 
 func TestMiddleware(t *testing.T) {
 	tok, hash := NewToken()
-	a, err := New(Config{Tokens: []Token{{"ci", hash, []string{"acme"}}}, Logger: zap.NewNop()})
+	a, err := New(Config{Tokens: []Token{{Name: "ci", SHA256: hash, Tenants: []string{"acme"}}}, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestPrincipalContext(t *testing.T) {
 // header and a tenant its principal may act for.
 func TestRecordHeaderRule(t *testing.T) {
 	tok, hash := NewToken()
-	a, err := New(Config{Tokens: []Token{{"shopbot", hash, []string{"acme"}}}, Logger: zap.NewNop()})
+	a, err := New(Config{Tokens: []Token{{Name: "shopbot", SHA256: hash, Tenants: []string{"acme"}}}, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}

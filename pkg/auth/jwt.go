@@ -24,6 +24,9 @@ const DefaultLeeway = 30 * time.Second
 // DefaultTenantClaim names the JWT claim that lists a principal's tenants.
 const DefaultTenantClaim = "tenants"
 
+// RolesClaim names the optional JWT claim that lists a principal's roles (RoleApprover).
+const RolesClaim = "roles"
+
 // jwtMethods are the only signing algorithms accepted; "none" is never one of them.
 var jwtMethods = []string{"HS256", "RS256", "ES256"}
 
@@ -268,7 +271,9 @@ func (v *jwtVerifier) principal(claims jwt.MapClaims) (Principal, error) {
 	if name == "" {
 		name = "jwt"
 	}
-	return Principal{Name: name, Tenants: tenants}, nil
+	// Roles come from the optional "roles" claim (a string or an array of strings).
+	roles, _ := stringOrList(claims[RolesClaim])
+	return Principal{Name: name, Tenants: tenants, Roles: roles}, nil
 }
 
 // stringOrList reads a claim that is a string or an array of strings.

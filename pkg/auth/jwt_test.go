@@ -257,7 +257,7 @@ func TestJWTAlgorithmConfusion(t *testing.T) {
 
 func TestJWTNotConfigured(t *testing.T) {
 	_, hash := NewToken()
-	a, err := New(Config{Tokens: []Token{{"ci", hash, []string{"acme"}}}, Logger: zap.NewNop()})
+	a, err := New(Config{Tokens: []Token{{Name: "ci", SHA256: hash, Tenants: []string{"acme"}}}, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,7 @@ type Token struct {
 	Name    string   `yaml:"name" json:"name"`
 	SHA256  string   `yaml:"token_sha256" json:"token_sha256"`
 	Tenants []string `yaml:"tenants" json:"tenants"`
+	Roles   []string `yaml:"roles,omitempty" json:"roles,omitempty"` // e.g. approver
 }
 
 // HashToken returns the lower-case hex SHA-256 of token, the form in which tokens are
@@ -142,7 +143,7 @@ func compileTokens(toks []Token) ([]tokenEntry, error) {
 				return nil, fmt.Errorf("auth: %s: %w", where, err)
 			}
 		}
-		entries = append(entries, tokenEntry{hash: h, principal: Principal{Name: t.Name, Tenants: slices.Clone(t.Tenants)}})
+		entries = append(entries, tokenEntry{hash: h, principal: Principal{Name: t.Name, Tenants: slices.Clone(t.Tenants), Roles: slices.Clone(t.Roles)}})
 	}
 	return entries, nil
 }
@@ -209,5 +210,5 @@ func (a *Authenticator) lookup(token string) (Principal, error) {
 		return Principal{}, fmt.Errorf("%w: unknown token", ErrUnauthenticated)
 	}
 	p := a.tokens[found].principal
-	return Principal{Name: p.Name, Tenants: slices.Clone(p.Tenants)}, nil
+	return Principal{Name: p.Name, Tenants: slices.Clone(p.Tenants), Roles: slices.Clone(p.Roles)}, nil
 }

@@ -40,7 +40,7 @@ func TestParseTokensFile(t *testing.T) {
 	h1, h2 := HashToken("one"), HashToken("two")
 	yamlDoc := fmt.Sprintf("- name: ci\n  token_sha256: %s\n  tenants: [acme, globex]\n- name: ops\n  token_sha256: %s\n  tenants: [\"*\"]\n", h1, h2)
 	jsonDoc := fmt.Sprintf("[\n\t{\"name\": \"ci\", \"token_sha256\": %q, \"tenants\": [\"acme\", \"globex\"]},\n\t{\"name\": \"ops\", \"token_sha256\": %q, \"tenants\": [\"*\"]}\n]", h1, h2)
-	want := []Token{{"ci", h1, []string{"acme", "globex"}}, {"ops", h2, []string{"*"}}}
+	want := []Token{{Name: "ci", SHA256: h1, Tenants: []string{"acme", "globex"}}, {Name: "ops", SHA256: h2, Tenants: []string{"*"}}}
 	for name, doc := range map[string]string{"yaml": yamlDoc, "json": jsonDoc} {
 		got, err := ParseTokensFile([]byte(doc))
 		if err != nil {
@@ -73,7 +73,7 @@ func TestParseTokensEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Token{{"ci", h1, []string{"acme", "globex"}}, {"ops", h2, []string{"*"}}}
+	want := []Token{{Name: "ci", SHA256: h1, Tenants: []string{"acme", "globex"}}, {Name: "ops", SHA256: h2, Tenants: []string{"*"}}}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("got %v, want %v", got, want)
 	}
@@ -96,18 +96,18 @@ func TestNewRejectsBadTokens(t *testing.T) {
 		toks []Token
 		want string
 	}{
-		{"plain token pasted", []Token{{"ci", plain, []string{"a"}}}, "holds a plain token"},
-		{"short hash", []Token{{"ci", "abcd", []string{"a"}}}, "64 hex characters"},
-		{"not hex", []Token{{"ci", strings.Repeat("zz", 32), []string{"a"}}}, "not hexadecimal"},
-		{"missing hash", []Token{{"ci", "", []string{"a"}}}, "missing"},
-		{"no name", []Token{{"", h, []string{"a"}}}, "name"},
-		{"bad name", []Token{{"c i", h, []string{"a"}}}, "only letters"},
-		{"duplicate name", []Token{{"ci", h, []string{"a"}}, {"ci", HashToken("y"), []string{"a"}}}, "duplicate name"},
-		{"duplicate hash", []Token{{"ci", h, []string{"a"}}, {"cd", strings.ToUpper(h), []string{"a"}}}, "same token_sha256"},
-		{"no tenants", []Token{{"ci", h, nil}}, "no tenants"},
-		{"empty tenant", []Token{{"ci", h, []string{"a", ""}}}, "empty tenant"},
-		{"partial wildcard", []Token{{"ci", h, []string{"acme*"}}}, "whole entry"},
-		{"space in tenant", []Token{{"ci", h, []string{"ac me"}}}, "whitespace"},
+		{"plain token pasted", []Token{{Name: "ci", SHA256: plain, Tenants: []string{"a"}}}, "holds a plain token"},
+		{"short hash", []Token{{Name: "ci", SHA256: "abcd", Tenants: []string{"a"}}}, "64 hex characters"},
+		{"not hex", []Token{{Name: "ci", SHA256: strings.Repeat("zz", 32), Tenants: []string{"a"}}}, "not hexadecimal"},
+		{"missing hash", []Token{{Name: "ci", SHA256: "", Tenants: []string{"a"}}}, "missing"},
+		{"no name", []Token{{Name: "", SHA256: h, Tenants: []string{"a"}}}, "name"},
+		{"bad name", []Token{{Name: "c i", SHA256: h, Tenants: []string{"a"}}}, "only letters"},
+		{"duplicate name", []Token{{Name: "ci", SHA256: h, Tenants: []string{"a"}}, {Name: "ci", SHA256: HashToken("y"), Tenants: []string{"a"}}}, "duplicate name"},
+		{"duplicate hash", []Token{{Name: "ci", SHA256: h, Tenants: []string{"a"}}, {Name: "cd", SHA256: strings.ToUpper(h), Tenants: []string{"a"}}}, "same token_sha256"},
+		{"no tenants", []Token{{Name: "ci", SHA256: h, Tenants: nil}}, "no tenants"},
+		{"empty tenant", []Token{{Name: "ci", SHA256: h, Tenants: []string{"a", ""}}}, "empty tenant"},
+		{"partial wildcard", []Token{{Name: "ci", SHA256: h, Tenants: []string{"acme*"}}}, "whole entry"},
+		{"space in tenant", []Token{{Name: "ci", SHA256: h, Tenants: []string{"ac me"}}}, "whitespace"},
 	}
 	for _, tc := range cases {
 		_, err := New(Config{Tokens: tc.toks})
@@ -125,8 +125,8 @@ func TestAuthenticateToken(t *testing.T) {
 	ci, ciHash := NewToken()
 	ops, opsHash := NewToken()
 	a, err := New(Config{Tokens: []Token{
-		{"ci", ciHash, []string{"acme"}},
-		{"ops", strings.ToUpper(opsHash), []string{Wildcard}}, // hex case does not matter
+		{Name: "ci", SHA256: ciHash, Tenants: []string{"acme"}},
+		{Name: "ops", SHA256: strings.ToUpper(opsHash), Tenants: []string{Wildcard}}, // hex case does not matter
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -169,7 +169,7 @@ func TestAuthenticateToken(t *testing.T) {
 func TestPrintedFormHasNoSecret(t *testing.T) {
 	tok, hash := NewToken()
 	secret := strings.Repeat("s3cr3t-", 6)
-	cfg := Config{Tokens: []Token{{"ci", hash, []string{"acme"}}}, JWT: JWTConfig{HS256Secret: []byte(secret), Issuer: "https://idp", Audience: "lethe"}}
+	cfg := Config{Tokens: []Token{{Name: "ci", SHA256: hash, Tenants: []string{"acme"}}}, JWT: JWTConfig{HS256Secret: []byte(secret), Issuer: "https://idp", Audience: "lethe"}}
 	a, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

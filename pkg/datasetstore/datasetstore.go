@@ -213,6 +213,10 @@ func (s *Store) Erase(ctx context.Context, st inventory.Store, subj deletion.Sub
 			return res, err
 		}
 	}
+	mp, err := mentionsOf(st, subj)
+	if err != nil {
+		return res, err
+	}
 	for _, l := range locs {
 		var c counts
 		if subj.TenantScope() {
@@ -227,6 +231,11 @@ func (s *Store) Erase(ctx context.Context, st inventory.Store, subj deletion.Sub
 		if err != nil {
 			return res, fmt.Errorf("dataset store %q: %w", st.Name, err)
 		}
+		mc, err := mp.erase(ctx, l, m)
+		res.Locations = append(res.Locations, mc...)
+		if err != nil {
+			return res, fmt.Errorf("dataset store %q: mentions: %w", st.Name, err)
+		}
 	}
 	return res, nil
 }
@@ -235,23 +244,26 @@ func (s *Store) Erase(ctx context.Context, st inventory.Store, subj deletion.Sub
 // object and remaining version, or, for a tenant, the dataset objects and versions left.
 // Every object or version it cannot read or decode is counted in Unexamined and named in
 // UnexaminedItems with the reason; the objects the inventory excludes are named in
-// Excluded.
+// Excluded. Rows that still mention the subject's identifiers outside the named columns
+// (see MentionsFail) are counted in Mentions, apart from Remaining, and each object holding
+// them is named in UnexaminedItems with its columns (not counted as unexamined).
 func (s *Store) Verify(ctx context.Context, st inventory.Store, subj deletion.Subject) (event.Verification, error) {
 	v := event.Verification{Method: MethodRows}
 	if subj.TenantScope() {
 		v.Method = MethodObjects
 	}
-	locs, err := s.locations(st, subj)
+	locs, m, err := s.targets(st, subj)
 	if err != nil {
 		return v, err
 	}
-	var m *matcher
-	if !subj.TenantScope() {
-		if m, err = matcherFor(st, subj); err != nil {
-			return v, err
-		}
+	mp, err := mentionsOf(st, subj)
+	if err != nil {
+		return v, err
 	}
 	for _, l := range locs {
+		if err := mp.verify(ctx, l, m, &v); err != nil {
+			return v, fmt.Errorf("dataset store %q: verify mentions: %w", st.Name, err)
+		}
 		c, err := remaining(ctx, l, m)
 		if err != nil {
 			return v, fmt.Errorf("dataset store %q: verify: %w", st.Name, err)

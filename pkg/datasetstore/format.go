@@ -103,12 +103,19 @@ func (t *tracked) Write(p []byte) (int, error) {
 // failure to read body or to write w is returned as it is. Either way w holds partial
 // output that the caller must discard.
 func rewrite(key string, body io.Reader, w io.Writer, m *matcher) (int, error) {
+	return transcode(body, w, func(src io.Reader, dst *tracked) (int, error) { return decodeAndFilter(key, src, dst, m) })
+}
+
+// transcode runs fn from body to w (nil: none) and tells its failures apart: the
+// destination's or the source's are returned as such, content that cannot be decoded
+// wraps errMalformed.
+func transcode[T any](body io.Reader, w io.Writer, fn func(src io.Reader, dst *tracked) (T, error)) (T, error) {
 	src := &tracked{r: body}
 	var dst *tracked
 	if w != nil {
 		dst = &tracked{w: w}
 	}
-	n, err := decodeAndFilter(key, src, dst, m)
+	n, err := fn(src, dst)
 	switch {
 	case err == nil:
 		return n, nil

@@ -20,12 +20,15 @@ const Kind = "dataset"
 // metadata.customer_id names a nested field), and glob patterns (path.Match, case ignored)
 // of objects under the prefixes that are no datasets: a pattern without a slash matches an
 // object's name, one with a slash its key below the prefix. Excluded objects are never read
-// and are listed in the verification.
+// and are listed in the verification. Mentions is what a mention of the subject's
+// identifiers outside the named columns does after the erasure: MentionsFail (the
+// default), MentionsRedact or MentionsErase.
 type Locators struct {
 	Prefixes       []string `yaml:"prefixes"`
 	SubjectColumns []string `yaml:"subject_columns"`
 	SessionColumns []string `yaml:"session_columns"`
 	Exclude        []string `yaml:"exclude"`
+	Mentions       string   `yaml:"mentions"`
 }
 
 var _ deletion.Validator = (*Store)(nil)
@@ -71,6 +74,11 @@ func (l Locators) check() error {
 		if _, err := path.Match(p, ""); err != nil || p == "" {
 			errs = append(errs, fmt.Errorf("locators.exclude: pattern %q is not a valid glob", p))
 		}
+	}
+	switch l.Mentions {
+	case "", MentionsFail, MentionsRedact, MentionsErase:
+	default:
+		errs = append(errs, fmt.Errorf("locators.mentions: %q is none of %s, %s, %s", l.Mentions, MentionsFail, MentionsRedact, MentionsErase))
 	}
 	return errors.Join(errs...)
 }

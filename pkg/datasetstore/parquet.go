@@ -44,16 +44,7 @@ func filterParquet(r io.Reader, w io.Writer, m *matcher) (int, error) {
 	}
 	var pw *parquet.Writer
 	if w != nil {
-		md := f.Metadata()
-		codec := pqformat.Uncompressed
-		if len(md.RowGroups) > 0 && len(md.RowGroups[0].Columns) > 0 {
-			codec = md.RowGroups[0].Columns[0].MetaData.Codec
-		}
-		opts := []parquet.WriterOption{schema, parquet.Compression(parquet.LookupCompressionCodec(codec))}
-		for _, kv := range md.KeyValueMetadata {
-			opts = append(opts, parquet.KeyValueMetadata(kv.Key, kv.Value))
-		}
-		pw = parquet.NewWriter(w, opts...)
+		pw = parquetWriter(f, w)
 	}
 	dropped := 0
 	buf := make([]parquet.Row, 256)
@@ -117,4 +108,19 @@ func matchParquet(row parquet.Row, subj, sess map[int]bool, m *matcher) bool {
 		}
 	}
 	return false
+}
+
+// parquetWriter writes a rewrite of f to w with f's schema, the compression codec of its
+// first column chunk and its key/value metadata.
+func parquetWriter(f *parquet.File, w io.Writer) *parquet.Writer {
+	md := f.Metadata()
+	codec := pqformat.Uncompressed
+	if len(md.RowGroups) > 0 && len(md.RowGroups[0].Columns) > 0 {
+		codec = md.RowGroups[0].Columns[0].MetaData.Codec
+	}
+	opts := []parquet.WriterOption{f.Schema(), parquet.Compression(parquet.LookupCompressionCodec(codec))}
+	for _, kv := range md.KeyValueMetadata {
+		opts = append(opts, parquet.KeyValueMetadata(kv.Key, kv.Value))
+	}
+	return parquet.NewWriter(w, opts...)
 }

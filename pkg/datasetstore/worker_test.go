@@ -32,13 +32,14 @@ func TestWorkerFailsOnUnreadableObject(t *testing.T) {
 			inv := inventory.Reference()
 			for i := range inv.Stores {
 				if inv.Stores[i].Kind == Kind {
-					inv.Stores[i].Locators = inv.Stores[i].Locators.With("exclude", tc.exclude)
+					inv.Stores[i].Locators = inv.Stores[i].Locators.With("exclude", tc.exclude).With("mentions", MentionsRedact)
 				}
 			}
 			s := deletion.Subject{Tenant: "acme", ID: "cust-1", Sessions: []string{"sess-cust-1"}}
 			d := workertest.Reports(t, inv, Kind, New(c, ""), s)["dataset"]
-			if d.Status != tc.want || d.Deleted() != 3 || d.Verification.Remaining != 0 {
-				t.Errorf("status %s deleted %d verification %+v error %q; want %s after 3 rows", d.Status, d.Deleted(), d.Verification, d.Error, tc.want)
+			// 3 rows of the subject and 1 row whose text mentions it, redacted.
+			if d.Status != tc.want || d.Deleted() != 4 || d.Verification.Remaining != 0 || d.Verification.Mentions != 0 {
+				t.Errorf("status %s deleted %d verification %+v error %q; want %s after 3 rows and 1 redaction", d.Status, d.Deleted(), d.Verification, d.Error, tc.want)
 			}
 			const name = "s3://lethe-datasets/{tenant}/eval/labels.xlsx"
 			if tc.exclude == nil {

@@ -101,3 +101,15 @@ func ValidateStores(inv *inventory.Inventory, kind string, s Store) error {
 	}
 	return errors.Join(errs...)
 }
+
+// Counter is an optional capability of a Store: Count says, per location, how many items
+// of s an Erase of st would delete, and deletes nothing (a dry run). It is read-only, safe
+// for concurrent use and classifies its errors as Erase does. A store without it cannot
+// take part in a dry run: the runtime reports it FAILED with ErrDryRunUnsupported and
+// never erases it instead.
+type Counter interface {
+	Count(ctx context.Context, st inventory.Store, s Subject) (Result, error)
+}
+
+// ErrDryRunUnsupported is the report of a store without Counter in a dry run.
+var ErrDryRunUnsupported = errors.New("dry run not supported")

@@ -21,6 +21,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/consumer"
 	"github.com/lethe-erasure/lethe/pkg/datasetstore"
 	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/discovery"
 	"github.com/lethe-erasure/lethe/pkg/envelope"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/intake"
@@ -62,6 +63,14 @@ type Options struct {
 	Retain     time.Duration
 	SweepEvery time.Duration
 	Now        func() time.Time
+	// Windows are the cancellation windows before execution; RequireApproval makes TENANT
+	// requests wait for a second principal with the approver role. The workflow's records
+	// and legal holds are kept in DataDir/workflow.json.
+	Windows         intake.Windows
+	RequireApproval bool
+	// Discovery configures the inventory discovery of every deleter whose store discovers
+	// (served on the intake address as GET and POST /discovery); zero: on request only.
+	Discovery discovery.Options
 }
 
 // Deleter is one deleter service run in process: its name (its consumer group is
@@ -78,12 +87,13 @@ type System struct {
 	Key       subject.Key
 	Intake    *intake.Service
 	Stores    map[string]deletion.Store // by inventory kind
-	BaseURL   string                    // of the intake HTTP API, which also serves /metrics and /readyz
+	BaseURL   string                    // of the intake HTTP API, which also serves /metrics, /readyz and /discovery
 	DataDir   string
 	Metrics   *metrics.Metrics
 	Sealer    *envelope.Sealer
 	// Aggregator joins the reports and runs the schedule (sweeps, shredding, physical erasure).
 	Aggregator *aggregator.Aggregator
+	Discovery  discovery.Set // one runner per kind whose store discovers
 
 	cancel  context.CancelFunc
 	group   *errgroup.Group
@@ -142,6 +152,9 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 	wal.LogRepairs(log, "keys", sys.Sealer.Keys.(*envelope.DirKeyStore).Repairs())
 
 	sys.Intake = &intake.Service{Key: o.Key, Inventory: sys.Inventory, Producer: prod, Store: st.Audit, Policy: o.Policy, Log: log.With(zap.String("service", "intake")), Metrics: m, Auth: o.Auth, Limiter: o.Limiter, Sealer: sys.Sealer, Registry: st.Registry}
+	if err := startWorkflow(sys.Intake, o, st); err != nil {
+		return nil, err
+	}
 	deleters := append([]Deleter{
 		{"qdrant-deleter", qdrantstore.Kind, qdrantstore.New(st.Qdrant)},
 		{"redis-deleter", redisstore.Kind, redisstore.New(st.Redis)},
@@ -167,6 +180,11 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 		{Name: "lethe-aggregator", Topics: []string{event.TopicRequested, event.TopicStoreDone}, Handler: sys.Aggregator.Handle},
 	}
 	for _, d := range deleters {
+		if r := discovery.For(d.Kind, d.Store, sys.Inventory, o.Discovery, m, log.With(zap.String("service", d.Name))); r != nil {
+			sys.Discovery = append(sys.Discovery, r)
+		}
+	}
+	for _, d := range deleters {
 		w := &worker.Worker{
 			Inventory: sys.Inventory,
 			Stores:    map[string]deletion.Store{d.Kind: d.Store},
@@ -174,6 +192,7 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 			Log:       log.With(zap.String("service", d.Name)),
 			Metrics:   m,
 			Sealer:    sys.Sealer,
+			Discovery: sys.Discovery,
 		}
 		for range max(o.Instances, 1) {
 			groups = append(groups, service.Group{Name: "lethe-" + d.Name, Topics: []string{event.TopicRequested}, Handler: w.Handle})
@@ -187,6 +206,7 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 	sys.BaseURL = "http://" + l.Addr().String()
 	mux := http.NewServeMux()
 	mux.Handle("/", sys.Intake.Handler())
+	mux.Handle("/discovery", sys.Discovery.Handler())
 	health := m.Handler(metrics.Check{Name: "kafka", Fn: prod.Ping},
 		metrics.Check{Name: "redis", Fn: func(ctx context.Context) error { return st.Redis.Ping(ctx).Err() }},
 		metrics.Check{Name: "qdrant", Fn: func(ctx context.Context) error { _, err := st.Qdrant.HealthCheck(ctx); return err }},
@@ -212,6 +232,8 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 	watchdog := &aggregator.Watchdog{Store: st.Audit, Producer: prod, Interval: 5 * time.Second, Log: log.With(zap.String("service", "aggregator")), Metrics: m}
 	g.Go(func() error { return watchdog.Run(gctx) })
 	g.Go(func() error { return sys.Aggregator.Run(gctx, cmp.Or(o.SweepEvery, 10*time.Second)) })
+	g.Go(func() error { sys.Intake.RunSchedule(gctx, time.Second); return nil })
+	g.Go(func() error { return sys.Discovery.Run(gctx) })
 	g.Go(func() error {
 		if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
 			return err

@@ -58,10 +58,12 @@ const (
 	StatusNothingFound Status = "NOTHING_FOUND"    // no data found; verified none remains
 	StatusNoPII        Status = "NO_PII_BY_DESIGN" // the store holds only pseudonyms, verified
 	StatusFailed       Status = "FAILED"           // erasure or verification failed
+	StatusExempt       Status = "EXEMPT"           // under a legal hold: nothing erased on purpose
 )
 
-// Succeeded reports whether s counts towards a complete receipt.
-func (s Status) Succeeded() bool { return s != StatusFailed && s != "" }
+// Succeeded reports whether s counts towards a complete receipt. EXEMPT does not: a
+// receipt with an exempt store is PARTIAL.
+func (s Status) Succeeded() bool { return s != StatusFailed && s != StatusExempt && s != "" }
 
 // IntakeRequest is what an upstream app publishes on erasure.intake. It holds raw identifiers.
 type IntakeRequest struct {
@@ -113,6 +115,27 @@ type Requested struct {
 	// into their reports.
 	Purpose string `avro:"purpose" json:"purpose,omitempty"`
 	Pass    string `avro:"pass" json:"pass,omitempty"`
+	// DryRun asks every store to count what an erasure would delete and delete nothing.
+	DryRun bool `avro:"dry_run" json:"dry_run,omitempty"`
+	// Exempt lists the stores under a legal hold: they erase nothing and report EXEMPT.
+	Exempt []Exemption `avro:"exempt" json:"exempt,omitempty"`
+}
+
+// Exemption is one store of a request under a legal hold.
+type Exemption struct {
+	Store      string `avro:"store" json:"store"`
+	HoldID     string `avro:"hold_id" json:"hold_id"`
+	LegalBasis string `avro:"legal_basis" json:"legal_basis"`
+}
+
+// ExemptionOf returns the exemption of store in r, if it is held.
+func (r *Requested) ExemptionOf(store string) (Exemption, bool) {
+	for _, e := range r.Exempt {
+		if e.Store == store {
+			return e, true
+		}
+	}
+	return Exemption{}, false
 }
 
 // Acts reports whether store must act on r: it is expected and, for a re-drive, selected.
@@ -187,6 +210,8 @@ type StoreDone struct {
 	Error        string          `avro:"error" json:"error,omitempty"`
 	Purpose      string          `avro:"purpose" json:"purpose,omitempty"` // the request's Purpose
 	Pass         string          `avro:"pass" json:"pass,omitempty"`       // the request's Pass
+	// DryRun marks a dry run's count: Locations say what an erasure would delete.
+	DryRun bool `avro:"dry_run" json:"dry_run,omitempty"`
 }
 
 // Deleted is the sum of the per-location counts.
@@ -212,8 +237,13 @@ type StoreEvidence struct {
 	PhysicalErasureDue *time.Time `avro:"physical_erasure_due" json:"physical_erasure_due,omitempty"`
 }
 
-// ReceiptComplete is the status of a receipt whose every store reported success.
-const ReceiptComplete = "COMPLETE"
+// Receipt status values: ReceiptComplete when every store reported success.
+const (
+	ReceiptComplete = "COMPLETE"
+	// ReceiptPartial: every store verified clean except stores under a legal hold, which
+	// the receipt lists EXEMPT with the hold's basis.
+	ReceiptPartial = "PARTIAL"
+)
 
 // Receipt is the deletion receipt: non-PII evidence that every expected store verified the
 // subject gone. Seq, PrevHash and Hash chain it to the tenant's previous receipt.

@@ -27,6 +27,9 @@ func (s *Service) List(ctx context.Context, f ListFilter) ([]Status, error) {
 	if err != nil {
 		return nil, err
 	}
+	if reqs, err = s.withGated(ctx, reqs, f.Tenant); err != nil {
+		return nil, err
+	}
 	if f.Limit <= 0 {
 		f.Limit = 100
 	}
@@ -67,9 +70,10 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch f.State {
-	case "", StatePending, StateInProgress, StateFailed, StateComplete:
+	case "", StatePending, StateInProgress, StateFailed, StateComplete,
+		StatePreviewed, StateScheduled, StateCancelled, StateAwaitingApproval, StateRejected, StatePartial:
 	default:
-		writeError(w, http.StatusBadRequest, "state must be PENDING, IN_PROGRESS, FAILED or COMPLETE")
+		writeError(w, http.StatusBadRequest, "state must be PENDING, IN_PROGRESS, FAILED, COMPLETE, PARTIAL, PREVIEWED, SCHEDULED, CANCELLED, AWAITING_APPROVAL or REJECTED")
 		return
 	}
 	list, err := s.List(r.Context(), f)

@@ -30,6 +30,9 @@ type SubmitRequest struct {
 	SessionIDs []string    `json:"session_ids"`
 	Regulation string      `json:"regulation"`
 	Scope      event.Scope `json:"scope"`
+	// DryRun counts what the erasure would delete per store, deletes nothing and issues
+	// no receipt: the request ends PREVIEWED (POST /v1/erasures/{id}/confirm runs it).
+	DryRun bool `json:"dry_run,omitempty"`
 }
 
 // Accepted is the 202 answer of POST /v1/erasures.
@@ -40,6 +43,9 @@ type Accepted struct {
 	DueAt       time.Time `json:"due_at"`
 	StatusURL   string    `json:"status_url"`
 	ReceiptURL  string    `json:"receipt_url"`
+	// State is set when the request waits at a gate or is a dry run: PREVIEWED,
+	// SCHEDULED or AWAITING_APPROVAL.
+	State string `json:"state,omitempty"`
 }
 
 // Request states in Status.
@@ -60,6 +66,21 @@ type StoreState struct {
 	Unexamined int64  `json:"unexamined"`
 	Attempt    int    `json:"attempt,omitempty"`
 	Error      string `json:"error,omitempty"`
+	// Verification is the store's read-back (method, mentions, similar, attestation).
+	Verification *event.Verification `json:"verification,omitempty"`
+	FinishedAt   time.Time           `json:"finished_at,omitzero"`
+	DryRun       bool                `json:"dry_run,omitempty"`
+	// Method is how the store read back; Mentions the subject's identifiers it still found
+	// outside the named fields (never clean); Similar how many probable untagged copies it
+	// reported (their ids are in the receipt).
+	Method   string `json:"method,omitempty"`
+	Mentions int64  `json:"mentions"`
+	Similar  int    `json:"similar"`
+	// DiscoveryRunAt is when inventory discovery last ran over the store's backend at the
+	// time of the report (nil: never), and DiscoveryUncovered what it found outside the
+	// inventory: how complete the store's "complete" was.
+	DiscoveryRunAt     *time.Time `json:"discovery_run_at,omitempty"`
+	DiscoveryUncovered int64      `json:"discovery_uncovered"`
 }
 
 // Status is the answer of GET /v1/erasures/{id}. It holds no raw identifier.
@@ -77,6 +98,8 @@ type Status struct {
 	InventoryVersion string       `json:"inventory_version"`
 	Stores           []StoreState `json:"stores"`
 	ReceiptID        string       `json:"receipt_id,omitempty"`
+	// Workflow is the request's passage through the gates (dry run, approval, window).
+	Workflow *Gate `json:"workflow,omitempty"`
 }
 
 // Pending is the store state before a report.
@@ -109,6 +132,7 @@ func (s *Service) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/erasures/{id}/addenda", s.authenticate(s.handleAddenda))
 	mux.HandleFunc("POST /v1/suppressions/check", s.authenticate(s.handleCheck))
 	mux.HandleFunc("POST /v1/suppressions/lift", s.authenticate(s.handleLift))
+	s.routeWorkflow(mux)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
 	return mux
 }
@@ -176,7 +200,7 @@ func (s *Service) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	if !s.authorize(w, r, in.TenantID) || !s.limit(w, in.TenantID) {
 		return
 	}
-	req, err := s.Submit(r.Context(), in)
+	req, err := s.SubmitWith(r.Context(), in, SubmitOptions{DryRun: body.DryRun})
 	switch {
 	case errors.Is(err, ErrInvalid):
 		s.reject(w, http.StatusBadRequest, metrics.ReasonInvalid, err.Error())
@@ -191,6 +215,7 @@ func (s *Service) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusAccepted, Accepted{
 			RequestID: req.RequestID, SubjectHash: req.SubjectHash, KeyID: req.KeyID, DueAt: req.DueAt,
 			StatusURL: "/v1/erasures/" + req.RequestID, ReceiptURL: "/v1/erasures/" + req.RequestID + "/receipt",
+			State: s.gateState(r.Context(), req.RequestID),
 		})
 	}
 }
@@ -264,6 +289,9 @@ func hex4(b []byte) (rune, bool) {
 
 // Status returns the status of requestID.
 func (s *Service) Status(ctx context.Context, requestID string) (Status, error) {
+	if st, waiting, err := s.gatedStatus(ctx, requestID); waiting || err != nil {
+		return st, err
+	}
 	req, err := s.Store.GetRequest(ctx, requestID)
 	if err != nil {
 		return Status{}, err
@@ -288,8 +316,24 @@ func (s *Service) Status(ctx context.Context, requestID string) (Status, error) 
 			continue
 		}
 		st.State = StateInProgress
-		st.Stores = append(st.Stores, StoreState{Store: name, Status: d.Status, Deleted: d.Deleted(),
-			Remaining: d.Verification.Remaining, Unexamined: d.Verification.Unexamined, Attempt: d.Attempt, Error: d.Error})
+		v := d.Verification
+		st.Stores = append(st.Stores, StoreState{
+			Store:              name,
+			Status:             d.Status,
+			Deleted:            d.Deleted(),
+			Remaining:          v.Remaining,
+			Unexamined:         v.Unexamined,
+			Attempt:            d.Attempt,
+			Error:              d.Error,
+			Method:             v.Method,
+			Mentions:           v.Mentions,
+			Similar:            len(v.Similar),
+			DiscoveryRunAt:     v.DiscoveryRunAt,
+			DiscoveryUncovered: v.DiscoveryUncovered,
+			Verification:       &d.Verification,
+			FinishedAt:         d.FinishedAt,
+			DryRun:             d.DryRun,
+		})
 	}
 	for _, ss := range st.Stores {
 		if ss.Status == event.StatusFailed {
@@ -304,7 +348,7 @@ func (s *Service) Status(ctx context.Context, requestID string) (Status, error) 
 		return Status{}, err
 	}
 	st.Overdue = st.State != StateComplete && s.now().After(req.DueAt)
-	return st, nil
+	return s.decorate(ctx, st, rc)
 }
 
 func (s *Service) handleStatus(w http.ResponseWriter, r *http.Request) {

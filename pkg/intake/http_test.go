@@ -341,6 +341,8 @@ func TestStatusAndReceipt(t *testing.T) {
 		switch s {
 		case event.StatusDeleted:
 			d.Locations = []event.LocationCount{{Location: "x:acme:{subject}", Deleted: 4}}
+			ran := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+			d.Verification.Similar, d.Verification.DiscoveryRunAt, d.Verification.DiscoveryUncovered = []string{"7"}, &ran, 2
 		case event.StatusFailed:
 			d.Error, d.Verification.Remaining = "connection refused", -1
 		}
@@ -367,7 +369,15 @@ func TestStatusAndReceipt(t *testing.T) {
 
 	report("qdrant", event.StatusDeleted, 1)
 	st = status(intake.StateInProgress, false)
-	if st.Stores[0] != (intake.StoreState{Store: "qdrant", Status: event.StatusDeleted, Deleted: 4, Attempt: 1}) {
+	q := st.Stores[0]
+	if q.Verification == nil || q.Verification.Method == "" {
+		t.Errorf("qdrant without its verification: %+v", q)
+	}
+	if q.DiscoveryRunAt == nil || !q.DiscoveryRunAt.Equal(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)) {
+		t.Errorf("qdrant discovery run %v", q.DiscoveryRunAt)
+	}
+	q.DiscoveryRunAt, q.Verification = nil, nil
+	if q != (intake.StoreState{Store: "qdrant", Status: event.StatusDeleted, Deleted: 4, Attempt: 1, Method: "read-back", Similar: 1, DiscoveryUncovered: 2}) {
 		t.Errorf("qdrant %+v", st.Stores[0])
 	}
 	report("redis", event.StatusFailed, 1)

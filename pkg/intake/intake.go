@@ -42,6 +42,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/schemareg"
 	"github.com/lethe-erasure/lethe/pkg/subject"
 	"github.com/lethe-erasure/lethe/pkg/worker"
+	"github.com/lethe-erasure/lethe/pkg/workflow"
 )
 
 // Errors of Submit.
@@ -143,6 +144,17 @@ type Service struct {
 
 	// SuppressionsTopic carries lifted suppressions; default event.TopicSuppressions.
 	SuppressionsTopic string
+
+	// Workflow keeps the gated requests (dry runs, cancellation windows, approvals) and the
+	// legal holds; nil: no gate, every request runs at once (see workflow.go).
+	Workflow workflow.Store
+	// Windows are the cancellation windows before execution, per tenant or regulation.
+	Windows Windows
+	// RequireApproval makes TENANT scope requests wait for a second principal with the
+	// approver role (auth.RoleApprover).
+	RequireApproval bool
+	// DeadLetters, when set, serves the dead letters of the caller's tenants.
+	DeadLetters *DeadLetters
 }
 
 // Validate checks in and normalises its regulation and scope.
@@ -187,7 +199,14 @@ func (s *Service) Validate(in *event.IntakeRequest) error {
 }
 
 // Submit validates in, publishes the stamped request and returns it once acknowledged.
+// With a Workflow, a request that must pass a gate (a dry run, an approval, a cancellation
+// window) is recorded there instead; see SubmitWith.
 func (s *Service) Submit(ctx context.Context, in event.IntakeRequest) (event.Requested, error) {
+	return s.SubmitWith(ctx, in, SubmitOptions{})
+}
+
+// SubmitWith is Submit with the options of the privacy team's workflow.
+func (s *Service) SubmitWith(ctx context.Context, in event.IntakeRequest, opts SubmitOptions) (event.Requested, error) {
 	if err := s.Validate(&in); err != nil {
 		return event.Requested{}, err
 	}
@@ -224,9 +243,13 @@ func (s *Service) Submit(ctx context.Context, in event.IntakeRequest) (event.Req
 			return event.Requested{}, s.unavailable(ErrStateStoreUnavailable, req.TenantID, err)
 		}
 	}
+	if gated, err := s.gate(ctx, &req, in.Source, opts); gated || err != nil {
+		return req, err
+	}
 	if err := s.publish(ctx, &req); err != nil {
 		return event.Requested{}, err
 	}
+	s.keepHeld(ctx, &req, in.Source)
 	if err := s.Store.PutRequest(ctx, auditlog.RequestOf(&req)); err != nil {
 		// The aggregator records it from the event too; status may lag until then.
 		s.log().Warn("request state not recorded", zap.String("request_id", req.RequestID), zap.Error(err))
@@ -240,7 +263,7 @@ func (s *Service) Submit(ctx context.Context, in event.IntakeRequest) (event.Req
 
 // publish seals req's identifiers (when a Sealer is configured) and publishes it.
 func (s *Service) publish(ctx context.Context, req *event.Requested) error {
-	if s.Sealer != nil {
+	if s.Sealer != nil && req.Sealed == nil {
 		sealed, err := s.Sealer.SealIdentifiers(ctx, req.RequestID, req.Identifiers)
 		if errors.Is(err, envelope.ErrShredded) {
 			return fmt.Errorf("%w: the request is complete and its identifiers key was destroyed", ErrInvalid)

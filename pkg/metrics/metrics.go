@@ -36,6 +36,23 @@ type Metrics struct {
 	MissingDataKeys prometheus.Counter       // lethe_missing_data_keys_total
 	Reappeared      *prometheus.CounterVec   // lethe_reappeared_total{store,kind,purpose}
 	Addenda         *prometheus.CounterVec   // lethe_addenda_total{type}
+	// InventoryUncovered is lethe_inventory_uncovered_locations{kind}: the locations the last
+	// discovery run found holding subject-shaped data outside the inventory.
+	InventoryUncovered *prometheus.GaugeVec
+	DiscoveryLastRun   *prometheus.GaugeVec // lethe_inventory_discovery_last_run_timestamp_seconds{kind}
+
+	routes []route
+}
+
+type route struct {
+	pattern string
+	h       http.Handler
+}
+
+// Handle adds a route that Handler serves beside its own (a service's admin endpoint, such
+// as GET /discovery). Call it before Handler or Serve.
+func (m *Metrics) Handle(pattern string, h http.Handler) {
+	m.routes = append(m.routes, route{pattern, h})
 }
 
 // Rejection reasons of lethe_intake_rejected_total.
@@ -74,8 +91,13 @@ func New() *Metrics {
 	m.Reappeared = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lethe_reappeared_total",
 		Help: "Erased subjects found again in a store by a re-verification sweep or a re-apply, and erased again."}, []string{"store", "kind", "purpose"})
 	m.Addenda = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lethe_addenda_total", Help: "Addenda linked into receipt chains, by type."}, []string{"type"})
+	m.InventoryUncovered = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lethe_inventory_uncovered_locations",
+		Help: "Locations holding subject-shaped data that no inventory store covers, by kind, at the last discovery run."}, []string{"kind"})
+	m.DiscoveryLastRun = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lethe_inventory_discovery_last_run_timestamp_seconds",
+		Help: "When inventory discovery last ran, by kind."}, []string{"kind"})
 	for _, c := range []prometheus.Collector{m.Requests, m.Rejected, m.StoreOutcomes, m.StoreDuration, m.StoreRetries, m.ConsumerRetries,
-		m.DLQRecords, m.ConsumerLag, m.Receipts, m.ErasureDuration, m.Overdue, m.SLAThreshold, m.MissingDataKeys, m.Reappeared, m.Addenda} {
+		m.DLQRecords, m.ConsumerLag, m.Receipts, m.ErasureDuration, m.Overdue, m.SLAThreshold, m.MissingDataKeys, m.Reappeared, m.Addenda,
+		m.InventoryUncovered, m.DiscoveryLastRun} {
 		f(c)
 	}
 	return m
@@ -97,10 +119,14 @@ type Check struct {
 	Fn   func(ctx context.Context) error
 }
 
-// Handler serves GET /metrics, GET /healthz (the process is alive) and GET /readyz (every
+// Handler serves the routes added with Handle, GET /metrics, GET /healthz (the process is
+// alive) and GET /readyz (every
 // check passes within 2 s; 503 with the failing checks otherwise).
 func (m *Metrics) Handler(checks ...Check) http.Handler {
 	mux := http.NewServeMux()
+	for _, r := range m.routes {
+		mux.Handle(r.pattern, r.h)
+	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {

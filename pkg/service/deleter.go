@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/discovery"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/metrics"
 	"github.com/lethe-erasure/lethe/pkg/worker"
@@ -24,6 +25,11 @@ type Open func(ctx context.Context, env Env) (deletion.Store, []metrics.Check, e
 // broker's and open's readiness checks and the worker's metrics. An inventory naming no
 // store of kind is not an error: a deleter is deployed before its stores are added to the
 // inventory, and reports nothing until they are.
+//
+// When the store is a deletion.Discoverer, the deleter also runs inventory discovery (package
+// discovery: every LETHE_DISCOVERY_INTERVAL, off by default, and on POST /discovery), serves
+// the last report on GET /discovery of its metrics address, exports
+// lethe_inventory_uncovered_locations{kind}, and stamps the last run on every report.
 func Deleter(name, kind string, open Open) {
 	Main(name, DeleterSpec(name, kind, open))
 }
@@ -44,6 +50,10 @@ func DeleterSpec(name, kind string, open Open) func(ctx context.Context, env Env
 			env.Log.Warn("no inventory store of this kind: nothing to erase until one is added",
 				zap.String("kind", kind), zap.String("inventory_version", inv.Version))
 		}
+		dopts, err := discovery.FromEnv()
+		if err != nil {
+			return Spec{}, fmt.Errorf("%s: %w", name, err)
+		}
 		w := &worker.Worker{
 			Inventory: inv,
 			Stores:    map[string]deletion.Store{kind: store},
@@ -52,13 +62,20 @@ func DeleterSpec(name, kind string, open Open) func(ctx context.Context, env Env
 			Metrics:   env.Metrics,
 			Sealer:    env.Sealer,
 		}
-		return Spec{
+		spec := Spec{
 			Groups: []Group{{
 				Name:    "lethe-" + name,
 				Topics:  []string{event.TopicRequested},
 				Handler: w.Handle,
 			}},
 			Checks: checks,
-		}, nil
+		}
+		if r := discovery.For(kind, store, inv, dopts, env.Metrics, env.Log); r != nil {
+			set := discovery.Set{r}
+			w.Discovery = set
+			metrics.Or(env.Metrics).Handle("/discovery", set.Handler())
+			spec.Run = set.Run
+		}
+		return spec, nil
 	}
 }

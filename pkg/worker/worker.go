@@ -59,6 +59,15 @@ type Worker struct {
 	Metrics   *metrics.Metrics // nil records nothing
 	Sealer    *envelope.Sealer // opens sealed identifiers; nil: only clear ones are accepted
 	Now       func() time.Time
+	// Discovery says when inventory discovery last ran over each kind's backend and how
+	// many uncovered locations it found; every report's verification carries it, so a
+	// receipt says how complete "complete" was. nil: no discovery runs.
+	Discovery DiscoveryState
+}
+
+// DiscoveryState is the last inventory discovery run of each kind (a discovery.Set).
+type DiscoveryState interface {
+	LastRun(kind string) (at time.Time, uncovered int64, ok bool)
 }
 
 // Handle is the consumer.Handler for erasure.requested.
@@ -97,7 +106,17 @@ func (w *Worker) Handle(ctx context.Context, rec *kgo.Record) error {
 	reports := make([]event.StoreDone, len(stores))
 	var wg sync.WaitGroup
 	for i, st := range stores {
-		wg.Go(func() { reports[i] = w.erase(ctx, &req, st, subj) })
+		wg.Go(func() {
+			if ex, held := req.ExemptionOf(st.Name); held && !req.DryRun {
+				reports[i] = w.exempt(&req, st, ex)
+				return
+			}
+			if req.DryRun {
+				reports[i] = w.count(ctx, &req, st, subj)
+				return
+			}
+			reports[i] = w.erase(ctx, &req, st, subj)
+		})
 	}
 	wg.Wait()
 	if ctx.Err() != nil {
@@ -199,6 +218,7 @@ func (w *Worker) erase(ctx context.Context, req *event.Requested, st inventory.S
 		}
 	}
 	done.FinishedAt = w.now()
+	defer w.stampDiscovery(st.Kind, &done.Verification)
 	if err != nil {
 		done.Status = event.StatusFailed
 		done.Error = pii.Mask(err.Error())
@@ -221,8 +241,19 @@ func (w *Worker) erase(ctx context.Context, req *event.Requested, st inventory.S
 	return done
 }
 
+// stampDiscovery records on v the last discovery run over kind's backend, if any.
+func (w *Worker) stampDiscovery(kind string, v *event.Verification) {
+	if w.Discovery == nil {
+		return
+	}
+	if at, n, ok := w.Discovery.LastRun(kind); ok {
+		at = at.UTC()
+		v.DiscoveryRunAt, v.DiscoveryUncovered = &at, n
+	}
+}
+
 // verificationError says why v does not prove the store clean, naming what went unexamined
-// (masked: item names come from the store).
+// and where mentions were left (masked: item names come from the store).
 func verificationError(v event.Verification) string {
 	msg := fmt.Sprintf("verification found %d items remaining", v.Remaining)
 	if v.Mentions != 0 {
@@ -230,6 +261,8 @@ func verificationError(v event.Verification) string {
 	}
 	if v.Unexamined != 0 {
 		msg += fmt.Sprintf(", %d unexamined", v.Unexamined)
+	}
+	if v.Unexamined != 0 || v.Mentions != 0 {
 		if len(v.UnexaminedItems) > 0 {
 			const show = 5
 			items := v.UnexaminedItems[:min(show, len(v.UnexaminedItems))]

@@ -62,6 +62,9 @@ func (a *app) demo(ctx context.Context, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stderr, "seeded tenant %q: customer %s has %s\n", demoTenant, a.Key.Pseudonym(demoTenant, target.id)[:12], before[target.id])
+	if err := a.discover(ctx, stderr); err != nil {
+		return err
+	}
 
 	start := time.Now()
 	acc, err := a.submit(ctx, target)
@@ -81,6 +84,7 @@ func (a *app) demo(ctx context.Context, stdout, stderr io.Writer) error {
 		return err
 	}
 	problems := check(receipt, a.Inventory, before, after)
+	problems = append(problems, a.completenessProblems(ctx, receipt, stderr)...)
 	line, err := json.Marshal(receipt)
 	if err != nil {
 		return err
@@ -324,6 +328,9 @@ func (a *app) seed(ctx context.Context) error {
 		}
 	}
 	if err := a.seedDatasets(ctx); err != nil {
+		return err
+	}
+	if err := a.seedCompleteness(ctx); err != nil {
 		return err
 	}
 	w := auditlog.NewWriter(a.Stack.Audit, a.Key)

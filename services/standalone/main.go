@@ -28,6 +28,7 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/aggregator"
 	"github.com/lethe-erasure/lethe/pkg/auth"
+	"github.com/lethe-erasure/lethe/pkg/discovery"
 	"github.com/lethe-erasure/lethe/pkg/embedded"
 	"github.com/lethe-erasure/lethe/pkg/envelope"
 	"github.com/lethe-erasure/lethe/pkg/intake"
@@ -130,6 +131,15 @@ func start(ctx context.Context, o options, stderr io.Writer) (*app, error) {
 		if inv, err = inventory.Load(f); err != nil {
 			return nil, err
 		}
+	} else if o.demo || o.seed {
+		inv = demoInventory(inv)
+	}
+	dopts, err := discovery.FromEnv()
+	if err != nil {
+		return nil, err
+	}
+	if o.demo || o.seed {
+		dopts.Tenants = append(dopts.Tenants, demoTenant)
 	}
 	policy, err := intake.PolicyFromEnv()
 	if err != nil {
@@ -149,6 +159,10 @@ func start(ctx context.Context, o options, stderr io.Writer) (*app, error) {
 			return nil, err
 		}
 	}
+	windows, err := intake.WindowsFromEnv()
+	if err != nil {
+		return nil, err
+	}
 	// The demo erases and exits: nothing would run its sweeps, so its keys go at the receipt.
 	var sweeps []time.Duration
 	var retain time.Duration
@@ -158,7 +172,8 @@ func start(ctx context.Context, o options, stderr io.Writer) (*app, error) {
 		}
 	}
 	sys, err := embedded.Start(ctx, embedded.Options{Key: key, DataDir: o.dataDir, HTTPAddr: o.httpAddr, Inventory: inv, Policy: policy, Log: log,
-		Auth: authn, Limiter: limiter, KEK: kek, Sweeps: sweeps, Retain: retain, Addrs: o.addrs, Framings: framings})
+		Auth: authn, Limiter: limiter, KEK: kek, Sweeps: sweeps, Retain: retain, Windows: windows, RequireApproval: authn != nil && !authn.Disabled(),
+		Discovery: dopts, Addrs: o.addrs, Framings: framings})
 	if err != nil {
 		return nil, err
 	}

@@ -230,6 +230,9 @@ func Run(t *testing.T, newFixture func(t *testing.T) Fixture) {
 	}
 
 	t.Run("TenantScope", func(t *testing.T) { checkTenantScope(t, newFixture(t)) })
+	if f := newFixture(t); isCounter(f.Impl) {
+		t.Run("DryRunCounts", func(t *testing.T) { checkCount(t, newFixture(t)) })
+	}
 	t.Run("ConcurrentSubjects", func(t *testing.T) { checkConcurrent(t, newFixture(t)) })
 	t.Run("CancelledContext", func(t *testing.T) { checkCancelled(t, newFixture(t)) })
 	t.Run("BackendDown", func(t *testing.T) { checkDown(t, newFixture(t)) })
@@ -567,4 +570,41 @@ func propertyParams(t *testing.T) (uint64, int) {
 		n = k
 	}
 	return seed, n
+}
+
+func isCounter(s deletion.Store) bool { _, ok := s.(deletion.Counter); return ok }
+
+// checkCount: Count of a store with deletion.Counter says what Erase then deletes, per
+// location, and deletes nothing of the subject nor of a bystander.
+func checkCount(t *testing.T, f Fixture) {
+	ctx := context.Background()
+	victim, bystander := NewSubject("acme", "cust-1"), NewSubject("acme", "cust-10")
+	want := f.Seed(t, victim, 3)
+	keep := f.Seed(t, bystander, 3)
+	got, err := f.Impl.(deletion.Counter).Count(ctx, f.Store, victim)
+	if err != nil {
+		t.Fatalf("Count: %v", err)
+	}
+	if got.Deleted() != int64(want) {
+		t.Errorf("Count says %d would be deleted, seeded %d", got.Deleted(), want)
+	}
+	if n := f.Count(t, victim); n != want {
+		t.Fatalf("Count deleted something: %d items of %d left", n, want)
+	}
+	if n := f.Count(t, bystander); n != keep {
+		t.Errorf("bystander: %d items left of %d", n, keep)
+	}
+	res, err := f.Impl.Erase(ctx, f.Store, victim)
+	if err != nil {
+		t.Fatalf("Erase: %v", err)
+	}
+	counted := map[string]int64{}
+	for _, l := range got.Locations {
+		counted[l.Location] += l.Deleted
+	}
+	for _, l := range res.Locations {
+		if l.Deleted != 0 && counted[l.Location] != l.Deleted && !strings.HasSuffix(l.Location, "(old versions)") {
+			t.Errorf("location %s: Count said %d, Erase deleted %d", l.Location, counted[l.Location], l.Deleted)
+		}
+	}
 }

@@ -1,0 +1,311 @@
+package datasetstore
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/aws/smithy-go"
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/inventory"
+)
+
+var _ deletion.Discoverer = (*Store)(nil)
+
+// maxDiscoverObjects bounds the objects one discovery lists per bucket.
+const maxDiscoverObjects = 10000
+
+// errEnough stops a listing.
+var errEnough = errors.New("enough objects listed")
+
+// Discover lists the buckets the inventory's s3:// prefixes name (a bucket per tenant for
+// each known tenant, a missing one skipped) and the dataset directory (at most 10,000
+// objects each), and reports the datasets outside every prefix of every
+// dataset store of inv ({tenant} and {subject_hash} match any one path part) whose sampled
+// rows (opts.Sample of them) have identity-like columns or fields, or values of a pii
+// pattern. A dataset is an object of a known extension or whose content is one (CSV, TSV,
+// JSONL, JSON arrays, Parquet, gzip-compressed or not); objects that are no datasets are
+// skipped. Objects are reported grouped by shape: the bucket, then the key with known
+// tenants replaced by {tenant} and every part holding digits or a pii pattern by {id}
+// (extensions kept), so no identifier reaches a report.
+func (s *Store) Discover(ctx context.Context, inv *inventory.Inventory, opts deletion.DiscoverOptions) ([]deletion.Uncovered, error) {
+	opts = opts.Defaults()
+	var covers []*regexp.Regexp
+	roots := map[string]bool{}
+	for _, st := range inv.OfKinds(Kind) {
+		l, err := LocatorsOf(st)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range l.Prefixes {
+			covers = append(covers, coverRE(p))
+			for _, q := range bucketsOf(p, opts.Tenants) {
+				if r, _, err := s.rootOf(q); err == nil {
+					roots[r] = true
+				}
+			}
+		}
+	}
+	if s.dir != nil {
+		roots["file://"] = true
+	}
+	type group struct {
+		count   int64
+		reasons map[string]bool
+	}
+	groups := map[string]*group{}
+	for _, root := range slices.Sorted(mapKeys(roots)) {
+		_, b, err := s.rootOf(root)
+		if err != nil {
+			continue
+		}
+		var keys []string
+		err = b.List(ctx, "", func(key string) error {
+			if len(keys) >= maxDiscoverObjects {
+				return errEnough
+			}
+			keys = append(keys, key)
+			return nil
+		})
+		var api smithy.APIError
+		switch {
+		case errors.As(err, &api) && api.ErrorCode() == "NoSuchBucket":
+			continue // a tenant's bucket not created yet
+		case errors.Is(err, fs.ErrNotExist):
+			continue // no dataset directory yet: nothing outside the inventory there
+		case err != nil && !errors.Is(err, errEnough):
+			return nil, err
+		}
+		sort.Strings(keys)
+		for _, key := range keys {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			name := root + key
+			if slices.ContainsFunc(covers, func(re *regexp.Regexp) bool { return re.MatchString(name) }) {
+				continue
+			}
+			reasons, err := sampleDataset(ctx, b, key, opts)
+			if err != nil {
+				return nil, err
+			}
+			if len(reasons) == 0 {
+				continue
+			}
+			shape := root + keyShape(key, opts)
+			g := groups[shape]
+			if g == nil {
+				g = &group{reasons: map[string]bool{}}
+				groups[shape] = g
+			}
+			g.count++
+			for _, r := range reasons {
+				g.reasons[r] = true
+			}
+		}
+	}
+	var out []deletion.Uncovered
+	for shape, g := range groups {
+		out = append(out, deletion.Uncovered{Kind: Kind, Location: shape, Reason: strings.Join(slices.Sorted(mapKeys(g.reasons)), "; "), Count: g.count})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Location < out[j].Location })
+	return out, nil
+}
+
+func mapKeys(m map[string]bool) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// bucketsOf returns the prefix p with its bucket name filled in for each known tenant
+// when the bucket name is a template (a bucket per tenant), else p itself. A bucket named
+// by a subject hash cannot be enumerated and gives none.
+func bucketsOf(p string, tenants []string) []string {
+	rest, ok := strings.CutPrefix(p, "s3://")
+	if !ok {
+		return []string{p}
+	}
+	bucket, _, _ := strings.Cut(rest, "/")
+	if !strings.Contains(bucket, "{") {
+		return []string{p}
+	}
+	var out []string
+	for _, t := range tenants {
+		if b := inventory.Expand(bucket, inventory.Vars{Tenant: t}, nil); !strings.Contains(b, "{") {
+			out = append(out, "s3://"+b+"/")
+		}
+	}
+	return out
+}
+
+// rootOf returns the root a prefix lives in ("s3://bucket/" or "file://") and its bucket.
+func (s *Store) rootOf(prefix string) (string, Bucket, error) {
+	if rest, ok := strings.CutPrefix(prefix, "s3://"); ok {
+		b, _, _ := strings.Cut(rest, "/")
+		l, err := s.resolve("s3://" + b + "/")
+		return "s3://" + b + "/", l.bucket, err
+	}
+	l, err := s.resolve("file://")
+	return "file://", l.bucket, err
+}
+
+// coverRE matches every object name under the prefix template p, a placeholder matching
+// any one path part; a prefix without a scheme is a directory one (file://).
+func coverRE(p string) *regexp.Regexp {
+	if !strings.Contains(p, "://") {
+		p = "file://" + p
+	}
+	var b strings.Builder
+	b.WriteString("^")
+	for rest := p; rest != ""; {
+		i := strings.IndexByte(rest, '{')
+		j := strings.IndexByte(rest, '}')
+		if i < 0 || j < i {
+			b.WriteString(regexp.QuoteMeta(rest))
+			break
+		}
+		b.WriteString(regexp.QuoteMeta(rest[:i]))
+		b.WriteString(`[^/]+`)
+		rest = rest[j+1:]
+	}
+	return regexp.MustCompile(b.String())
+}
+
+// keyShape replaces the parts of key that may identify someone by placeholders.
+func keyShape(key string, opts deletion.DiscoverOptions) string {
+	parts := strings.Split(key, "/")
+	for i, p := range parts {
+		stem, ext := p, ""
+		if i == len(parts)-1 {
+			if j := strings.IndexByte(p, '.'); j > 0 {
+				stem, ext = p[:j], p[j:]
+			}
+		}
+		switch {
+		case slices.Contains(opts.Tenants, stem):
+			parts[i] = "{tenant}" + ext
+		case strings.ContainsAny(stem, "0123456789@+") || deletion.PersonalValue(stem) || len(stem) > 40:
+			parts[i] = "{id}" + ext
+		}
+	}
+	return strings.Join(parts, "/")
+}
+
+// sampleDataset reads up to opts.Sample rows of the object key and says why they look
+// like personal data; an object that is no dataset gives no reason.
+func sampleDataset(ctx context.Context, b Bucket, key string, opts deletion.DiscoverOptions) ([]string, error) {
+	obj, err := b.Get(ctx, key)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer obj.Body.Close()
+	f, in, _, err := open(key, obj.Body)
+	if err != nil {
+		return nil, nil // not a dataset this store reads
+	}
+	var fields, values []string
+	switch f {
+	case formatCSV, formatTSV:
+		cr := csv.NewReader(in)
+		cr.FieldsPerRecord = -1
+		if f == formatTSV {
+			cr.Comma = '\t'
+		}
+		for n := 0; n <= opts.Sample; n++ {
+			rec, err := cr.Read()
+			if err != nil {
+				break
+			}
+			if n == 0 {
+				fields = append(fields, rec...)
+			} else {
+				values = append(values, rec...)
+			}
+		}
+	case formatJSONL:
+		br := bufio.NewReader(in)
+		for n := 0; n < opts.Sample; n++ {
+			line, err := br.ReadBytes('\n')
+			var doc any
+			if json.Unmarshal(line, &doc) == nil {
+				f, v := deletion.Walk(doc)
+				fields, values = append(fields, f...), append(values, v...)
+			}
+			if err != nil {
+				break
+			}
+		}
+	case formatJSONArray:
+		dec := json.NewDecoder(in)
+		if _, err := dec.Token(); err == nil {
+			for n := 0; n < opts.Sample && dec.More(); n++ {
+				var doc any
+				if dec.Decode(&doc) != nil {
+					break
+				}
+				f, v := deletion.Walk(doc)
+				fields, values = append(fields, f...), append(values, v...)
+			}
+		}
+	case formatParquet:
+		data, err := io.ReadAll(io.LimitReader(in, maxWhole+1))
+		if err != nil || len(data) > maxWhole {
+			return nil, err
+		}
+		pf, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+		if err != nil {
+			return nil, nil
+		}
+		for _, p := range pf.Schema().Columns() {
+			fields = append(fields, strings.Join(p, "."))
+		}
+		rows := make([]parquet.Row, opts.Sample)
+		for _, rg := range pf.RowGroups() {
+			r := rg.Rows()
+			n, _ := r.ReadRows(rows)
+			r.Close()
+			for _, row := range rows[:n] {
+				for _, v := range row {
+					if v.Kind() == parquet.ByteArray {
+						values = append(values, string(v.ByteArray()))
+					}
+				}
+			}
+			break
+		}
+	}
+	var named []string // the last part of each field path only: a map key above may be a value
+	for _, c := range fields {
+		c = c[strings.LastIndexByte(c, '.')+1:]
+		if opts.IdentityField(c) && !deletion.PersonalValue(c) && !slices.Contains(named, c) {
+			named = append(named, c)
+		}
+	}
+	var out []string
+	if len(named) > 0 {
+		out = append(out, "identity-like columns "+strings.Join(named, ", "))
+	}
+	if slices.ContainsFunc(values, deletion.PersonalValue) {
+		out = append(out, "values match personal-data patterns")
+	}
+	return out, nil
+}

@@ -1,0 +1,31 @@
+package main
+
+import (
+	"os"
+
+	"github.com/lethe-erasure/lethe/pkg/auth"
+	"github.com/lethe-erasure/lethe/pkg/intake"
+	"github.com/lethe-erasure/lethe/pkg/service"
+	"github.com/lethe-erasure/lethe/pkg/workflow"
+)
+
+// configureWorkflow enables dry runs, cancellation windows ($LETHE_CANCEL_WINDOW),
+// approvals of TENANT requests and legal holds when $LETHE_WORKFLOW_FILE names the file
+// that keeps them (one intake process owns it), and the console's dead letters.
+func configureWorkflow(svc *intake.Service, env service.Env, authn *auth.Authenticator) error {
+	svc.DeadLetters = &intake.DeadLetters{Brokers: env.Config.Broker}
+	path := os.Getenv("LETHE_WORKFLOW_FILE")
+	if path == "" {
+		return nil
+	}
+	wf, err := workflow.OpenFile(path)
+	if err != nil {
+		return err
+	}
+	windows, err := intake.WindowsFromEnv()
+	if err != nil {
+		return err
+	}
+	svc.Workflow, svc.Windows, svc.RequireApproval = wf, windows, authn != nil && !authn.Disabled()
+	return nil
+}
