@@ -3,8 +3,12 @@ SHELL := /bin/bash
 MODULES := $(shell go list -m -f '{{.Dir}}' 2>/dev/null)
 DYNALITE := .tools/node_modules/dynalite/cli.js
 GOTEST_FLAGS ?= -count=1 -timeout 10m
+# The unit and integration tests run under the race detector; the fault-injection and
+# benchmark modules do not (they measure recovery times and throughput within deadlines,
+# which -race's slowdown would fail).
+RACE ?= -race
 
-.PHONY: run serve test vet build-modules tools browser-test fuzz bench chaos chaos-short clean
+.PHONY: run serve test vet lint build-modules tools browser-test fuzz bench chaos chaos-short clean
 
 ## run: erase one demo customer from all five stores on embedded components; prints the receipt
 run:
@@ -17,12 +21,16 @@ serve:
 ## test: vet, build every module on its own, and run every module's tests (needs redis-server and node);
 ## the fault-injection module last and verbose, so its figures print
 test: tools vet build-modules
-	@set -e; for m in $(filter-out $(CURDIR)/chaos,$(MODULES)); do echo "== go test $${m#$(CURDIR)/}"; (cd $$m && go test $(GOTEST_FLAGS) ./...); done
+	@set -e; for m in $(filter-out $(CURDIR)/chaos,$(MODULES)); do echo "== go test $${m#$(CURDIR)/}"; race="$(RACE)"; case $$m in */bench) race=;; esac; (cd $$m && go test $(GOTEST_FLAGS) $$race ./...); done
 	@echo "== go test chaos"; $(MAKE) --no-print-directory chaos-short
 
 vet:
 	@set -e; for m in $(MODULES); do (cd $$m && go vet ./...); done
 	@test -z "$$(gofmt -l $(MODULES))" || { echo "gofmt needed:"; gofmt -l $(MODULES); exit 1; }
+
+## lint: golangci-lint over every module (.golangci.yml; .ci/run installs the pinned version)
+lint:
+	@set -e; for m in $(MODULES); do echo "== golangci-lint $${m#$(CURDIR)/}"; (cd $$m && golangci-lint run ./...); done
 
 ## build-modules: build each module with GOWORK=off, proving every go.mod is complete
 build-modules:

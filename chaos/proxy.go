@@ -94,8 +94,8 @@ func (p *Proxy) forward(c net.Conn) {
 		return
 	}
 	done := make(chan struct{}, 2)
-	go func() { io.Copy(t, c); done <- struct{}{} }()
-	go func() { io.Copy(c, t); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(t, c); done <- struct{}{} }() // a proxy: either side closing ends it
+	go func() { _, _ = io.Copy(c, t); done <- struct{}{} }()
 	<-done
 	c.Close()
 	t.Close()

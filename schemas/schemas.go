@@ -6,7 +6,8 @@ package schemas
 
 import "embed"
 
-// FS holds the current schemas (<name>.avsc) and the released ones (released/<name>/vN.avsc).
+// FS holds the current schemas (<name>.avsc), the released ones (released/<name>/vN.avsc)
+// and the JSON Schema of JSON intake records (intake.schema.json).
 //
-//go:embed *.avsc released
+//go:embed *.avsc *.json released
 var FS embed.FS

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // Default rate limit: 10 requests per second per tenant, bursts of 20.
@@ -23,8 +25,8 @@ const DefaultMaxTenants = 10_000
 // minSweepInterval bounds how often a Limiter scans for idle buckets.
 const minSweepInterval = time.Minute
 
-// Limiter is a token bucket per tenant: each tenant may make burst requests at once and
-// rate requests per second on average. Memory is bounded: a bucket idle long enough to
+// Limiter is a token bucket per tenant (golang.org/x/time/rate): each tenant may make
+// burst requests at once and rate requests per second on average. Memory is bounded: a bucket idle long enough to
 // have refilled completely is indistinguishable from a new one and is dropped by a sweep
 // that runs at most once a minute, and at most DefaultMaxTenants buckets are kept (at the
 // cap the least recently used bucket is dropped first). A nil *Limiter allows everything.
@@ -41,23 +43,23 @@ type Limiter struct {
 }
 
 type bucket struct {
-	tokens float64
-	last   time.Time
+	lim  *rate.Limiter
+	last time.Time // of the last request, for the sweep and the eviction
 }
 
 // NewLimiter returns a limiter allowing rate requests per second per tenant with bursts
 // of burst. A rate <= 0 returns nil (no limit); a burst < 1 is taken as 1.
-func NewLimiter(rate float64, burst int) *Limiter {
-	if rate <= 0 || math.IsNaN(rate) || math.IsInf(rate, 0) {
+func NewLimiter(perSecond float64, burst int) *Limiter {
+	if perSecond <= 0 || math.IsNaN(perSecond) || math.IsInf(perSecond, 0) {
 		return nil
 	}
 	burst = max(burst, 1)
 	return &Limiter{
-		rate:       rate,
+		rate:       perSecond,
 		burst:      float64(burst),
 		buckets:    map[string]*bucket{},
 		maxTenants: DefaultMaxTenants,
-		refill:     seconds(float64(burst) / rate),
+		refill:     seconds(float64(burst) / perSecond),
 		lastSweep:  time.Now(),
 	}
 }
@@ -80,18 +82,16 @@ func (l *Limiter) Allow(tenant string) (ok bool, retryAfter time.Duration) {
 			l.sweep(now)
 			l.evictOldest()
 		}
-		b = &bucket{tokens: l.burst, last: now}
+		b = &bucket{lim: rate.NewLimiter(rate.Limit(l.rate), int(l.burst))}
 		l.buckets[tenant] = b
 	}
-	if elapsed := now.Sub(b.last); elapsed > 0 {
-		b.tokens = min(l.burst, b.tokens+elapsed.Seconds()*l.rate)
-	}
 	b.last = now
-	if b.tokens >= 1 {
-		b.tokens--
-		return true, 0
+	r := b.lim.ReserveN(now, 1)
+	if wait := r.DelayFrom(now); wait > 0 {
+		r.CancelAt(now) // refused: give the token back
+		return false, wait
 	}
-	return false, seconds((1 - b.tokens) / l.rate)
+	return true, 0
 }
 
 // seconds converts s to a Duration rounded up to the nanosecond, saturating instead of

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kzap"
 	"go.uber.org/zap"
 
 	"github.com/lethe-erasure/lethe/pkg/broker"
@@ -112,7 +113,9 @@ func Run(ctx context.Context, cfg Config, h Handler) error {
 		kgo.AutoCommitMarks(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.FetchMaxPartitionBytes(int32(cfg.MaxRecordBytes)*2),
-		kgo.WithLogger(kgoLogger{cfg.Log.Named("kgo").WithOptions(zap.AddStacktrace(zap.FatalLevel))}),
+		// franz-go's informational messages (joins, syncs, assignments) and worse; they name
+		// topics, partitions, groups and members, never record contents.
+		kgo.WithLogger(kzap.New(cfg.Log.Named("kgo").WithOptions(zap.AddStacktrace(zap.FatalLevel)), kzap.Level(kgo.LogLevelInfo))),
 	)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {

@@ -1,7 +1,8 @@
 // Package embedded runs all of Lethe in one process on embedded stand-ins for each
 // production component: a kfake Kafka cluster (the real wire protocol), the Qdrant
 // emulator over gRPC, a redis-server child process (miniredis when none is installed),
-// gofakes3 over HTTP with a versioned bucket, and the directory audit store. The intake,
+// gofakes3 over HTTP with a versioned bucket, franz-go's srfake as the Schema Registry, and
+// the directory audit store. The intake,
 // the four deleters and the aggregator are wired exactly as the separate services are.
 // It serves the standalone command, end-to-end tests, the CLI's tests and benchmarks.
 package embedded
@@ -28,10 +29,12 @@ import (
 	"github.com/qdrant/go-client/qdrant"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/sr/srfake"
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/broker"
 	"github.com/lethe-erasure/lethe/pkg/qdrantfake"
+	"github.com/lethe-erasure/lethe/pkg/schemareg"
 	"github.com/lethe-erasure/lethe/pkg/service"
 )
 
@@ -47,6 +50,8 @@ const DatasetBucket = "lethe-datasets"
 // with versioning, and the directory audit store.
 type Stack struct {
 	Broker    broker.Config
+	Registry  *schemareg.Codec // on the embedded Schema Registry (srfake), Lethe's schemas registered
+	Addrs     Addrs            // where each component listens
 	Qdrant    *qdrant.Client
 	Redis     redis.UniversalClient
 	RedisKind string
@@ -62,36 +67,70 @@ func (s *Stack) Close() {
 	}
 }
 
-// StartStack starts the components; redis-server keeps its files under dataDir.
-func StartStack(ctx context.Context, dataDir string) (_ *Stack, err error) {
+// Addrs are the listen addresses (host:port) of the embedded components. An empty one is
+// a free port of 127.0.0.1.
+type Addrs struct {
+	Kafka    string // the kfake broker
+	Registry string // the Schema Registry (srfake), HTTP
+	Qdrant   string // the Qdrant emulator, gRPC (with server reflection)
+	Redis    string // redis-server, or miniredis when none is installed
+	S3       string // gofakes3, HTTP, path-style
+}
+
+// StartStack starts the components on free ports; redis-server keeps its files under
+// dataDir.
+func StartStack(ctx context.Context, dataDir string) (*Stack, error) {
+	return StartStackAt(ctx, dataDir, Addrs{})
+}
+
+// StartStackAt starts the components listening on at; Stack.Addrs says where each one
+// listens. Lethe's schemas are registered in the Schema Registry under the topic-name
+// strategy.
+func StartStackAt(ctx context.Context, dataDir string, at Addrs) (_ *Stack, err error) {
 	s := &Stack{}
 	defer func() {
 		if err != nil {
 			s.Close()
 		}
 	}()
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(Partitions, service.Topics...))
+	kopts := []kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(Partitions, service.Topics...)}
+	if at.Kafka != "" {
+		addr := at.Kafka
+		kopts = append(kopts, kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, addr) }))
+	}
+	kc, err := kfake.NewCluster(kopts...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: %w", err)
 	}
 	s.closers = append(s.closers, kc.Close)
 	s.Broker = broker.Config{Brokers: kc.ListenAddrs(), ClientID: "lethe-standalone", Partitions: Partitions}
+	s.Addrs.Kafka = kc.ListenAddrs()[0]
 
-	qs, err := qdrantfake.Start(ctx)
+	if err := s.startRegistry(ctx, at.Registry); err != nil {
+		return nil, fmt.Errorf("schema registry: %w", err)
+	}
+
+	qaddr := at.Qdrant
+	if qaddr == "" {
+		qaddr = "127.0.0.1:0"
+	}
+	qs, err := qdrantfake.StartAt(ctx, qaddr)
 	if err != nil {
 		return nil, fmt.Errorf("qdrant emulator: %w", err)
 	}
 	s.closers = append(s.closers, qs.Close)
+	s.Addrs.Qdrant = qs.Addr()
 	if s.Qdrant, err = qdrant.NewClient(qs.Config()); err != nil {
 		return nil, fmt.Errorf("qdrant client: %w", err)
 	}
 	s.closers = append(s.closers, func() { s.Qdrant.Close() })
 
-	addr, stop, err := startRedis(dataDir)
+	addr, stop, err := startRedis(dataDir, at.Redis)
 	if err != nil {
 		return nil, err
 	}
 	s.closers = append(s.closers, stop)
+	s.Addrs.Redis = addr
 	s.Redis = redis.NewClient(&redis.Options{Addr: addr})
 	s.closers = append(s.closers, func() { s.Redis.Close() })
 	s.RedisKind = "redis-server"
@@ -99,7 +138,7 @@ func StartStack(ctx context.Context, dataDir string) (_ *Stack, err error) {
 		s.RedisKind = "miniredis (no redis-server on PATH)"
 	}
 
-	if s.S3, err = startS3(ctx, s); err != nil {
+	if s.S3, err = startS3(ctx, s, at.S3); err != nil {
 		return nil, fmt.Errorf("s3: %w", err)
 	}
 	audit, err := auditlog.OpenDir(filepath.Join(dataDir, "audit"))
@@ -111,32 +150,60 @@ func StartStack(ctx context.Context, dataDir string) (_ *Stack, err error) {
 	return s, nil
 }
 
+// listen listens on addr, or on a free port of 127.0.0.1 when addr is empty.
+func listen(addr string) (net.Listener, error) {
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	return net.Listen("tcp", addr)
+}
+
+// startRegistry serves srfake on addr and registers Lethe's schemas in it.
+func (s *Stack) startRegistry(ctx context.Context, addr string) error {
+	l, err := listen(addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: srfake.NewRegistry().Handler(), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	s.closers = append(s.closers, func() { srv.Close() })
+	s.Addrs.Registry = l.Addr().String()
+	if s.Registry, err = schemareg.Dial("http://" + s.Addrs.Registry); err != nil {
+		return err
+	}
+	return s.Registry.RegisterAll(ctx)
+}
+
 // startRedis starts redis-server on a free port, or miniredis when it is not installed.
-func startRedis(dataDir string) (addr string, stop func(), err error) {
+func startRedis(dataDir, at string) (addr string, stop func(), err error) {
 	bin, lookErr := exec.LookPath("redis-server")
 	if lookErr != nil {
-		m, err := miniredis.Run()
-		if err != nil {
+		m := miniredis.NewMiniRedis()
+		if at == "" {
+			at = "127.0.0.1:0"
+		}
+		if err := m.StartAddr(at); err != nil {
 			return "", nil, fmt.Errorf("miniredis: %w", err)
 		}
 		return m.Addr(), m.Close, nil
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := listen(at)
 	if err != nil {
 		return "", nil, err
 	}
+	host, _, _ := net.SplitHostPort(l.Addr().String())
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
 	dir := filepath.Join(dataDir, "redis")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", nil, err
 	}
-	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)
+	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", host, "--save", "", "--appendonly", "no", "--dir", dir)
 	if err := cmd.Start(); err != nil {
 		return "", nil, fmt.Errorf("redis-server: %w", err)
 	}
 	stop = func() { cmd.Process.Kill(); cmd.Wait() }
-	addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	addr = net.JoinHostPort(host, strconv.Itoa(port))
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		if c, err := net.Dial("tcp", addr); err == nil {
 			c.Close()
@@ -150,13 +217,14 @@ func startRedis(dataDir string) (addr string, stop func(), err error) {
 }
 
 // startS3 serves gofakes3 over HTTP on a loopback port and creates the versioned bucket.
-func startS3(ctx context.Context, s *Stack) (*s3.Client, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+func startS3(ctx context.Context, s *Stack, at string) (*s3.Client, error) {
+	l, err := listen(at)
 	if err != nil {
 		return nil, err
 	}
+	s.Addrs.S3 = l.Addr().String()
 	srv := &http.Server{Handler: gofakes3.New(s3mem.New()).Server(), ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(l)
+	go func() { _ = srv.Serve(l) }()
 	s.closers = append(s.closers, func() { srv.Close() })
 	client := s3.New(s3.Options{
 		BaseEndpoint: aws.String("http://" + l.Addr().String()),

@@ -29,6 +29,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/metrics"
 	"github.com/lethe-erasure/lethe/pkg/qdrantstore"
 	"github.com/lethe-erasure/lethe/pkg/redisstore"
+	"github.com/lethe-erasure/lethe/pkg/schemareg"
 	"github.com/lethe-erasure/lethe/pkg/service"
 	"github.com/lethe-erasure/lethe/pkg/subject"
 	"github.com/lethe-erasure/lethe/pkg/wal"
@@ -47,6 +48,10 @@ type Options struct {
 	Auth      *auth.Authenticator  // intake authentication; nil: none
 	Limiter   *auth.Limiter        // per-tenant submission rate; nil: unlimited
 	KEK       *envelope.KEK        // seals identifiers on erasure.requested (keys under DataDir/keys); nil: a throwaway one
+	Addrs     Addrs                // where the embedded components listen; empty: free ports
+	// Framings says how the records Lethe writes are framed (default single-object
+	// encoding everywhere); every consumer reads both framings whatever it says.
+	Framings schemareg.Framings
 	// Deleters run beside the built-in ones (qdrant, redis, dataset, audit_log), for kinds
 	// those do not serve. Each is given the system's stack only through its Store.
 	Deleters []Deleter
@@ -125,7 +130,7 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	st, err := StartStack(ctx, o.DataDir)
+	st, err := StartStackAt(ctx, o.DataDir, o.Addrs)
 	if err != nil {
 		return nil, err
 	}
@@ -134,6 +139,7 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 		wal.LogRepairs(log, "audit", d.Repairs())
 	}
 	sys.closers = append(sys.closers, st.Close)
+	st.Registry.Framings = o.Framings
 	prod, err := st.Broker.NewProducer()
 	if err != nil {
 		return nil, err
@@ -145,7 +151,7 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 	sys.closers = append(sys.closers, func() { sys.Sealer.Keys.(*envelope.DirKeyStore).Close() })
 	wal.LogRepairs(log, "keys", sys.Sealer.Keys.(*envelope.DirKeyStore).Repairs())
 
-	sys.Intake = &intake.Service{Key: o.Key, Inventory: sys.Inventory, Producer: prod, Store: st.Audit, Policy: o.Policy, Log: log.With(zap.String("service", "intake")), Metrics: m, Auth: o.Auth, Limiter: o.Limiter, Sealer: sys.Sealer}
+	sys.Intake = &intake.Service{Key: o.Key, Inventory: sys.Inventory, Producer: prod, Store: st.Audit, Policy: o.Policy, Log: log.With(zap.String("service", "intake")), Metrics: m, Auth: o.Auth, Limiter: o.Limiter, Sealer: sys.Sealer, Registry: st.Registry}
 	if err := startWorkflow(sys.Intake, o, st); err != nil {
 		return nil, err
 	}
@@ -215,9 +221,13 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 	sys.cancel = cancel
 	g, gctx := errgroup.WithContext(runCtx)
 	sys.group = g
+	// Records of Lethe's own topics reach the handlers in single-object encoding whatever
+	// their framing; intake reads registry-framed records itself (resolving schemas it
+	// never released).
 	for _, grp := range groups {
+		h := st.Registry.Reframe(schemareg.OwnTopics(), grp.Handler)
 		g.Go(func() error {
-			return consumer.Run(gctx, consumer.Config{Broker: st.Broker, Group: grp.Name, Topics: grp.Topics, Log: log.With(zap.String("group", grp.Name)), Metrics: m, Redact: grp.Redact}, grp.Handler)
+			return consumer.Run(gctx, consumer.Config{Broker: st.Broker, Group: grp.Name, Topics: grp.Topics, Log: log.With(zap.String("group", grp.Name)), Metrics: m, Redact: grp.Redact}, h)
 		})
 	}
 	watchdog := &aggregator.Watchdog{Store: st.Audit, Producer: prod, Interval: 5 * time.Second, Log: log.With(zap.String("service", "aggregator")), Metrics: m}

@@ -89,7 +89,7 @@ func (s *DirKeyStore) change(id string, decide func(*keyEntry) ([]byte, int, err
 		s.inflight--
 		s.cond.Broadcast()
 		if err == nil && scrubErr == nil {
-			s.maybeCompact(false)
+			_ = s.maybeCompact(false) // best effort here: the next write or Close compacts again
 		}
 	}()
 	if p != nil {

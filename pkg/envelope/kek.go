@@ -185,7 +185,7 @@ func (k KEK) String() string {
 func (k KEK) GoString() string { return k.String() }
 
 // Format prints String for every verb, so no verb can reach the ciphers' key schedules.
-func (k KEK) Format(f fmt.State, _ rune) { io.WriteString(f, k.String()) }
+func (k KEK) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, k.String()) }
 
 // wrap encrypts dek under the current key with AAD id. The result is
 // version ‖ len(kek id) ‖ kek id ‖ nonce ‖ AES-256-GCM(dek).

@@ -86,11 +86,21 @@ func (t *Type) Decode(data []byte, v any) error {
 	if !ok {
 		return fmt.Errorf("%w: %s %x", ErrUnknownSchema, t.name, fp)
 	}
+	return t.DecodeBody(writer, body, v)
+}
+
+// DecodeBody reads body, one Avro datum written with the writer schema (without any
+// framing), into v by the current schema, resolving the writer schema against it. It is
+// what Decode does after it found the writer schema by fingerprint; framings that find it
+// another way (a Schema Registry id) call it. It fails with ErrUnknownSchema when writer
+// cannot be read by the current schema, or ErrMalformed.
+func (t *Type) DecodeBody(writer avro.Schema, body []byte, v any) error {
 	if err := validate(writer, body); err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrMalformed, t.name, err)
 	}
 	schema := t.current
 	if writer != t.current {
+		var err error
 		schema, err = avro.NewSchemaCompatibility().Resolve(t.current, writer)
 		if err != nil {
 			return fmt.Errorf("%w: %s: resolve: %v", ErrUnknownSchema, t.name, err)
@@ -100,6 +110,15 @@ func (t *Type) Decode(data []byte, v any) error {
 		return fmt.Errorf("%w: %s: %v", ErrMalformed, t.name, err)
 	}
 	return nil
+}
+
+// EncodeBody writes v with the current schema, without any framing.
+func (t *Type) EncodeBody(v any) ([]byte, error) {
+	body, err := avro.Marshal(t.current, v)
+	if err != nil {
+		return nil, fmt.Errorf("event: encode %s: %w", t.name, err)
+	}
+	return body, nil
 }
 
 func mustType(name string) *Type {
@@ -185,7 +204,7 @@ func Released() (map[string][]avro.Schema, error) {
 
 func versionNum(file string) int {
 	var v int
-	fmt.Sscanf(file, "v%d.avsc", &v)
+	_, _ = fmt.Sscanf(file, "v%d.avsc", &v) // not vN.avsc: 0, sorted first
 	return v
 }
 
@@ -204,4 +223,16 @@ func parseAll(files []string) (map[string]avro.Schema, error) {
 		out[schemaFiles[i]] = s
 	}
 	return out, nil
+}
+
+// SingleObject frames body, written with writer, in single-object encoding, provided
+// writer has the canonical form of one of t's released or current schemas (its
+// fingerprint is one Decode knows); otherwise it fails with ErrUnknownSchema. It turns a
+// record framed another way into one that Decode reads, without decoding it.
+func (t *Type) SingleObject(writer avro.Schema, body []byte) ([]byte, error) {
+	fp := fingerprintBytes(Fingerprint(writer))
+	if _, ok := t.writers[string(fp)]; !ok {
+		return nil, fmt.Errorf("%w: %s: writer schema is none of the released ones", ErrUnknownSchema, t.name)
+	}
+	return append(append(append(make([]byte, 0, 10+len(body)), soe.Magic...), fp...), body...), nil
 }

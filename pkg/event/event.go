@@ -264,7 +264,7 @@ type StoreEvidence struct {
 	PhysicalErasureDue *time.Time `avro:"physical_erasure_due" json:"physical_erasure_due,omitempty"`
 }
 
-// Receipt status values.
+// Receipt status values: ReceiptComplete when every store reported success.
 const (
 	ReceiptComplete = "COMPLETE"
 	// ReceiptPartial: every store verified clean except stores under a legal hold, which

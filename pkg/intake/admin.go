@@ -65,6 +65,10 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request) {
 		}
 		f.Limit = n
 	}
+	if key := q.Get("idempotency_key"); key != "" {
+		s.listByIdempotencyKey(w, r, f.Tenant, key)
+		return
+	}
 	switch f.State {
 	case "", StatePending, StateInProgress, StateFailed, StateComplete,
 		StatePreviewed, StateScheduled, StateCancelled, StateAwaitingApproval, StateRejected, StatePartial:

@@ -111,6 +111,7 @@ const Pending event.Status = "PENDING"
 //	GET  /v1/erasures/{id}          status (200 with Status; 404)
 //	GET  /v1/erasures/{id}/receipt  receipt (200 with event.Receipt; 404 until it exists)
 //	GET  /v1/erasures               list: ?tenant=&state=&overdue=true&limit= (200 {"requests": [Status]})
+//	GET  /v1/erasures?tenant=&idempotency_key=   the request submitted with that key, if any (200 {"requests": [Status]})
 //	POST /v1/erasures/{id}/retry    re-drive with RetryRequest (202; 400, 404, 503)
 //	POST /v1/suppressions/check     which identifiers are erased: CheckRequest (200 CheckResponse; 400, 403, 429, 503)
 //	POST /v1/suppressions/lift      lift suppressions by consent: LiftRequest (200 LiftResponse; 400, 403, 429, 503)
@@ -149,21 +150,30 @@ func (s *Service) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool
 		s.reject(w, http.StatusBadRequest, metrics.ReasonInvalid, "body could not be read")
 		return false
 	}
-	if !utf8.Valid(raw) || loneSurrogate(raw) {
-		s.reject(w, http.StatusBadRequest, metrics.ReasonInvalid, "body is not valid UTF-8 (or escapes a lone UTF-16 surrogate)")
+	if err := decodeStrict(raw, v); err != nil {
+		s.reject(w, http.StatusBadRequest, metrics.ReasonInvalid, "body "+err.Error())
 		return false
+	}
+	return true
+}
+
+// decodeStrict decodes raw, one JSON object with only the fields of v, into v. raw must
+// be valid UTF-8 and must not escape a lone UTF-16 surrogate (encoding/json would replace
+// either by U+FFFD, changing the identifier). Errors complete a sentence whose subject is
+// the body or record ("is not a valid request: ...") and never echo raw.
+func decodeStrict(raw []byte, v any) error {
+	if !utf8.Valid(raw) || loneSurrogate(raw) {
+		return errors.New("is not valid UTF-8 (or escapes a lone UTF-16 surrogate)")
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		s.reject(w, http.StatusBadRequest, metrics.ReasonInvalid, "body is not a valid request: "+jsonReason(err))
-		return false
+		return errors.New("is not a valid request: " + jsonReason(err))
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		s.reject(w, http.StatusBadRequest, metrics.ReasonInvalid, "body holds more than one JSON value")
-		return false
+		return errors.New("holds more than one JSON value")
 	}
-	return true
+	return nil
 }
 
 // handleSubmit answers a submission. The body is validated before the tenant is
@@ -397,7 +407,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.WriteHeader(code)
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	enc.Encode(v)
+	_ = enc.Encode(v) // the status is sent; a client that went away is no error of ours
 }
 
 func writeError(w http.ResponseWriter, code int, msg string) {

@@ -39,6 +39,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/metrics"
 	"github.com/lethe-erasure/lethe/pkg/retry"
+	"github.com/lethe-erasure/lethe/pkg/schemareg"
 	"github.com/lethe-erasure/lethe/pkg/subject"
 	"github.com/lethe-erasure/lethe/pkg/worker"
 	"github.com/lethe-erasure/lethe/pkg/workflow"
@@ -138,6 +139,7 @@ type Service struct {
 	Auth           *auth.Authenticator // nil: no authentication (every caller may act for every tenant)
 	Limiter        *auth.Limiter       // per-tenant submission rate; nil: unlimited
 	Sealer         *envelope.Sealer    // seals identifiers on erasure.requested; nil: they travel in the clear
+	Registry       *schemareg.Codec    // reads registry-framed intake records, frames erasure.requested; nil: single-object only
 	Now            func() time.Time
 
 	// SuppressionsTopic carries lifted suppressions; default event.TopicSuppressions.
@@ -271,7 +273,7 @@ func (s *Service) publish(ctx context.Context, req *event.Requested) error {
 		}
 		req.Sealed, req.Identifiers = sealed, event.Identifiers{SessionIDs: []string{}}
 	}
-	b, err := event.Request.Encode(req)
+	b, err := s.Registry.EncodeFor(s.requestedTopic(), event.Request, req)
 	if err != nil {
 		return fmt.Errorf("intake: encode: %w", err)
 	}
@@ -360,11 +362,13 @@ func validRedrive(prev auditlog.Request, ids event.Identifiers, stores []string)
 	return nil
 }
 
-// HandleIntake is the consumer.Handler for erasure.intake. Invalid requests are permanent
-// errors: the consumer dead-letters them with the reason.
+// HandleIntake is the consumer.Handler for erasure.intake. A record is JSON (JSONRecord)
+// or Avro in either framing (ContentTypeHeader). Invalid requests, undecodable records and
+// registry ids the registry does not know are permanent errors: the consumer dead-letters
+// them with the reason.
 func (s *Service) HandleIntake(ctx context.Context, rec *kgo.Record) error {
-	var in event.IntakeRequest
-	if err := event.Intake.Decode(rec.Value, &in); err != nil {
+	in, err := s.decodeRecord(ctx, rec)
+	if err != nil {
 		return err
 	}
 	if s.Auth != nil {
@@ -382,7 +386,7 @@ func (s *Service) HandleIntake(ctx context.Context, rec *kgo.Record) error {
 		}
 		in.Source = p.Name // the authenticated producer, not what the record claims
 	}
-	_, err := s.Submit(ctx, in)
+	_, err = s.Submit(ctx, in)
 	if errors.Is(err, ErrInvalid) || errors.Is(err, ErrConflict) {
 		return retry.Permanent(err)
 	}

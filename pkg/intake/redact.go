@@ -1,6 +1,7 @@
 package intake
 
 import (
+	"context"
 	"crypto/sha256"
 	"fmt"
 
@@ -14,10 +15,11 @@ import (
 // keep them in the dead-letter topic. A decodable request keeps every field but the
 // identifiers, which become keyed pseudonyms ("pseudonym:<hex>"); undecodable bytes are
 // replaced by their length and SHA-256. Refused records are refused for good (invalid,
-// unauthorised), so the producer resubmits rather than anyone replaying them.
+// unauthorised), so the producer resubmits rather than anyone replaying them. A decodable
+// record of any encoding (JSON, registry framed) is kept in Avro single-object encoding.
 func (s *Service) Redact(rec *kgo.Record) []byte {
-	var in event.IntakeRequest
-	if err := event.Intake.Decode(rec.Value, &in); err != nil {
+	in, err := s.decodeRecord(context.Background(), rec)
+	if err != nil {
 		return fmt.Appendf(nil, "redacted: %d undecodable bytes, sha256 %x", len(rec.Value), sha256.Sum256(rec.Value))
 	}
 	pseudo := func(id string) string {

@@ -167,5 +167,5 @@ func (m *Metrics) Serve(ctx context.Context, addr string, checks ...Check) error
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
-	json.NewEncoder(w).Encode(v)
+	_ = json.NewEncoder(w).Encode(v) // the status is sent; a client that went away is no error of ours
 }

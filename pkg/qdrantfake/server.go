@@ -45,6 +45,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 )
 
@@ -77,13 +78,18 @@ func New() *Server {
 	qdrant.RegisterQdrantServer(s.grpc, healthService{})
 	qdrant.RegisterCollectionsServer(s.grpc, &collectionsService{s: s})
 	qdrant.RegisterPointsServer(s.grpc, &pointsService{s: s})
+	// Server reflection, so grpcurl and other generic gRPC clients can list and call it.
+	reflection.Register(s.grpc)
 	return s
 }
 
 // Start listens on a free port of 127.0.0.1 and serves in the background until Close is
 // called or ctx is done.
-func Start(ctx context.Context) (*Server, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+func Start(ctx context.Context) (*Server, error) { return StartAt(ctx, "127.0.0.1:0") }
+
+// StartAt is Start listening on addr (host:port).
+func StartAt(ctx context.Context, addr string) (*Server, error) {
+	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("qdrantfake: listen: %w", err)
 	}

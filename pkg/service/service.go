@@ -23,6 +23,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/envelope"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/metrics"
+	"github.com/lethe-erasure/lethe/pkg/schemareg"
 )
 
 // Topics are every topic Lethe uses, dead-letter topics included.
@@ -43,6 +44,9 @@ type Env struct {
 	Producer *kgo.Client
 	Metrics  *metrics.Metrics
 	Sealer   *envelope.Sealer // seals and opens the identifiers on erasure.requested
+	// Registry is the Schema Registry ($LETHE_SCHEMA_REGISTRY_URL) with the framings of
+	// $LETHE_FRAMING; nil without one.
+	Registry *schemareg.Codec
 }
 
 // Spec is what a service runs: its consumer groups, other work (such as an HTTP server)
@@ -98,15 +102,20 @@ func run(ctx context.Context, service string, build func(ctx context.Context, en
 	if err != nil {
 		return err
 	}
-	env := Env{Config: cfg, Log: log, Producer: prod, Metrics: metrics.New(), Sealer: sealer}
+	registry, err := registryFromEnv(ctx)
+	if err != nil {
+		return err
+	}
+	env := Env{Config: cfg, Log: log, Producer: prod, Metrics: metrics.New(), Sealer: sealer, Registry: registry}
 	spec, err := build(ctx, env)
 	if err != nil {
 		return err
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	for _, grp := range spec.Groups {
+		h := registry.Reframe(schemareg.OwnTopics(), grp.Handler)
 		g.Go(func() error {
-			return consumer.Run(gctx, consumer.Config{Broker: cfg.Broker, Group: grp.Name, Topics: grp.Topics, Log: log, Metrics: env.Metrics, Redact: grp.Redact}, grp.Handler)
+			return consumer.Run(gctx, consumer.Config{Broker: cfg.Broker, Group: grp.Name, Topics: grp.Topics, Log: log, Metrics: env.Metrics, Redact: grp.Redact}, h)
 		})
 	}
 	if spec.Run != nil {

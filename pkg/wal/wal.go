@@ -356,7 +356,7 @@ func encode(buf, payload []byte, scrub int) []byte {
 	return append(append(buf, h[:]...), payload...)
 }
 
-// append writes the record of payload (see encode) and returns its batch and the file
+// Append writes the record of payload (see encode) and returns its batch and the file
 // offset of the payload. The record is durable once commit of the batch returns nil.
 func (w *Log) Append(payload []byte, scrub int) (*Batch, int64, error) {
 	if len(payload) > maxRecord {
@@ -379,7 +379,7 @@ func (w *Log) Append(payload []byte, scrub int) (*Batch, int64, error) {
 	return w.cur, off, nil
 }
 
-// scrub zeroes n bytes at off, a region of a synced record outside its checksum, and
+// Scrub zeroes n bytes at off, a region of a synced record outside its checksum, and
 // returns the batch whose commit makes the zeros durable.
 func (w *Log) Scrub(off int64, n int) (*Batch, error) {
 	w.mu.Lock()
@@ -396,7 +396,7 @@ func (w *Log) Scrub(off int64, n int) (*Batch, error) {
 	return w.cur, nil
 }
 
-// commit waits until b is synced, leading the fsync when no other committer is.
+// Commit waits until b is synced, leading the fsync when no other committer is.
 func (w *Log) Commit(b *Batch) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -430,7 +430,7 @@ func (w *Log) Commit(b *Batch) error {
 	return b.err
 }
 
-// rollback cuts the file back to its synced size after a failed fsync; w.mu is held.
+// Rollback cuts the file back to its synced size after a failed fsync; w.mu is held.
 func (w *Log) Rollback() {
 	err := w.f.Truncate(w.syncedSize)
 	if err == nil {
@@ -443,7 +443,7 @@ func (w *Log) Rollback() {
 	w.size = w.syncedSize
 }
 
-// compact replaces the log with a new generation holding the records that write emits
+// Compact replaces the log with a new generation holding the records that write emits
 // (a snapshot of the state), written to a temporary file, synced and renamed into place.
 // The caller guarantees that no append, scrub or commit runs meanwhile. emit returns the
 // payload offset of each record in the new file.
@@ -506,7 +506,7 @@ func (w *Log) writeLog(gen uint64, body func(bw *bufio.Writer, off *int64) error
 	bw := bufio.NewWriterSize(f, 1<<20)
 	var h [headerSize]byte
 	copy(h[:], w.magic)
-	bw.Write(h[:])
+	_, _ = bw.Write(h[:]) // a bufio.Writer keeps its first error; Flush below returns it
 	off := int64(headerSize)
 	err = body(bw, &off)
 	if err == nil {
@@ -527,14 +527,14 @@ func (w *Log) writeLog(gen uint64, body func(bw *bufio.Writer, off *int64) error
 	return syncDir(w.dir)
 }
 
-// bytes returns the size of the log file.
+// Bytes returns the size of the log file.
 func (w *Log) Bytes() int64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.size
 }
 
-// close closes the log and releases the directory lock. Callers make sure no call is in
+// Close closes the log and releases the directory lock. Callers make sure no call is in
 // flight.
 func (w *Log) Close() error {
 	w.mu.Lock()

@@ -38,7 +38,7 @@ func main() {
 		}
 		env.Log.Info("access", zap.Stringer("auth", authn), zap.Stringer("rate_limit", limiter))
 		svc := &intake.Service{Key: env.Config.Key, Inventory: env.Config.Inventory, Producer: env.Producer, Store: store,
-			Policy: policy, Log: env.Log, Metrics: env.Metrics, Auth: authn, Limiter: limiter, Sealer: env.Sealer}
+			Policy: policy, Log: env.Log, Metrics: env.Metrics, Auth: authn, Limiter: limiter, Sealer: env.Sealer, Registry: env.Registry}
 		if err := configureWorkflow(svc, env, authn); err != nil {
 			return service.Spec{}, err
 		}
@@ -49,7 +49,7 @@ func main() {
 				<-ctx.Done()
 				sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
-				srv.Shutdown(sctx)
+				_ = srv.Shutdown(sctx) // past the deadline connections are dropped: the process is stopping
 			}()
 			env.Log.Info("listening", zap.String("addr", srv.Addr))
 			if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {

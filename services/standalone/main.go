@@ -20,7 +20,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -48,6 +47,7 @@ type options struct {
 	dataDir  string
 	httpAddr string
 	verbose  bool
+	addrs    embedded.Addrs
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -59,6 +59,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.dataDir, "data", "", "directory for the audit store, redis and logs (default: a new temporary directory)")
 	fs.StringVar(&o.httpAddr, "http", "", "intake listen address (default $LETHE_HTTP_ADDR or 127.0.0.1:8080; -demo: a free port)")
 	fs.BoolVar(&o.verbose, "v", false, "write service logs to stderr instead of the data directory")
+	addrFlags(fs, &o.addrs)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -111,6 +112,11 @@ func start(ctx context.Context, o options, stderr io.Writer) (*app, error) {
 		if o.httpAddr == "" {
 			o.httpAddr = "127.0.0.1:8080"
 		}
+	}
+	resolveAddrs(&o.addrs, o.demo)
+	framings, err := framingsFromEnv()
+	if err != nil {
+		return nil, err
 	}
 	key, err := loadKey(stderr)
 	if err != nil {
@@ -167,13 +173,11 @@ func start(ctx context.Context, o options, stderr io.Writer) (*app, error) {
 	}
 	sys, err := embedded.Start(ctx, embedded.Options{Key: key, DataDir: o.dataDir, HTTPAddr: o.httpAddr, Inventory: inv, Policy: policy, Log: log,
 		Auth: authn, Limiter: limiter, KEK: kek, Sweeps: sweeps, Retain: retain, Windows: windows, RequireApproval: authn != nil && !authn.Disabled(),
-		Discovery: dopts})
+		Discovery: dopts, Addrs: o.addrs, Framings: framings})
 	if err != nil {
 		return nil, err
 	}
-	st := sys.Stack
-	fmt.Fprintf(stderr, "lethe standalone: intake on %s, kafka %v, qdrant emulator, %s, gofakes3 (versioned bucket %s), audit store in %s\n",
-		sys.BaseURL, st.Broker.Brokers, st.RedisKind, embedded.DatasetBucket, filepath.Join(sys.DataDir, "audit"))
+	printStack(stderr, sys, !o.demo)
 	return &app{System: sys, log: log}, nil
 }
 

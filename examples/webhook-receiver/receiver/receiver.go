@@ -307,7 +307,7 @@ func parseRequest(body []byte) (Request, error) {
 func reply(w http.ResponseWriter, code int, body []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
-	w.Write(body)
+	_, _ = w.Write(body) // the status is sent; a client that went away is no error of ours
 }
 
 func fail(w http.ResponseWriter, code int, reason string) {

@@ -1,0 +1,141 @@
+package schemareg
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/lethe-erasure/lethe/pkg/event"
+)
+
+// Framings is the framing of each topic's records; a topic it does not name uses
+// Default.
+type Framings struct {
+	Default Framing
+	Topics  map[string]Framing
+}
+
+// Of is topic's framing.
+func (f Framings) Of(topic string) Framing {
+	if fr, ok := f.Topics[topic]; ok {
+		return fr
+	}
+	if f.Default == "" {
+		return SingleObject
+	}
+	return f.Default
+}
+
+// ParseFramings reads a framing setting (LETHE_FRAMING): one framing for every topic
+// ("registry"), or a comma-separated list of topic=framing with an optional bare default
+// ("single-object,erasure.completed=registry").
+func ParseFramings(s string) (Framings, error) {
+	f := Framings{Default: SingleObject, Topics: map[string]Framing{}}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		topic, name, named := strings.Cut(part, "=")
+		if !named {
+			name = topic
+		}
+		fr, err := ParseFraming(name)
+		if err != nil {
+			return Framings{}, err
+		}
+		if named {
+			f.Topics[strings.TrimSpace(topic)] = fr
+		} else {
+			f.Default = fr
+		}
+	}
+	return f, nil
+}
+
+// UsesRegistry reports whether any topic is framed for the registry.
+func (f Framings) UsesRegistry() bool {
+	if f.Default == Registry {
+		return true
+	}
+	for _, fr := range f.Topics {
+		if fr == Registry {
+			return true
+		}
+	}
+	return false
+}
+
+// EncodeFor writes v, of type t, in topic's framing (c.Framings). A nil Codec writes
+// single-object encoding.
+func (c *Codec) EncodeFor(topic string, t *event.Type, v any) ([]byte, error) {
+	if c == nil || c.Framings.Of(topic) != Registry {
+		return t.Encode(v)
+	}
+	return c.Encode(topic, t, v)
+}
+
+// Reframe wraps a record handler of Lethe's own topics: a registry-framed record of a
+// topic in types is handed on in single-object encoding (same body, the header of its
+// writer schema), so handlers that read single-object encoding read both framings. A
+// writer schema that is none of the released ones, or an id the registry does not know,
+// is a permanent error (the record is dead-lettered with the reason); other records pass
+// unchanged. A nil Codec refuses registry-framed records the same way.
+func (c *Codec) Reframe(types map[string]*event.Type, h func(context.Context, *kgo.Record) error) func(context.Context, *kgo.Record) error {
+	return func(ctx context.Context, rec *kgo.Record) error {
+		t, ok := types[rec.Topic]
+		if !ok || len(rec.Value) == 0 || rec.Value[0] != 0 {
+			return h(ctx, rec)
+		}
+		if c == nil {
+			return fmt.Errorf("%w: %s: schema registry framing, and no registry is configured", event.ErrUnknownSchema, t.Name())
+		}
+		id, body, err := c.header.DecodeID(rec.Value)
+		if err != nil {
+			return fmt.Errorf("%w: %s: %v", event.ErrMalformed, t.Name(), err)
+		}
+		writer, err := c.writer(ctx, t, id)
+		if err != nil {
+			return err
+		}
+		v, err := t.SingleObject(writer, body)
+		if err != nil {
+			return err
+		}
+		rec.Value = v
+		return h(ctx, rec)
+	}
+}
+
+// Topics maps each of Lethe's topics to the event type of its records.
+func Topics() map[string]*event.Type {
+	return map[string]*event.Type{
+		event.TopicIntake:       event.Intake,
+		event.TopicRequested:    event.Request,
+		event.TopicStoreDone:    event.Done,
+		event.TopicCompleted:    event.Completed,
+		event.TopicOverdue:      event.Overdues,
+		event.TopicSuppressions: event.Suppressions,
+	}
+}
+
+// RegisterAll registers the current schema of every topic in Topics (Register).
+func (c *Codec) RegisterAll(ctx context.Context) error {
+	for topic, t := range Topics() {
+		if _, err := c.Register(ctx, topic, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// OwnTopics is Topics without erasure.intake: the topics only Lethe writes, whose writer
+// schemas are always released ones, for Reframe. Intake records come from upstream apps,
+// whose schema versions the intake handler resolves itself.
+func OwnTopics() map[string]*event.Type {
+	t := Topics()
+	delete(t, event.TopicIntake)
+	return t
+}

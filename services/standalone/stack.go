@@ -1,0 +1,120 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+
+	"github.com/lethe-erasure/lethe/pkg/embedded"
+	"github.com/lethe-erasure/lethe/pkg/schemareg"
+)
+
+// Default listen addresses of the embedded components when serving (without -demo), the
+// ports their real counterparts use, so that redis-cli, kcat, aws s3 and a RAG app reach
+// them without configuration. -demo uses free ports.
+var serveAddrs = embedded.Addrs{
+	Kafka:    "127.0.0.1:9092",
+	Registry: "127.0.0.1:8081",
+	Qdrant:   "127.0.0.1:6334",
+	Redis:    "127.0.0.1:6379",
+	S3:       "127.0.0.1:9000",
+}
+
+// component is one embedded component's address setting: its flag and its variable.
+type component struct {
+	flag, env, what string
+	addr            *string
+}
+
+func components(a *embedded.Addrs) []component {
+	return []component{
+		{"kafka", "LETHE_STANDALONE_KAFKA_ADDR", "Kafka broker (kfake)", &a.Kafka},
+		{"registry", "LETHE_STANDALONE_REGISTRY_ADDR", "Schema Registry (srfake)", &a.Registry},
+		{"qdrant", "LETHE_STANDALONE_QDRANT_ADDR", "Qdrant emulator, gRPC", &a.Qdrant},
+		{"redis", "LETHE_STANDALONE_REDIS_ADDR", "redis-server (miniredis without one)", &a.Redis},
+		{"s3", "LETHE_STANDALONE_S3_ADDR", "S3 (gofakes3)", &a.S3},
+	}
+}
+
+// addrFlags defines a flag per component on fs; the values are resolved by resolveAddrs.
+func addrFlags(fs *flag.FlagSet, a *embedded.Addrs) {
+	for _, c := range components(a) {
+		fs.StringVar(c.addr, c.flag, "", fmt.Sprintf("%s listen address (default $%s, or %s; -demo: a free port)", c.what, c.env, *componentDefault(c.flag)))
+	}
+}
+
+func componentDefault(name string) *string {
+	for _, c := range components(&serveAddrs) {
+		if c.flag == name {
+			return c.addr
+		}
+	}
+	return new(string)
+}
+
+// resolveAddrs fills every address not set by flag from its variable, then (unless demo)
+// from serveAddrs.
+func resolveAddrs(a *embedded.Addrs, demo bool) {
+	for _, c := range components(a) {
+		if *c.addr == "" {
+			*c.addr = os.Getenv(c.env)
+		}
+		if *c.addr == "" && !demo {
+			*c.addr = *componentDefault(c.flag)
+		}
+	}
+}
+
+// framingsFromEnv reads $LETHE_FRAMING (schemareg.ParseFramings).
+func framingsFromEnv() (schemareg.Framings, error) {
+	return schemareg.ParseFramings(os.Getenv("LETHE_FRAMING"))
+}
+
+// printStack writes where every component listens and, when serving (examples), commands
+// that reach them. The examples name the demo customer, so the demo (whose output must
+// hold no raw identifier) prints none.
+func printStack(w io.Writer, sys *embedded.System, examples bool) {
+	st := sys.Stack
+	a := st.Addrs
+	fmt.Fprintf(w, `lethe standalone: listening
+  intake (HTTP)        %s
+  kafka                %s
+  schema registry      http://%s
+  qdrant (gRPC)        %s (server reflection on)
+  redis                %s (%s)
+  s3                   http://%s (bucket %s, access key lethe, secret lethe-local)
+  audit store          %s
+`,
+		sys.BaseURL, a.Kafka, a.Registry, a.Qdrant, a.Redis, st.RedisKind, a.S3, embedded.DatasetBucket,
+		filepath.Join(sys.DataDir, "audit"))
+	if !examples {
+		return
+	}
+	fmt.Fprintf(w, `try:
+  curl -s -X POST %s/v1/erasures -d '{"tenant_id":"%s","subject_id":"anna.schmidt@example.de","regulation":"GDPR"}'
+  echo '{"tenant_id":"%s","subject_id":"anna.schmidt@example.de","regulation":"GDPR"}' | kcat -P -b %s -t erasure.intake -k %s -H content-type=application/json
+  kcat -C -b %s -t erasure.completed -o beginning -e
+  redis-cli -h %s -p %s --scan --pattern 'session:%s:*'
+  AWS_ACCESS_KEY_ID=lethe AWS_SECRET_ACCESS_KEY=lethe-local AWS_DEFAULT_REGION=us-east-1 aws --endpoint-url http://%s s3 ls s3://%s --recursive
+  curl -s http://%s/subjects
+`,
+		sys.BaseURL, demoTenant,
+		demoTenant, a.Kafka, demoTenant,
+		a.Kafka,
+		host(a.Redis), port(a.Redis), demoTenant,
+		a.S3, embedded.DatasetBucket,
+		a.Registry)
+}
+
+func host(hostport string) string {
+	h, _, _ := net.SplitHostPort(hostport)
+	return h
+}
+
+func port(hostport string) string {
+	_, p, _ := net.SplitHostPort(hostport)
+	return p
+}
