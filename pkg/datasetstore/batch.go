@@ -85,11 +85,19 @@ func (m *matcher) keep(version bool) {
 // subject's pseudonym) form separate groups; a subject the store refuses (no identifier)
 // fails alone; an error reading or writing fails its whole group, which the runtime
 // retries (erasing is idempotent). A row holding the identifiers of two subjects of the
-// batch is counted for the first of them only. Tenant-scope subjects go through Erase.
+// batch is counted for the first of them only. Tenant-scope subjects, and every subject of
+// a store whose mention policy redacts or erases, go through Erase.
 func (s *Store) EraseBatch(ctx context.Context, st inventory.Store, subjects []deletion.Subject) ([]deletion.Result, []error) {
 	results := make([]deletion.Result, len(subjects))
 	errs := make([]error, len(subjects))
 	l, err := LocatorsOf(st)
+	if err == nil && l.Mentions != "" && l.Mentions != MentionsFail {
+		// Redacting or erasing mentions is per subject: each subject goes through Erase.
+		for i, subj := range subjects {
+			results[i], errs[i] = s.Erase(ctx, st, subj)
+		}
+		return results, errs
+	}
 	groups := map[string][]int{}
 	var order []string
 	locsOf := map[string][]location{}
