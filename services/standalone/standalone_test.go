@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -43,7 +44,8 @@ func TestDemoEndToEnd(t *testing.T) {
 	t.Setenv("LETHE_HMAC_KEY_FILE", "")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	var stdout, stderr bytes.Buffer
+	var stdout bytes.Buffer
+	var stderr lockedBuffer // the demo's output and the services' logs write it concurrently
 	a, err := start(ctx, options{demo: true, verbose: true, dataDir: t.TempDir()}, &stderr)
 	if err != nil {
 		t.Fatal(err)
@@ -246,4 +248,28 @@ func get(t *testing.T, url string) string {
 		t.Errorf("GET %s: %s %s", url, resp.Status, b)
 	}
 	return string(b)
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent writers, as os.Stderr is.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func (b *lockedBuffer) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]byte(nil), b.buf.Bytes()...)
 }
