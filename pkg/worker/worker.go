@@ -61,7 +61,7 @@ type Worker struct {
 	// event.TopicStoreFound.
 	FoundTopic string
 	Attempts   int           // tries per store before FAILED; default 5
-	Backoff    retry.Backoff // between tries; default 100ms..2s
+	Backoff    retry.Backoff // between tries; default 200ms..2s, jittered: at least 1.5 s over the 5 tries
 	Log        *zap.Logger
 	Metrics    *metrics.Metrics // nil records nothing
 	Sealer     *envelope.Sealer // opens sealed identifiers; nil: only clear ones are accepted
@@ -349,7 +349,7 @@ func (w *Worker) doneTopic() string {
 
 func (w *Worker) backoff() retry.Backoff {
 	if w.Backoff.Base == 0 {
-		return retry.Backoff{Base: 100 * time.Millisecond, Max: 2 * time.Second}
+		return retry.Backoff{Base: 200 * time.Millisecond, Max: 2 * time.Second}
 	}
 	return w.Backoff
 }
