@@ -101,9 +101,13 @@ lethectl audit replay --brokers 127.0.0.1:9092 --audit-dir data/audit -o json | 
 			if err != nil {
 				return err
 			}
+			reg, err := c.registry(ctx)
+			if err != nil {
+				return err
+			}
 			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			trail, err := replay.Rebuild(ctx, cfg, replay.Topics{})
+			trail, err := replay.Rebuild(ctx, cfg, replay.Topics{}, reg)
 			if err != nil {
 				return brokerErr(ctx, cfg, timeout, err)
 			}

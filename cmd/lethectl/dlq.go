@@ -15,6 +15,7 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/broker"
 	"github.com/lethe-erasure/lethe/pkg/dlq"
+	"github.com/lethe-erasure/lethe/pkg/schemareg"
 	"github.com/lethe-erasure/lethe/pkg/service"
 )
 
@@ -42,6 +43,17 @@ func (c *cli) brokerClient() (broker.Config, *kgo.Client, error) {
 	}
 	cl, err := cfg.NewProducer()
 	return cfg, cl, err
+}
+
+// registry is the Schema Registry of LETHE_SCHEMA_REGISTRY_URL with the framings of
+// LETHE_FRAMING, as the services read them (schemareg.FromEnv); nil without one, which
+// reads and writes single-object records only.
+func (c *cli) registry(ctx context.Context) (*schemareg.Codec, error) {
+	reg, err := schemareg.FromEnv(ctx, c.getenv)
+	if err != nil {
+		return nil, fmt.Errorf("schema registry: %w", err)
+	}
+	return reg, nil
 }
 
 // dlqTopics are the dead-letter topics of Lethe's topics.

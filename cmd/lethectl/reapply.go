@@ -14,6 +14,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/aggregator"
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/schemareg"
 )
 
 var reapplyCmd = &command{
@@ -116,6 +117,10 @@ func (c *cli) reapply(ctx context.Context, tenant, store string, since time.Time
 		fmt.Fprintf(c.stderr, "no erasure of tenant %s covering store %s completed since %s\n", tenant, store, formatTime(since))
 		return c.printReapplied(todo)
 	}
+	reg, err := c.registry(ctx)
+	if err != nil {
+		return err
+	}
 	cfg, cl, err := c.brokerClient()
 	if err != nil {
 		return err
@@ -131,7 +136,7 @@ func (c *cli) reapply(ctx context.Context, tenant, store string, since time.Time
 	pass := "reapply-" + time.Now().UTC().Format("20060102T150405.000Z")
 	for i, req := range reqs {
 		ev := aggregator.RedriveEvent(req, event.PurposeReapply, pass, []string{store})
-		b, err := event.Request.Encode(&ev)
+		b, err := reg.EncodeFor(event.TopicRequested, event.Request, &ev)
 		if err != nil {
 			return err
 		}
@@ -148,7 +153,7 @@ func (c *cli) reapply(ctx context.Context, tenant, store string, since time.Time
 	if !wait || len(reqs) == 0 {
 		return c.printReapplied(todo)
 	}
-	reports, err := c.followPass(ctx, cfg.Options(), ends, pass, store, len(reqs))
+	reports, err := c.followPass(ctx, cfg.Options(), reg, ends, pass, store, len(reqs))
 	for i := range todo {
 		if d, ok := reports[todo[i].RequestID]; ok {
 			todo[i].Outcome, todo[i].Deleted = outcomeOf(d), d.Deleted()
@@ -202,8 +207,8 @@ func outcomeOf(d event.StoreDone) string {
 }
 
 // followPass reads erasure.store.done from ends until n requests reported store for pass,
-// printing each as it arrives.
-func (c *cli) followPass(ctx context.Context, opts []kgo.Opt, ends kadm.ListedOffsets, pass, store string, n int) (map[string]event.StoreDone, error) {
+// printing each as it arrives. Reports are read in either framing (reg.Decode).
+func (c *cli) followPass(ctx context.Context, opts []kgo.Opt, reg *schemareg.Codec, ends kadm.ListedOffsets, pass, store string, n int) (map[string]event.StoreDone, error) {
 	from := map[string]map[int32]kgo.Offset{event.TopicStoreDone: {}}
 	ends.Each(func(o kadm.ListedOffset) { from[o.Topic][o.Partition] = kgo.NewOffset().At(o.Offset) })
 	cl, err := kgo.NewClient(append(opts, kgo.ConsumePartitions(from))...)
@@ -219,7 +224,7 @@ func (c *cli) followPass(ctx context.Context, opts []kgo.Opt, ends kadm.ListedOf
 		}
 		f.EachRecord(func(r *kgo.Record) {
 			var d event.StoreDone
-			if event.Done.Decode(r.Value, &d) != nil || d.Pass != pass || d.Store != store {
+			if reg.Decode(ctx, event.Done, r.Value, &d) != nil || d.Pass != pass || d.Store != store {
 				return
 			}
 			if _, seen := got[d.RequestID]; !seen {
