@@ -81,6 +81,8 @@ that trail: each stored receipt must be the one its reports justify and the one 
 published, every request complete per its reports must have a receipt, and every tenant's
 receipt chain must verify. Prints the counts and every finding; exits 4 on any finding.
 Requests in flight can show as findings (a receipt not yet published): run it again.
+Records framed for the Schema Registry are decoded through LETHE_SCHEMA_REGISTRY_URL;
+without it they count as undecodable.
 
 ` + auditStoreHelp,
 	example: `lethectl audit replay --brokers kafka-1:9092 --audit-table lethe-audit

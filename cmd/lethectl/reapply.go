@@ -34,7 +34,10 @@ Requests whose identifiers are already shredded (their data key destroyed after 
 retention, LETHE_RETAIN) cannot be re-run: they are listed as shredded. Their subjects'
 pseudonyms stay on the suppression list, so ingestion does not write them back.
 
---since is an RFC 3339 time (2026-11-30T00:00:00Z) or a duration back from now (72h).`,
+--since is an RFC 3339 time (2026-11-30T00:00:00Z) or a duration back from now (72h).
+
+The re-drives are framed as LETHE_FRAMING says for erasure.requested (with
+LETHE_SCHEMA_REGISTRY_URL, as the services read them); reports are read in either framing.`,
 	example: `lethectl reapply --tenant acme --store redis --since 2026-11-30T00:00:00Z --audit-table lethe-audit
 lethectl reapply --tenant acme --store qdrant --since 72h --wait=false`,
 	exits: "0 every request re-applied (or none to do); 1 error; 2 usage; 4 some store could not be verified clean; 5 --timeout passed before every report.",
