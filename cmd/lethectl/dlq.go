@@ -123,6 +123,10 @@ lethectl dlq list erasure.requested --limit 20 -o json | jq '.[].entries[].reaso
 			if err != nil {
 				return err
 			}
+			reg, err := c.registry(ctx)
+			if err != nil {
+				return err
+			}
 			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
 			type listed struct {
@@ -131,7 +135,7 @@ lethectl dlq list erasure.requested --limit 20 -o json | jq '.[].entries[].reaso
 			}
 			var out []listed
 			for _, t := range topics {
-				es, err := dlq.List(ctx, cfg, t, limit)
+				es, err := dlq.List(ctx, cfg, reg, t, limit)
 				if err != nil {
 					return brokerErr(ctx, cfg, timeout, err)
 				}
@@ -214,13 +218,17 @@ lethectl dlq replay erasure.store.done --request er_6ebc4c5fc7aee916243a000c4fb9
 			if err != nil {
 				return err
 			}
+			reg, err := c.registry(ctx)
+			if err != nil {
+				return err
+			}
 			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
 			if !yes {
 				if !c.isTTY() {
 					return usageErrorf("stdin is not a terminal: pass --yes to replay without confirmation")
 				}
-				es, err := dlq.List(ctx, cfg, topic, 0)
+				es, err := dlq.List(ctx, cfg, reg, topic, 0)
 				if err != nil {
 					return brokerErr(ctx, cfg, timeout, err)
 				}
@@ -241,7 +249,7 @@ lethectl dlq replay erasure.store.done --request er_6ebc4c5fc7aee916243a000c4fb9
 					return errors.New("not confirmed; nothing replayed")
 				}
 			}
-			n, err := dlq.Replay(ctx, cfg, topic, filter)
+			n, err := dlq.Replay(ctx, cfg, reg, topic, filter)
 			if err != nil {
 				return brokerErr(ctx, cfg, timeout, fmt.Errorf("%d records replayed before: %w", n, err))
 			}
