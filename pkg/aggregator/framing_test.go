@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/testenv"
 )
@@ -14,17 +13,8 @@ import (
 // from the default (registered under its own subject on first use).
 func TestWatchdogFramesOverdue(t *testing.T) {
 	ctx := context.Background()
-	store, err := auditlog.OpenDir(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
 	t0 := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
-	r := auditlog.Request{RequestID: "r", TenantID: "acme", SubjectHash: "h", Regulation: "GDPR", Scope: event.ScopeSubject,
-		RequestedAt: t0, DueAt: t0.Add(100 * time.Hour), ExpectedStores: []string{"qdrant"}, Attempt: 1}
-	if err := store.PutRequest(ctx, r); err != nil {
-		t.Fatal(err)
-	}
+	store := openRequest(t, t0, 100*time.Hour)
 	for _, topic := range []string{event.TopicOverdue, "team.overdue"} {
 		reg, _ := testenv.Registry(t, "single-object,"+topic+"=registry")
 		prod := &capture{}
