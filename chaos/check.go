@@ -169,7 +169,7 @@ func check(ctx context.Context, sys *System, pop *Population, acked map[int]stri
 	// The audit table against the event trail.
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	trail, err := replay.Rebuild(rctx, sys.Broker, replay.Topics{})
+	trail, err := replay.Rebuild(rctx, sys.Broker, replay.Topics{}, nil) // the services run without a registry: single-object records
 	if err != nil {
 		return fmt.Errorf("chaos: replay: %w", err)
 	}

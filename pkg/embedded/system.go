@@ -170,6 +170,7 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 		Log:       log.With(zap.String("service", "aggregator")),
 		Metrics:   m,
 		Sealer:    sys.Sealer,
+		Registry:  st.Registry,
 		Inventory: sys.Inventory,
 		Sweeps:    o.Sweeps,
 		Retain:    o.Retain,
@@ -192,6 +193,7 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 			Log:       log.With(zap.String("service", d.Name)),
 			Metrics:   m,
 			Sealer:    sys.Sealer,
+			Registry:  st.Registry,
 			Discovery: sys.Discovery,
 			Batching:  worker.DefaultBatching,
 		}
@@ -230,7 +232,7 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 			return consumer.Run(gctx, consumer.Config{Broker: st.Broker, Group: grp.Name, Topics: grp.Topics, Log: log.With(zap.String("group", grp.Name)), Metrics: m, Redact: grp.Redact}, h)
 		})
 	}
-	watchdog := &aggregator.Watchdog{Store: st.Audit, Producer: prod, Interval: 5 * time.Second, Log: log.With(zap.String("service", "aggregator")), Metrics: m}
+	watchdog := &aggregator.Watchdog{Store: st.Audit, Producer: prod, Interval: 5 * time.Second, Log: log.With(zap.String("service", "aggregator")), Metrics: m, Registry: st.Registry}
 	g.Go(func() error { return watchdog.Run(gctx) })
 	g.Go(func() error { return sys.Aggregator.Run(gctx, cmp.Or(o.SweepEvery, 10*time.Second)) })
 	g.Go(func() error { sys.Intake.RunSchedule(gctx, time.Second); return nil })
