@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"math/rand/v2"
 	"net/url"
 	"strings"
 	"sync"
@@ -406,4 +407,128 @@ func TestTenantErasureDropsSummaries(t *testing.T) {
 	if err != nil || len(vs) != 0 {
 		t.Errorf("summary versions after the tenant erasure: %d, %v; want none", len(vs), err)
 	}
+}
+
+// TestSummariesEraseWhatFullReadsErase: on random datasets (every format, history,
+// mentions, bystanders, an identifier with a space) and random sequences of application
+// writes, erasures, batches, counts and verifications, a store with summaries returns
+// exactly what a store without them returns and leaves every version byte for byte the
+// same.
+func TestSummariesEraseWhatFullReadsErase(t *testing.T) {
+	ctx := context.Background()
+	ids := []string{"cust-0", "cust-1", "cust-2", "cust-3", "ann lee", "c9"}
+	keys := []string{"acme/a.csv", "acme/b.jsonl", "acme/c.json", "acme/d.tsv.gz", "acme/e.parquet"}
+	for seed := range uint64(12) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(seed, 7))
+			plain, summarised := newS3Client(t), newS3Client(t)
+			stores := []*Store{New(plain, ""), New(summarised, "", withSummaries)}
+			worlds := []s3World{{plain}, {summarised}}
+			st := testInventory("s3://" + testBucket + "/{tenant}/")
+			if p := []string{"", MentionsRedact, MentionsErase}[r.IntN(3)]; p != "" {
+				st.Locators = st.Locators.With("mentions", p)
+			}
+			subj := func() deletion.Subject {
+				id := ids[r.IntN(len(ids))]
+				return deletion.Subject{Tenant: "acme", ID: id, Hash: "h", Sessions: []string{"sess-" + id}}
+			}
+			randomRows := func() []row {
+				var rows []row
+				for range 1 + r.IntN(6) {
+					var rw row
+					if r.IntN(4) > 0 {
+						rw.Customer = ids[r.IntN(len(ids))]
+					}
+					if r.IntN(3) == 0 {
+						rw.Sessions = []string{"sess-" + ids[r.IntN(len(ids))]}
+					}
+					rw.Text = []string{"hello", "ticket from " + ids[r.IntN(len(ids))] + ".", "(" + ids[r.IntN(len(ids))] + ")", trickyText}[r.IntN(4)]
+					rows = append(rows, rw)
+				}
+				return rows
+			}
+			for _, k := range keys {
+				data := render(t, k, randomRows())
+				for _, w := range worlds {
+					w.putVersion(t, k, data)
+				}
+			}
+			for op := range 14 {
+				var got [2]string
+				switch r.IntN(6) {
+				case 0: // the application writes a new version
+					k := keys[r.IntN(len(keys))]
+					data := render(t, k, randomRows())
+					for _, w := range worlds {
+						w.putVersion(t, k, data)
+					}
+					continue
+				case 1:
+					s := subj()
+					for i, store := range stores {
+						res, err := store.Erase(ctx, st, s)
+						got[i] = fmt.Sprintf("erase %s: %+v %v", s.ID, res, err)
+					}
+				case 2:
+					var batch []deletion.Subject
+					for range 1 + r.IntN(3) {
+						batch = append(batch, subj())
+					}
+					for i, store := range stores {
+						res, errs := store.EraseBatch(ctx, st, batch)
+						got[i] = fmt.Sprintf("batch: %+v %v", res, errs)
+					}
+				case 3:
+					s := subj()
+					for i, store := range stores {
+						res, err := store.Count(ctx, st, s)
+						got[i] = fmt.Sprintf("count %s: %+v %v", s.ID, res, err)
+					}
+				case 4:
+					s := subj()
+					for i, store := range stores {
+						res, err := store.Find(ctx, st, s)
+						got[i] = fmt.Sprintf("find %s: %+v %v", s.ID, res, err)
+					}
+				default:
+					s := subj()
+					for i, store := range stores {
+						v, err := store.Verify(ctx, st, s)
+						got[i] = fmt.Sprintf("verify %s: %+v %v", s.ID, v, err)
+					}
+				}
+				if got[0] != got[1] {
+					t.Fatalf("op %d:\nwithout summaries %s\nwith summaries    %s", op, got[0], got[1])
+				}
+			}
+			for _, k := range keys {
+				a, b := worlds[0].versions(t, k), worlds[1].versions(t, k)
+				if fmt.Sprint(a) != fmt.Sprint(b) {
+					t.Errorf("%s: versions differ:\n%q\n%q", k, a, b)
+				}
+			}
+		})
+	}
+}
+
+// FuzzMentionTokens: whenever the mention rule finds an identifier without split runes in
+// a string, the string's mention tokens hold that identifier, so a summary never hides a
+// mention.
+func FuzzMentionTokens(f *testing.F) {
+	for _, s := range [][2]string{{"ticket from cust-42.", "cust-42"}, {"(a@b.c)", "a@b.c"}, {"ab", "ab"}, {"x=cust-1!? y", "cust-1!"}, {"é cust-1", "cust-1"}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, s, id string) {
+		if id == "" || strings.ContainsFunc(id, isSplit) {
+			return
+		}
+		if !(&finder{ids: []string{id}}).in(s) {
+			return
+		}
+		found := false
+		mentionTokens(s, func(tok string) { found = found || tok == id })
+		if !found {
+			t.Fatalf("%q mentions %q but its tokens do not hold it", s, id)
+		}
+	})
 }
