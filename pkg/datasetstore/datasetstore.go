@@ -49,6 +49,10 @@
 // objects under "<prefix>" and the older versions under "<prefix> (old versions)". Objects
 // that are no dataset are left and reported unexamined.
 //
+// With WithSummaries, S3 locations skip the objects and versions whose per-object summary
+// of keyed pseudonyms shows they do not hold the subject (see summary.go); what is read and
+// reported is otherwise the same.
+//
 // Verify re-reads every current object and every remaining version and counts the
 // subject's rows (tenant scope: the dataset objects and versions left), beside what it
 // could not examine. Erase and Verify are idempotent and safe for concurrent use; errors
