@@ -158,7 +158,7 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 	deleters := append([]Deleter{
 		{"qdrant-deleter", qdrantstore.Kind, qdrantstore.New(st.Qdrant)},
 		{"redis-deleter", redisstore.Kind, redisstore.New(st.Redis)},
-		{"dataset-deleter", datasetstore.Kind, datasetstore.New(st.S3, filepath.Join(o.DataDir, "datasets"))},
+		{"dataset-deleter", datasetstore.Kind, datasetstore.New(st.S3, filepath.Join(o.DataDir, "datasets"), datasetstore.WithSummaries(o.Key))},
 		{"audit-verifier", auditlog.Kind, auditlog.NewVerifier(st.Audit)},
 	}, o.Deleters...)
 	if sys.Stores, err = checkDeleters(sys.Inventory, deleters); err != nil {
