@@ -15,6 +15,7 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/auditlog/auditlogtest"
+	"github.com/lethe-erasure/lethe/pkg/event"
 )
 
 // Each benchmark has one sub-benchmark per store (store=wal: auditlog.DirStore over
@@ -54,17 +55,15 @@ func openAudit(b *testing.B, k auditKind, dir string) auditStore {
 	return s
 }
 
-// BenchmarkPutReceipt is one durable conditional create of a receipt (fsync before it
-// returns), one writer, into a store that grows with b.N.
-func BenchmarkPutReceipt(b *testing.B) {
+// benchWrites runs write once per op on an empty store of each kind, one writer.
+func benchWrites(b *testing.B, write func(ctx context.Context, s auditlog.Store, r event.Receipt) error) {
 	for _, k := range auditKinds {
 		b.Run("store="+k.name, func(b *testing.B) {
 			s := openAudit(b, k, b.TempDir())
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {
-				r := auditlogtest.Receipt("acme", requestID())
-				if err := s.PutReceipt(ctx, r); err != nil {
+				if err := write(ctx, s, auditlogtest.Receipt("acme", requestID())); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -72,22 +71,20 @@ func BenchmarkPutReceipt(b *testing.B) {
 	}
 }
 
+// BenchmarkPutReceipt is one durable conditional create of a receipt (fsync before it
+// returns), one writer, into a store that grows with b.N.
+func BenchmarkPutReceipt(b *testing.B) {
+	benchWrites(b, func(ctx context.Context, s auditlog.Store, r event.Receipt) error { return s.PutReceipt(ctx, r) })
+}
+
 // BenchmarkIssue is the aggregator's receipt append, auditlog.Issue, the same code on
 // both stores: read the tenant's head, look the receipt up, swap the head and create the
 // receipt (two durable writes).
 func BenchmarkIssue(b *testing.B) {
-	for _, k := range auditKinds {
-		b.Run("store="+k.name, func(b *testing.B) {
-			s := openAudit(b, k, b.TempDir())
-			ctx := context.Background()
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := auditlog.Issue(ctx, s, auditlogtest.Receipt("acme", requestID())); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
+	benchWrites(b, func(ctx context.Context, s auditlog.Store, r event.Receipt) error {
+		_, err := auditlog.Issue(ctx, s, r)
+		return err
+	})
 }
 
 // writers is the number of concurrent writers of BenchmarkPutReceipt8Writers.

@@ -46,12 +46,22 @@ var _ auditlog.Store = (*BoltAudit)(nil)
 
 // OpenBoltAudit opens (creating it) the store in file path with bbolt's default options.
 func OpenBoltAudit(path string) (*BoltAudit, error) {
+	db, err := openBolt(path, bEvents, bRequests, bReports, bReceipts, bReceiptIdx, bHeads)
+	if err != nil {
+		return nil, err
+	}
+	return &BoltAudit{db: db}, nil
+}
+
+// openBolt opens the database in file path with bbolt's default options and creates the
+// buckets it lacks.
+func openBolt(path string, buckets ...[]byte) (*bolt.DB, error) {
 	db, err := bolt.Open(path, 0o600, nil)
 	if err != nil {
 		return nil, fmt.Errorf("storagecmp: open %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bEvents, bRequests, bReports, bReceipts, bReceiptIdx, bHeads} {
+		for _, b := range buckets {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -62,7 +72,7 @@ func OpenBoltAudit(path string) (*BoltAudit, error) {
 		db.Close()
 		return nil, fmt.Errorf("storagecmp: create buckets: %w", err)
 	}
-	return &BoltAudit{db: db}, nil
+	return db, nil
 }
 
 // DB is the underlying database, for size and statistics.

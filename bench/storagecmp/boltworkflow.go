@@ -3,8 +3,8 @@ package storagecmp
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"sort"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -26,20 +26,9 @@ var _ workflow.Store = (*BoltWorkflow)(nil)
 
 // OpenBoltWorkflow opens (creating it) the store in file path with bbolt's default options.
 func OpenBoltWorkflow(path string) (*BoltWorkflow, error) {
-	db, err := bolt.Open(path, 0o600, nil)
+	db, err := openBolt(path, bRecords, bHolds)
 	if err != nil {
-		return nil, fmt.Errorf("storagecmp: open %s: %w", path, err)
-	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		if _, err := tx.CreateBucketIfNotExists(bRecords); err != nil {
-			return err
-		}
-		_, err := tx.CreateBucketIfNotExists(bHolds)
-		return err
-	})
-	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("storagecmp: create buckets: %w", err)
+		return nil, err
 	}
 	return &BoltWorkflow{db: db}, nil
 }
@@ -110,23 +99,8 @@ func (s *BoltWorkflow) Swap(_ context.Context, r workflow.Record) (workflow.Reco
 
 // List returns every record, ordered by SubmittedAt then RequestID.
 func (s *BoltWorkflow) List(context.Context) ([]workflow.Record, error) {
-	var out []workflow.Record
-	err := s.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bRecords).ForEach(func(_, v []byte) error {
-			var r workflow.Record
-			if err := decode(v, &r); err != nil {
-				return err
-			}
-			out = append(out, r)
-			return nil
-		})
-	})
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].SubmittedAt.Equal(out[j].SubmittedAt) {
-			return out[i].SubmittedAt.Before(out[j].SubmittedAt)
-		}
-		return out[i].RequestID < out[j].RequestID
-	})
+	out, err := all[workflow.Record](s.db, bRecords)
+	sortBy(out, func(r workflow.Record) (time.Time, string) { return r.SubmittedAt, r.RequestID })
 	return out, err
 }
 
@@ -141,22 +115,35 @@ func (s *BoltWorkflow) PutHold(_ context.Context, h workflow.Hold) error {
 
 // Holds returns every hold, ordered by CreatedAt then ID.
 func (s *BoltWorkflow) Holds(context.Context) ([]workflow.Hold, error) {
-	var out []workflow.Hold
-	err := s.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bHolds).ForEach(func(_, v []byte) error {
-			var h workflow.Hold
-			if err := decode(v, &h); err != nil {
+	out, err := all[workflow.Hold](s.db, bHolds)
+	sortBy(out, func(h workflow.Hold) (time.Time, string) { return h.CreatedAt, h.ID })
+	return out, err
+}
+
+// all decodes every value of bucket b.
+func all[T any](db *bolt.DB, b []byte) ([]T, error) {
+	var out []T
+	err := db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(b).ForEach(func(_, v []byte) error {
+			var x T
+			if err := decode(v, &x); err != nil {
 				return err
 			}
-			out = append(out, h)
+			out = append(out, x)
 			return nil
 		})
 	})
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
-			return out[i].CreatedAt.Before(out[j].CreatedAt)
-		}
-		return out[i].ID < out[j].ID
-	})
 	return out, err
+}
+
+// sortBy orders xs by the time then the id that key returns.
+func sortBy[T any](xs []T, key func(T) (time.Time, string)) {
+	sort.Slice(xs, func(i, j int) bool {
+		ti, ii := key(xs[i])
+		tj, ij := key(xs[j])
+		if !ti.Equal(tj) {
+			return ti.Before(tj)
+		}
+		return ii < ij
+	})
 }
