@@ -43,7 +43,9 @@ const (
 // Overwriting is best effort: a journaling or copy-on-write filesystem, a snapshot, a
 // backup or an SSD's wear levelling may keep the old bytes, as may the blocks of a log
 // file removed by compaction. What remains is a data key wrapped by the KEK, useless
-// without it; keep the KEK away from this directory and its backups. Tombstones are kept
+// without it; keep the KEK away from this directory and its backups, and rotate it with
+// Sealer.RewrapAll: once the old KEK is destroyed, those remnants open nothing (see
+// docs/threat-model.md for what overwriting does not guarantee). Tombstones are kept
 // forever so that a shredded id cannot get a new key.
 //
 // DirKeyStore is safe for concurrent use. Only one store may have a directory open at a
