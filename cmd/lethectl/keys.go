@@ -119,7 +119,7 @@ func (c *cli) keysRewrap(ctx context.Context, dryRun bool, opt envelope.BulkOpti
 		counts, err := sealer.RewrapAll(ctx, opt)
 		rep.Rewrap = &counts
 		if err != nil {
-			c.printRewrap(rep)
+			_ = c.printRewrap(rep) // the counts so far; the error below is what matters
 			return fmt.Errorf("stopped: %w; run it again to finish (it skips what is done)", err)
 		}
 		opt.Rewrapping = nil
@@ -129,7 +129,7 @@ func (c *cli) keysRewrap(ctx context.Context, dryRun bool, opt envelope.BulkOpti
 		p.maybe(func() string { return fmt.Sprintf("%d keys read", total(n)) })
 	}
 	if rep.Census, err = sealer.Census(ctx, opt); err != nil {
-		c.printRewrap(rep)
+		_ = c.printRewrap(rep) // the counts so far; the error below is what matters
 		return fmt.Errorf("counting the keys stopped: %w", err)
 	}
 	rep.OtherKEK = rep.Census.Other(rep.CurrentKEK)

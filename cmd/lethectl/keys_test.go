@@ -245,4 +245,12 @@ func TestKeysRewrapDynamoDB(t *testing.T) {
 	}
 	r.noSecrets(t, res)
 	r.checkDropped(t, keys)
+
+	// A table that does not exist stops the run with the store's error (exit 1).
+	t.Setenv("LETHE_KEYS_TABLE", "no-such-table")
+	res = lethectl(t, "keys", "rewrap")
+	wantCode(t, res, exitError)
+	if !strings.Contains(res.stderr, "stopped") || !strings.Contains(res.stdout, "rewrapped") {
+		t.Fatalf("want the counts so far and the reason it stopped, got %s", res)
+	}
 }
