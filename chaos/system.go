@@ -249,6 +249,14 @@ func (s *System) AddInstance(ctx context.Context, service string) (*Proc, error)
 	return p, nil
 }
 
+// Setenv adds settings (KEY=value) to the environment of the service instances started
+// from now on; a setting overrides an earlier one of the same key.
+func (s *System) Setenv(kv ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.env = append(s.env, kv...)
+}
+
 // RemoveInstance stops the newest instance of service in an orderly way (SIGTERM).
 func (s *System) RemoveInstance(service string) error {
 	s.mu.Lock()
