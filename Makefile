@@ -58,9 +58,11 @@ fuzz:
 clean:
 	rm -rf .tools .bench
 
-## bench: measure erasure cost against corpus size, the seeds' approach beside it, end-to-end latency, throughput and memory; writes .bench/results.json
-bench:
+## bench: measure erasure cost against corpus size, the seeds' approach beside it, end-to-end latency, throughput and memory; writes .bench/results.json;
+## then throughput with 1, 2 and 4 instances of every deleter under injected store latency and CPU per erasure per service; writes .bench/scaling.json
+bench: tools
 	cd bench && go run ./cmd/benchrun -out ../.bench/results.json
+	cd chaos && go run ./cmd/scaling -out ../.bench/scaling.json
 
 ## chaos-short: the fault-injection tests (N=200 with kills, outages, scaling, broker restarts)
 chaos-short: tools
