@@ -129,18 +129,11 @@ type ScalingResult struct {
 // example a receipt missing at the deadline.
 func Scaling(ctx context.Context, cfg ScalingConfig) (*ScalingResult, error) {
 	cfg.defaults()
-	root, err := Root()
+	root, err := prepare(&cfg.Dir, "lethe-scaling-")
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Dir == "" {
-		if cfg.Dir, err = os.MkdirTemp("", "lethe-scaling-"); err != nil {
-			return nil, err
-		}
-	}
-	logf := func(format string, a ...any) {
-		fmt.Fprintf(cfg.Log, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, a...)...)
-	}
+	logf := timestamped(cfg.Log)
 	// No re-verification sweeps: a sweep a minute after each receipt would land in a later
 	// phase and be measured as part of its work.
 	sys, err := start(ctx, root, cfg.Dir, []string{"LETHE_SWEEPS=off"})
