@@ -58,9 +58,11 @@ fuzz:
 clean:
 	rm -rf .tools .bench
 
-## bench: measure erasure cost against corpus size, the seeds' approach beside it, end-to-end latency, throughput and memory; writes .bench/results.json
-bench:
+## bench: measure erasure cost against corpus size, the seeds' approach beside it, end-to-end latency, throughput and memory; writes .bench/results.json;
+## then throughput with 1, 2 and 4 instances of every deleter under injected store latency and CPU per erasure per service; writes .bench/scaling.json
+bench: tools
 	cd bench && go run ./cmd/benchrun -out ../.bench/results.json
+	cd chaos && go run ./cmd/scaling -out ../.bench/scaling.json
 
 ## bench-storage: the embedded audit and workflow stores on the write-ahead log, bbolt and a JSON file, side by side (docs/storage.md)
 bench-storage:
