@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math/rand/v2"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -59,7 +60,7 @@ func Collection(inv *inventory.Inventory, tenant string) string {
 // CreateCollection creates tenant's collection with keyword indexes on the subject fields.
 func CreateCollection(ctx context.Context, q *qdrant.Client, inv *inventory.Inventory, tenant string) error {
 	err := q.CreateCollection(ctx, &qdrant.CreateCollection{CollectionName: Collection(inv, tenant),
-		VectorsConfig: qdrant.NewVectorsConfig(&qdrant.VectorParams{Size: 4, Distance: qdrant.Distance_Cosine})})
+		VectorsConfig: qdrant.NewVectorsConfig(&qdrant.VectorParams{Size: chunkDim, Distance: qdrant.Distance_Cosine})})
 	if err != nil {
 		return fmt.Errorf("qdrant create collection: %w", err)
 	}
@@ -87,7 +88,7 @@ func SeedQdrant(ctx context.Context, q *qdrant.Client, k subject.Key, coll strin
 		return nil
 	}
 	add := func(payload map[string]*qdrant.Value) error {
-		batch = append(batch, &qdrant.PointStruct{Id: qdrant.NewIDNum(id), Vectors: qdrant.NewVectors(0.1, 0.2, 0.3, float32(id%97)), Payload: payload})
+		batch = append(batch, &qdrant.PointStruct{Id: qdrant.NewIDNum(id), Vectors: qdrant.NewVectorsDense(chunkVector(id)), Payload: payload})
 		id++
 		if len(batch) == qdrantBatch {
 			return flush()
@@ -249,4 +250,19 @@ func redisLocators(st inventory.Store) redisstore.Locators {
 		panic(err)
 	}
 	return l
+}
+
+// chunkDim is the dimension of the seeded chunks' vectors.
+const chunkDim = 16
+
+// chunkVector is point id's vector: Gaussian and seeded by id, so unrelated chunks are as
+// far apart as real embeddings of unrelated text (cosine near 0), and the semantic
+// read-back finds no near-duplicates that were never seeded.
+func chunkVector(id uint64) []float32 {
+	r := rand.New(rand.NewPCG(id, 0x6c65746865))
+	v := make([]float32, chunkDim)
+	for i := range v {
+		v[i] = float32(r.NormFloat64())
+	}
+	return v
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -133,7 +134,7 @@ func collection(st inventory.Store, tenant string) string {
 func (s *System) seedQdrant(ctx context.Context, st inventory.Store, tenant string, subs []*Subject) error {
 	coll := collection(st, tenant)
 	err := s.Qdrant.CreateCollection(ctx, &qdrant.CreateCollection{CollectionName: coll,
-		VectorsConfig: qdrant.NewVectorsConfig(&qdrant.VectorParams{Size: 4, Distance: qdrant.Distance_Cosine})})
+		VectorsConfig: qdrant.NewVectorsConfig(&qdrant.VectorParams{Size: chunkDim, Distance: qdrant.Distance_Cosine})})
 	if err != nil {
 		return err
 	}
@@ -148,7 +149,7 @@ func (s *System) seedQdrant(ctx context.Context, st inventory.Store, tenant stri
 				payload["customer_id"], payload["session_id"] = sub.ID, sub.Sessions[0]
 			}
 			points = append(points, &qdrant.PointStruct{Id: qdrant.NewIDNum(uint64(len(points) + 1)),
-				Vectors: qdrant.NewVectors(0.1, 0.2, 0.3, float32(i)), Payload: qdrant.NewValueMap(payload)})
+				Vectors: qdrant.NewVectorsDense(chunkVector(uint64(len(points) + 1))), Payload: qdrant.NewValueMap(payload)})
 		}
 	}
 	_, err = s.Qdrant.Upsert(ctx, &qdrant.UpsertPoints{CollectionName: coll, Points: points, Wait: aws.Bool(true)})
@@ -211,4 +212,19 @@ func (s *System) seedDatasets(ctx context.Context, tenant string, subs []*Subjec
 		}
 	}
 	return nil
+}
+
+// chunkDim is the dimension of the seeded chunks' vectors.
+const chunkDim = 16
+
+// chunkVector is point id's vector: Gaussian and seeded by id, so unrelated chunks are as
+// far apart as real embeddings of unrelated text (cosine near 0), and the semantic
+// read-back finds no near-duplicates that were never seeded.
+func chunkVector(id uint64) []float32 {
+	r := rand.New(rand.NewPCG(id, 0x6c65746865))
+	v := make([]float32, chunkDim)
+	for i := range v {
+		v[i] = float32(r.NormFloat64())
+	}
+	return v
 }

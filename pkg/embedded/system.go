@@ -198,7 +198,7 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 			Batching:  worker.DefaultBatching,
 		}
 		for range max(o.Instances, 1) {
-			groups = append(groups, service.Group{Name: "lethe-" + d.Name, Topics: []string{event.TopicRequested}, Handler: w.Handle})
+			groups = append(groups, service.Group{Name: "lethe-" + d.Name, Topics: []string{event.TopicRequested}, Handler: w.Handle, InFlight: worker.DefaultInFlight})
 		}
 	}
 
@@ -229,7 +229,7 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 	for _, grp := range groups {
 		h := st.Registry.Reframe(schemareg.OwnTopics(), grp.Handler)
 		g.Go(func() error {
-			return consumer.Run(gctx, consumer.Config{Broker: st.Broker, Group: grp.Name, Topics: grp.Topics, Log: log.With(zap.String("group", grp.Name)), Metrics: m, Redact: grp.Redact}, h)
+			return consumer.Run(gctx, consumer.Config{Broker: st.Broker, Group: grp.Name, Topics: grp.Topics, Log: log.With(zap.String("group", grp.Name)), Metrics: m, Redact: grp.Redact, InFlight: grp.InFlight}, h)
 		})
 	}
 	watchdog := &aggregator.Watchdog{Store: st.Audit, Producer: prod, Interval: 5 * time.Second, Log: log.With(zap.String("service", "aggregator")), Metrics: m, Registry: st.Registry}

@@ -57,7 +57,7 @@ func DeleterSpec(name, kind string, open Open) func(ctx context.Context, env Env
 		if err != nil {
 			return Spec{}, fmt.Errorf("%s: %w", name, err)
 		}
-		batching, err := BatchingFromEnv(os.Getenv)
+		batching, inflight, err := BatchingFromEnv(os.Getenv)
 		if err != nil {
 			return Spec{}, fmt.Errorf("%s: %w", name, err)
 		}
@@ -73,9 +73,10 @@ func DeleterSpec(name, kind string, open Open) func(ctx context.Context, env Env
 		}
 		spec := Spec{
 			Groups: []Group{{
-				Name:    "lethe-" + name,
-				Topics:  []string{event.TopicRequested},
-				Handler: w.Handle,
+				Name:     "lethe-" + name,
+				Topics:   []string{event.TopicRequested},
+				Handler:  w.Handle,
+				InFlight: inflight,
 			}},
 			Checks: checks,
 		}
@@ -89,25 +90,33 @@ func DeleterSpec(name, kind string, open Open) func(ctx context.Context, env Env
 	}
 }
 
-// BatchingFromEnv reads how a deleter batches erasures of a store that can
-// (deletion.BatchStore): LETHE_BATCH_MAX subjects at most per batch (1 turns batching
-// off) and LETHE_BATCH_WAIT, how long a batch waits to fill (a Go duration). Unset values
-// take worker.DefaultBatching's.
-func BatchingFromEnv(getenv func(string) string) (worker.Batching, error) {
-	b := worker.DefaultBatching
+// BatchingFromEnv reads how a deleter gathers work: LETHE_INFLIGHT requests of one
+// partition handled at once (erasures of different requests are independent), and for a
+// store that can batch (deletion.BatchStore) LETHE_BATCH_MAX subjects at most per batch (1
+// turns batching off) and LETHE_BATCH_WAIT, how long a batch waits to fill (a Go
+// duration). Unset values take worker.DefaultBatching's and worker.DefaultInFlight.
+func BatchingFromEnv(getenv func(string) string) (worker.Batching, int, error) {
+	b, inflight := worker.DefaultBatching, worker.DefaultInFlight
+	if v := getenv("LETHE_INFLIGHT"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1024 {
+			return b, 0, fmt.Errorf("LETHE_INFLIGHT %q: want a whole number from 1 to 1024", v)
+		}
+		inflight = n
+	}
 	if v := getenv("LETHE_BATCH_MAX"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
-			return b, fmt.Errorf("LETHE_BATCH_MAX %q: want a whole number of at least 1", v)
+			return b, 0, fmt.Errorf("LETHE_BATCH_MAX %q: want a whole number of at least 1", v)
 		}
 		b.Max = n
 	}
 	if v := getenv("LETHE_BATCH_WAIT"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 || d > time.Second {
-			return b, fmt.Errorf("LETHE_BATCH_WAIT %q: want a duration from 0 to 1s, such as 2ms", v)
+			return b, 0, fmt.Errorf("LETHE_BATCH_WAIT %q: want a duration from 0 to 1s, such as 2ms", v)
 		}
 		b.Wait = d
 	}
-	return b, nil
+	return b, inflight, nil
 }

@@ -63,6 +63,9 @@ type Group struct {
 	Topics  []string
 	Handler consumer.Handler
 	Redact  func(*kgo.Record) []byte // the dead-letter value of a record; nil: the record's own
+	// InFlight is how many records of one partition the group handles at once
+	// (consumer.Config.InFlight); 0 or 1: one at a time, in order.
+	InFlight int
 }
 
 // Main runs service: build its Spec with the Env, serve metrics and health on
@@ -115,7 +118,7 @@ func run(ctx context.Context, service string, build func(ctx context.Context, en
 	for _, grp := range spec.Groups {
 		h := registry.Reframe(schemareg.OwnTopics(), grp.Handler)
 		g.Go(func() error {
-			return consumer.Run(gctx, consumer.Config{Broker: cfg.Broker, Group: grp.Name, Topics: grp.Topics, Log: log, Metrics: env.Metrics, Redact: grp.Redact}, h)
+			return consumer.Run(gctx, consumer.Config{Broker: cfg.Broker, Group: grp.Name, Topics: grp.Topics, Log: log, Metrics: env.Metrics, Redact: grp.Redact, InFlight: grp.InFlight}, h)
 		})
 	}
 	if spec.Run != nil {
