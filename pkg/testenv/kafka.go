@@ -87,7 +87,9 @@ func externalKafka(t testing.TB, brokers []string, partitions int32, topics []st
 	}
 	kafkaLock.acquire(t, strings.Join(brokers, ","))
 	topics = slices.Compact(slices.Sorted(slices.Values(topics)))
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	// kgo answers metadata from a cache for MetadataMinAge (5 s by default); the waits
+	// below need fresh answers.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.MetadataMinAge(50*time.Millisecond))
 	if err != nil {
 		t.Fatalf("testenv: %s: %v", EnvKafka, err)
 	}
