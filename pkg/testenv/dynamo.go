@@ -16,7 +16,8 @@ import (
 
 // DynamoTable returns the name a test's table base should have on the DynamoDB of
 // Dynalite: base itself on the test's own dynalite, and base with a random suffix on the
-// server of EnvDynamoDB, where the table is deleted (if the test created it) when t ends.
+// server of EnvDynamoDB, where the table is deleted (if the test created it) when t ends,
+// and waited for until it is gone.
 func DynamoTable(t testing.TB, base string) string {
 	t.Helper()
 	ep := os.Getenv(EnvDynamoDB)
@@ -37,6 +38,12 @@ func DynamoTable(t testing.TB, base string) string {
 		var missing *types.ResourceNotFoundException
 		if err != nil && !errors.As(err, &missing) {
 			t.Errorf("testenv: delete table %s: %v", name, err)
+			return
+		}
+		// Deletion is asynchronous: wait until the table is gone.
+		w := dynamodb.NewTableNotExistsWaiter(c, func(o *dynamodb.TableNotExistsWaiterOptions) { o.MinDelay = 50 * time.Millisecond })
+		if err := w.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}, 30*time.Second); err != nil {
+			t.Errorf("testenv: table %s still there: %v", name, err)
 		}
 	})
 	return name
