@@ -42,8 +42,9 @@ func S3(t testing.TB, buckets ...string) *S3Server {
 	return S3With(t, S3Options{}, buckets...)
 }
 
-// S3With is S3 with options. With EnvS3 set, Wrap stands in front of the proxy and
-// Unversioned leaves versioning off on the buckets created here.
+// S3With is S3 with options. With EnvS3 set, Wrap stands in front of the proxy, and
+// Unversioned leaves versioning off on the buckets created here and has the proxy answer
+// version listings NotImplemented, as gofakes3 without versioning does.
 func S3With(t testing.TB, o S3Options, buckets ...string) *S3Server {
 	t.Helper()
 	if ep := os.Getenv(EnvS3); ep != "" {

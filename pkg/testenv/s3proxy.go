@@ -34,6 +34,9 @@ type s3Proxy struct {
 	region   string
 	signer   *v4.Signer
 	hop      *http.Transport
+	// noVersions answers every version listing NotImplemented, as gofakes3 without
+	// versioning does (S3Options.Unversioned).
+	noVersions bool
 
 	mu      sync.Mutex
 	created map[string]bool // renamed buckets
@@ -47,6 +50,12 @@ var hopHeaders = []string{
 }
 
 func (p *s3Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if _, listing := r.URL.Query()["versions"]; listing && p.noVersions {
+		w.Header().Set("Content-Type", "application/xml")
+		w.WriteHeader(http.StatusNotImplemented)
+		io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>NotImplemented</Code><Message>version listing is off (S3Options.Unversioned)</Message></Error>`)
+		return
+	}
 	bucket, key, hasKey := strings.Cut(strings.TrimPrefix(r.URL.EscapedPath(), "/"), "/")
 	path := "/"
 	if bucket != "" {
@@ -155,6 +164,8 @@ func externalS3(t testing.TB, endpoint string, o S3Options, buckets []string) *S
 		signer:   v4.NewSigner(func(so *v4.SignerOptions) { so.DisableURIPathEscaping = true }),
 		hop:      &http.Transport{DisableCompression: true, Proxy: nil, MaxIdleConnsPerHost: 16},
 		created:  map[string]bool{},
+
+		noVersions: o.Unversioned,
 	}
 	t.Cleanup(p.hop.CloseIdleConnections)
 	direct := s3.New(s3.Options{
@@ -183,20 +194,30 @@ func externalS3(t testing.TB, endpoint string, o S3Options, buckets []string) *S
 func dropBucket(ctx context.Context, c *s3.Client, bucket string) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
+	round := 0
 	for {
 		out, err := c.ListObjectVersions(ctx, &s3.ListObjectVersionsInput{Bucket: aws.String(bucket)})
 		if err != nil {
 			return err
 		}
 		var ids []types.ObjectIdentifier
+		add := func(key, version *string) {
+			if aws.ToString(version) == "null" { // an object of a bucket never versioned
+				version = nil
+			}
+			ids = append(ids, types.ObjectIdentifier{Key: key, VersionId: version})
+		}
 		for _, v := range out.Versions {
-			ids = append(ids, types.ObjectIdentifier{Key: v.Key, VersionId: v.VersionId})
+			add(v.Key, v.VersionId)
 		}
 		for _, m := range out.DeleteMarkers {
-			ids = append(ids, types.ObjectIdentifier{Key: m.Key, VersionId: m.VersionId})
+			add(m.Key, m.VersionId)
 		}
 		if len(ids) == 0 {
 			break
+		}
+		if round++; round > 100 {
+			return fmt.Errorf("%d versions still listed after %d rounds of deletes", len(ids), round)
 		}
 		res, err := c.DeleteObjects(ctx, &s3.DeleteObjectsInput{Bucket: aws.String(bucket), Delete: &types.Delete{Objects: ids, Quiet: aws.Bool(true)}})
 		if err != nil {
