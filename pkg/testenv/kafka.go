@@ -169,10 +169,8 @@ func deleteTopics(ctx context.Context, adm *kadm.Client, topics []string) error 
 		if left == 0 {
 			return nil
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%d topics still listed: %w", left, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
+		if err := pause(ctx); err != nil {
+			return fmt.Errorf("%d topics still listed: %w", left, err)
 		}
 	}
 }
@@ -197,10 +195,8 @@ func createTopics(ctx context.Context, adm *kadm.Client, partitions int32, topic
 			}
 		}
 		if len(pending) > 0 {
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("topics %v still being deleted: %w", pending, ctx.Err())
-			case <-time.After(100 * time.Millisecond):
+			if err := pause(ctx); err != nil {
+				return fmt.Errorf("topics %v still being deleted: %w", pending, err)
 			}
 		}
 	}
@@ -225,10 +221,18 @@ func createTopics(ctx context.Context, adm *kadm.Client, partitions int32, topic
 		if ready == len(topics) {
 			return nil
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%d of %d topics ready: %w", ready, len(topics), ctx.Err())
-		case <-time.After(100 * time.Millisecond):
+		if err := pause(ctx); err != nil {
+			return fmt.Errorf("%d of %d topics ready: %w", ready, len(topics), err)
 		}
+	}
+}
+
+// pause waits 100 ms between two polls of the cluster, or returns ctx's error.
+func pause(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(100 * time.Millisecond):
+		return nil
 	}
 }
