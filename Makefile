@@ -8,7 +8,7 @@ GOTEST_FLAGS ?= -count=1 -timeout 10m
 # which -race's slowdown would fail).
 RACE ?= -race
 
-.PHONY: run serve test vet lint build-modules tools browser-test fuzz bench chaos chaos-short clean
+.PHONY: run serve test vet lint build-modules tools browser-test fuzz bench bench-storage chaos chaos-short clean
 
 ## run: erase one demo customer from all five stores on embedded components; prints the receipt
 run:
@@ -58,9 +58,18 @@ fuzz:
 clean:
 	rm -rf .tools .bench
 
-## bench: measure erasure cost against corpus size, the seeds' approach beside it, end-to-end latency, throughput and memory; writes .bench/results.json
-bench:
+## bench: measure erasure cost against corpus size, the seeds' approach beside it, end-to-end latency, throughput and memory; writes .bench/results.json;
+## then throughput with 1, 2 and 4 instances of every deleter under injected store latency and CPU per erasure per service; writes .bench/scaling.json
+bench: tools
 	cd bench && go run ./cmd/benchrun -out ../.bench/results.json
+	cd chaos && go run ./cmd/scaling -out ../.bench/scaling.json
+
+## bench-storage: the embedded audit and workflow stores on the write-ahead log, bbolt and a JSON file, side by side (docs/storage.md)
+bench-storage:
+	mkdir -p .bench
+	set -o pipefail; cd bench && go test -run '^$$' -bench . -count 5 -timeout 30m ./storagecmp | tee ../.bench/storage.txt
+	cd bench && go run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da -col /store ../.bench/storage.txt
+	bench/storagecmp/fsyncs.sh
 
 ## chaos-short: the fault-injection tests (N=200 with kills, outages, scaling, broker restarts)
 chaos-short: tools

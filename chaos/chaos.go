@@ -76,18 +76,11 @@ func (c *Config) defaults() {
 // could not be carried out; a broken guarantee is reported in Result.Problems.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	cfg.defaults()
-	root, err := Root()
+	root, err := prepare(&cfg.Dir, "lethe-chaos-")
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Dir == "" {
-		if cfg.Dir, err = os.MkdirTemp("", "lethe-chaos-"); err != nil {
-			return nil, err
-		}
-	}
-	logf := func(format string, a ...any) {
-		fmt.Fprintf(cfg.Log, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, a...)...)
-	}
+	logf := timestamped(cfg.Log)
 	start := time.Now()
 	sys, err := Start(ctx, root, cfg.Dir)
 	if err != nil {
@@ -133,6 +126,26 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return res, err
 	}
 	return res, nil
+}
+
+// prepare finds the repository root and, when *dir is empty, makes a new temporary
+// directory named with prefix for a run's logs and data.
+func prepare(dir *string, prefix string) (string, error) {
+	root, err := Root()
+	if err != nil {
+		return "", err
+	}
+	if *dir == "" {
+		*dir, err = os.MkdirTemp("", prefix)
+	}
+	return root, err
+}
+
+// timestamped returns a printf to w that starts each line with the time of day.
+func timestamped(w io.Writer) func(format string, a ...any) {
+	return func(format string, a ...any) {
+		fmt.Fprintf(w, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, a...)...)
+	}
 }
 
 // chaosLoop kills cfg.Kills times, cfg.Gap apart on average, and starts each killed

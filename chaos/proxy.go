@@ -5,15 +5,25 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // Proxy forwards TCP connections from a fixed loopback port to a store. Down makes the
 // store unreachable for its clients (the listener closes and open connections are cut:
 // new connections are refused) without touching the store's data; Up listens again on the
 // same port. It is how the harness simulates a store outage.
+//
+// SetLatency delays what clients send by a fixed time, as a store in another zone or a
+// managed service would: each chunk read from a client is written to the store at its
+// arrival time plus the latency, so a request/response round trip takes at least that
+// long while pipelined requests on one connection, and separate connections, are delayed
+// side by side rather than one after the other. Answers from the store are not delayed.
 type Proxy struct {
 	Port   int
 	Target string
+
+	latency atomic.Int64 // time.Duration added to client-to-store chunks
 
 	mu    sync.Mutex
 	l     net.Listener
@@ -28,6 +38,13 @@ func NewProxy(target string) (*Proxy, error) {
 
 // Addr is the proxy's address.
 func (p *Proxy) Addr() string { return fmt.Sprintf("127.0.0.1:%d", p.Port) }
+
+// SetLatency sets the one-way delay added to every chunk a client sends to the store from
+// now on (0: none). It is safe to call while connections are open.
+func (p *Proxy) SetLatency(d time.Duration) { p.latency.Store(int64(max(d, 0))) }
+
+// Latency is the current one-way delay.
+func (p *Proxy) Latency() time.Duration { return time.Duration(p.latency.Load()) }
 
 // Up starts listening (again); it is a no-op while up.
 func (p *Proxy) Up() error {
@@ -94,7 +111,7 @@ func (p *Proxy) forward(c net.Conn) {
 		return
 	}
 	done := make(chan struct{}, 2)
-	go func() { _, _ = io.Copy(t, c); done <- struct{}{} }() // a proxy: either side closing ends it
+	go func() { delayCopy(t, c, p.Latency); done <- struct{}{} }() // a proxy: either side closing ends it
 	go func() { _, _ = io.Copy(c, t); done <- struct{}{} }()
 	<-done
 	c.Close()
@@ -103,4 +120,45 @@ func (p *Proxy) forward(c net.Conn) {
 	delete(p.conns, c)
 	delete(p.conns, t)
 	p.mu.Unlock()
+}
+
+// chunk is bytes read from a client and the time they may be written to the store.
+type chunk struct {
+	b   []byte
+	due time.Time
+}
+
+// delayCopy copies src to dst, writing each chunk read from src at its arrival time plus
+// latency(): a reader stamps chunks as they arrive and a writer releases them in order, so
+// chunks in flight wait out their delays concurrently. It returns when src ends (after
+// writing what it read) or a write fails.
+func delayCopy(dst io.Writer, src io.Reader, latency func() time.Duration) {
+	chunks := make(chan chunk, 1024)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		defer close(chunks)
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			if n > 0 {
+				select {
+				case chunks <- chunk{b: append([]byte(nil), buf[:n]...), due: time.Now().Add(latency())}:
+				case <-stop:
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	for c := range chunks {
+		if d := time.Until(c.due); d > 0 {
+			time.Sleep(d)
+		}
+		if _, err := dst.Write(c.b); err != nil {
+			return
+		}
+	}
 }

@@ -118,7 +118,12 @@ type System struct {
 
 // Start starts the components and one instance of each service. dir holds the logs and
 // the broker's data.
-func Start(ctx context.Context, root, dir string) (_ *System, err error) {
+func Start(ctx context.Context, root, dir string) (*System, error) {
+	return start(ctx, root, dir, nil)
+}
+
+// start is Start with env (KEY=value) added to every service's environment.
+func start(ctx context.Context, root, dir string, env []string) (_ *System, err error) {
 	bin, err := Build(ctx, root)
 	if err != nil {
 		return nil, err
@@ -195,6 +200,7 @@ func Start(ctx context.Context, root, dir string) (_ *System, err error) {
 		"AWS_ACCESS_KEY_ID=lethe", "AWS_SECRET_ACCESS_KEY=lethe-local", "AWS_REGION=us-east-1", "AWS_EC2_METADATA_DISABLED=true",
 		"LETHE_INVENTORY=" + invFile, "LETHE_AUTH_DISABLED=true", "LETHE_HTTP_ADDR=127.0.0.1:" + strconv.Itoa(intakePort), "LETHE_LOG_LEVEL=info",
 	}
+	s.env = append(s.env, env...)
 	for _, name := range Services {
 		if _, err := s.AddInstance(ctx, name); err != nil {
 			return nil, err
@@ -247,6 +253,14 @@ func (s *System) AddInstance(ctx context.Context, service string) (*Proc, error)
 		return p, waitPort(ctx, port, nil, 30e9)
 	}
 	return p, nil
+}
+
+// Setenv adds settings (KEY=value) to the environment of the service instances started
+// from now on; a setting overrides an earlier one of the same key.
+func (s *System) Setenv(kv ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.env = append(s.env, kv...)
 }
 
 // RemoveInstance stops the newest instance of service in an orderly way (SIGTERM).

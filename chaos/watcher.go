@@ -19,6 +19,7 @@ type Watcher struct {
 	reports   map[string]map[string]event.StoreDone // request id → store → latest report
 	arrivals  []arrival
 	completed map[string]map[string]bool // request id → receipt ids published
+	receipts  map[string]receiptSeen     // request id → its first receipt
 	cl        *kgo.Client
 	done      chan struct{}
 }
@@ -26,6 +27,12 @@ type Watcher struct {
 type arrival struct {
 	at    time.Time
 	store string
+	id    string // request id
+}
+
+type receiptSeen struct {
+	at     time.Time
+	status string
 }
 
 // Watch starts a Watcher; Close stops it.
@@ -35,7 +42,7 @@ func Watch(b broker.Config) (*Watcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Watcher{reports: map[string]map[string]event.StoreDone{}, completed: map[string]map[string]bool{}, cl: cl, done: make(chan struct{})}
+	w := &Watcher{reports: map[string]map[string]event.StoreDone{}, completed: map[string]map[string]bool{}, receipts: map[string]receiptSeen{}, cl: cl, done: make(chan struct{})}
 	go w.run()
 	return w, nil
 }
@@ -63,7 +70,7 @@ func (w *Watcher) run() {
 				if old, ok := w.reports[d.RequestID][d.Store]; !ok || d.Attempt >= old.Attempt {
 					w.reports[d.RequestID][d.Store] = d
 				}
-				w.arrivals = append(w.arrivals, arrival{now, d.Store})
+				w.arrivals = append(w.arrivals, arrival{now, d.Store, d.RequestID})
 			case event.TopicCompleted:
 				var rc event.Receipt
 				if event.Completed.Decode(r.Value, &rc) != nil {
@@ -73,6 +80,9 @@ func (w *Watcher) run() {
 					w.completed[rc.RequestID] = map[string]bool{}
 				}
 				w.completed[rc.RequestID][rc.ReceiptID] = true
+				if _, seen := w.receipts[rc.RequestID]; !seen {
+					w.receipts[rc.RequestID] = receiptSeen{now, rc.Status}
+				}
 			}
 		})
 	}
@@ -83,6 +93,29 @@ func (w *Watcher) Completed(id string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return len(w.completed[id]) > 0
+}
+
+// Receipt returns the status of the first receipt published for the request and when the
+// watcher saw it; ok is false while there is none.
+func (w *Watcher) Receipt(id string) (status string, at time.Time, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	r, ok := w.receipts[id]
+	return r.status, r.at, ok
+}
+
+// LastReports returns, for each store, when the watcher saw the last report for any of
+// the requests ids.
+func (w *Watcher) LastReports(ids map[string]bool) map[string]time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := map[string]time.Time{}
+	for _, a := range w.arrivals {
+		if ids[a.id] && a.at.After(out[a.store]) {
+			out[a.store] = a.at
+		}
+	}
+	return out
 }
 
 // Failed returns the stores whose latest report for the request, of attempt at least

@@ -81,6 +81,8 @@ that trail: each stored receipt must be the one its reports justify and the one 
 published, every request complete per its reports must have a receipt, and every tenant's
 receipt chain must verify. Prints the counts and every finding; exits 4 on any finding.
 Requests in flight can show as findings (a receipt not yet published): run it again.
+Records framed for the Schema Registry are decoded through LETHE_SCHEMA_REGISTRY_URL;
+without it they count as undecodable.
 
 ` + auditStoreHelp,
 	example: `lethectl audit replay --brokers kafka-1:9092 --audit-table lethe-audit
@@ -101,9 +103,13 @@ lethectl audit replay --brokers 127.0.0.1:9092 --audit-dir data/audit -o json | 
 			if err != nil {
 				return err
 			}
+			reg, err := c.registry(ctx)
+			if err != nil {
+				return err
+			}
 			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			trail, err := replay.Rebuild(ctx, cfg, replay.Topics{})
+			trail, err := replay.Rebuild(ctx, cfg, replay.Topics{}, reg)
 			if err != nil {
 				return brokerErr(ctx, cfg, timeout, err)
 			}

@@ -103,6 +103,8 @@ func init() {
 	commands = append(commands, suppressionCheckCmd, suppressionLiftCmd)
 	commands = append(commands, confirmCmd, cancelCmd, approveCmd, rejectCmd, holdCmd)
 	groups["suppression"] = "the suppression list that ingestion checks"
+	commands = append(commands, keysRewrapCmd)
+	groups["keys"] = "the data-key store (KEK rotation)"
 }
 
 // groups are the first words of two-word commands.

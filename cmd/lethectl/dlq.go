@@ -15,6 +15,7 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/broker"
 	"github.com/lethe-erasure/lethe/pkg/dlq"
+	"github.com/lethe-erasure/lethe/pkg/schemareg"
 	"github.com/lethe-erasure/lethe/pkg/service"
 )
 
@@ -42,6 +43,17 @@ func (c *cli) brokerClient() (broker.Config, *kgo.Client, error) {
 	}
 	cl, err := cfg.NewProducer()
 	return cfg, cl, err
+}
+
+// registry is the Schema Registry of LETHE_SCHEMA_REGISTRY_URL with the framings of
+// LETHE_FRAMING, as the services read them (schemareg.FromEnv); nil without one, which
+// reads and writes single-object records only.
+func (c *cli) registry(ctx context.Context) (*schemareg.Codec, error) {
+	reg, err := schemareg.FromEnv(ctx, c.getenv)
+	if err != nil {
+		return nil, fmt.Errorf("schema registry: %w", err)
+	}
+	return reg, nil
 }
 
 // dlqTopics are the dead-letter topics of Lethe's topics.
@@ -111,6 +123,10 @@ lethectl dlq list erasure.requested --limit 20 -o json | jq '.[].entries[].reaso
 			if err != nil {
 				return err
 			}
+			reg, err := c.registry(ctx)
+			if err != nil {
+				return err
+			}
 			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
 			type listed struct {
@@ -119,7 +135,7 @@ lethectl dlq list erasure.requested --limit 20 -o json | jq '.[].entries[].reaso
 			}
 			var out []listed
 			for _, t := range topics {
-				es, err := dlq.List(ctx, cfg, t, limit)
+				es, err := dlq.List(ctx, cfg, reg, t, limit)
 				if err != nil {
 					return brokerErr(ctx, cfg, timeout, err)
 				}
@@ -202,13 +218,17 @@ lethectl dlq replay erasure.store.done --request er_6ebc4c5fc7aee916243a000c4fb9
 			if err != nil {
 				return err
 			}
+			reg, err := c.registry(ctx)
+			if err != nil {
+				return err
+			}
 			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
 			if !yes {
 				if !c.isTTY() {
 					return usageErrorf("stdin is not a terminal: pass --yes to replay without confirmation")
 				}
-				es, err := dlq.List(ctx, cfg, topic, 0)
+				es, err := dlq.List(ctx, cfg, reg, topic, 0)
 				if err != nil {
 					return brokerErr(ctx, cfg, timeout, err)
 				}
@@ -229,7 +249,7 @@ lethectl dlq replay erasure.store.done --request er_6ebc4c5fc7aee916243a000c4fb9
 					return errors.New("not confirmed; nothing replayed")
 				}
 			}
-			n, err := dlq.Replay(ctx, cfg, topic, filter)
+			n, err := dlq.Replay(ctx, cfg, reg, topic, filter)
 			if err != nil {
 				return brokerErr(ctx, cfg, timeout, fmt.Errorf("%d records replayed before: %w", n, err))
 			}

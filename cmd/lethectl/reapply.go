@@ -14,6 +14,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/aggregator"
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/schemareg"
 )
 
 var reapplyCmd = &command{
@@ -33,7 +34,10 @@ Requests whose identifiers are already shredded (their data key destroyed after 
 retention, LETHE_RETAIN) cannot be re-run: they are listed as shredded. Their subjects'
 pseudonyms stay on the suppression list, so ingestion does not write them back.
 
---since is an RFC 3339 time (2026-11-30T00:00:00Z) or a duration back from now (72h).`,
+--since is an RFC 3339 time (2026-11-30T00:00:00Z) or a duration back from now (72h).
+
+The re-drives are framed as LETHE_FRAMING says for erasure.requested (with
+LETHE_SCHEMA_REGISTRY_URL, as the services read them); reports are read in either framing.`,
 	example: `lethectl reapply --tenant acme --store redis --since 2026-11-30T00:00:00Z --audit-table lethe-audit
 lethectl reapply --tenant acme --store qdrant --since 72h --wait=false`,
 	exits: "0 every request re-applied (or none to do); 1 error; 2 usage; 4 some store could not be verified clean; 5 --timeout passed before every report.",
@@ -116,6 +120,10 @@ func (c *cli) reapply(ctx context.Context, tenant, store string, since time.Time
 		fmt.Fprintf(c.stderr, "no erasure of tenant %s covering store %s completed since %s\n", tenant, store, formatTime(since))
 		return c.printReapplied(todo)
 	}
+	reg, err := c.registry(ctx)
+	if err != nil {
+		return err
+	}
 	cfg, cl, err := c.brokerClient()
 	if err != nil {
 		return err
@@ -131,7 +139,7 @@ func (c *cli) reapply(ctx context.Context, tenant, store string, since time.Time
 	pass := "reapply-" + time.Now().UTC().Format("20060102T150405.000Z")
 	for i, req := range reqs {
 		ev := aggregator.RedriveEvent(req, event.PurposeReapply, pass, []string{store})
-		b, err := event.Request.Encode(&ev)
+		b, err := reg.EncodeFor(event.TopicRequested, event.Request, &ev)
 		if err != nil {
 			return err
 		}
@@ -148,7 +156,7 @@ func (c *cli) reapply(ctx context.Context, tenant, store string, since time.Time
 	if !wait || len(reqs) == 0 {
 		return c.printReapplied(todo)
 	}
-	reports, err := c.followPass(ctx, cfg.Options(), ends, pass, store, len(reqs))
+	reports, err := c.followPass(ctx, cfg.Options(), reg, ends, pass, store, len(reqs))
 	for i := range todo {
 		if d, ok := reports[todo[i].RequestID]; ok {
 			todo[i].Outcome, todo[i].Deleted = outcomeOf(d), d.Deleted()
@@ -202,8 +210,8 @@ func outcomeOf(d event.StoreDone) string {
 }
 
 // followPass reads erasure.store.done from ends until n requests reported store for pass,
-// printing each as it arrives.
-func (c *cli) followPass(ctx context.Context, opts []kgo.Opt, ends kadm.ListedOffsets, pass, store string, n int) (map[string]event.StoreDone, error) {
+// printing each as it arrives. Reports are read in either framing (reg.Decode).
+func (c *cli) followPass(ctx context.Context, opts []kgo.Opt, reg *schemareg.Codec, ends kadm.ListedOffsets, pass, store string, n int) (map[string]event.StoreDone, error) {
 	from := map[string]map[int32]kgo.Offset{event.TopicStoreDone: {}}
 	ends.Each(func(o kadm.ListedOffset) { from[o.Topic][o.Partition] = kgo.NewOffset().At(o.Offset) })
 	cl, err := kgo.NewClient(append(opts, kgo.ConsumePartitions(from))...)
@@ -219,7 +227,7 @@ func (c *cli) followPass(ctx context.Context, opts []kgo.Opt, ends kadm.ListedOf
 		}
 		f.EachRecord(func(r *kgo.Record) {
 			var d event.StoreDone
-			if event.Done.Decode(r.Value, &d) != nil || d.Pass != pass || d.Store != store {
+			if reg.Decode(ctx, event.Done, r.Value, &d) != nil || d.Pass != pass || d.Store != store {
 				return
 			}
 			if _, seen := got[d.RequestID]; !seen {

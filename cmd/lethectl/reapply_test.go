@@ -9,6 +9,8 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/embedded"
 	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/replay"
+	"github.com/lethe-erasure/lethe/pkg/schemareg"
 	"github.com/lethe-erasure/lethe/pkg/testenv"
 )
 
@@ -116,5 +118,82 @@ func TestReapplyAfterRestore(t *testing.T) {
 	wantCode(t, r, exitOK)
 	if fields := strings.Fields(strings.Split(r.stdout, "\n")[1]); len(fields) != 4 || fields[1] != "2" || fields[2] == "0" || fields[3] != "ok" {
 		t.Errorf("verify-chain:\n%s", r.stdout)
+	}
+}
+
+// With every topic framed for the registry, reapply publishes its re-drive in the
+// registry framing (LETHE_FRAMING, LETHE_SCHEMA_REGISTRY_URL as the services read them)
+// and follows the registry-framed reports to their outcome; audit replay decodes every
+// record of the trail.
+func TestReapplyRegistryFramed(t *testing.T) {
+	framings, err := schemareg.ParseFramings("registry")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := testenv.NewClock(time.Now().UTC().Truncate(time.Second))
+	own, err := embedded.Start(context.Background(), embedded.Options{Key: testKey(), DataDir: t.TempDir(), Framings: framings,
+		Sweeps: []time.Duration{time.Hour}, Retain: time.Hour, SweepEvery: time.Hour, Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer own.Stop()
+	env := map[string]string{"LETHE_FRAMING": "registry", "LETHE_SCHEMA_REGISTRY_URL": "http://" + own.Stack.Addrs.Registry}
+	run := func(t *testing.T, args ...string) result { return invocation{sys: own, env: env}.run(t, args...) }
+	ctx := context.Background()
+	const tn, subj = "framed", "framed-customer"
+	keys := []string{"session:" + tn + ":" + subj + ":1", "cache:" + tn + ":" + subj + ":q"}
+	seed := func() {
+		t.Helper()
+		for _, k := range keys {
+			if err := own.Stack.Redis.Set(ctx, k, "turn", 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	since := clk.Now().Add(-time.Second).Format(time.RFC3339)
+	seed()
+	r := run(t, "submit", "--tenant", tn, "--subject", subj, "--wait", "-o", "json")
+	wantCode(t, r, exitOK)
+	var rc event.Receipt
+	decode(t, r, &rc)
+
+	seed() // the restore
+	r = run(t, "reapply", "--tenant", tn, "--store", "redis", "--since", since, "-o", "json")
+	wantCode(t, r, exitOK)
+	var out struct {
+		Requests []reapplied `json:"requests"`
+	}
+	decode(t, r, &out)
+	if len(out.Requests) != 1 || out.Requests[0].Outcome != auditlog.AddendumReappeared || out.Requests[0].Deleted != 2 {
+		t.Fatalf("reapply: %+v, want REAPPEARED with the 2 restored keys", out.Requests)
+	}
+	reapplies := 0
+	for _, rec := range testenv.ReadTopic(t, own.Stack.Broker.Brokers, event.TopicRequested) {
+		if rec.Value[0] != 0 {
+			t.Errorf("a record on %s starts %#x, want the registry framing", event.TopicRequested, rec.Value[0])
+		}
+		var req event.Requested
+		if err := own.Stack.Registry.Decode(ctx, event.Request, rec.Value, &req); err != nil {
+			t.Fatal(err)
+		}
+		if req.Purpose == event.PurposeReapply && req.RequestID == rc.RequestID {
+			reapplies++
+		}
+	}
+	if reapplies != 1 {
+		t.Errorf("%d re-apply records on %s, want 1", reapplies, event.TopicRequested)
+	}
+
+	var rep struct {
+		Records map[string]int
+		replay.Report
+	}
+	eventually(t, "audit replay without findings", func() bool {
+		r := run(t, "audit", "replay", "-o", "json")
+		decode(t, r, &rep)
+		return r.code == exitOK
+	})
+	if rep.Undecodable != 0 || rep.Records[event.TopicCompleted] < 1 || rep.Records[event.TopicStoreDone] < 1 {
+		t.Errorf("audit replay report %+v, want every record decoded", rep)
 	}
 }

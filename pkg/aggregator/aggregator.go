@@ -57,6 +57,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/metrics"
 	"github.com/lethe-erasure/lethe/pkg/retry"
+	"github.com/lethe-erasure/lethe/pkg/schemareg"
 	"github.com/lethe-erasure/lethe/pkg/worker"
 )
 
@@ -70,6 +71,10 @@ type Aggregator struct {
 	Log            *zap.Logger
 	Metrics        *metrics.Metrics // nil records nothing
 	Sealer         *envelope.Sealer // destroys the request's identifiers key after the receipt; nil: none
+	// Registry frames every record the aggregator writes (receipts, suppressions,
+	// re-drives, reappeared) as each topic's framing says (schemareg.Codec.EncodeFor);
+	// nil: single-object encoding.
+	Registry *schemareg.Codec
 	// Inventory, when set, is the inventory the deleters serve: a request expecting a store
 	// it does not list would never complete, so it is dead-lettered with the reason.
 	Inventory *inventory.Inventory
@@ -290,11 +295,12 @@ func (a *Aggregator) complete(ctx context.Context, requestID string) error {
 			return err
 		}
 	}
-	b, err := event.Completed.Encode(&issued)
+	topic := or(a.CompletedTopic, event.TopicCompleted)
+	b, err := a.Registry.EncodeFor(topic, event.Completed, &issued)
 	if err != nil {
 		return fmt.Errorf("aggregator: encode receipt: %w", err)
 	}
-	out := &kgo.Record{Topic: or(a.CompletedTopic, event.TopicCompleted), Key: []byte(requestID), Value: b}
+	out := &kgo.Record{Topic: topic, Key: []byte(requestID), Value: b}
 	if err := a.Producer.ProduceSync(ctx, out).FirstErr(); err != nil {
 		return fmt.Errorf("aggregator: publish receipt: %w", err)
 	}

@@ -35,11 +35,12 @@ func (a *Aggregator) suppress(ctx context.Context, req auditlog.Request, r event
 		if changed {
 			added++
 		}
-		b, err := event.Suppressions.Encode(&stored)
+		topic := or(a.SuppressionsTopic, event.TopicSuppressions)
+		b, err := a.Registry.EncodeFor(topic, event.Suppressions, &stored)
 		if err != nil {
 			return fmt.Errorf("aggregator: encode suppression: %w", err)
 		}
-		recs = append(recs, &kgo.Record{Topic: or(a.SuppressionsTopic, event.TopicSuppressions),
+		recs = append(recs, &kgo.Record{Topic: topic,
 			Key: event.SuppressionKey(stored.TenantID, stored.Pseudonym), Value: b})
 	}
 	if err := a.Producer.ProduceSync(ctx, recs...).FirstErr(); err != nil {

@@ -188,11 +188,12 @@ func (a *Aggregator) sweep(ctx context.Context, t auditlog.Task) error {
 // as for the erasure; the aggregator records their reports as addenda.
 func (a *Aggregator) Redrive(ctx context.Context, req auditlog.Request, purpose, pass string, only []string) error {
 	ev := RedriveEvent(req, purpose, pass, only)
-	b, err := event.Request.Encode(&ev)
+	topic := or(a.RequestedTopic, event.TopicRequested)
+	b, err := a.Registry.EncodeFor(topic, event.Request, &ev)
 	if err != nil {
 		return fmt.Errorf("aggregator: encode re-drive: %w", err)
 	}
-	rec := &kgo.Record{Topic: or(a.RequestedTopic, event.TopicRequested), Key: []byte(req.RequestID), Value: b}
+	rec := &kgo.Record{Topic: topic, Key: []byte(req.RequestID), Value: b}
 	if err := a.Producer.ProduceSync(ctx, rec).FirstErr(); err != nil {
 		return fmt.Errorf("aggregator: publish re-drive: %w", err)
 	}
@@ -344,11 +345,12 @@ func (a *Aggregator) publishReappeared(ctx context.Context, d event.StoreDone) e
 		Deleted: d.Deleted(), Locations: append([]event.LocationCount{}, d.Locations...),
 		Remaining: d.Verification.Remaining, At: or2(d.FinishedAt, a.now()),
 	}
-	b, err := event.Reappear.Encode(&ev)
+	topic := or(a.ReappearedTopic, event.TopicReappeared)
+	b, err := a.Registry.EncodeFor(topic, event.Reappear, &ev)
 	if err != nil {
 		return fmt.Errorf("aggregator: encode reappeared: %w", err)
 	}
-	rec := &kgo.Record{Topic: or(a.ReappearedTopic, event.TopicReappeared), Key: []byte(d.RequestID), Value: b}
+	rec := &kgo.Record{Topic: topic, Key: []byte(d.RequestID), Value: b}
 	if err := a.Producer.ProduceSync(ctx, rec).FirstErr(); err != nil {
 		return fmt.Errorf("aggregator: publish reappeared: %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/metrics"
+	"github.com/lethe-erasure/lethe/pkg/schemareg"
 	"github.com/lethe-erasure/lethe/pkg/worker"
 )
 
@@ -37,6 +38,9 @@ type Watchdog struct {
 	Log      *zap.Logger
 	Metrics  *metrics.Metrics
 	Now      func() time.Time
+	// Registry frames the erasure.overdue records as the topic's framing says
+	// (schemareg.Codec.EncodeFor); nil: single-object encoding.
+	Registry *schemareg.Codec
 
 	mu   sync.Mutex
 	sent map[string]int      // request id and window -> highest threshold announced
@@ -111,11 +115,12 @@ func (w *Watchdog) Sweep(ctx context.Context) error {
 			}
 			ev := event.Overdue{RequestID: r.RequestID, TenantID: r.TenantID, SubjectHash: r.SubjectHash, Regulation: r.Regulation,
 				RequestedAt: r.RequestedAt, DueAt: win.due, Threshold: th, Window: win.name, PendingStores: pending, At: now}
-			b, err := event.Overdues.Encode(&ev)
+			topic := or(w.Topic, event.TopicOverdue)
+			b, err := w.Registry.EncodeFor(topic, event.Overdues, &ev)
 			if err != nil {
-				return err
+				return fmt.Errorf("watchdog: encode: %w", err)
 			}
-			out = append(out, &kgo.Record{Topic: or(w.Topic, event.TopicOverdue), Key: []byte(r.RequestID), Value: b})
+			out = append(out, &kgo.Record{Topic: topic, Key: []byte(r.RequestID), Value: b})
 			announce = append(announce, func() {
 				w.remember(key, th)
 				m.SLAThreshold.WithLabelValues(strconv.Itoa(th), ev.Window).Inc()

@@ -129,17 +129,8 @@ func TestWatchdogAnnouncesEachThresholdOnce(t *testing.T) {
 // With an internal target, the target window is announced beside the legal one.
 func TestWatchdogInternalTarget(t *testing.T) {
 	ctx := context.Background()
-	store, err := auditlog.OpenDir(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
 	t0 := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
-	r := auditlog.Request{RequestID: "r", TenantID: "acme", SubjectHash: "h", Regulation: "GDPR", Scope: event.ScopeSubject,
-		RequestedAt: t0, DueAt: t0.Add(30 * 24 * time.Hour), ExpectedStores: []string{"qdrant"}, Attempt: 1}
-	if err := store.PutRequest(ctx, r); err != nil {
-		t.Fatal(err)
-	}
+	store := openRequest(t, t0, 30*24*time.Hour)
 	now := t0.Add(6 * time.Minute)
 	prod := &capture{}
 	m := metrics.New()
@@ -161,4 +152,21 @@ func TestWatchdogInternalTarget(t *testing.T) {
 	if got = prod.overdues(t); len(got) != 2 || got[1].Window != event.WindowLegal || got[1].Threshold != 50 {
 		t.Errorf("announcements %+v, want the legal 50%% next", got)
 	}
+}
+
+// openRequest returns a directory store holding one open request "r" of tenant acme,
+// requested at t0 and due after due, expecting the store qdrant. It is closed when t ends.
+func openRequest(t *testing.T, t0 time.Time, due time.Duration) *auditlog.DirStore {
+	t.Helper()
+	store, err := auditlog.OpenDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	r := auditlog.Request{RequestID: "r", TenantID: "acme", SubjectHash: "h", Regulation: "GDPR", Scope: event.ScopeSubject,
+		RequestedAt: t0, DueAt: t0.Add(due), ExpectedStores: []string{"qdrant"}, Attempt: 1}
+	if err := store.PutRequest(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	return store
 }

@@ -138,6 +138,25 @@ func FromEnv(service string) (*Config, error) {
 	return c, nil
 }
 
+// KeysFromEnv loads only what Sealer reads, with the defaults FromEnv uses: the KEK ring
+// (LETHE_KEK[_FILE], LETHE_KEK_ID, LETHE_KEK_OLD), LETHE_KEYS_TABLE, LETHE_KEYS_DIR,
+// LETHE_DYNAMODB_ENDPOINT and LETHE_LOG_LEVEL, for tools that work on the data-key store
+// without running a service (lethectl keys rewrap). Its Sealer never creates a table.
+func KeysFromEnv(service string) (*Config, error) {
+	kek, err := envelope.KEKFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	return &Config{
+		Service:          service,
+		KEK:              kek,
+		KeysTable:        os.Getenv("LETHE_KEYS_TABLE"),
+		KeysDir:          env("LETHE_KEYS_DIR", "data/keys"),
+		DynamoDBEndpoint: os.Getenv("LETHE_DYNAMODB_ENDPOINT"),
+		LogLevel:         env("LETHE_LOG_LEVEL", "info"),
+	}, nil
+}
+
 func env(name, def string) string {
 	if v := os.Getenv(name); v != "" {
 		return v

@@ -75,9 +75,15 @@ type Config struct {
 	// record's own (for topics whose records carry raw identifiers in the clear).
 	Redact func(rec *kgo.Record) []byte
 	// Grace is how long a revoked partition, or one stopping at shutdown, may finish the
-	// record in hand (its side effect and follow-up events) before the handler's context is
-	// cancelled. Default 10s. Lost partitions are cancelled at once.
+	// records in hand (their side effects and follow-up events) before the handlers'
+	// context is cancelled. Default 10s. Lost partitions are cancelled at once.
 	Grace time.Duration
+	// InFlight is how many records of one partition are handled at once; default 1, in
+	// order. Above 1, records start in offset order and run concurrently, and an offset is
+	// marked only once every record up to it is done, so a crash redelivers every record
+	// that was not done and possibly some that were (the at-least-once contract is
+	// unchanged). Only for handlers whose records are independent of one another.
+	InFlight int
 }
 
 // Run consumes cfg.Topics in cfg.Group until ctx is done.
@@ -97,6 +103,7 @@ func Run(ctx context.Context, cfg Config, h Handler) error {
 	if cfg.Grace == 0 {
 		cfg.Grace = 10 * time.Second
 	}
+	cfg.InFlight = max(cfg.InFlight, 1)
 	cfg.Metrics = metrics.Or(cfg.Metrics)
 	r := &runner{cfg: cfg, h: h, parts: map[tp]*partition{}, lag: map[tp]int64{}}
 	opts := append(cfg.Broker.Options(),
@@ -251,7 +258,7 @@ func (r *runner) stopAll() {
 	r.stop(m, r.cfg.Grace)
 }
 
-// partition processes one partition's records in order.
+// partition processes one partition's records, Config.InFlight at a time, in order.
 type partition struct {
 	r      *runner
 	cl     *kgo.Client
@@ -307,28 +314,78 @@ func (p *partition) run() {
 		case <-ctx.Done():
 		}
 	}()
+	// inflight holds the records started and not yet marked, in offset order; finished
+	// says which of them are done (true) or were stopped before they were done (false).
+	var inflight []*kgo.Record
+	finished := map[*kgo.Record]bool{}
+	results := make(chan outcome, p.r.cfg.InFlight)
+	stopped := false
+	// collect records one outcome and marks the done prefix of inflight.
+	collect := func(res outcome) {
+		finished[res.rec] = res.ok
+		if !res.ok {
+			stopped = true // stopped before the record was done: it and what follows stay unmarked
+		}
+		var last *kgo.Record
+		for len(inflight) > 0 && !stopped {
+			ok, in := finished[inflight[0]]
+			if !in || !ok {
+				break
+			}
+			last = inflight[0]
+			delete(finished, last)
+			inflight = inflight[1:]
+		}
+		if last != nil {
+			p.cl.MarkCommitRecords(last)
+			lag := max(p.hw.Load()-last.Offset-1, 0)
+			p.r.setLag(p.tp, &lag)
+		}
+	}
+	running := 0
+	defer func() {
+		for ; running > 0; running-- {
+			collect(<-results)
+		}
+	}()
 	for {
+		if stopped {
+			return
+		}
 		select {
 		case <-p.quit:
 			return
 		default:
 		}
+		if running == p.r.cfg.InFlight {
+			collect(<-results)
+			running--
+			continue
+		}
 		rec, ok := p.next()
 		if !ok {
 			select {
 			case <-p.wake:
-				continue
+			case res := <-results:
+				collect(res)
+				running--
 			case <-p.quit:
 				return
 			}
+			continue
 		}
-		if !p.process(ctx, rec) {
-			return // stopped before the record was done: it is not marked
-		}
-		p.cl.MarkCommitRecords(rec)
-		lag := max(p.hw.Load()-rec.Offset-1, 0)
-		p.r.setLag(p.tp, &lag)
+		inflight = append(inflight, rec)
+		running++
+		go func() {
+			results <- outcome{rec, p.process(ctx, rec)}
+		}()
 	}
+}
+
+// outcome is how the handling of a record ended: done (ok), or stopped before it was.
+type outcome struct {
+	rec *kgo.Record
+	ok  bool
 }
 
 // process handles rec until it succeeded or went to the DLQ (true), or ctx ended (false).

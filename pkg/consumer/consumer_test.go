@@ -250,3 +250,67 @@ func TestStopFinishesTheRecordInHand(t *testing.T) {
 		t.Errorf("next member got %q first, want the record after the finished one", v)
 	}
 }
+
+// With InFlight above 1, records of one partition run concurrently, and an offset is
+// committed only once every record before it is done: a member that stops while the
+// first record is still in hand leaves every later, finished record to be delivered again.
+func TestInFlightMarksOnlyTheDonePrefix(t *testing.T) {
+	cfg := cluster(t, "in")
+	produce(t, cfg, rec(0, "slow"), rec(0, "b"), rec(0, "c"), rec(0, "d"))
+	ccfg := consumer.Config{Broker: cfg, Group: "g", Topics: []string{"in"}, InFlight: 4, Grace: 20 * time.Millisecond,
+		Backoff: retry.Backoff{Base: time.Millisecond, Max: time.Millisecond}}
+	var finished atomic.Int32
+	stop := consume(t, ccfg, func(ctx context.Context, r *kgo.Record) error {
+		if string(r.Value) == "slow" {
+			<-ctx.Done() // still in hand when the member stops
+			return ctx.Err()
+		}
+		finished.Add(1)
+		return nil
+	})
+	// b, c and d finish while slow, before them, is still running: they ran concurrently.
+	waitFor(t, "b, c and d while slow runs", func() bool { return finished.Load() == 3 })
+	stop()
+
+	var mu sync.Mutex
+	var again []string
+	stop = consume(t, ccfg, func(ctx context.Context, r *kgo.Record) error {
+		mu.Lock()
+		again = append(again, string(r.Value))
+		mu.Unlock()
+		return nil
+	})
+	defer stop()
+	waitFor(t, "redelivery", func() bool { mu.Lock(); defer mu.Unlock(); return len(again) == 4 })
+	time.Sleep(50 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(again) != 4 {
+		t.Errorf("second member got %v, want all four records again (none after slow was committed)", again)
+	}
+}
+
+// Once every record of a concurrent window is done, the whole window is committed.
+func TestInFlightCommitsTheWindow(t *testing.T) {
+	cfg := cluster(t, "in")
+	var recs []*kgo.Record
+	for i := range 20 {
+		recs = append(recs, rec(int32(i%2), fmt.Sprint(i)))
+	}
+	produce(t, cfg, recs...)
+	ccfg := consumer.Config{Broker: cfg, Group: "g", Topics: []string{"in"}, InFlight: 8}
+	var n atomic.Int32
+	stop := consume(t, ccfg, func(ctx context.Context, r *kgo.Record) error { n.Add(1); return nil })
+	waitFor(t, "all 20 records", func() bool { return n.Load() == 20 })
+	stop()
+
+	var again atomic.Int32
+	stop = consume(t, ccfg, func(ctx context.Context, r *kgo.Record) error { again.Add(1); return nil })
+	defer stop()
+	produce(t, cfg, rec(0, "new"))
+	waitFor(t, "the new record", func() bool { return again.Load() >= 1 })
+	time.Sleep(50 * time.Millisecond)
+	if got := again.Load(); got != 1 {
+		t.Errorf("second member handled %d records, want only the new one", got)
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
@@ -129,32 +131,50 @@ func (s *Store) EraseBatch(ctx context.Context, st inventory.Store, subjects []d
 		}
 		groups[k] = append(groups[k], i)
 	}
+	// Groups have disjoint subjects and their own locations (another tenant, another
+	// prefix), so they run side by side (a rewrite of one object still takes its lock): a
+	// batch of many tenants' subjects takes about as long as its slowest tenant's, not the
+	// sum of them.
+	var g errgroup.Group
+	g.SetLimit(batchGroupLimit)
 	for _, k := range order {
-		use := groups[k]
-		m := newMatcher(l.SubjectColumns, l.SessionColumns, "", nil)
-		m.batch = newBatchHits(subjects, use)
-		for _, loc := range locsOf[k] {
-			clear(m.batch.current)
-			clear(m.batch.old)
-			c, err := eraseRows(ctx, loc, m)
-			for _, i := range use {
-				if errs[i] != nil {
-					continue
-				}
-				results[i].Locations = append(results[i].Locations, event.LocationCount{Location: loc.name, Deleted: m.batch.current[i]})
-				if c.versioned {
-					results[i].Locations = append(results[i].Locations, event.LocationCount{Location: loc.name + oldVersions, Deleted: m.batch.old[i]})
-				}
-				if err != nil {
-					errs[i] = fmt.Errorf("dataset store %q: %w", st.Name, err)
-				}
+		g.Go(func() error {
+			s.eraseGroup(ctx, st, l, subjects, groups[k], locsOf[k], results, errs)
+			return nil
+		})
+	}
+	_ = g.Wait() // every outcome is in errs
+	return results, errs
+}
+
+// batchGroupLimit bounds how many groups of one batch EraseBatch erases at a time.
+const batchGroupLimit = 8
+
+// eraseGroup erases the subjects use (indexes into subjects) from locs, one rewrite per
+// object for all of them, and sets their results and errors.
+func (s *Store) eraseGroup(ctx context.Context, st inventory.Store, l Locators, subjects []deletion.Subject, use []int, locs []location, results []deletion.Result, errs []error) {
+	m := newMatcher(l.SubjectColumns, l.SessionColumns, "", nil)
+	m.batch = newBatchHits(subjects, use)
+	for _, loc := range locs {
+		clear(m.batch.current)
+		clear(m.batch.old)
+		c, err := eraseRows(ctx, loc, m)
+		for _, i := range use {
+			if errs[i] != nil {
+				continue
+			}
+			results[i].Locations = append(results[i].Locations, event.LocationCount{Location: loc.name, Deleted: m.batch.current[i]})
+			if c.versioned {
+				results[i].Locations = append(results[i].Locations, event.LocationCount{Location: loc.name + oldVersions, Deleted: m.batch.old[i]})
 			}
 			if err != nil {
-				break
+				errs[i] = fmt.Errorf("dataset store %q: %w", st.Name, err)
 			}
 		}
+		if err != nil {
+			return
+		}
 	}
-	return results, errs
 }
 
 // VerifyBatch verifies each subject with Verify.

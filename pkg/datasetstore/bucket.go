@@ -64,8 +64,15 @@ type Object struct {
 type Version struct {
 	Key          string
 	ID           string
-	Latest       bool // the current version (or the current delete marker)
-	DeleteMarker bool // holds no data
+	Latest       bool   // the current version (or the current delete marker)
+	DeleteMarker bool   // holds no data
+	Token        string // the version's ETag as the listing gives it ("" when unknown)
+}
+
+// Written identifies what a Put wrote: the Token and VersionID a Get of it would return.
+type Written struct {
+	Token     string
+	VersionID string
 }
 
 var (

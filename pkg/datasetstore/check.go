@@ -11,6 +11,7 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/metrics"
+	"github.com/lethe-erasure/lethe/pkg/subject"
 )
 
 // Check is the readiness check of the S3 buckets named by the inventory's dataset
@@ -35,6 +36,15 @@ func Check(client *s3.Client, inv *inventory.Inventory) metrics.Check {
 		}
 		return errors.Join(errs...)
 	}}
+}
+
+// SummariesFromEnv returns WithSummaries(key) unless LETHE_DATASET_SUMMARIES is "off"
+// (summaries are on by default; off, every erasure reads every object and version).
+func SummariesFromEnv(key subject.Key) []Option {
+	if os.Getenv("LETHE_DATASET_SUMMARIES") == "off" {
+		return nil
+	}
+	return []Option{WithSummaries(key)}
 }
 
 // DirFromEnv is the root of directory datasets, LETHE_DATASET_DIR (none by default: prefixes

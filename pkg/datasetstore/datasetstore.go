@@ -49,6 +49,10 @@
 // objects under "<prefix>" and the older versions under "<prefix> (old versions)". Objects
 // that are no dataset are left and reported unexamined.
 //
+// With WithSummaries, S3 locations skip the objects and versions whose per-object summary
+// of keyed pseudonyms shows they do not hold the subject (see summary.go); what is read and
+// reported is otherwise the same.
+//
 // Verify re-reads every current object and every remaining version and counts the
 // subject's rows (tenant scope: the dataset objects and versions left), beside what it
 // could not examine. Erase and Verify are idempotent and safe for concurrent use; errors
@@ -85,6 +89,7 @@ const oldVersions = " (old versions)"
 type Store struct {
 	s3  *s3.Client
 	dir Bucket
+	sum *summaries // nil: every object is read (WithSummaries)
 }
 
 var _ deletion.Store = (*Store)(nil)
@@ -92,10 +97,13 @@ var _ deletion.Store = (*Store)(nil)
 // New returns a Store that serves "s3://" prefixes through s3c and "file://" or relative
 // prefixes below the directory dirRoot. Either may be zero (nil, "") when the inventory has
 // no such prefix; a prefix without its backend fails permanently.
-func New(s3c *s3.Client, dirRoot string) *Store {
+func New(s3c *s3.Client, dirRoot string, opts ...Option) *Store {
 	s := &Store{s3: s3c}
 	if dirRoot != "" {
 		s.dir = NewDir(dirRoot)
+	}
+	for _, o := range opts {
+		o(s)
 	}
 	return s
 }
@@ -107,6 +115,8 @@ type location struct {
 	bucket   Bucket
 	prefix   string   // key prefix inside bucket
 	exclude  []string // patterns of the objects not to examine
+	tenant   string
+	sum      *summaries // nil: no summaries
 }
 
 // display names key by its prefix template and the rest of its key, so that reports of
@@ -152,7 +162,10 @@ func (s *Store) locations(st inventory.Store, subj deletion.Subject) ([]location
 		if err != nil {
 			return nil, retry.Permanent(fmt.Errorf("dataset store %q: prefix %q: %w", st.Name, tmpl, err))
 		}
-		l.template, l.exclude = tmpl, ls.Exclude
+		l.template, l.exclude, l.tenant = tmpl, ls.Exclude, subj.Tenant
+		if _, ok := l.bucket.(*s3Bucket); ok {
+			l.sum = s.sum
+		}
 		out = append(out, l)
 	}
 	return out, nil

@@ -27,14 +27,36 @@ type listing struct {
 	vers     map[string][]Version // per key every version and delete marker (versioned only)
 	vb       Versioned            // nil when the location keeps no versions
 	excluded []string             // names of the objects excluded by pattern, sorted
+	tokens   map[string]string    // per key the listed ETag (no versions, S3 only)
+}
+
+// current is the current version of key as listed (Token "" when the listing gave none).
+func (ls listing) current(key string) Version {
+	for _, v := range ls.vers[key] {
+		if v.Latest {
+			return v
+		}
+	}
+	return Version{Key: key, Latest: true, Token: ls.tokens[key]}
+}
+
+// live is every version of key as listed.
+func (ls listing) live(key string) []Version {
+	if ls.vb != nil {
+		return ls.vers[key]
+	}
+	return []Version{ls.current(key)}
 }
 
 // inventoryOf lists the objects of l: for a versioned bucket every version and delete
 // marker grouped by key (so objects whose current version is a delete marker are still
 // found), otherwise the current objects with no versions. Objects the inventory excludes
-// are only named.
+// are only named; summaries (summaryRoot) are never listed.
 func inventoryOf(ctx context.Context, l location) (ls listing, err error) {
 	add := func(key string) {
+		if strings.HasPrefix(key, summaryRoot) {
+			return
+		}
 		if l.excludes(key) {
 			ls.excluded = append(ls.excluded, l.display(key))
 		} else {
@@ -61,6 +83,15 @@ func inventoryOf(ctx context.Context, l location) (ls listing, err error) {
 			return ls, err
 		}
 	}
+	if sb, ok := l.bucket.(*s3Bucket); ok {
+		ls.tokens = map[string]string{}
+		err = sb.listTokens(ctx, l.prefix, func(key, token string) error {
+			add(key)
+			ls.tokens[key] = token
+			return nil
+		})
+		return ls, err
+	}
 	err = l.bucket.List(ctx, l.prefix, func(key string) error { add(key); return nil })
 	return ls, err
 }
@@ -75,22 +106,35 @@ func eraseRows(ctx context.Context, l location, m *matcher) (c counts, err error
 		return c, err
 	}
 	vb := ls.vb
+	sv := l.view(m, nil)
 	for _, key := range ls.keys {
 		if err := ctx.Err(); err != nil {
 			return c, err
 		}
-		unlock := objectLocks.lock(objectName(l, key))
-		m.begin()
-		rows, superseded, err := eraseCurrent(ctx, l.bucket, key, m)
-		unlock()
-		if err != nil && !errors.Is(err, errMalformed) {
-			return c, err
-		}
-		if err == nil {
-			m.keep(false)
+		var rows int
+		var superseded string
+		var wr Written
+		if !sv.skip(ctx, key, ls.current(key), false) {
+			unlock := objectLocks.lock(objectName(l, key))
+			m.begin()
+			rows, superseded, wr, err = eraseCurrent(ctx, l.bucket, key, m, sv)
+			unlock()
+			if err != nil && !errors.Is(err, errMalformed) {
+				return c, err
+			}
+			if err == nil {
+				m.keep(false)
+			}
 		}
 		c.current += int64(rows)
 		if vb == nil {
+			live := ls.live(key)
+			if superseded != "" {
+				live = []Version{{Key: key, Latest: true, Token: wr.Token}}
+			}
+			if err := sv.flush(ctx, key, live); err != nil {
+				return c, err
+			}
 			continue
 		}
 		candidates := ls.vers[key]
@@ -101,22 +145,26 @@ func eraseRows(ctx context.Context, l location, m *matcher) (c counts, err error
 				return c, err
 			}
 		}
+		var live []Version
 		for _, v := range candidates {
-			if v.Latest || v.DeleteMarker {
+			if v.Latest || v.DeleteMarker || v.ID != superseded && sv.skip(ctx, key, v, false) {
+				live = append(live, v)
 				continue
 			}
 			n, err := 1, error(nil) // the version our rewrite superseded held the rows
 			m.begin()
 			if v.ID != superseded {
-				n, err = countVersion(ctx, vb, v, m)
+				n, err = countVersion(ctx, vb, v, m, sv)
 			}
 			switch {
 			case errors.Is(err, errMalformed) || errors.Is(err, ErrNotFound):
+				live = append(live, v)
 				continue
 			case err != nil:
 				return c, err
 			}
 			if n == 0 {
+				live = append(live, v)
 				continue
 			}
 			if err := vb.DeleteVersion(ctx, key, v.ID); err != nil {
@@ -126,6 +174,9 @@ func eraseRows(ctx context.Context, l location, m *matcher) (c counts, err error
 				c.old++
 				m.keep(true)
 			}
+		}
+		if err := sv.flush(ctx, key, live); err != nil {
+			return c, err
 		}
 	}
 	return c, nil
@@ -148,48 +199,82 @@ func versionsOf(ctx context.Context, vb Versioned, key string) ([]Version, error
 // eraseCurrent rewrites the current object of key without the rows m matches, streaming it
 // once: the rewrite is conditional on the version read and is abandoned (nothing written)
 // when no row matches. It returns the rows removed and, when it rewrote the object, the
-// version it superseded ("-" when the bucket has no versions). Rewrites of one object
-// within this process take turns, so concurrent erasures of several subjects do not
-// abort each other's conditional writes.
-func eraseCurrent(ctx context.Context, b Bucket, key string, m *matcher) (int, string, error) {
+// version it superseded ("-" when the bucket has no versions) and what it wrote. Rewrites
+// of one object within this process take turns, so concurrent erasures of several subjects
+// do not abort each other's conditional writes. The summaries of the versions read and
+// written go to sv.
+func eraseCurrent(ctx context.Context, b Bucket, key string, m *matcher, sv *view) (int, string, Written, error) {
 	obj, err := b.Get(ctx, key)
 	if errors.Is(err, ErrNotFound) {
-		return 0, "", nil
+		return 0, "", Written{}, nil
 	}
 	if err != nil {
-		return 0, "", err
+		return 0, "", Written{}, err
 	}
 	defer obj.Body.Close()
 	var rows int
-	err = b.Put(ctx, key, obj, func(w io.Writer) error {
+	wr, err := rewriteObject(ctx, b, key, obj, sv, func(r io.Reader, w io.Writer) (bool, error) {
 		var err error
-		if rows, err = rewrite(key, obj.Body, w, m); err == nil && rows == 0 {
-			err = errUnchanged
-		}
-		return err
+		rows, err = rewrite(key, r, w, m)
+		return rows > 0, err
 	})
 	if errors.Is(err, errUnchanged) {
-		return 0, "", nil
+		return 0, "", Written{}, nil
 	}
 	if err != nil {
-		return 0, "", err
+		return 0, "", Written{}, err
 	}
 	superseded := obj.VersionID
 	if superseded == "" {
 		superseded = "-"
 	}
-	return rows, superseded, nil
+	return rows, superseded, wr, nil
+}
+
+// rewriteObject replaces obj, the current object of key, with what fn writes while it
+// reads obj's content, conditionally on obj's version; fn reports whether it changed
+// anything, and unchanged content is not written (errUnchanged). The summary of the
+// version read (when it had none) and of the version written are recorded in sv.
+func rewriteObject(ctx context.Context, b Bucket, key string, obj *Object, sv *view, fn func(r io.Reader, w io.Writer) (bool, error)) (Written, error) {
+	body, readDone := sv.reader(key, obj)
+	var writeDone func(error, Written)
+	read := false
+	wr, err := put(ctx, b, key, obj, func(w io.Writer) error {
+		w, writeDone = sv.writer(key, w)
+		changed, err := fn(body, w)
+		read = true
+		readDone(err)
+		if err == nil && !changed {
+			return errUnchanged
+		}
+		return err
+	})
+	if !read {
+		readDone(errors.New("not read"))
+	}
+	if writeDone != nil {
+		writeDone(err, wr)
+	}
+	return wr, err
 }
 
 // countObject counts the rows m matches in the current object of key; with a nil m it
-// only settles that the object is a dataset and counts 1.
-func countObject(ctx context.Context, b Bucket, key string, m *matcher) (int, error) {
+// only settles that the object is a dataset and counts 1. The summary of the version read
+// goes to sv.
+func countObject(ctx context.Context, b Bucket, key string, m *matcher, sv *view) (int, error) {
 	obj, err := b.Get(ctx, key)
 	if err != nil {
 		return 0, err
 	}
+	return countRead(key, obj, m, sv)
+}
+
+func countRead(key string, obj *Object, m *matcher, sv *view) (int, error) {
 	defer obj.Body.Close()
-	return count(key, obj.Body, m)
+	body, done := sv.reader(key, obj)
+	n, err := count(key, body, m)
+	done(err)
+	return n, err
 }
 
 func count(key string, body io.Reader, m *matcher) (int, error) {
@@ -201,16 +286,15 @@ func count(key string, body io.Reader, m *matcher) (int, error) {
 
 // countVersion counts the rows m matches in one version (the current one by key, so that
 // the "null" version of an unversioned bucket needs no version id).
-func countVersion(ctx context.Context, vb Versioned, v Version, m *matcher) (int, error) {
+func countVersion(ctx context.Context, vb Versioned, v Version, m *matcher, sv *view) (int, error) {
 	if v.Latest {
-		return countObject(ctx, vb, v.Key, m)
+		return countObject(ctx, vb, v.Key, m, sv)
 	}
 	obj, err := vb.GetVersion(ctx, v.Key, v.ID)
 	if err != nil {
 		return 0, err
 	}
-	defer obj.Body.Close()
-	return count(v.Key, obj.Body, m)
+	return countRead(v.Key, obj, m, sv)
 }
 
 // isDataset reports whether key, listed in ls, is a dataset for a tenant erasure: by its
@@ -221,12 +305,12 @@ func isDataset(ctx context.Context, l location, ls listing, key string) error {
 		return nil
 	}
 	if ls.vb == nil {
-		_, err := countObject(ctx, l.bucket, key, nil)
+		_, err := countObject(ctx, l.bucket, key, nil, nil)
 		return err
 	}
 	for _, v := range ls.vers[key] { // newest first
 		if !v.DeleteMarker {
-			_, err := countVersion(ctx, ls.vb, v, nil)
+			_, err := countVersion(ctx, ls.vb, v, nil, nil)
 			return err
 		}
 	}
@@ -258,6 +342,7 @@ func dropAll(ctx context.Context, l location) (c counts, err error) {
 	if err != nil {
 		return c, err
 	}
+	sv := l.view(&matcher{}, nil)
 	for _, key := range ls.keys {
 		if err := ctx.Err(); err != nil {
 			return c, err
@@ -266,6 +351,9 @@ func dropAll(ctx context.Context, l location) (c counts, err error) {
 		case errors.Is(err, errMalformed) || errors.Is(err, ErrNotFound):
 			continue
 		case err != nil:
+			return c, err
+		}
+		if err := sv.dropSummary(ctx, key); err != nil {
 			return c, err
 		}
 		if ls.vb == nil {
@@ -313,6 +401,7 @@ func remaining(ctx context.Context, l location, m *matcher) (c counts, err error
 		c.current += int64(n)
 		return nil
 	}
+	sv := l.view(m, nil)
 	for _, key := range ls.keys {
 		if err := ctx.Err(); err != nil {
 			return c, err
@@ -324,22 +413,30 @@ func remaining(ctx context.Context, l location, m *matcher) (c counts, err error
 			continue
 		}
 		if ls.vb == nil {
-			if err := check(key, "", func() (int, error) { return countObject(ctx, l.bucket, key, m) }); err != nil {
+			if !sv.skip(ctx, key, ls.current(key), false) {
+				if err := check(key, "", func() (int, error) { return countObject(ctx, l.bucket, key, m, sv) }); err != nil {
+					return c, err
+				}
+			}
+			if err := sv.flush(ctx, key, ls.live(key)); err != nil {
 				return c, err
 			}
 			continue
 		}
 		for _, v := range ls.vers[key] {
-			if v.DeleteMarker {
+			if v.DeleteMarker || sv.skip(ctx, key, v, false) {
 				continue
 			}
 			what := ""
 			if !v.Latest {
 				what = " (an older version)"
 			}
-			if err := check(key, what, func() (int, error) { return countVersion(ctx, ls.vb, v, m) }); err != nil {
+			if err := check(key, what, func() (int, error) { return countVersion(ctx, ls.vb, v, m, sv) }); err != nil {
 				return c, err
 			}
+		}
+		if err := sv.flush(ctx, key, ls.live(key)); err != nil {
+			return c, err
 		}
 	}
 	return c, nil

@@ -20,6 +20,7 @@ type matcher struct {
 	id          string
 	sessions    map[string]bool
 	batch       *batchHits // set for a matcher of many subjects (batch.go)
+	collect     *collector // set for a matcher that gathers every value to summarise it
 }
 
 func newMatcher(subjectCols, sessionCols []string, id string, sessions []string) *matcher {
@@ -41,6 +42,10 @@ func (m *matcher) empty() bool {
 }
 
 func (m *matcher) subject(v string) bool {
+	if m.collect != nil {
+		m.collect.add(m.collect.ids, v)
+		return false
+	}
 	if m.batch != nil {
 		return m.batch.hit(m.batch.ids, v)
 	}
@@ -48,6 +53,10 @@ func (m *matcher) subject(v string) bool {
 }
 
 func (m *matcher) session(v string) bool {
+	if m.collect != nil {
+		m.collect.add(m.collect.sessions, v)
+		return false
+	}
 	if m.batch != nil {
 		return m.batch.hit(m.batch.sessions, v)
 	}

@@ -51,28 +51,34 @@ func findRows(ctx context.Context, l location, m *matcher) (c counts, err error)
 		return c, err
 	}
 	unreadable := func(err error) bool { return errors.Is(err, errMalformed) || errors.Is(err, ErrNotFound) }
+	sv := l.view(m, nil)
 	for _, key := range ls.keys {
 		if err := ctx.Err(); err != nil {
 			return c, err
 		}
-		n, err := countObject(ctx, l.bucket, key, m)
-		if err != nil && !unreadable(err) {
-			return c, err
-		}
-		if err == nil {
-			c.current += int64(n)
+		if !sv.skip(ctx, key, ls.current(key), false) {
+			n, err := countObject(ctx, l.bucket, key, m, sv)
+			if err != nil && !unreadable(err) {
+				return c, err
+			}
+			if err == nil {
+				c.current += int64(n)
+			}
 		}
 		for _, v := range ls.vers[key] {
-			if v.Latest || v.DeleteMarker {
+			if v.Latest || v.DeleteMarker || sv.skip(ctx, key, v, false) {
 				continue
 			}
-			n, err := countVersion(ctx, ls.vb, v, m)
+			n, err := countVersion(ctx, ls.vb, v, m, sv)
 			if err != nil && !unreadable(err) {
 				return c, err
 			}
 			if err == nil && n > 0 {
 				c.old++
 			}
+		}
+		if err := sv.flush(ctx, key, ls.live(key)); err != nil {
+			return c, err
 		}
 	}
 	return c, nil

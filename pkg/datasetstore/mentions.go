@@ -58,8 +58,12 @@ const RedactionToken = "[erased]"
 // minSubstring is the shortest identifier looked for inside a longer string.
 const minSubstring = 4
 
-// finder finds the raw identifiers of one subject in strings.
-type finder struct{ ids []string }
+// finder finds the raw identifiers of one subject in strings. A finder with collect set
+// finds nothing and passes every string it is asked about to collect (summary.go).
+type finder struct {
+	ids     []string
+	collect func(string)
+}
 
 func newFinder(subj deletion.Subject) *finder {
 	f := &finder{}
@@ -103,6 +107,10 @@ func (f *finder) in(s string) bool { return f.redact(s) != s }
 
 // redact returns s with every mention replaced by RedactionToken.
 func (f *finder) redact(s string) string {
+	if f.collect != nil {
+		f.collect(s)
+		return s
+	}
 	for _, id := range f.ids {
 		if len(id) < minSubstring {
 			if s == id {
@@ -347,18 +355,31 @@ func handleMentions(ctx context.Context, l location, m *matcher, f *finder, poli
 		return nil, err
 	}
 	var rows, old int64
+	sv := l.view(m, f)
 	for _, key := range ls.keys {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		unlock := objectLocks.lock(objectName(l, key))
-		n, superseded, err := mentionCurrent(ctx, l.bucket, key, m, f, policy)
-		unlock()
-		if err != nil && !errors.Is(err, errMalformed) {
-			return nil, err
+		var n int
+		var superseded string
+		var wr Written
+		if !sv.skip(ctx, key, ls.current(key), true) {
+			unlock := objectLocks.lock(objectName(l, key))
+			n, superseded, wr, err = mentionCurrent(ctx, l.bucket, key, m, f, policy, sv)
+			unlock()
+			if err != nil && !errors.Is(err, errMalformed) {
+				return nil, err
+			}
 		}
 		rows += int64(n)
 		if ls.vb == nil {
+			live := ls.live(key)
+			if superseded != "" {
+				live = []Version{{Key: key, Latest: true, Token: wr.Token}}
+			}
+			if err := sv.flush(ctx, key, live); err != nil {
+				return nil, err
+			}
 			continue
 		}
 		candidates := ls.vers[key]
@@ -367,18 +388,22 @@ func handleMentions(ctx context.Context, l location, m *matcher, f *finder, poli
 				return nil, err
 			}
 		}
+		var live []Version
 		for _, v := range candidates {
-			if v.Latest || v.DeleteMarker {
+			if v.Latest || v.DeleteMarker || sv.skip(ctx, key, v, true) {
+				live = append(live, v)
 				continue
 			}
-			ms, err := mentionsInVersion(ctx, ls.vb, v, m, f)
+			ms, err := mentionsInVersion(ctx, ls.vb, v, m, f, sv)
 			switch {
 			case errors.Is(err, errMalformed) || errors.Is(err, ErrNotFound):
+				live = append(live, v)
 				continue
 			case err != nil:
 				return nil, err
 			}
 			if ms.left == 0 {
+				live = append(live, v)
 				continue
 			}
 			if err := ls.vb.DeleteVersion(ctx, key, v.ID); err != nil {
@@ -387,6 +412,9 @@ func handleMentions(ctx context.Context, l location, m *matcher, f *finder, poli
 			if v.ID != superseded { // the one our rewrite superseded is counted as its rows
 				old++
 			}
+		}
+		if err := sv.flush(ctx, key, live); err != nil {
+			return nil, err
 		}
 	}
 	what := " (mentions redacted)"
@@ -402,37 +430,36 @@ func handleMentions(ctx context.Context, l location, m *matcher, f *finder, poli
 
 // mentionCurrent rewrites the current object of key with policy applied, conditionally
 // on the version read and only when a row changes. It returns the rows handled and the
-// version it superseded ("-" when the bucket keeps no versions, "" when it wrote nothing).
-func mentionCurrent(ctx context.Context, b Bucket, key string, m *matcher, f *finder, policy string) (int, string, error) {
+// version it superseded ("-" when the bucket keeps no versions, "" when it wrote nothing)
+// and what it wrote; the summaries of the versions read and written go to sv.
+func mentionCurrent(ctx context.Context, b Bucket, key string, m *matcher, f *finder, policy string, sv *view) (int, string, Written, error) {
 	obj, err := b.Get(ctx, key)
 	if errors.Is(err, ErrNotFound) {
-		return 0, "", nil
+		return 0, "", Written{}, nil
 	}
 	if err != nil {
-		return 0, "", err
+		return 0, "", Written{}, err
 	}
 	defer obj.Body.Close()
 	var ms mentionScan
-	err = b.Put(ctx, key, obj, func(w io.Writer) error {
+	wr, err := rewriteObject(ctx, b, key, obj, sv, func(r io.Reader, w io.Writer) (bool, error) {
 		var err error
-		if ms, err = scanMentions(key, obj.Body, w, m, f, policy); err == nil && ms.handled == 0 {
-			err = errUnchanged
-		}
-		return err
+		ms, err = scanMentions(key, r, w, m, f, policy)
+		return ms.handled > 0, err
 	})
 	if errors.Is(err, errUnchanged) {
-		return 0, "", nil
+		return 0, "", Written{}, nil
 	}
 	if err != nil {
-		return 0, "", err
+		return 0, "", Written{}, err
 	}
 	if obj.VersionID == "" {
-		return ms.handled, "-", nil
+		return ms.handled, "-", wr, nil
 	}
-	return ms.handled, obj.VersionID, nil
+	return ms.handled, obj.VersionID, wr, nil
 }
 
-func mentionsInVersion(ctx context.Context, vb Versioned, v Version, m *matcher, f *finder) (mentionScan, error) {
+func mentionsInVersion(ctx context.Context, vb Versioned, v Version, m *matcher, f *finder, sv *view) (mentionScan, error) {
 	var obj *Object
 	var err error
 	if v.Latest {
@@ -444,7 +471,10 @@ func mentionsInVersion(ctx context.Context, vb Versioned, v Version, m *matcher,
 		return mentionScan{}, err
 	}
 	defer obj.Body.Close()
-	return scanMentions(v.Key, obj.Body, nil, m, f, "")
+	body, done := sv.reader(v.Key, obj)
+	ms, err := scanMentions(v.Key, body, nil, m, f, "")
+	done(err)
+	return ms, err
 }
 
 // countMentions counts the rows of every current object and remaining version of l that
@@ -458,23 +488,20 @@ func countMentions(ctx context.Context, l location, m *matcher, f *finder) (int6
 	}
 	var n int64
 	var items []string
+	sv := l.view(m, f)
 	for _, key := range ls.keys {
 		if err := ctx.Err(); err != nil {
 			return 0, nil, err
 		}
-		vers := ls.vers[key]
-		if ls.vb == nil {
-			vers = []Version{{Key: key, Latest: true}}
-		}
-		for _, v := range vers {
-			if v.DeleteMarker {
+		for _, v := range ls.live(key) {
+			if v.DeleteMarker || sv.skip(ctx, key, v, true) {
 				continue
 			}
 			var ms mentionScan
 			if ls.vb == nil {
-				ms, err = mentionsInVersion(ctx, plainVersions{l.bucket}, v, m, f)
+				ms, err = mentionsInVersion(ctx, plainVersions{l.bucket}, v, m, f, sv)
 			} else {
-				ms, err = mentionsInVersion(ctx, ls.vb, v, m, f)
+				ms, err = mentionsInVersion(ctx, ls.vb, v, m, f, sv)
 			}
 			switch {
 			case errors.Is(err, errMalformed) || errors.Is(err, ErrNotFound):
@@ -492,6 +519,9 @@ func countMentions(ctx context.Context, l location, m *matcher, f *finder) (int6
 			n += int64(ms.left)
 			items = append(items, fmt.Sprintf("%s%s: %d rows mention the subject's identifiers (columns %s)",
 				l.display(key), what, ms.left, strings.Join(ms.fields, ", ")))
+		}
+		if err := sv.flush(ctx, key, ls.live(key)); err != nil {
+			return 0, nil, err
 		}
 	}
 	return n, items, nil

@@ -32,6 +32,11 @@ func NewS3(client *s3.Client, name string) Versioned {
 }
 
 func (b *s3Bucket) List(ctx context.Context, prefix string, fn func(string) error) error {
+	return b.listTokens(ctx, prefix, func(key, _ string) error { return fn(key) })
+}
+
+// listTokens is List that also passes each object's ETag.
+func (b *s3Bucket) listTokens(ctx context.Context, prefix string, fn func(key, token string) error) error {
 	p := s3.NewListObjectsV2Paginator(b.client, &s3.ListObjectsV2Input{Bucket: &b.name, Prefix: &prefix})
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
@@ -39,7 +44,7 @@ func (b *s3Bucket) List(ctx context.Context, prefix string, fn func(string) erro
 			return b.wrap("list", err)
 		}
 		for _, o := range page.Contents {
-			if err := fn(aws.ToString(o.Key)); err != nil {
+			if err := fn(aws.ToString(o.Key), aws.ToString(o.ETag)); err != nil {
 				return err
 			}
 		}
@@ -78,21 +83,27 @@ func (b *s3Bucket) get(ctx context.Context, key, id string) (*Object, error) {
 }
 
 func (b *s3Bucket) Put(ctx context.Context, key string, prev *Object, write func(io.Writer) error) error {
+	_, err := b.put(ctx, key, prev, write)
+	return err
+}
+
+// put is Put that also returns the ETag and version id of what it wrote.
+func (b *s3Bucket) put(ctx context.Context, key string, prev *Object, write func(io.Writer) error) (Written, error) {
 	tmp, err := os.CreateTemp("", "lethe-dataset-*")
 	if err != nil {
-		return fmt.Errorf("stage rewrite: %w", err)
+		return Written{}, fmt.Errorf("stage rewrite: %w", err)
 	}
 	defer os.Remove(tmp.Name())
 	defer tmp.Close()
 	bw := bufio.NewWriterSize(tmp, 64<<10)
 	if err := write(bw); err != nil {
-		return err
+		return Written{}, err
 	}
 	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("stage rewrite: %w", err)
+		return Written{}, fmt.Errorf("stage rewrite: %w", err)
 	}
 	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
-		return fmt.Errorf("stage rewrite: %w", err)
+		return Written{}, fmt.Errorf("stage rewrite: %w", err)
 	}
 	in := &s3.PutObjectInput{
 		Bucket: &b.name,
@@ -113,10 +124,11 @@ func (b *s3Bucket) Put(ctx context.Context, key string, prev *Object, write func
 		in.ContentLanguage = nonEmpty(prev.ContentLanguage)
 		in.Metadata = prev.Metadata
 	}
-	if _, err := b.client.PutObject(ctx, in); err != nil {
-		return b.wrap("put "+key, err)
+	out, err := b.client.PutObject(ctx, in)
+	if err != nil {
+		return Written{}, b.wrap("put "+key, err)
 	}
-	return nil
+	return Written{Token: aws.ToString(out.ETag), VersionID: aws.ToString(out.VersionId)}, nil
 }
 
 func (b *s3Bucket) Delete(ctx context.Context, key string) error {
@@ -160,7 +172,7 @@ func (b *s3Bucket) ListVersions(ctx context.Context, prefix string) ([]Version, 
 			return nil, b.wrap("list versions", err)
 		}
 		for _, v := range page.Versions {
-			out = append(out, Version{Key: aws.ToString(v.Key), ID: aws.ToString(v.VersionId), Latest: aws.ToBool(v.IsLatest)})
+			out = append(out, Version{Key: aws.ToString(v.Key), ID: aws.ToString(v.VersionId), Latest: aws.ToBool(v.IsLatest), Token: aws.ToString(v.ETag)})
 		}
 		for _, d := range page.DeleteMarkers {
 			out = append(out, Version{Key: aws.ToString(d.Key), ID: aws.ToString(d.VersionId), Latest: aws.ToBool(d.IsLatest), DeleteMarker: true})

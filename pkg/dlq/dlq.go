@@ -22,6 +22,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/broker"
 	"github.com/lethe-erasure/lethe/pkg/consumer"
 	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/schemareg"
 )
 
 // HeaderReplayedFrom is the header Replay adds to a republished record: the dead-letter
@@ -56,12 +57,13 @@ type Summary struct {
 
 // List returns the first limit entries (every entry when limit <= 0) of dlqTopic, ordered by
 // partition then offset, reading up to the end offsets listed when it starts. It reads
-// without a consumer group and commits nothing.
-func List(ctx context.Context, brokers broker.Config, dlqTopic string, limit int) ([]Entry, error) {
+// without a consumer group and commits nothing. Events are summarised in either framing
+// through reg (nil: single-object ones only).
+func List(ctx context.Context, brokers broker.Config, reg *schemareg.Codec, dlqTopic string, limit int) ([]Entry, error) {
 	var out []Entry
 	perPartition := map[int32]int{}
 	err := scan(ctx, brokers, dlqTopic, nil, func(r *kgo.Record) (bool, error) {
-		out = append(out, EntryOf(dlqTopic, r))
+		out = append(out, EntryOf(ctx, reg, dlqTopic, r))
 		perPartition[r.Partition]++
 		// Later records of this partition cannot be among the first limit entries.
 		return limit <= 0 || perPartition[r.Partition] < limit, nil
@@ -81,10 +83,11 @@ func List(ctx context.Context, brokers broker.Config, dlqTopic string, limit int
 	return out, nil
 }
 
-// EntryOf describes the dead-letter record r of dlqTopic. Missing or malformed headers
-// leave their fields zero.
-func EntryOf(dlqTopic string, r *kgo.Record) Entry {
-	e := Entry{Partition: r.Partition, Offset: r.Offset, Key: string(r.Key), Size: len(r.Value), Event: summarize(r.Value)}
+// EntryOf describes the dead-letter record r of dlqTopic, decoding its event in either
+// framing through reg (nil: single-object only). Missing or malformed headers leave their
+// fields zero.
+func EntryOf(ctx context.Context, reg *schemareg.Codec, dlqTopic string, r *kgo.Record) Entry {
+	e := Entry{Partition: r.Partition, Offset: r.Offset, Key: string(r.Key), Size: len(r.Value), Event: summarize(ctx, reg, r.Value)}
 	for _, h := range r.Headers {
 		v := string(h.Value)
 		switch h.Key {
@@ -117,21 +120,21 @@ func EntryOf(dlqTopic string, r *kgo.Record) Entry {
 }
 
 // summarize decodes v as any Lethe event and keeps its type, request id and tenant.
-func summarize(v []byte) *Summary {
+func summarize(ctx context.Context, reg *schemareg.Codec, v []byte) *Summary {
 	var req event.Requested
-	if event.Request.Decode(v, &req) == nil {
+	if reg.Decode(ctx, event.Request, v, &req) == nil {
 		return &Summary{Type: event.Request.Name(), RequestID: req.RequestID, TenantID: req.TenantID}
 	}
 	var d event.StoreDone
-	if event.Done.Decode(v, &d) == nil {
+	if reg.Decode(ctx, event.Done, v, &d) == nil {
 		return &Summary{Type: event.Done.Name(), RequestID: d.RequestID, TenantID: d.TenantID}
 	}
 	var rc event.Receipt
-	if event.Completed.Decode(v, &rc) == nil {
+	if reg.Decode(ctx, event.Completed, v, &rc) == nil {
 		return &Summary{Type: event.Completed.Name(), RequestID: rc.RequestID, TenantID: rc.TenantID}
 	}
 	var in event.IntakeRequest
-	if event.Intake.Decode(v, &in) == nil {
+	if reg.Decode(ctx, event.Intake, v, &in) == nil {
 		return &Summary{Type: event.Intake.Name(), TenantID: in.TenantID}
 	}
 	return nil

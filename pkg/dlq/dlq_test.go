@@ -84,7 +84,7 @@ func deadLettered(t *testing.T) (broker.Config, map[string]*kgo.Record) {
 	}()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		es, err := dlq.List(context.Background(), brokers, dlqTopic, 0)
+		es, err := dlq.List(context.Background(), brokers, nil, dlqTopic, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,7 +101,7 @@ func deadLettered(t *testing.T) (broker.Config, map[string]*kgo.Record) {
 func TestList(t *testing.T) {
 	brokers, produced := deadLettered(t)
 	ctx := context.Background()
-	es, err := dlq.List(ctx, brokers, dlqTopic, 0)
+	es, err := dlq.List(ctx, brokers, nil, dlqTopic, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,14 +138,14 @@ func TestList(t *testing.T) {
 		t.Errorf("entries show a raw identifier: %s", b)
 	}
 
-	first, err := dlq.List(ctx, brokers, dlqTopic, 2)
+	first, err := dlq.List(ctx, brokers, nil, dlqTopic, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(first) != 2 || first[0].Key != es[0].Key || first[1].Key != es[1].Key {
 		t.Errorf("List(limit 2) = %+v, want the first two of %+v", first, es)
 	}
-	if _, err := dlq.List(ctx, brokers, "no.such.dlq", 0); err == nil {
+	if _, err := dlq.List(ctx, brokers, nil, "no.such.dlq", 0); err == nil {
 		t.Error("List of a missing topic succeeded")
 	}
 }
@@ -164,7 +164,7 @@ func TestReplayRepublishesOnce(t *testing.T) {
 		{nil, 0},
 	}
 	for i, st := range steps {
-		n, err := dlq.Replay(ctx, brokers, dlqTopic, st.filter)
+		n, err := dlq.Replay(ctx, brokers, nil, dlqTopic, st.filter)
 		if err != nil || n != st.want {
 			t.Fatalf("run %d: Replay = %d, %v; want %d", i+1, n, err, st.want)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/lethe-erasure/lethe/pkg/broker"
+	"github.com/lethe-erasure/lethe/pkg/schemareg"
 )
 
 // Group is the consumer group in which Replay records what it replayed.
@@ -30,7 +31,8 @@ var ErrProgressFull = errors.New("dlq: replay progress is full")
 // Replay republishes the records of dlqTopic that filter accepts (every record when filter
 // is nil) to their source topic, with key and value unchanged, the lethe.dlq.* headers
 // removed and a lethe.replayed-from header added, and returns how many it republished. It
-// reads up to the end offsets listed when it starts.
+// reads up to the end offsets listed when it starts. filter sees events summarised through
+// reg (List).
 //
 // Progress lives in the consumer group Group, committed after each record's ProduceSync
 // was acknowledged: the committed offset is the partition's first record not yet
@@ -41,7 +43,7 @@ var ErrProgressFull = errors.New("dlq: replay progress is full")
 // on the same dead-letter topic must not overlap: each would republish what the other is
 // replaying. Replay stops at the first produce or commit error, or when ctx ends, and
 // returns the count so far with the error.
-func Replay(ctx context.Context, brokers broker.Config, dlqTopic string, filter func(Entry) bool) (int, error) {
+func Replay(ctx context.Context, brokers broker.Config, reg *schemareg.Codec, dlqTopic string, filter func(Entry) bool) (int, error) {
 	cl, err := brokers.NewProducer()
 	if err != nil {
 		return 0, fmt.Errorf("dlq: replay %s: %w", dlqTopic, err)
@@ -71,7 +73,7 @@ func Replay(ctx context.Context, brokers broker.Config, dlqTopic string, filter 
 		if pr.done(r.Offset) {
 			return true, nil
 		}
-		e := EntryOf(dlqTopic, r)
+		e := EntryOf(ctx, reg, dlqTopic, r)
 		if filter != nil && !filter(e) {
 			return true, nil
 		}

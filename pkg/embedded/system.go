@@ -159,7 +159,7 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 	deleters := append([]Deleter{
 		{"qdrant-deleter", qdrantstore.Kind, qdrantstore.New(st.Qdrant)},
 		{"redis-deleter", redisstore.Kind, redisstore.New(st.Redis)},
-		{"dataset-deleter", datasetstore.Kind, datasetstore.New(st.S3, filepath.Join(o.DataDir, "datasets"))},
+		{"dataset-deleter", datasetstore.Kind, datasetstore.New(st.S3, filepath.Join(o.DataDir, "datasets"), datasetstore.WithSummaries(o.Key))},
 		{"audit-verifier", auditlog.Kind, auditlog.NewVerifier(st.Audit)},
 	}, o.Deleters...)
 	if sys.Stores, err = checkDeleters(sys.Inventory, deleters); err != nil {
@@ -171,6 +171,7 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 		Log:       log.With(zap.String("service", "aggregator")),
 		Metrics:   m,
 		Sealer:    sys.Sealer,
+		Registry:  st.Registry,
 		Inventory: sys.Inventory,
 		Sweeps:    o.Sweeps,
 		Retain:    o.Retain,
@@ -193,6 +194,7 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 			Log:       log.With(zap.String("service", d.Name)),
 			Metrics:   m,
 			Sealer:    sys.Sealer,
+			Registry:  st.Registry,
 			Discovery: sys.Discovery,
 			Batching:  worker.DefaultBatching,
 		}
@@ -231,7 +233,7 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 			return consumer.Run(gctx, consumer.Config{Broker: st.Broker, Group: grp.Name, Topics: grp.Topics, Log: log.With(zap.String("group", grp.Name)), Metrics: m, Redact: grp.Redact}, h)
 		})
 	}
-	watchdog := &aggregator.Watchdog{Store: st.Audit, Producer: prod, Interval: 5 * time.Second, Log: log.With(zap.String("service", "aggregator")), Metrics: m}
+	watchdog := &aggregator.Watchdog{Store: st.Audit, Producer: prod, Interval: 5 * time.Second, Log: log.With(zap.String("service", "aggregator")), Metrics: m, Registry: st.Registry}
 	g.Go(func() error { return watchdog.Run(gctx) })
 	g.Go(func() error { return sys.Aggregator.Run(gctx, cmp.Or(o.SweepEvery, 10*time.Second)) })
 	g.Go(func() error { sys.Intake.RunSchedule(gctx, time.Second); return nil })

@@ -15,6 +15,6 @@ func startWorkflow(svc *intake.Service, o Options, st *Stack) error {
 		return err
 	}
 	svc.Workflow, svc.Windows, svc.RequireApproval = wf, o.Windows, o.RequireApproval
-	svc.DeadLetters = &intake.DeadLetters{Brokers: st.Broker}
+	svc.DeadLetters = &intake.DeadLetters{Brokers: st.Broker, Registry: st.Registry}
 	return nil
 }

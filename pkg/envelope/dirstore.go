@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"iter"
 	"os"
 	"path/filepath"
 	"sync"
@@ -42,7 +43,9 @@ const (
 // Overwriting is best effort: a journaling or copy-on-write filesystem, a snapshot, a
 // backup or an SSD's wear levelling may keep the old bytes, as may the blocks of a log
 // file removed by compaction. What remains is a data key wrapped by the KEK, useless
-// without it; keep the KEK away from this directory and its backups. Tombstones are kept
+// without it; keep the KEK away from this directory and its backups, and rotate it with
+// Sealer.RewrapAll: once the old KEK is destroyed, those remnants open nothing (see
+// docs/threat-model.md for what overwriting does not guarantee). Tombstones are kept
 // forever so that a shredded id cannot get a new key.
 //
 // DirKeyStore is safe for concurrent use. Only one store may have a directory open at a
@@ -83,6 +86,7 @@ type region struct {
 var (
 	_ KeyStore = (*DirKeyStore)(nil)
 	_ Replacer = (*DirKeyStore)(nil)
+	_ Lister   = (*DirKeyStore)(nil)
 )
 
 // NewDirKeyStore opens (creating it if needed, mode 0700) the store in dir and replays its
@@ -204,6 +208,31 @@ func (s *DirKeyStore) Replace(ctx context.Context, id string, old, wrapped []byt
 		return p, n, nil
 	})
 	return wrapDir("replace", err)
+}
+
+// Live yields the ids of the keys that are not destroyed, damaged ones included (Lister).
+// It takes a snapshot of the ids in memory when iteration starts, so it holds no lock
+// while the caller works on an id.
+func (s *DirKeyStore) Live(ctx context.Context) iter.Seq2[string, error] {
+	return func(yield func(string, error) bool) {
+		s.mu.RLock()
+		ids := make([]string, 0, len(s.keys))
+		for id, e := range s.keys {
+			if !e.tomb {
+				ids = append(ids, id)
+			}
+		}
+		s.mu.RUnlock()
+		for _, id := range ids {
+			if err := ctx.Err(); err != nil {
+				yield("", err)
+				return
+			}
+			if !yield(id, nil) {
+				return
+			}
+		}
+	}
 }
 
 func keyRecord(id string, wrapped []byte) (payload []byte, scrub int) {

@@ -20,8 +20,9 @@
 //
 // Key rotation: make the new key current and keep the old one in the ring (LETHE_KEK_OLD);
 // data keys wrapped by the old key still open, new ones are wrapped by the new key. Rewrap
-// moves a stored data key to the current KEK; once every live data key is rewrapped (or
-// shredded) the old KEK can be dropped. Opening a data key whose KEK was dropped fails with
+// moves a stored data key to the current KEK, RewrapAll every live key of a store that can
+// list them (Lister), and Census counts the live keys per wrapping KEK: once it finds none
+// wrapped by the old KEK, the old KEK can be dropped. Opening a data key whose KEK was dropped fails with
 // ErrUnknownKEK naming the missing KEK id.
 //
 // Errors: ErrShredded, ErrMissing, ErrUnknownKEK and ErrCorrupt (tampered ciphertext, wrong id, wrong
@@ -37,6 +38,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"iter"
 	"time"
 
 	"github.com/lethe-erasure/lethe/pkg/retry"
@@ -115,6 +117,15 @@ type Replacer interface {
 	// key is stored, ErrShredded if the id was destroyed (never resurrecting it) and
 	// ErrMissing if it is absent.
 	Replace(ctx context.Context, id string, old, wrapped []byte) error
+}
+
+// Lister is an optional KeyStore capability that RewrapAll and Census need.
+type Lister interface {
+	// Live yields the id of every stored data key that is not destroyed (a damaged key
+	// included, so that it is reported rather than skipped), in no particular order. An
+	// id stored for the whole iteration is yielded exactly once; one created or destroyed
+	// meanwhile may or may not be. On an error Live yields it with an empty id and stops.
+	Live(ctx context.Context) iter.Seq2[string, error]
 }
 
 // Sealed is an encrypted payload: the id of the KEK that was current when it was sealed

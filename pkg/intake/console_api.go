@@ -10,13 +10,17 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/broker"
 	"github.com/lethe-erasure/lethe/pkg/dlq"
 	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/schemareg"
 )
 
 // DeadLetters configures the dead-letter endpoints (GET /v1/dead-letters, POST
 // /v1/dead-letters/replay) the console uses: the brokers and the dead-letter topics.
 type DeadLetters struct {
 	Brokers broker.Config
-	Topics  []string // default: the .dlq topics of erasure.intake, erasure.requested, erasure.store.done
+	// Registry decodes registry-framed dead letters for their summaries; nil:
+	// single-object ones only.
+	Registry *schemareg.Codec
+	Topics   []string // default: the .dlq topics of erasure.intake, erasure.requested, erasure.store.done
 }
 
 func (d *DeadLetters) topics() []string {
@@ -75,7 +79,7 @@ func (s *Service) handleDeadLetters(w http.ResponseWriter, r *http.Request) {
 	}
 	p := principal(r)
 	for _, t := range s.DeadLetters.topics() {
-		entries, err := dlq.List(r.Context(), s.DeadLetters.Brokers, t, 500)
+		entries, err := dlq.List(r.Context(), s.DeadLetters.Brokers, s.DeadLetters.Registry, t, 500)
 		if err != nil {
 			s.log().Warn("dead letters not listed", zap.String("topic", t), zap.Error(err))
 			continue
@@ -115,7 +119,7 @@ func (s *Service) handleReplay(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := principal(r)
-	n, err := dlq.Replay(r.Context(), s.DeadLetters.Brokers, body.Topic, func(e dlq.Entry) bool {
+	n, err := dlq.Replay(r.Context(), s.DeadLetters.Brokers, s.DeadLetters.Registry, body.Topic, func(e dlq.Entry) bool {
 		tenant := deadLetterTenant(e)
 		mayAct := s.Auth == nil || (tenant == "" && p.May("*")) || (tenant != "" && p.May(tenant))
 		return mayAct && e.Partition == body.Partition && e.Offset == body.Offset

@@ -139,7 +139,7 @@ type Service struct {
 	Auth           *auth.Authenticator // nil: no authentication (every caller may act for every tenant)
 	Limiter        *auth.Limiter       // per-tenant submission rate; nil: unlimited
 	Sealer         *envelope.Sealer    // seals identifiers on erasure.requested; nil: they travel in the clear
-	Registry       *schemareg.Codec    // reads registry-framed intake records, frames erasure.requested; nil: single-object only
+	Registry       *schemareg.Codec    // reads registry-framed intake records, frames every record the intake writes; nil: single-object only
 	Now            func() time.Time
 
 	// SuppressionsTopic carries lifted suppressions; default event.TopicSuppressions.

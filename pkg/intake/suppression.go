@@ -256,7 +256,7 @@ func (s *Service) Lift(ctx context.Context, p auth.Principal, in LiftRequest) (L
 			}
 			r.Outcome, r.LiftEventID = LiftLifted, cur.LiftEventID
 		}
-		b, err := event.Suppressions.Encode(&cur)
+		b, err := s.Registry.EncodeFor(s.suppressionsTopic(), event.Suppressions, &cur)
 		if err != nil {
 			return r, fmt.Errorf("intake: encode suppression: %w", err)
 		}

@@ -359,3 +359,35 @@ func TestSuppressionCheckCost(t *testing.T) {
 		}
 	}
 }
+
+// A lift's record on erasure.suppressions is framed as the topic's framing says (here the
+// registry's), as every record the intake writes.
+func TestSuppressionLiftFollowsFraming(t *testing.T) {
+	e, _ := suppressing(t)
+	ctx := context.Background()
+	reg, _ := testenv.Registry(t, "erasure.suppressions=registry")
+	e.svc.Registry = reg
+	e.erase(t, acmeToken, map[string]any{"tenant_id": "acme", "subject_id": subj, "regulation": "GDPR"})
+	e.setNow(start.Add(time.Hour))
+	b, _ := json.Marshal(map[string]any{"tenant_id": "acme", "subject_ids": []string{subj}, "basis": "consent", "reason": "consent record CR-2291"})
+	if code, _ := e.do(t, "POST", "/v1/suppressions/lift", string(b), bearer(acmeToken)...); code != http.StatusOK {
+		t.Fatalf("lift: %d", code)
+	}
+	lifts := 0
+	for _, r := range testenv.ReadTopic(t, e.addrs, event.TopicSuppressions) {
+		var s event.Suppression
+		if err := reg.Decode(ctx, event.Suppressions, r.Value, &s); err != nil {
+			t.Fatal(err)
+		}
+		if s.State != event.Lifted {
+			continue // the aggregator's entry, written without a registry
+		}
+		lifts++
+		if r.Value[0] != 0 {
+			t.Errorf("the lift's record starts %#x, want the registry framing", r.Value[0])
+		}
+	}
+	if lifts != 1 {
+		t.Fatalf("%d lift records, want 1", lifts)
+	}
+}

@@ -152,7 +152,9 @@ func (s *Service) seal(ctx context.Context, req *event.Requested) error {
 }
 
 // keepable encodes req to be kept in the workflow: only when it carries no identifier in
-// the clear (they are sealed, or it is a TENANT request). Otherwise it returns nil and,
+// the clear (they are sealed, or it is a TENANT request). Kept events are in
+// single-object encoding whatever the topic's framing, so the workflow store reads back
+// without a registry; publish frames them when they are released. Otherwise it returns nil and,
 // for a request that must wait, an error: without a sealer Lethe keeps no identifiers.
 func (s *Service) keepable(req *event.Requested) ([]byte, error) {
 	if req.Identifiers.SubjectID != "" || len(req.Identifiers.SessionIDs) > 0 {

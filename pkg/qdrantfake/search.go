@@ -1,6 +1,7 @@
 package qdrantfake
 
 import (
+	"container/heap"
 	"context"
 	"math"
 	"sort"
@@ -208,19 +209,42 @@ func (s *scorer) add(k pointKey, pt *point) {
 	if t := s.n.threshold; t != nil && (s.large && !(sc > *t) || !s.large && !(sc < *t)) {
 		return
 	}
-	s.hits = append(s.hits, hit{k, sc})
+	// Keep only the best offset+limit hits (a heap with the worst kept hit on top), as
+	// Qdrant's own top-k does: a search costs O(n log k), not a sort of every point.
+	if keep := s.n.offset + s.n.limit; len(s.hits) < keep {
+		heap.Push((*worstFirst)(s), hit{k, sc})
+	} else if keep > 0 && s.better(sc, s.hits[0].s) {
+		s.hits[0] = hit{k, sc}
+		heap.Fix((*worstFirst)(s), 0)
+	}
+}
+
+// better reports whether score a ranks before score b.
+func (s *scorer) better(a, b float32) bool {
+	if s.large {
+		return a > b
+	}
+	return a < b
+}
+
+// worstFirst is a scorer's hits as a heap whose top is the worst hit kept.
+type worstFirst scorer
+
+func (h *worstFirst) Len() int           { return len(h.hits) }
+func (h *worstFirst) Less(i, j int) bool { return (*scorer)(h).better(h.hits[j].s, h.hits[i].s) }
+func (h *worstFirst) Swap(i, j int)      { h.hits[i], h.hits[j] = h.hits[j], h.hits[i] }
+func (h *worstFirst) Push(x any)         { h.hits = append(h.hits, x.(hit)) }
+func (h *worstFirst) Pop() any {
+	x := h.hits[len(h.hits)-1]
+	h.hits = h.hits[:len(h.hits)-1]
+	return x
 }
 
 // result orders the hits best first, applies offset and limit and renders them.
 // Callers hold c.mu.
 func (c *collection) result(s *scorer) ([]*qdrant.ScoredPoint, error) {
 	hits := s.hits
-	sort.Slice(hits, func(i, j int) bool {
-		if s.large {
-			return hits[i].s > hits[j].s
-		}
-		return hits[i].s < hits[j].s
-	})
+	sort.Slice(hits, func(i, j int) bool { return s.better(hits[i].s, hits[j].s) })
 	if s.n.offset >= len(hits) {
 		return []*qdrant.ScoredPoint{}, nil
 	}

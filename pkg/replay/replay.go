@@ -26,6 +26,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/broker"
 	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/schemareg"
 )
 
 // Topics names the topics Rebuild reads. Empty names take the defaults of package event.
@@ -109,12 +110,14 @@ func (t *Trail) TotalUndecodable() int {
 
 // Rebuild reads the three topics from their first retained record up to the end offsets
 // (high watermarks) listed when it starts, with a plain consumer (no group, nothing
-// committed), and rebuilds the trail. Records produced after the start are not read.
+// committed), and rebuilds the trail. Records are decoded in either framing through reg
+// (schemareg.Codec.Decode); with a nil reg, registry-framed records count as
+// undecodable. Records produced after the start are not read.
 // Undecodable records are counted, not fatal. It fails when a topic does not exist, on a
 // non-retriable fetch error, or when ctx ends before every partition was read to its end
 // offset. Topics must not be written transactionally (a trailing transaction marker would
 // keep Rebuild waiting for a record that never comes, until ctx ends).
-func Rebuild(ctx context.Context, brokers broker.Config, topics Topics) (*Trail, error) {
+func Rebuild(ctx context.Context, brokers broker.Config, topics Topics, reg *schemareg.Codec) (*Trail, error) {
 	topics = topics.withDefaults()
 	names := []string{topics.Requested, topics.StoreDone, topics.Completed}
 	admin, err := kgo.NewClient(brokers.Options()...)
@@ -164,7 +167,7 @@ func Rebuild(ctx context.Context, brokers broker.Config, topics Topics) (*Trail,
 			if !reading || r.Offset >= end {
 				return // produced after Rebuild started
 			}
-			t.add(topics, r)
+			t.add(ctx, reg, topics, r)
 			if r.Offset >= end-1 {
 				delete(ends, k)
 			}
@@ -228,27 +231,31 @@ func offsetsErr(l kadm.ListedOffsets, optional []string) error {
 var errNoIDs = errors.New("replay: record without request id")
 
 // add folds one record into the trail.
-func (t *Trail) add(topics Topics, r *kgo.Record) {
+func (t *Trail) add(ctx context.Context, reg *schemareg.Codec, topics Topics, r *kgo.Record) {
 	t.Records[r.Topic]++
+	decode := func(typ *event.Type, v any) error { return reg.Decode(ctx, typ, r.Value, v) }
 	var err error
 	switch r.Topic {
 	case topics.Requested:
-		err = t.addRequested(r.Value)
+		err = t.addRequested(decode)
 	case topics.StoreDone:
-		err = t.addStoreDone(r.Value)
+		err = t.addStoreDone(decode)
 	case topics.Completed:
-		err = t.addCompleted(r.Value)
+		err = t.addCompleted(decode)
 	case topics.StoreFound:
-		err = t.addStoreFound(r.Value)
+		err = t.addStoreFound(decode)
 	}
 	if err != nil {
 		t.Undecodable[r.Topic]++
 	}
 }
 
-func (t *Trail) addRequested(b []byte) error {
+// decoder reads the record being added as an event of a type.
+type decoder func(t *event.Type, v any) error
+
+func (t *Trail) addRequested(decode decoder) error {
 	var ev event.Requested
-	if err := event.Request.Decode(b, &ev); err != nil {
+	if err := decode(event.Request, &ev); err != nil {
 		return err
 	}
 	req := auditlog.RequestOf(&ev) // the identifiers go no further than this function
@@ -268,9 +275,9 @@ func (t *Trail) addRequested(b []byte) error {
 	return nil
 }
 
-func (t *Trail) addStoreDone(b []byte) error {
+func (t *Trail) addStoreDone(decode decoder) error {
 	var d event.StoreDone
-	if err := event.Done.Decode(b, &d); err != nil {
+	if err := decode(event.Done, &d); err != nil {
 		return err
 	}
 	if d.RequestID == "" || d.Store == "" {
@@ -287,9 +294,9 @@ func (t *Trail) addStoreDone(b []byte) error {
 	return nil
 }
 
-func (t *Trail) addStoreFound(b []byte) error {
+func (t *Trail) addStoreFound(decode decoder) error {
 	var f event.StoreFound
-	if err := event.Found.Decode(b, &f); err != nil {
+	if err := decode(event.Found, &f); err != nil {
 		return err
 	}
 	if f.RequestID == "" || f.Store == "" {
@@ -305,9 +312,9 @@ func (t *Trail) addStoreFound(b []byte) error {
 	return nil
 }
 
-func (t *Trail) addCompleted(b []byte) error {
+func (t *Trail) addCompleted(decode decoder) error {
 	var rc event.Receipt
-	if err := event.Completed.Decode(b, &rc); err != nil {
+	if err := decode(event.Completed, &rc); err != nil {
 		return err
 	}
 	if rc.RequestID == "" {

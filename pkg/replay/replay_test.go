@@ -147,7 +147,7 @@ func rebuild(t *testing.T, e *env) *replay.Trail {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	trail, err := replay.Rebuild(ctx, e.brokers, replay.Topics{})
+	trail, err := replay.Rebuild(ctx, e.brokers, replay.Topics{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,7 +337,7 @@ func TestRebuildFailsOnMissingTopic(t *testing.T) {
 	e := setup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err := replay.Rebuild(ctx, e.brokers, replay.Topics{Completed: "no.such.topic"})
+	_, err := replay.Rebuild(ctx, e.brokers, replay.Topics{Completed: "no.such.topic"}, nil)
 	if err == nil || !strings.Contains(err.Error(), "no.such.topic") {
 		t.Fatalf("Rebuild with a missing topic: %v, want an error naming it", err)
 	}

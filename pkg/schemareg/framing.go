@@ -2,8 +2,11 @@ package schemareg
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -69,20 +72,40 @@ func (f Framings) UsesRegistry() bool {
 }
 
 // EncodeFor writes v, of type t, in topic's framing (c.Framings). A nil Codec writes
-// single-object encoding.
+// single-object encoding. It is the one place producers choose a framing: every record
+// Lethe writes on its topics goes through it.
+//
+// A topic framed for the registry whose schema was not registered yet (a topic renamed
+// from the defaults of package event) is registered on first use, under
+// Subject(topic), within registerTimeout; a registry that cannot be reached then is an
+// error the caller may retry.
 func (c *Codec) EncodeFor(topic string, t *event.Type, v any) ([]byte, error) {
 	if c == nil || c.Framings.Of(topic) != Registry {
 		return t.Encode(v)
 	}
+	b, err := c.Encode(topic, t, v)
+	if !errors.Is(err, errUnregistered) {
+		return b, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), registerTimeout)
+	defer cancel()
+	if _, err := c.Register(ctx, topic, t); err != nil {
+		return nil, err
+	}
 	return c.Encode(topic, t, v)
 }
 
+// registerTimeout bounds the registration EncodeFor makes of a topic not registered yet.
+const registerTimeout = 10 * time.Second
+
 // Reframe wraps a record handler of Lethe's own topics: a registry-framed record of a
 // topic in types is handed on in single-object encoding (same body, the header of its
-// writer schema), so handlers that read single-object encoding read both framings. A
-// writer schema that is none of the released ones, or an id the registry does not know,
-// is a permanent error (the record is dead-lettered with the reason); other records pass
-// unchanged. A nil Codec refuses registry-framed records the same way.
+// writer schema), so handlers that read single-object encoding read both framings. The
+// record's value is put back once the handler returns, so a record the consumer then
+// dead-letters is written as it was read. A writer schema that is none of the released
+// ones, or an id the registry does not know, is a permanent error (the record is
+// dead-lettered with the reason); other records pass unchanged. A nil Codec refuses
+// registry-framed records the same way.
 func (c *Codec) Reframe(types map[string]*event.Type, h func(context.Context, *kgo.Record) error) func(context.Context, *kgo.Record) error {
 	return func(ctx context.Context, rec *kgo.Record) error {
 		t, ok := types[rec.Topic]
@@ -104,7 +127,9 @@ func (c *Codec) Reframe(types map[string]*event.Type, h func(context.Context, *k
 		if err != nil {
 			return err
 		}
+		orig := rec.Value
 		rec.Value = v
+		defer func() { rec.Value = orig }()
 		return h(ctx, rec)
 	}
 }
@@ -118,6 +143,8 @@ func Topics() map[string]*event.Type {
 		event.TopicCompleted:    event.Completed,
 		event.TopicOverdue:      event.Overdues,
 		event.TopicSuppressions: event.Suppressions,
+		event.TopicReappeared:   event.Reappear,
+		event.TopicStoreFound:   event.Found,
 	}
 }
 
@@ -138,4 +165,35 @@ func OwnTopics() map[string]*event.Type {
 	t := Topics()
 	delete(t, event.TopicIntake)
 	return t
+}
+
+// FromEnv returns the Codec of the registry at $LETHE_SCHEMA_REGISTRY_URL, with the
+// framings of $LETHE_FRAMING and Lethe's schemas registered (RegisterAll), read through
+// getenv (os.Getenv when nil). Without a registry URL it returns nil, which reads and
+// writes single-object encoding only, and fails when LETHE_FRAMING frames some topic
+// for a registry.
+func FromEnv(ctx context.Context, getenv func(string) string) (*Codec, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	framings, err := ParseFramings(getenv("LETHE_FRAMING"))
+	if err != nil {
+		return nil, err
+	}
+	url := getenv("LETHE_SCHEMA_REGISTRY_URL")
+	if url == "" {
+		if framings.UsesRegistry() {
+			return nil, errors.New("schemareg: LETHE_FRAMING frames records for a registry, and LETHE_SCHEMA_REGISTRY_URL is not set")
+		}
+		return nil, nil
+	}
+	c, err := Dial(url)
+	if err != nil {
+		return nil, err
+	}
+	c.Framings = framings
+	if err := c.RegisterAll(ctx); err != nil {
+		return nil, fmt.Errorf("schemareg: %s: %w", url, err)
+	}
+	return c, nil
 }

@@ -58,6 +58,9 @@ func Subject(topic string) string { return topic + "-value" }
 // written with a version the subject already holds.
 var ErrIncompatible = errors.New("schemareg: schema is not backward compatible")
 
+// errUnregistered is Encode's error for a topic whose schema was not registered.
+var errUnregistered = errors.New("schemareg: no schema registered")
+
 // Codec encodes and decodes records of Lethe's event types in either framing.
 type Codec struct {
 	// Framings is how EncodeFor frames each topic's records; set it before use.
@@ -129,7 +132,7 @@ func (c *Codec) Encode(topic string, t *event.Type, v any) ([]byte, error) {
 	id, ok := c.ids[topic]
 	c.mu.Unlock()
 	if !ok {
-		return nil, fmt.Errorf("schemareg: no schema registered for %s", topic)
+		return nil, fmt.Errorf("%w for %s", errUnregistered, topic)
 	}
 	body, err := t.EncodeBody(v)
 	if err != nil {

@@ -230,3 +230,72 @@ func TestParseFramings(t *testing.T) {
 		t.Fatal("ParseFramings accepted xml")
 	}
 }
+
+// The handler behind Reframe sees single-object encoding; once it returns, the record
+// holds its own value again, so a dead-lettered record is written as it was read.
+func TestReframeRestoresTheValue(t *testing.T) {
+	ctx := context.Background()
+	c, _, _ := newCodec(t)
+	if err := c.RegisterAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.Framings, _ = schemareg.ParseFramings("registry")
+	f := event.StoreFound{RequestID: "er_1", TenantID: "acme", Store: "redis", Kind: "redis", Attempt: 1,
+		FoundAt: time.UnixMilli(1_700_000_000_000).UTC()}
+	b, err := c.EncodeFor(event.TopicStoreFound, event.Found, &f)
+	if err != nil || b[0] != 0 {
+		t.Fatalf("EncodeFor(store.found) = % .1x, %v", b, err)
+	}
+	rec := &kgo.Record{Topic: event.TopicStoreFound, Value: b}
+	var seen []byte
+	h := c.Reframe(schemareg.OwnTopics(), func(_ context.Context, r *kgo.Record) error {
+		seen = r.Value
+		return errors.New("refused")
+	})
+	if err := h(ctx, rec); err == nil {
+		t.Fatal("the handler's error was lost")
+	}
+	var got event.StoreFound
+	if err := event.Found.Decode(seen, &got); err != nil || got.RequestID != f.RequestID {
+		t.Fatalf("handler saw %+v, %v", got, err)
+	}
+	if string(rec.Value) != string(b) {
+		t.Fatalf("record value after the handler % x, want the registry-framed value back", rec.Value[:5])
+	}
+}
+
+// FromEnv reads LETHE_FRAMING and LETHE_SCHEMA_REGISTRY_URL: no registry is nil (single
+// object), registry framing without a URL is refused, and with a URL every topic Lethe
+// writes is registered; a renamed topic is registered on first use.
+func TestFromEnv(t *testing.T) {
+	ctx := context.Background()
+	env := func(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
+	if c, err := schemareg.FromEnv(ctx, env(nil)); c != nil || err != nil {
+		t.Fatalf("FromEnv without settings = %v, %v; want nil, nil", c, err)
+	}
+	if _, err := schemareg.FromEnv(ctx, env(map[string]string{"LETHE_FRAMING": "registry"})); err == nil {
+		t.Fatal("registry framing without a registry URL was accepted")
+	}
+	_, cl, reg := newCodec(t)
+	c, err := schemareg.FromEnv(ctx, env(map[string]string{"LETHE_FRAMING": "registry", "LETHE_SCHEMA_REGISTRY_URL": reg.URL()}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for topic := range schemareg.OwnTopics() {
+		if _, err := cl.SchemaByVersion(ctx, schemareg.Subject(topic), -1); err != nil {
+			t.Errorf("%s: not registered: %v", topic, err)
+		}
+	}
+	rc := event.Receipt{RequestID: "er_1", TenantID: "acme", Scope: event.ScopeSubject, Status: event.ReceiptComplete}
+	b, err := c.EncodeFor("team.completed", event.Completed, &rc)
+	if err != nil || b[0] != 0 {
+		t.Fatalf("EncodeFor(a renamed topic) = % .1x, %v", b, err)
+	}
+	if _, err := cl.SchemaByVersion(ctx, schemareg.Subject("team.completed"), -1); err != nil {
+		t.Errorf("the renamed topic's subject was not registered: %v", err)
+	}
+	var got event.Receipt
+	if err := c.Decode(ctx, event.Completed, b, &got); err != nil || got.RequestID != rc.RequestID {
+		t.Errorf("decoded %+v, %v", got, err)
+	}
+}

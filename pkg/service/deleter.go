@@ -68,6 +68,7 @@ func DeleterSpec(name, kind string, open Open) func(ctx context.Context, env Env
 			Log:       env.Log,
 			Metrics:   env.Metrics,
 			Sealer:    env.Sealer,
+			Registry:  env.Registry,
 			Batching:  batching,
 		}
 		spec := Spec{

@@ -102,7 +102,7 @@ func run(ctx context.Context, service string, build func(ctx context.Context, en
 	if err != nil {
 		return err
 	}
-	registry, err := registryFromEnv(ctx)
+	registry, err := schemareg.FromEnv(ctx, os.Getenv)
 	if err != nil {
 		return err
 	}

@@ -41,6 +41,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/metrics"
 	"github.com/lethe-erasure/lethe/pkg/pii"
 	"github.com/lethe-erasure/lethe/pkg/retry"
+	"github.com/lethe-erasure/lethe/pkg/schemareg"
 )
 
 // ReasonMissingKey is the error of the reports of a request whose data key is missing.
@@ -65,7 +66,10 @@ type Worker struct {
 	Log        *zap.Logger
 	Metrics    *metrics.Metrics // nil records nothing
 	Sealer     *envelope.Sealer // opens sealed identifiers; nil: only clear ones are accepted
-	Now        func() time.Time
+	// Registry frames the records the worker writes as each topic's framing says
+	// (schemareg.Codec.EncodeFor); nil: single-object encoding.
+	Registry *schemareg.Codec
+	Now      func() time.Time
 	// Batching gathers concurrent erasures of a deletion.BatchStore; the zero value
 	// erases one subject a call.
 	Batching Batching
@@ -163,9 +167,9 @@ func (w *Worker) missingKey(ctx context.Context, req *event.Requested, stores []
 func (w *Worker) publish(ctx context.Context, reports []event.StoreDone) error {
 	recs := make([]*kgo.Record, len(reports))
 	for i := range reports {
-		b, err := event.Done.Encode(&reports[i])
+		b, err := w.Registry.EncodeFor(w.doneTopic(), event.Done, &reports[i])
 		if err != nil {
-			panic(err) // our own event always encodes
+			return fmt.Errorf("worker: encode store report: %w", err)
 		}
 		recs[i] = &kgo.Record{Topic: w.doneTopic(), Key: []byte(reports[i].RequestID), Value: b}
 	}
@@ -288,13 +292,13 @@ func (w *Worker) recordFound(ctx context.Context, req *event.Requested, st inven
 	if f.Found() == 0 {
 		return nil
 	}
-	b, err := event.Found.Encode(&f)
-	if err != nil {
-		panic(err) // our own event always encodes
-	}
 	topic := w.FoundTopic
 	if topic == "" {
 		topic = event.TopicStoreFound
+	}
+	b, err := w.Registry.EncodeFor(topic, event.Found, &f)
+	if err != nil {
+		return fmt.Errorf("worker: encode what was found: %w", err)
 	}
 	rec := &kgo.Record{Topic: topic, Key: []byte(req.RequestID), Value: b}
 	if err := w.Producer.ProduceSync(ctx, rec).FirstErr(); err != nil {

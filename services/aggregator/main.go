@@ -33,9 +33,9 @@ func main() {
 		if err != nil {
 			return service.Spec{}, err
 		}
-		agg := &aggregator.Aggregator{Store: store, Producer: env.Producer, Log: env.Log, Metrics: env.Metrics, Sealer: env.Sealer, Inventory: env.Config.Inventory,
+		agg := &aggregator.Aggregator{Store: store, Producer: env.Producer, Log: env.Log, Metrics: env.Metrics, Sealer: env.Sealer, Registry: env.Registry, Inventory: env.Config.Inventory,
 			Sweeps: sweeps, Retain: retain}
-		watchdog := &aggregator.Watchdog{Store: store, Producer: env.Producer, Log: env.Log, Metrics: env.Metrics, Target: target}
+		watchdog := &aggregator.Watchdog{Store: store, Producer: env.Producer, Log: env.Log, Metrics: env.Metrics, Target: target, Registry: env.Registry}
 		return service.Spec{
 			Groups: []service.Group{{Name: "lethe-aggregator", Topics: []string{event.TopicRequested, event.TopicStoreDone, event.TopicStoreFound}, Handler: agg.Handle}},
 			Run: func(ctx context.Context) error {

@@ -13,7 +13,7 @@ import (
 // approvals of TENANT requests and legal holds when $LETHE_WORKFLOW_FILE names the file
 // that keeps them (one intake process owns it), and the console's dead letters.
 func configureWorkflow(svc *intake.Service, env service.Env, authn *auth.Authenticator) error {
-	svc.DeadLetters = &intake.DeadLetters{Brokers: env.Config.Broker}
+	svc.DeadLetters = &intake.DeadLetters{Brokers: env.Config.Broker, Registry: env.Registry}
 	path := os.Getenv("LETHE_WORKFLOW_FILE")
 	if path == "" {
 		return nil

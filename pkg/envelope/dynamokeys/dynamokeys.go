@@ -6,9 +6,9 @@
 // (envelope.ErrMissing). Create is a PutItem conditioned on attribute_not_exists(pk);
 // Destroy is a PutItem of the tombstone conditioned on there being no tombstone yet, which
 // replaces the whole item and drops the wrapped key (a repeated Destroy keeps the first
-// time); Replace is a PutItem
-// conditioned on the stored wrapped key. Single-item conditional writes only, and every read
-// is strongly consistent, so it runs on DynamoDB Local and dynalite as well.
+// time); Replace is a PutItem conditioned on the stored wrapped key; Live is a paginated
+// Scan of the ids. Single-item conditional writes only, and every read and scan is
+// strongly consistent, so it runs on DynamoDB Local and dynalite as well.
 //
 // Point-in-time recovery and on-demand backups keep destroyed items for their retention
 // period (up to 35 days for PITR): what they keep is a data key wrapped by the KEK, useless
@@ -24,6 +24,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"time"
 	"unicode/utf8"
 
@@ -42,11 +43,13 @@ type Store struct {
 	c     *dynamodb.Client
 	table string
 	now   func() time.Time // the time Destroy records
+	page  int32            // items per Scan page in Live; 0: DynamoDB's default (1 MB)
 }
 
 var (
 	_ envelope.KeyStore = (*Store)(nil)
 	_ envelope.Replacer = (*Store)(nil)
+	_ envelope.Lister   = (*Store)(nil)
 )
 
 // New returns a Store on table through client.
@@ -169,6 +172,44 @@ func (s *Store) Replace(ctx context.Context, id string, old, wrapped []byte) err
 		return envelope.ErrMissing
 	default:
 		return envelope.ErrConflict // changed, perhaps back again: the caller reads anew
+	}
+}
+
+// Live yields the ids of the items that are not tombstones (envelope.Lister): a
+// paginated, strongly consistent Scan that reads the id only (a projection of pk, the
+// tombstones filtered out by the table), so no wrapped key leaves the table. Scans read
+// the whole table and consume read capacity for every item, tombstones included; pace a
+// bulk job with the caller's rate limit.
+func (s *Store) Live(ctx context.Context) iter.Seq2[string, error] {
+	return func(yield func(string, error) bool) {
+		in := &dynamodb.ScanInput{
+			TableName:                aws.String(s.table),
+			ConsistentRead:           aws.Bool(true),
+			ProjectionExpression:     aws.String("pk"),
+			FilterExpression:         aws.String("attribute_not_exists(#s)"),
+			ExpressionAttributeNames: map[string]string{"#s": "shredded"},
+		}
+		if s.page > 0 {
+			in.Limit = aws.Int32(s.page)
+		}
+		p := dynamodb.NewScanPaginator(s.c, in)
+		for p.HasMorePages() {
+			out, err := p.NextPage(ctx)
+			if err != nil {
+				yield("", classify("scan", err))
+				return
+			}
+			for _, item := range out.Items {
+				pk, ok := item["pk"].(*types.AttributeValueMemberS)
+				if !ok {
+					yield("", retry.Permanent(fmt.Errorf("envelope/dynamokeys: scan: %w: item without a string pk", envelope.ErrCorrupt)))
+					return
+				}
+				if !yield(pk.Value, nil) {
+					return
+				}
+			}
+		}
 	}
 }
 

@@ -37,6 +37,7 @@ func newStoreFunc(t *testing.T) func(t *testing.T) *dynamokeys.Store {
 	return func(t *testing.T) *dynamokeys.Store {
 		t.Helper()
 		s := dynamokeys.New(c, testenv.DynamoTable(t, fmt.Sprintf("keys-%d", tables.Add(1))))
+		dynamokeys.SetScanPage(s, 4) // Live crosses pages (tombstones filtered within a page)
 		if err := s.CreateTable(context.Background()); err != nil {
 			t.Fatalf("CreateTable: %v", err)
 		}

@@ -4,7 +4,10 @@
 // an absent id reported missing (never shredded), destroy and its tombstone with the time
 // of the first destroy (a later Create must not resurrect a key), idempotent destroy,
 // ids that must not collide, concurrent creates and destroys, returned copies, cancelled
-// contexts, and, when the store implements envelope.Replacer, compare-and-replace.
+// contexts, and, when the store implements envelope.Replacer, compare-and-replace; when it
+// also implements envelope.Lister, listing the live keys and a KEK rotation by RewrapAll
+// (keys sealed under one KEK open under the next alone, shredded keys stay shredded, a
+// shred racing the rewrap is not undone, a second run changes nothing).
 package keystoretest
 
 import (
@@ -45,6 +48,8 @@ func Run(t *testing.T, newStore func(t *testing.T) envelope.KeyStore) {
 		{"ConcurrentCreateDestroy", testConcurrentCreateDestroy},
 		{"CancelledContext", testCancelled},
 		{"Replace", testReplace},
+		{"Live", testLive},
+		{"RewrapAll", testRewrapAll},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -1,0 +1,82 @@
+// Command scaling measures how Lethe's throughput follows the number of deleter instances
+// when the stores answer with a realistic latency (package chaos, Scaling): the six
+// services as separate processes, a one-way delay injected in front of each store, and for
+// 1, 2 and 4 instances of every deleter a burst of erasures timed from the first
+// submission to the last receipt, with each process's CPU time per erasure. It prints a
+// table and writes the figures as JSON.
+//
+//	go run ./cmd/scaling -out ../.bench/scaling.json
+//	go run ./cmd/scaling -quick
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/lethe-erasure/lethe/chaos"
+)
+
+func main() {
+	var cfg chaos.ScalingConfig
+	var instances, batchings, out string
+	var quick bool
+	lat := map[string]*time.Duration{}
+	flag.IntVar(&cfg.N, "n", 240, "erasures per phase")
+	flag.StringVar(&instances, "instances", "1,2,4", "instances of every deleter, one phase each")
+	flag.StringVar(&batchings, "batch-max", ",1", "LETHE_BATCH_MAX values to run every phase with (empty: the default batching)")
+	for _, st := range chaos.Stores {
+		d := chaos.DefaultLatency[st]
+		lat[st] = &d
+		flag.DurationVar(lat[st], st+"-latency", d, "one-way latency injected in front of "+st)
+	}
+	flag.StringVar(&cfg.Dir, "dir", "", "directory for logs and broker data (default: a new temporary directory)")
+	flag.StringVar(&out, "out", "", "write the figures as JSON to this file")
+	flag.BoolVar(&quick, "quick", false, "a smoke run: 24 erasures per phase, 1 and 2 instances, default batching only")
+	flag.Parse()
+	if quick {
+		cfg.N, instances, batchings = 24, "1,2", ""
+	}
+	for _, s := range strings.Split(instances, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "scaling: -instances %q: want whole numbers of at least 1\n", instances)
+			os.Exit(2)
+		}
+		cfg.Instances = append(cfg.Instances, n)
+	}
+	cfg.Batchings = strings.Split(batchings, ",")
+	cfg.Latency = map[string]time.Duration{}
+	for st, d := range lat {
+		cfg.Latency[st] = *d
+	}
+	cfg.Log = os.Stderr
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := chaos.Scaling(ctx, cfg)
+	if res != nil {
+		res.PrintTable(os.Stdout)
+		if out != "" {
+			if werr := res.WriteJSON(out); werr != nil {
+				fmt.Fprintf(os.Stderr, "scaling: %v\n", werr)
+				os.Exit(2)
+			}
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "scaling: %v\n", err)
+		os.Exit(1)
+	}
+	for _, ph := range res.Phases {
+		if ph.Complete != ph.Erasures {
+			fmt.Printf("FAIL: %d of %d receipts COMPLETE with %d instances\n", ph.Complete, ph.Erasures, ph.Instances)
+			os.Exit(1)
+		}
+	}
+}

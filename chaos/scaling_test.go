@@ -1,0 +1,89 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestScalingQuick runs the scaling measurement's quick path end to end (a few erasures,
+// one and two instances of every deleter, no latency): every receipt is COMPLETE, and the
+// figures are there and positive. It asserts no timing.
+func TestScalingQuick(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	res, err := Scaling(ctx, ScalingConfig{N: 12, Instances: []int{1, 2}, Latency: map[string]time.Duration{}, Warmup: 6,
+		Dir: logDir(t), Log: tlog{t}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table strings.Builder
+	res.PrintTable(&table)
+	t.Logf("figures:\n%s", table.String())
+	if len(res.Phases) != 2 {
+		t.Fatalf("%d phases, want 2", len(res.Phases))
+	}
+	for _, ph := range res.Phases {
+		if ph.Erasures != 12 || ph.Complete != ph.Erasures || ph.Other != 0 {
+			t.Errorf("%d instances: %d of %d receipts COMPLETE, %d other", ph.Instances, ph.Complete, ph.Erasures, ph.Other)
+		}
+		if ph.PerSecond <= 0 || ph.AckedPerSecond <= 0 {
+			t.Errorf("%d instances: %.3f erasures/s, %.3f acks/s", ph.Instances, ph.PerSecond, ph.AckedPerSecond)
+		}
+		for st := range Deleters {
+			if ph.StoreRate[st] <= 0 {
+				t.Errorf("%d instances: no report rate for a %s store: %v", ph.Instances, st, ph.StoreRate)
+			}
+		}
+		var total float64
+		for _, svc := range Services {
+			v, ok := ph.CPUPerErasure[svc]
+			if !ok || v < 0 {
+				t.Errorf("%d instances: CPU of %s = %v (%v)", ph.Instances, svc, v, ok)
+			}
+			total += v
+		}
+		if total <= 0 {
+			t.Errorf("%d instances: the services used no CPU: %v", ph.Instances, ph.CPUPerErasure)
+		}
+	}
+	out := filepath.Join(t.TempDir(), "scaling.json")
+	if err := res.WriteJSON(out); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var figs []Figure
+	if err := json.Unmarshal(b, &figs); err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]float64{}
+	for _, f := range figs {
+		names[f.Name] = f.Value
+	}
+	for _, n := range []string{"scaling/batch_max=default/instances=1/erasures_per_s", "scaling/batch_max=default/instances=2/erasures_per_s",
+		"scaling/batch_max=default/ratio_2_over_1"} {
+		if names[n] <= 0 {
+			t.Errorf("figure %s = %v in %s", n, names[n], b)
+		}
+	}
+}
+
+// statCPU reads utime and stime after the command name, which may hold spaces and
+// parentheses.
+func TestStatCPU(t *testing.T) {
+	line := "4242 (data set) (x) S 1 4242 4242 0 -1 4194560 1234 0 0 0 250 37 0 0 20 0 12 0 100 0 0\n"
+	got, err := statCPU(line)
+	if err != nil || got != 2870*time.Millisecond {
+		t.Fatalf("statCPU = %s, %v; want 2.87s", got, err)
+	}
+	if _, err := statCPU("4242 (short) S 1 2"); err == nil {
+		t.Fatal("a short line parsed")
+	}
+}

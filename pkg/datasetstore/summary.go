@@ -1,0 +1,274 @@
+package datasetstore
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"unicode"
+
+	"github.com/lethe-erasure/lethe/pkg/subject"
+)
+
+// Summaries (WithSummaries) let an erasure skip the objects and versions of an S3 location
+// that do not hold the subject.
+//
+// For each version of a dataset object (identified by its version id and ETag) a summary
+// holds three sets of keyed pseudonyms, never a raw value: of every value the subject
+// columns hold (subject.Key.Pseudonym of the tenant and the value), of every value the
+// session columns hold (SessionPseudonym), and of every mention candidate of the object's
+// strings (Pseudonym; see mentionTokens). Each pseudonym is kept as its first 8 bytes: two
+// values that share them only cost a read. The sets are built by the mention scanner in
+// counting mode with a matcher and a finder that collect instead of compare, so they see
+// exactly the values the row erasure and the mention scan compare.
+//
+// A version is skipped (not read) only when its summary is valid — same version id, same
+// ETag, built for the same tenant, columns and key (the scope) — and holds none of the
+// request's pseudonyms. Anything else is read in full: a missing, unreadable, stale or
+// foreign summary, a summary of another format version, an object too large or too
+// malformed to summarise (it is read every time). Reading a version without a valid
+// summary builds one from the same bytes; a rewrite builds the summary of the version it
+// writes from the bytes it uploads. Version content never changes under a version id and
+// ETag, so a summary is either valid for exactly those bytes or ignored; two deleters
+// writing the summary of one object at once can lose each other's entries, which only
+// costs a read.
+//
+// The summaries of a bucket live in the same bucket under summaryRoot, one object per
+// dataset object, named by a keyed hash of its key (so the name reveals no key); listings
+// of dataset locations never include them. A summary keeps only the entries of versions
+// that still exist; in a versioned bucket its own older versions are deleted after each
+// write, so no pseudonym of a deleted row outlives the erasure in a summary.
+//
+// Mentions: an identifier holding white space or one of the delimiters ( " ' ( ) [ ] { }
+// < > , ; = ) cannot be told absent by the token sets, so a mention scan for such a
+// subject reads every object, as without summaries.
+
+// summaryRoot is the key prefix of the summaries in each bucket.
+const summaryRoot = ".lethe/summary/"
+
+// Format of a summary object.
+const (
+	summaryFormat  = "lethe.dataset-summary"
+	summaryVersion = 1
+)
+
+// Bounds: an object with more distinct values than maxSummaryValues is not summarised;
+// a summary keeps at most maxSummaryEntries versions.
+const (
+	maxSummaryValues  = 1 << 21
+	maxSummaryEntries = 64
+)
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithSummaries makes the Store keep per-object summaries of keyed pseudonyms (made with
+// key) beside S3 datasets and skip the objects and versions whose summary shows they do
+// not hold the subject. Directory locations are always read in full.
+func WithSummaries(key subject.Key) Option {
+	return func(s *Store) { s.sum = &summaries{key: key, cache: map[string][]entry{}} }
+}
+
+// summaries is the Store's summary state: the key and an in-process cache of entries.
+// Entries are valid for immutable content, so the cache never needs invalidating.
+type summaries struct {
+	key   subject.Key
+	mu    sync.Mutex
+	cache map[string][]entry // bucket name, NUL, summary name -> entries
+	size  int
+}
+
+// entry is the summary of one version of an object.
+type entry struct {
+	VersionID string `json:"version_id"`
+	ETag      string `json:"etag"`
+	Scope     string `json:"scope"`
+	IDs       []byte `json:"ids"`      // sorted 8-byte big-endian pseudonym prefixes
+	Sessions  []byte `json:"sessions"` // idem
+	Mentions  []byte `json:"mentions"` // idem
+}
+
+// summaryDoc is the stored summary of one object.
+type summaryDoc struct {
+	Format  string  `json:"format"`
+	Version int     `json:"version"`
+	KeyID   string  `json:"key_id"`
+	Entries []entry `json:"entries"`
+}
+
+func (e entry) is(versionID, etag, scope string) bool {
+	return e.VersionID == normVersion(versionID) && e.ETag == normETag(etag) && e.Scope == scope
+}
+
+// normVersion names the version of an unversioned object "null", as S3 lists it.
+func normVersion(id string) string {
+	if id == "" {
+		return "null"
+	}
+	return id
+}
+
+func normETag(t string) string { return strings.Trim(t, `"`) }
+
+// prefix64 is the first 8 bytes of a hex pseudonym.
+func prefix64(hexPseudonym string) uint64 {
+	v, _ := strconv.ParseUint(hexPseudonym[:16], 16, 64)
+	return v
+}
+
+// has reports whether the sorted set holds one of vs.
+func has(set []byte, vs []uint64) bool {
+	n := len(set) / 8
+	for _, v := range vs {
+		lo, hi := 0, n
+		for lo < hi {
+			mid := (lo + hi) / 2
+			switch x := binary.BigEndian.Uint64(set[mid*8:]); {
+			case x == v:
+				return true
+			case x < v:
+				lo = mid + 1
+			default:
+				hi = mid
+			}
+		}
+	}
+	return false
+}
+
+// isSplit are the runes mention tokens are split at: white space and every delimiter the
+// mention rule accepts on either side of an identifier.
+func isSplit(r rune) bool {
+	return unicode.IsSpace(r) || strings.ContainsRune(`"'()[]{}<>,;=`, r)
+}
+
+// mentionTokens calls fn with every string an identifier without split runes can be
+// mentioned as in s (see the mention rule in mentions.go): each piece between split runes
+// of at least minSubstring bytes, the piece without a final . : ! or ?, and s itself when
+// it is shorter than minSubstring (a short identifier is mentioned only as a whole cell).
+func mentionTokens(s string, fn func(string)) {
+	if len(s) < minSubstring {
+		fn(s)
+	}
+	for _, p := range strings.FieldsFunc(s, isSplit) {
+		if len(p) >= minSubstring {
+			fn(p)
+		}
+		if n := len(p) - 1; n >= minSubstring && strings.ContainsRune(".:!?", rune(p[n])) {
+			fn(p[:n])
+		}
+	}
+}
+
+// collector gathers the raw values of one object while its summary is built; they never
+// leave the process (only their pseudonyms are stored).
+type collector struct {
+	ids, sessions, mentions map[string]struct{}
+	n                       int
+	over                    bool
+}
+
+func newCollector() *collector {
+	return &collector{ids: map[string]struct{}{}, sessions: map[string]struct{}{}, mentions: map[string]struct{}{}}
+}
+
+func (c *collector) add(set map[string]struct{}, v string) {
+	if c.over {
+		return
+	}
+	if _, ok := set[v]; !ok {
+		set[v] = struct{}{}
+		if c.n++; c.n > maxSummaryValues {
+			c.over = true
+		}
+	}
+}
+
+func (c *collector) mention(s string) { mentionTokens(s, func(t string) { c.add(c.mentions, t) }) }
+
+// errTooLarge reports an object with too many distinct values to summarise.
+var errTooLarge = errors.New("too many distinct values to summarise")
+
+// scopeOf is the scope of the summaries of tenant under the columns of m: a keyed hash,
+// so that a summary built for other columns, another tenant or another key is ignored.
+func (s *summaries) scopeOf(tenant string, m *matcher) string {
+	return s.key.Fingerprint(tenant, strings.Join(m.subjectCols, "\x00"), strings.Join(m.sessionCols, "\x00"), "dataset-summary/1")[:32]
+}
+
+// nameOf is the key of the summary of the object key.
+func (s *summaries) nameOf(key string) string {
+	return summaryRoot + s.key.Fingerprint("dataset-summary-name", key, "", "")[:40] + ".json"
+}
+
+// build summarises the dataset key read from r for the tenant and columns of m.
+func (s *summaries) build(key string, r io.Reader, tenant string, m *matcher) (entry, error) {
+	c := newCollector()
+	cm := &matcher{subjectCols: m.subjectCols, sessionCols: m.sessionCols, collect: c}
+	if _, err := scanMentions(key, r, nil, cm, &finder{collect: c.mention}, ""); err != nil {
+		return entry{}, err
+	}
+	if c.over {
+		return entry{}, errTooLarge
+	}
+	set := func(vals map[string]struct{}, pseudonym func(tenant, v string) string) []byte {
+		out := make([]uint64, 0, len(vals))
+		for v := range vals {
+			out = append(out, prefix64(pseudonym(tenant, v)))
+		}
+		slices.Sort(out)
+		out = slices.Compact(out)
+		b := make([]byte, 8*len(out))
+		for i, v := range out {
+			binary.BigEndian.PutUint64(b[8*i:], v)
+		}
+		return b
+	}
+	return entry{
+		Scope:    s.scopeOf(tenant, m),
+		IDs:      set(c.ids, s.key.Pseudonym),
+		Sessions: set(c.sessions, s.key.SessionPseudonym),
+		Mentions: set(c.mentions, s.key.Pseudonym),
+	}, nil
+}
+
+// cached returns the cached entries of one summary.
+func (s *summaries) cached(id string) []entry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.cache[id])
+}
+
+// remember replaces the cached entries of one summary, dropping the whole cache when it
+// grows past its bound.
+func (s *summaries) remember(id string, es []entry) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.size += len(es) - len(s.cache[id])
+	if s.size > 4096 {
+		clear(s.cache)
+		s.size = len(es)
+	}
+	s.cache[id] = slices.Clone(es)
+}
+
+// decodeSummary reads a stored summary; one of another format or version has no entries.
+func decodeSummary(r io.Reader) []entry {
+	var d summaryDoc
+	if err := json.NewDecoder(io.LimitReader(r, 1<<30)).Decode(&d); err != nil {
+		return nil
+	}
+	if d.Format != summaryFormat || d.Version != summaryVersion {
+		return nil
+	}
+	return slices.DeleteFunc(d.Entries, func(e entry) bool {
+		return len(e.IDs)%8 != 0 || len(e.Sessions)%8 != 0 || len(e.Mentions)%8 != 0
+	})
+}
+
+func encodeSummary(w io.Writer, keyID string, es []entry) error {
+	return json.NewEncoder(w).Encode(summaryDoc{Format: summaryFormat, Version: summaryVersion, KeyID: keyID, Entries: es})
+}

@@ -1,0 +1,328 @@
+package datasetstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// view is what one operation on one location uses of the summaries: the request's
+// pseudonyms and the summaries loaded so far. Its methods accept a nil view (summaries
+// off, or a location that is no S3 bucket), which skips nothing and builds nothing. A view
+// is used by one goroutine.
+type view struct {
+	s      *summaries
+	b      *s3Bucket
+	tenant string
+	m      *matcher
+	scope  string
+
+	ids, sessions, mentions []uint64
+	mentionsOK              bool // every identifier can be told absent by the token set
+	docs                    map[string]*loaded
+}
+
+// loaded is one object's summary as this operation knows it.
+type loaded struct {
+	entries []entry
+	fetched bool // read from the bucket (or found missing or unreadable)
+	dirty   bool // to be written
+}
+
+// view returns the summary view of l for the row matcher m and, for mention scans, the
+// finder f (nil otherwise).
+func (l location) view(m *matcher, f *finder) *view {
+	b, ok := l.bucket.(*s3Bucket)
+	if l.sum == nil || m == nil || !ok {
+		return nil
+	}
+	k := l.sum.key
+	v := &view{s: l.sum, b: b, tenant: l.tenant, m: m, scope: l.sum.scopeOf(l.tenant, m), docs: map[string]*loaded{}}
+	if m.batch != nil {
+		for id := range m.batch.ids {
+			v.ids = append(v.ids, prefix64(k.Pseudonym(l.tenant, id)))
+		}
+		for s := range m.batch.sessions {
+			v.sessions = append(v.sessions, prefix64(k.SessionPseudonym(l.tenant, s)))
+		}
+	} else {
+		if m.id != "" {
+			v.ids = append(v.ids, prefix64(k.Pseudonym(l.tenant, m.id)))
+		}
+		for s := range m.sessions {
+			v.sessions = append(v.sessions, prefix64(k.SessionPseudonym(l.tenant, s)))
+		}
+	}
+	if f != nil {
+		v.mentionsOK = true
+		for _, id := range f.ids {
+			if strings.ContainsFunc(id, isSplit) {
+				v.mentionsOK = false
+			}
+			v.mentions = append(v.mentions, prefix64(k.Pseudonym(l.tenant, id)))
+		}
+	}
+	return v
+}
+
+func (v *view) cacheID(key string) string { return v.b.name + "\x00" + v.s.nameOf(key) }
+
+// doc returns what is known of key's summary, from the process cache at first.
+func (v *view) doc(key string) *loaded {
+	d := v.docs[key]
+	if d == nil {
+		d = &loaded{entries: v.s.cached(v.cacheID(key))}
+		v.docs[key] = d
+	}
+	return d
+}
+
+// find returns the valid entry of one version of key, reading the stored summary once
+// when the cache has none. A summary that cannot be read is treated as missing.
+func (v *view) find(ctx context.Context, key, versionID, etag string) (entry, bool) {
+	d := v.doc(key)
+	for range 2 {
+		for _, e := range d.entries {
+			if e.is(versionID, etag, v.scope) {
+				return e, true
+			}
+		}
+		if d.fetched {
+			break
+		}
+		v.fetch(ctx, key, d)
+	}
+	return entry{}, false
+}
+
+// fetch merges the stored summary of key into d.
+func (v *view) fetch(ctx context.Context, key string, d *loaded) {
+	d.fetched = true
+	obj, err := v.b.Get(ctx, v.s.nameOf(key))
+	if err != nil {
+		return
+	}
+	defer obj.Body.Close()
+	for _, e := range decodeSummary(obj.Body) {
+		d.merge(e)
+	}
+	v.s.remember(v.cacheID(key), d.entries)
+}
+
+// merge adds e unless an entry of the same version and scope is there.
+func (d *loaded) merge(e entry) bool {
+	for _, x := range d.entries {
+		if x.is(e.VersionID, e.ETag, e.Scope) {
+			return false
+		}
+	}
+	d.entries = append(d.entries, e)
+	return true
+}
+
+// skip reports whether the version ver of key can be left unread: its summary is valid
+// and holds none of the request's pseudonyms (mentions: none of its identifiers as a
+// mention candidate).
+func (v *view) skip(ctx context.Context, key string, ver Version, mentions bool) bool {
+	if v == nil || ver.Token == "" || ver.DeleteMarker || mentions && !v.mentionsOK {
+		return false
+	}
+	e, ok := v.find(ctx, key, ver.ID, ver.Token)
+	if !ok {
+		return false
+	}
+	if mentions {
+		return !has(e.Mentions, v.mentions)
+	}
+	return !has(e.IDs, v.ids) && !has(e.Sessions, v.sessions)
+}
+
+// add records the entry of a version just read or written.
+func (v *view) add(key string, e entry) {
+	d := v.doc(key)
+	if d.merge(e) {
+		d.dirty = true
+		v.s.remember(v.cacheID(key), d.entries)
+	}
+}
+
+// reader returns the body of obj to read and the function to call once it was read (with
+// the reader's error, nil on success): when obj's version has no valid summary, the bytes
+// read are summarised on the way and the summary recorded.
+func (v *view) reader(key string, obj *Object) (io.Reader, func(error)) {
+	if v == nil || obj.Token == "" {
+		return obj.Body, func(error) {}
+	}
+	for _, e := range v.doc(key).entries {
+		if e.is(obj.VersionID, obj.Token, v.scope) {
+			return obj.Body, func(error) {}
+		}
+	}
+	bl := v.start(key)
+	return io.TeeReader(obj.Body, bl), func(err error) {
+		if err == nil {
+			_, err = io.Copy(bl, obj.Body) // what the reader left unread
+		}
+		if e, err := bl.finish(err); err == nil {
+			e.VersionID, e.ETag = normVersion(obj.VersionID), normETag(obj.Token)
+			v.add(key, e)
+		}
+	}
+}
+
+// writer returns w teed into a summary builder, and the function to call once the write
+// is over (with its error and what was written): on success the summary of the new
+// version is recorded.
+func (v *view) writer(key string, w io.Writer) (io.Writer, func(error, Written)) {
+	if v == nil {
+		return w, func(error, Written) {}
+	}
+	bl := v.start(key)
+	return io.MultiWriter(w, bl), func(err error, wr Written) {
+		if err == nil && wr.Token == "" {
+			err = errors.New("no etag")
+		}
+		if e, err := bl.finish(err); err == nil {
+			e.VersionID, e.ETag = normVersion(wr.VersionID), normETag(wr.Token)
+			v.add(key, e)
+		}
+	}
+}
+
+// building summarises the bytes written to it in its own goroutine. Writes never fail, so
+// a summary that cannot be built never fails the read or write it follows.
+type building struct {
+	pw   *io.PipeWriter
+	done chan struct{}
+	e    entry
+	err  error
+}
+
+func (v *view) start(key string) *building {
+	pr, pw := io.Pipe()
+	bl := &building{pw: pw, done: make(chan struct{})}
+	go func() {
+		defer close(bl.done)
+		bl.e, bl.err = v.s.build(key, pr, v.tenant, v.m)
+		if n, _ := io.Copy(io.Discard, pr); n > 0 && bl.err == nil {
+			bl.err = errors.New("bytes after the dataset")
+		}
+	}()
+	return bl
+}
+
+func (bl *building) Write(p []byte) (int, error) {
+	_, _ = bl.pw.Write(p)
+	return len(p), nil
+}
+
+// finish ends the input (err: it failed) and returns the summary built.
+func (bl *building) finish(err error) (entry, error) {
+	if err == nil {
+		_ = bl.pw.Close()
+	} else {
+		_ = bl.pw.CloseWithError(err)
+	}
+	<-bl.done
+	if err != nil {
+		return entry{}, err
+	}
+	return bl.e, bl.err
+}
+
+// flush stores key's summary when it changed, keeping the entries of the versions in live
+// (those of key that exist now). A summary left with no entry is deleted.
+func (v *view) flush(ctx context.Context, key string, live []Version) error {
+	if v == nil || v.docs[key] == nil {
+		return nil
+	}
+	d := v.docs[key]
+	alive := func(e entry) bool {
+		for _, l := range live {
+			if !l.DeleteMarker && e.VersionID == normVersion(l.ID) && e.ETag == normETag(l.Token) {
+				return true
+			}
+		}
+		return false
+	}
+	prune := func() {
+		kept := d.entries[:0]
+		for _, e := range d.entries {
+			if alive(e) {
+				kept = append(kept, e)
+			} else {
+				d.dirty = true
+			}
+		}
+		d.entries = kept
+	}
+	prune()
+	if !d.dirty {
+		return nil
+	}
+	if !d.fetched {
+		v.fetch(ctx, key, d)
+		prune()
+	}
+	if n := len(d.entries) - maxSummaryEntries; n > 0 {
+		d.entries = d.entries[n:]
+	}
+	d.dirty = false
+	v.s.remember(v.cacheID(key), d.entries)
+	name := v.s.nameOf(key)
+	if len(d.entries) == 0 {
+		return v.drop(ctx, name)
+	}
+	if _, err := v.b.put(ctx, name, nil, func(w io.Writer) error { return encodeSummary(w, v.s.key.ID(), d.entries) }); err != nil {
+		return fmt.Errorf("summary: %w", err)
+	}
+	return v.pruneVersions(ctx, name, false)
+}
+
+// drop deletes the summary named name, every version included.
+func (v *view) drop(ctx context.Context, name string) error {
+	if err := v.b.Delete(ctx, name); err != nil {
+		return fmt.Errorf("summary: %w", err)
+	}
+	return v.pruneVersions(ctx, name, true)
+}
+
+// pruneVersions deletes the older versions of the summary name (all, with all set) in a
+// bucket that keeps versions.
+func (v *view) pruneVersions(ctx context.Context, name string, all bool) error {
+	vs, err := versionsOf(ctx, v.b, name)
+	if errors.Is(err, errNoVersions) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("summary: %w", err)
+	}
+	for _, ver := range vs {
+		if ver.Latest && !all {
+			continue
+		}
+		if err := v.b.DeleteVersion(ctx, name, ver.ID); err != nil {
+			return fmt.Errorf("summary: %w", err)
+		}
+	}
+	return nil
+}
+
+// dropSummary deletes the summary of key (a tenant erasure deleted the object).
+func (v *view) dropSummary(ctx context.Context, key string) error {
+	if v == nil {
+		return nil
+	}
+	v.s.remember(v.cacheID(key), nil)
+	return v.drop(ctx, v.s.nameOf(key))
+}
+
+// put writes through b, returning what was written when b reports it.
+func put(ctx context.Context, b Bucket, key string, prev *Object, write func(io.Writer) error) (Written, error) {
+	if sb, ok := b.(*s3Bucket); ok {
+		return sb.put(ctx, key, prev, write)
+	}
+	return Written{}, b.Put(ctx, key, prev, write)
+}
