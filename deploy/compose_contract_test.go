@@ -38,7 +38,18 @@ func composeStandIns(s *standIns) map[string]string {
 // the exports and the example request (continuation lines joined).
 func composeHeader(t *testing.T) (exports []string, curl string) {
 	t.Helper()
-	b, err := os.ReadFile(composeFile)
+	exports, curl = headerOf(t, composeFile)
+	if len(exports) == 0 || curl == "" {
+		t.Fatalf("%s documents no exports or no curl example in its header", composeFile)
+	}
+	return exports, curl
+}
+
+// headerOf returns the export lines and the curl example (continuation lines joined) of
+// file's header comment.
+func headerOf(t *testing.T, file string) (exports []string, curl string) {
+	t.Helper()
+	b, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,9 +70,6 @@ func composeHeader(t *testing.T) (exports []string, curl string) {
 			continue
 		}
 		cont = strings.HasSuffix(cmd, "\\")
-	}
-	if len(exports) == 0 || curl == "" {
-		t.Fatalf("%s documents no exports or no curl example in its header", composeFile)
 	}
 	return exports, curl
 }

@@ -198,13 +198,14 @@ func TestKeysRewrapDynamoDB(t *testing.T) {
 	t.Setenv("AWS_REGION", "us-east-1")
 	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
 	t.Setenv("LETHE_DYNAMODB_ENDPOINT", url)
-	t.Setenv("LETHE_KEYS_TABLE", "rewrap-keys")
+	table := testenv.DynamoTable(t, "rewrap-keys")
+	t.Setenv("LETHE_KEYS_TABLE", table)
 	client := dynamodb.New(dynamodb.Options{
 		Region:       "us-east-1",
 		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
 		BaseEndpoint: aws.String(url),
 	})
-	keys := dynamokeys.New(client, "rewrap-keys")
+	keys := dynamokeys.New(client, table)
 	if err := keys.CreateTable(t.Context()); err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ func start(t *testing.T) *embedded.System {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sys, err := embedded.Start(context.Background(), embedded.Options{Key: key, DataDir: t.TempDir()})
+	sys, err := embedded.Start(context.Background(), embedded.Options{Key: key, DataDir: t.TempDir(), External: external(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

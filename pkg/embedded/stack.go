@@ -86,44 +86,40 @@ func StartStack(ctx context.Context, dataDir string) (*Stack, error) {
 // StartStackAt starts the components listening on at; Stack.Addrs says where each one
 // listens. Lethe's schemas are registered in the Schema Registry under the topic-name
 // strategy.
-func StartStackAt(ctx context.Context, dataDir string, at Addrs) (_ *Stack, err error) {
+func StartStackAt(ctx context.Context, dataDir string, at Addrs) (*Stack, error) {
+	return StartStackUsing(ctx, dataDir, at, External{})
+}
+
+// External are running components a stack uses instead of starting its own, such as the
+// real servers a test suite is pointed at; a zero field keeps the embedded one. The stack
+// neither creates nor deletes anything on them, and does not close the clients.
+type External struct {
+	Kafka  []string       // seed brokers of a cluster where service.Topics exist
+	Qdrant *qdrant.Client // a Qdrant's gRPC API
+	S3     *s3.Client     // an S3, path-style, where DatasetBucket exists with versioning on
+	// S3Endpoint is S3's endpoint URL, for Stack.Addrs.
+	S3Endpoint string
+}
+
+// StartStackUsing is StartStackAt with the components of ext in place of embedded ones.
+func StartStackUsing(ctx context.Context, dataDir string, at Addrs, ext External) (_ *Stack, err error) {
 	s := &Stack{}
 	defer func() {
 		if err != nil {
 			s.Close()
 		}
 	}()
-	kopts := []kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(Partitions, service.Topics...)}
-	if at.Kafka != "" {
-		addr := at.Kafka
-		kopts = append(kopts, kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, addr) }))
+	if err := s.startKafka(at.Kafka, ext.Kafka); err != nil {
+		return nil, err
 	}
-	kc, err := kfake.NewCluster(kopts...)
-	if err != nil {
-		return nil, fmt.Errorf("kafka: %w", err)
-	}
-	s.closers = append(s.closers, kc.Close)
-	s.Broker = broker.Config{Brokers: kc.ListenAddrs(), ClientID: "lethe-standalone", Partitions: Partitions}
-	s.Addrs.Kafka = kc.ListenAddrs()[0]
-
 	if err := s.startRegistry(ctx, at.Registry); err != nil {
 		return nil, fmt.Errorf("schema registry: %w", err)
 	}
-
-	qaddr := at.Qdrant
-	if qaddr == "" {
-		qaddr = "127.0.0.1:0"
+	if ext.Qdrant != nil {
+		s.Qdrant = ext.Qdrant
+	} else if err := s.startQdrant(ctx, at.Qdrant); err != nil {
+		return nil, err
 	}
-	qs, err := qdrantfake.StartAt(ctx, qaddr)
-	if err != nil {
-		return nil, fmt.Errorf("qdrant emulator: %w", err)
-	}
-	s.closers = append(s.closers, qs.Close)
-	s.Addrs.Qdrant = qs.Addr()
-	if s.Qdrant, err = qdrant.NewClient(qs.Config()); err != nil {
-		return nil, fmt.Errorf("qdrant client: %w", err)
-	}
-	s.closers = append(s.closers, func() { s.Qdrant.Close() })
 
 	addr, stop, err := startRedis(dataDir, at.Redis)
 	if err != nil {
@@ -138,7 +134,9 @@ func StartStackAt(ctx context.Context, dataDir string, at Addrs) (_ *Stack, err 
 		s.RedisKind = "miniredis (no redis-server on PATH)"
 	}
 
-	if s.S3, err = startS3(ctx, s, at.S3); err != nil {
+	if ext.S3 != nil {
+		s.S3, s.Addrs.S3 = ext.S3, ext.S3Endpoint
+	} else if s.S3, err = startS3(ctx, s, at.S3); err != nil {
 		return nil, fmt.Errorf("s3: %w", err)
 	}
 	audit, err := auditlog.OpenDir(filepath.Join(dataDir, "audit"))
@@ -148,6 +146,45 @@ func StartStackAt(ctx context.Context, dataDir string, at Addrs) (_ *Stack, err 
 	s.Audit = audit
 	s.closers = append(s.closers, func() { audit.Close() })
 	return s, nil
+}
+
+// startKafka starts the kfake cluster on at, or uses the brokers of ext.
+func (s *Stack) startKafka(at string, ext []string) error {
+	if len(ext) > 0 {
+		s.Broker = broker.Config{Brokers: ext, ClientID: "lethe-standalone", Partitions: Partitions}
+		s.Addrs.Kafka = ext[0]
+		return nil
+	}
+	kopts := []kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(Partitions, service.Topics...)}
+	if at != "" {
+		kopts = append(kopts, kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, at) }))
+	}
+	kc, err := kfake.NewCluster(kopts...)
+	if err != nil {
+		return fmt.Errorf("kafka: %w", err)
+	}
+	s.closers = append(s.closers, kc.Close)
+	s.Broker = broker.Config{Brokers: kc.ListenAddrs(), ClientID: "lethe-standalone", Partitions: Partitions}
+	s.Addrs.Kafka = kc.ListenAddrs()[0]
+	return nil
+}
+
+// startQdrant starts the Qdrant emulator on at and a client of it.
+func (s *Stack) startQdrant(ctx context.Context, at string) error {
+	if at == "" {
+		at = "127.0.0.1:0"
+	}
+	qs, err := qdrantfake.StartAt(ctx, at)
+	if err != nil {
+		return fmt.Errorf("qdrant emulator: %w", err)
+	}
+	s.closers = append(s.closers, qs.Close)
+	s.Addrs.Qdrant = qs.Addr()
+	if s.Qdrant, err = qdrant.NewClient(qs.Config()); err != nil {
+		return fmt.Errorf("qdrant client: %w", err)
+	}
+	s.closers = append(s.closers, func() { s.Qdrant.Close() })
+	return nil
 }
 
 // listen listens on addr, or on a free port of 127.0.0.1 when addr is empty.

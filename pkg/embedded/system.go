@@ -49,6 +49,7 @@ type Options struct {
 	Limiter   *auth.Limiter        // per-tenant submission rate; nil: unlimited
 	KEK       *envelope.KEK        // seals identifiers on erasure.requested (keys under DataDir/keys); nil: a throwaway one
 	Addrs     Addrs                // where the embedded components listen; empty: free ports
+	External  External             // running components to use instead of embedded ones
 	// Framings says how the records Lethe writes are framed (default single-object
 	// encoding everywhere); every consumer reads both framings whatever it says.
 	Framings schemareg.Framings
@@ -130,7 +131,7 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	st, err := StartStackAt(ctx, o.DataDir, o.Addrs)
+	st, err := StartStackUsing(ctx, o.DataDir, o.Addrs, o.External)
 	if err != nil {
 		return nil, err
 	}

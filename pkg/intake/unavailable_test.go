@@ -116,7 +116,7 @@ func TestSubmitDynamoDBDown(t *testing.T) {
 		RetryMaxAttempts: 1,
 	})
 	ctx := context.Background()
-	store, keys := dynamo.New(client, "audit"), dynamokeys.New(client, "keys")
+	store, keys := dynamo.New(client, testenv.DynamoTable(t, "audit")), dynamokeys.New(client, testenv.DynamoTable(t, "keys"))
 	if err := store.CreateTable(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,10 @@
 // broker, and gofakes3 (S3, versioning on) over HTTP. A component that cannot be started
 // fails the test; it is never skipped, so a missing prerequisite cannot pass unnoticed in
 // CI.
+//
+// EnvKafka, EnvS3 and EnvDynamoDB switch Kafka, S3 and DynamoDB to real servers (a
+// docker compose of Kafka, MinIO and DynamoDB Local, say): the tests then isolate
+// themselves on the shared server and delete what they created there.
 package testenv
 
 import (
@@ -56,8 +60,16 @@ func RedisArgs(t testing.TB, extra ...string) string {
 
 // Dynalite starts a dynalite server and returns its endpoint URL. It looks for
 // node_modules/dynalite/cli.js under $LETHE_DYNALITE_DIR or the repository's .tools folder.
+//
+// With EnvDynamoDB set it returns that endpoint instead (failing t when nothing listens
+// there); tests then name their tables with DynamoTable so that they stay apart and are
+// deleted.
 func Dynalite(t testing.TB) string {
 	t.Helper()
+	if ep := os.Getenv(EnvDynamoDB); ep != "" {
+		reachable(t, EnvDynamoDB, ep)
+		return ep
+	}
 	cli, err := dynaliteCLI()
 	if err != nil {
 		t.Fatalf("testenv: %v (run: npm install --prefix .tools dynalite@4.0.0)", err)

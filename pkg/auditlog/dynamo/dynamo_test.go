@@ -75,7 +75,7 @@ func newEnv(t *testing.T) *env {
 // store returns a Store on a new, empty table.
 func (e *env) store(t *testing.T, opts ...Option) *Store {
 	t.Helper()
-	s := New(e.client, fmt.Sprintf("audit-%d", e.tables.Add(1)), opts...)
+	s := New(e.client, testenv.DynamoTable(t, fmt.Sprintf("audit-%d", e.tables.Add(1))), opts...)
 	if err := s.CreateTable(context.Background()); err != nil {
 		t.Fatalf("CreateTable: %v", err)
 	}

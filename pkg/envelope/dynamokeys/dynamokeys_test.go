@@ -36,7 +36,7 @@ func newStoreFunc(t *testing.T) func(t *testing.T) *dynamokeys.Store {
 	var tables atomic.Int64
 	return func(t *testing.T) *dynamokeys.Store {
 		t.Helper()
-		s := dynamokeys.New(c, fmt.Sprintf("keys-%d", tables.Add(1)))
+		s := dynamokeys.New(c, testenv.DynamoTable(t, fmt.Sprintf("keys-%d", tables.Add(1))))
 		dynamokeys.SetScanPage(s, 4) // Live crosses pages (tombstones filtered within a page)
 		if err := s.CreateTable(context.Background()); err != nil {
 			t.Fatalf("CreateTable: %v", err)
@@ -53,7 +53,8 @@ func TestConformance(t *testing.T) {
 func TestSealerOnDynamo(t *testing.T) {
 	ctx := t.Context()
 	c := client(t)
-	s := dynamokeys.New(c, "keys")
+	table := testenv.DynamoTable(t, "keys")
+	s := dynamokeys.New(c, table)
 	if err := s.CreateTable(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +83,7 @@ func TestSealerOnDynamo(t *testing.T) {
 	}
 	// The tombstone item holds no key material.
 	out, err := c.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: aws.String("keys"), ConsistentRead: aws.Bool(true),
+		TableName: aws.String(table), ConsistentRead: aws.Bool(true),
 		Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "er_1"}},
 	})
 	if err != nil {
@@ -96,7 +97,7 @@ func TestSealerOnDynamo(t *testing.T) {
 		t.Fatalf("shredded_at %q is not an RFC 3339 time: %v", at.Value, err)
 	}
 	// A tombstone written before tombstones held a time still reads as shredded.
-	if _, err := c.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String("keys"), Item: map[string]types.AttributeValue{
+	if _, err := c.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]types.AttributeValue{
 		"pk": &types.AttributeValueMemberS{Value: "er_old"}, "shredded": &types.AttributeValueMemberBOOL{Value: true},
 	}}); err != nil {
 		t.Fatal(err)
@@ -115,7 +116,8 @@ func TestErrorsClassified(t *testing.T) {
 	if err == nil || errors.Is(err, envelope.ErrShredded) || retry.IsPermanent(err) {
 		t.Fatalf("Get on a missing table = %v, want a transient error", err)
 	}
-	s := dynamokeys.New(c, "keys")
+	table := testenv.DynamoTable(t, "keys")
+	s := dynamokeys.New(c, table)
 	if err := s.CreateTable(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +125,7 @@ func TestErrorsClassified(t *testing.T) {
 		t.Fatalf("Create with a non-UTF-8 id = %v, want a permanent error", err)
 	}
 	// An item of an unknown shape is corrupt, not shredded.
-	if _, err := c.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String("keys"), Item: map[string]types.AttributeValue{
+	if _, err := c.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]types.AttributeValue{
 		"pk": &types.AttributeValueMemberS{Value: "er_odd"}, "other": &types.AttributeValueMemberS{Value: "x"},
 	}}); err != nil {
 		t.Fatal(err)
