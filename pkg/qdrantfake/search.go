@@ -145,9 +145,9 @@ type nearest struct {
 	withVectors *qdrant.WithVectorsSelector
 }
 
-// eachFiltered calls fn for every visible point of c passing f, checking only f's index
-// candidates when there are any. Callers hold c.mu.
-func (c *collection) eachFiltered(f *qdrant.Filter, fn func(k pointKey, pt *point)) error {
+// eachFiltered calls fn for every visible point of c that passes pre (a cheap check made
+// first) and f, checking only f's index candidates when there are any. Callers hold c.mu.
+func (c *collection) eachFiltered(f *qdrant.Filter, pre func(*point) bool, fn func(k pointKey, pt *point)) error {
 	pr, err := compile(f, c.indexOn)
 	if err != nil {
 		return err
@@ -156,7 +156,7 @@ func (c *collection) eachFiltered(f *qdrant.Filter, fn func(k pointKey, pt *poin
 		if ids, ok := c.candidates(f); ok {
 			c.examined.Add(uint64(len(ids)))
 			for k := range ids {
-				if pt, ok := c.points[k]; ok && !pt.deferred && pr(&k, pt.payload) {
+				if pt, ok := c.points[k]; ok && !pt.deferred && pre(pt) && pr(&k, pt.payload) {
 					fn(k, pt)
 				}
 			}
@@ -165,7 +165,7 @@ func (c *collection) eachFiltered(f *qdrant.Filter, fn func(k pointKey, pt *poin
 	}
 	c.examined.Add(uint64(len(c.points)))
 	for k, pt := range c.points {
-		if !pt.deferred && pr(&k, pt.payload) {
+		if !pt.deferred && pre(pt) && pr(&k, pt.payload) {
 			fn(k, pt)
 		}
 	}
@@ -199,24 +199,31 @@ func (c *collection) scorerFor(n nearest) (*scorer, error) {
 	return &scorer{n: n, dist: dist, q: preprocess(dist, n.vector), large: largeBetter(dist)}, nil
 }
 
-// add scores pt, keeping it when it passes the threshold.
-func (s *scorer) add(k pointKey, pt *point) {
+// score scores pt and reports whether it would be kept: it has the vector, passes the
+// threshold and ranks among the best offset+limit hits so far.
+func (s *scorer) score(pt *point) (float32, bool) {
 	a := storedVector(pt.vectors, s.n.using)
 	if len(a) != len(s.q) {
-		return
+		return 0, false
 	}
 	sc := score(s.dist, s.q, a)
 	if t := s.n.threshold; t != nil && (s.large && !(sc > *t) || !s.large && !(sc < *t)) {
+		return 0, false
+	}
+	keep := s.n.offset + s.n.limit
+	return sc, keep > 0 && (len(s.hits) < keep || s.better(sc, s.hits[0].s))
+}
+
+// keep adds a hit that score admitted. Only the best offset+limit hits are kept (a heap
+// with the worst kept hit on top), as Qdrant's own top-k does: a search costs
+// O(n log k), not a sort of every point.
+func (s *scorer) keep(k pointKey, sc float32) {
+	if len(s.hits) < s.n.offset+s.n.limit {
+		heap.Push((*worstFirst)(s), hit{k, sc})
 		return
 	}
-	// Keep only the best offset+limit hits (a heap with the worst kept hit on top), as
-	// Qdrant's own top-k does: a search costs O(n log k), not a sort of every point.
-	if keep := s.n.offset + s.n.limit; len(s.hits) < keep {
-		heap.Push((*worstFirst)(s), hit{k, sc})
-	} else if keep > 0 && s.better(sc, s.hits[0].s) {
-		s.hits[0] = hit{k, sc}
-		heap.Fix((*worstFirst)(s), 0)
-	}
+	s.hits[0] = hit{k, sc}
+	heap.Fix((*worstFirst)(s), 0)
 }
 
 // better reports whether score a ranks before score b.
@@ -335,9 +342,22 @@ func (ps *pointsService) searchAll(name string, reqs []nearest) ([][]*qdrant.Sco
 				}
 				group = append(group, s)
 			}
-			err := c.eachFiltered(reqs[i].filter, func(k pointKey, pt *point) {
-				for _, s := range group {
-					s.add(k, pt)
+			// A point is scored first and its payload filtered only when a search would
+			// keep it: the answer is the same, and a selective threshold spares the filter.
+			scores, admitted := make([]float32, len(group)), make([]bool, len(group))
+			pre := func(pt *point) bool {
+				anyKept := false
+				for g, s := range group {
+					scores[g], admitted[g] = s.score(pt)
+					anyKept = anyKept || admitted[g]
+				}
+				return anyKept
+			}
+			err := c.eachFiltered(reqs[i].filter, pre, func(k pointKey, _ *point) {
+				for g, s := range group {
+					if admitted[g] {
+						s.keep(k, scores[g])
+					}
 				}
 			})
 			if err != nil {

@@ -3,6 +3,9 @@ package qdrantfake_test
 import (
 	"context"
 	"math"
+	"math/rand/v2"
+	"slices"
+	"sort"
 	"testing"
 
 	"github.com/qdrant/go-client/qdrant"
@@ -250,5 +253,77 @@ func TestSetPayloadUnderKeyKeepsTheRest(t *testing.T) {
 	md := p["metadata"].GetStructValue().GetFields()
 	if p["top"].GetStringValue() != "x" || md["text"].GetStringValue() != "new" || md["lang"].GetStringValue() != "en" {
 		t.Errorf("payload after set_payload: %v", p)
+	}
+}
+
+// TestTopKMatchesAFullSort: over random collections, batched queries that share a filter
+// (answered in one pass that scores before it filters, keeping a top-k heap) return what
+// scoring, filtering and sorting every point would: the same points, in the same order.
+func TestTopKMatchesAFullSort(t *testing.T) {
+	c := connect(t)
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(7, 11))
+	for round := range 6 {
+		d := []qdrant.Distance{qdrant.Distance_Dot, qdrant.Distance_Euclid}[round%2]
+		vecs := map[uint64][]float32{}
+		for id := uint64(1); id <= 300; id++ {
+			vecs[id] = []float32{float32(r.NormFloat64()), float32(r.NormFloat64())}
+		}
+		vcoll(t, c, "topk", d, vecs)
+		score := func(q, v []float32) float32 {
+			if d == qdrant.Distance_Dot {
+				return q[0]*v[0] + q[1]*v[1]
+			}
+			return float32(math.Hypot(float64(q[0]-v[0]), float64(q[1]-v[1])))
+		}
+		filter := []*qdrant.Filter{nil, {Must: []*qdrant.Condition{qdrant.NewMatchBool("even", true)}},
+			{MustNot: []*qdrant.Condition{qdrant.NewMatchBool("even", true)}}}[round%3]
+		var qs []*qdrant.QueryPoints
+		var want [][]uint64
+		for range 5 {
+			q := []float32{float32(r.NormFloat64()), float32(r.NormFloat64())}
+			limit, offset := uint64(1+r.IntN(20)), uint64(r.IntN(5))
+			var th *float32
+			if r.IntN(2) == 0 {
+				v := float32(r.Float64() * 2)
+				th = &v
+			}
+			qs = append(qs, &qdrant.QueryPoints{CollectionName: "topk", Query: qdrant.NewQueryDense(q), Filter: filter,
+				Limit: qdrant.PtrOf(limit), Offset: qdrant.PtrOf(offset), ScoreThreshold: th})
+			var ids []uint64
+			for id, v := range vecs {
+				even := id%2 == 0
+				if filter != nil && (len(filter.Must) > 0 && !even || len(filter.MustNot) > 0 && even) {
+					continue
+				}
+				s := score(q, v)
+				if th != nil && (d == qdrant.Distance_Dot && !(s > *th) || d == qdrant.Distance_Euclid && !(s < *th)) {
+					continue
+				}
+				ids = append(ids, id)
+			}
+			sort.Slice(ids, func(i, j int) bool {
+				a, b := score(q, vecs[ids[i]]), score(q, vecs[ids[j]])
+				if d == qdrant.Distance_Dot {
+					return a > b
+				}
+				return a < b
+			})
+			ids = ids[min(int(offset), len(ids)):]
+			want = append(want, ids[:min(int(limit), len(ids))])
+		}
+		res, err := c.QueryBatch(ctx, &qdrant.QueryBatchPoints{CollectionName: "topk", QueryPoints: qs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, br := range res {
+			var got []uint64
+			for _, p := range br.GetResult() {
+				got = append(got, p.GetId().GetNum())
+			}
+			if !slices.Equal(got, want[i]) {
+				t.Errorf("round %d query %d (%s, filter %v): got %v, want %v", round, i, d, filter, got, want[i])
+			}
+		}
 	}
 }
