@@ -36,12 +36,17 @@ type Locators struct {
 	// DefaultSimilarLimit; a search that returns that many is reported as truncated).
 	// "erase" deletes every point that close to one of the subject's, whoever else it may
 	// name (a chunk shared by many customers, such as a stock answer, goes too): choose it
-	// only where chunks are per subject, with a high similarity.
-	Vectors      []string `yaml:"vectors"`
-	Similar      string   `yaml:"similar"`
-	Similarity   *float64 `yaml:"similarity"`
-	MaxDistance  *float64 `yaml:"max_distance"`
-	SimilarLimit int      `yaml:"similar_limit"`
+	// only where chunks are per subject, with a high similarity. SimilarSearch is how the
+	// collection is searched: "approximate" (default) through Qdrant's HNSW index, whose
+	// cost grows with the subject's vectors and the logarithm of the collection, and which
+	// may miss a near-duplicate the index does not reach; "exact", a full scan of the
+	// collection per vector, which misses nothing and costs O(collection) per erasure.
+	Vectors       []string `yaml:"vectors"`
+	Similar       string   `yaml:"similar"`
+	Similarity    *float64 `yaml:"similarity"`
+	MaxDistance   *float64 `yaml:"max_distance"`
+	SimilarLimit  int      `yaml:"similar_limit"`
+	SimilarSearch string   `yaml:"similar_search"`
 
 	// Residual mentions (see mentions.go). TextFields are payload fields of free text
 	// (plain dotted keys, e.g. page_content or metadata.text) searched after the erasure
@@ -58,6 +63,9 @@ const (
 	SimilarReport = "report"
 	SimilarErase  = "erase"
 	SimilarOff    = "off"
+
+	SearchApproximate = "approximate"
+	SearchExact       = "exact"
 
 	MentionsFail   = "fail"
 	MentionsRedact = "redact"
@@ -91,6 +99,9 @@ func (l Locators) similarity() float64 {
 	}
 	return *l.Similarity
 }
+
+// exactSearch reports whether the semantic read-back scans the whole collection.
+func (l Locators) exactSearch() bool { return l.SimilarSearch == SearchExact }
 
 func (l Locators) similarLimit() int {
 	if l.SimilarLimit <= 0 {
@@ -165,6 +176,11 @@ func (l Locators) checkReadBack() []error {
 	case "", SimilarReport, SimilarErase, SimilarOff:
 	default:
 		errs = append(errs, fmt.Errorf("locators.similar: %q is not one of report, erase, off", l.Similar))
+	}
+	switch l.SimilarSearch {
+	case "", SearchApproximate, SearchExact:
+	default:
+		errs = append(errs, fmt.Errorf("locators.similar_search: %q is not one of approximate, exact", l.SimilarSearch))
 	}
 	if s := l.Similarity; s != nil && (math.IsNaN(*s) || math.IsInf(*s, 0) || *s <= 0) {
 		errs = append(errs, fmt.Errorf("locators.similarity: %v is not a positive score", *s))

@@ -256,7 +256,7 @@ func (st *Store) Verify(ctx context.Context, inv inventory.Store, s deletion.Sub
 			return event.Verification{}, err
 		}
 		if searched {
-			v.Method += MethodSimilar
+			v.Method += similarMethod(l)
 			if truncated {
 				v.Method += MethodTruncated
 			}

@@ -20,9 +20,10 @@ import (
 // Semantic read-back. Before deleting, Erase reads the vectors of the subject's points
 // (a scroll with the erasure filter, paged by next_page_offset to exhaustion, so bounded
 // by the subject's footprint and never capped); after deleting, it and Verify search each
-// collection with those vectors — one exact nearest query per vector, sent in batches of
-// queryBatch, each returning at most SimilarLimit points — for points that
-// carry none of the subject's tags (must_not the erasure filter's conditions) and score
+// collection with those vectors — one nearest query per vector (HNSW, or a full scan with
+// similar_search: exact), sent in batches of queryBatch, each returning at most
+// SimilarLimit points — for points that carry none of the subject's tags (must_not the
+// erasure filter's conditions) and score
 // above Similarity (cosine, dot: score > t) or under MaxDistance (euclid, manhattan:
 // distance < t), Qdrant's strict thresholds. Those are probable untagged copies: Verify
 // lists their ids in Verification.Similar; with similar: erase, Erase deletes them too
@@ -42,9 +43,10 @@ const (
 // Suffixes of the verification method: MethodSimilar when the semantic search ran,
 // MethodMentions when text fields were searched for mentions.
 const (
-	MethodSimilar   = "; similar by exact vector search"
-	MethodTruncated = " (truncated at similar_limit per vector)"
-	MethodMentions  = "; mentions by text match"
+	MethodSimilar        = "; similar by exact vector search"
+	MethodSimilarIndexed = "; similar by approximate vector search (HNSW)"
+	MethodTruncated      = " (truncated at similar_limit per vector)"
+	MethodMentions       = "; mentions by text match"
 )
 
 // vector is one vector of a subject's point: its name ("" for the unnamed one) and data.
@@ -241,11 +243,29 @@ func (l Locators) threshold(dist qdrant.Distance) (float32, bool) {
 	return 0, false
 }
 
+// searchParams asks Qdrant for a full scan (exact) or an HNSW search whose candidate list
+// (ef) is at least four times the limit, and never under 128, so that close neighbours
+// are rarely missed.
+func searchParams(l Locators, limit uint64) *qdrant.SearchParams {
+	if l.exactSearch() {
+		return &qdrant.SearchParams{Exact: qdrant.PtrOf(true)}
+	}
+	return &qdrant.SearchParams{HnswEf: qdrant.PtrOf(max(4*limit, 128))}
+}
+
+// similarMethod is the verification method's suffix for l's search.
+func similarMethod(l Locators) string {
+	if l.exactSearch() {
+		return MethodSimilar
+	}
+	return MethodSimilarIndexed
+}
+
 // similar searches coll with vs for points passing none of f's conditions and above l's
 // threshold, and returns their ids by their string form. Each query returns at most
 // SimilarLimit points; a query that returns that many sets *truncated, since more may
-// lie beyond. Its cost is one query per vector, each an exact scan of the collection's
-// points that pass the filter.
+// lie beyond. Its cost is one query per vector: an HNSW search, or with similar_search:
+// exact a scan of the collection's points that pass the filter.
 func (st *Store) similar(ctx context.Context, l Locators, coll string, f *qdrant.Filter, vs []vector, truncated *bool) (map[string]*qdrant.PointId, error) {
 	out := map[string]*qdrant.PointId{}
 	if len(vs) == 0 {
@@ -273,7 +293,7 @@ func (st *Store) similar(ctx context.Context, l Locators, coll string, f *qdrant
 		q := &qdrant.QueryPoints{
 			CollectionName: coll, Query: qdrant.NewQueryDense(v.data), Filter: notSubject,
 			ScoreThreshold: qdrant.PtrOf(t), Limit: qdrant.PtrOf(limit),
-			Params:      &qdrant.SearchParams{Exact: qdrant.PtrOf(true)},
+			Params:      searchParams(l, limit),
 			WithPayload: qdrant.NewWithPayload(false),
 		}
 		if v.name != "" {

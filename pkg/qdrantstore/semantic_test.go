@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/qdrant/go-client/qdrant"
@@ -276,5 +277,31 @@ func TestSimilarOffSearchesNothing(t *testing.T) {
 	v, err := k.store.Verify(ctx, inv, victim)
 	if err != nil || len(v.Similar) != 0 || v.Method != qdrantstore.MethodSubject {
 		t.Errorf("Verify = %+v, %v", v, err)
+	}
+}
+
+// TestSimilarSearchModeIsStated: the read-back searches through the HNSW index unless the
+// store asks for exact search, and the verification's method says which ran; an unknown
+// mode is refused when the inventory is validated.
+func TestSimilarSearchModeIsStated(t *testing.T) {
+	for _, tc := range []struct {
+		mode, method string
+	}{
+		{"", qdrantstore.MethodSimilarIndexed},
+		{"approximate", qdrantstore.MethodSimilarIndexed},
+		{"exact", qdrantstore.MethodSimilar},
+	} {
+		k := newKB(t, 2, qdrant.Distance_Cosine)
+		victim := deletiontest.NewSubject("acme", "cust-m")
+		k.add(map[string]any{"customer_id": victim.ID}, map[string][]float32{"": {3, 4}})
+		copyID := k.add(nil, map[string][]float32{"": {3, 4.01}})
+		_, v := k.eraseVerify(kbStore(map[string]any{"similar_search": tc.mode}), victim)
+		if !strings.HasSuffix(v.Method, tc.method) || !slices.Equal(v.Similar, []string{copyID}) {
+			t.Errorf("similar_search %q: method %q similar %v, want suffix %q and [%s]", tc.mode, v.Method, v.Similar, tc.method, copyID)
+		}
+	}
+	err := qdrantstore.Validate(kbStore(map[string]any{"similar_search": "fast"}))
+	if err == nil || !strings.Contains(err.Error(), "similar_search") {
+		t.Errorf("Validate(similar_search: fast) = %v, want an error naming similar_search", err)
 	}
 }
