@@ -17,6 +17,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/embedded"
 	"github.com/lethe-erasure/lethe/pkg/intake"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/qdrantstore"
 	"github.com/lethe-erasure/lethe/pkg/redisstore"
 	"github.com/lethe-erasure/lethe/pkg/subject"
 )
@@ -34,11 +35,17 @@ type system struct {
 // small corpus and targets customers that have the full footprint.
 func startSystem(ctx context.Context, key subject.Key, instances int, sz Size, targets int, logf func(string, ...any)) (*system, error) {
 	// The app follows the Redis convention (every key listed in the subject's index), so
-	// the system's inventory trusts the index, as an operator would configure it.
+	// the system's inventory trusts the index, as an operator would configure it. The
+	// semantic read-back is off: the emulator has no HNSW index and would answer each of its
+	// queries by scoring every point, which measures the emulator, not Lethe (runSemantic
+	// measures the read-back on its own).
 	inv := inventory.Reference()
 	for i, st := range inv.Stores {
-		if st.Kind == redisstore.Kind {
+		switch st.Kind {
+		case redisstore.Kind:
 			inv.Stores[i].Locators = st.Locators.With("index_only", true)
+		case qdrantstore.Kind:
+			inv.Stores[i].Locators = st.Locators.With("similar", qdrantstore.SimilarOff)
 		}
 	}
 	sys, err := embedded.Start(ctx, embedded.Options{Key: key, Instances: instances, Log: serviceLog(), Inventory: inv})
