@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"sync"
@@ -14,13 +15,17 @@ import (
 
 // Batching configures how the worker gathers the erasures pending on its partitions for a
 // store that is a deletion.BatchStore: a batch is handed over when it holds Max subjects or
-// Wait after its first subject arrived, whichever comes first. Max below 2 turns batching
-// off. Each request of a batch keeps its own report, counts, verification and retries, and
+// Wait after its first subject arrived, whichever comes first, and only while fewer than
+// Running batches of the same store and operation run (default 2): while the store is
+// busy, arriving subjects keep joining the waiting batch, so a burst becomes a few full
+// batches rather than many small ones queued behind each other. Max below 2 turns
+// batching off. Each request of a batch keeps its own report, counts, verification and retries, and
 // its offset is still marked only after its own reports were acknowledged: batching
 // changes how many store calls there are, not what is reported or when a record is done.
 type Batching struct {
-	Max  int
-	Wait time.Duration
+	Max     int
+	Wait    time.Duration
+	Running int
 }
 
 // DefaultBatching is what service.Deleter uses unless configured otherwise.
@@ -61,6 +66,7 @@ type batch struct {
 type batcher struct {
 	mu      sync.Mutex
 	pending map[batchKey]*batch
+	slots   map[batchKey]chan struct{} // one token per running batch
 }
 
 // errBatchShape is a BatchStore that returned the wrong number of outcomes.
@@ -88,12 +94,17 @@ func (bt *batcher) join(k batchKey, st inventory.Store, subj deletion.Subject, c
 	bt.mu.Lock()
 	defer bt.mu.Unlock()
 	if bt.pending == nil {
-		bt.pending = map[batchKey]*batch{}
+		bt.pending, bt.slots = map[batchKey]*batch{}, map[batchKey]chan struct{}{}
 	}
 	b := bt.pending[k]
 	if b == nil {
 		b = &batch{st: st, full: make(chan struct{}), done: make(chan struct{})}
 		bt.pending[k] = b
+		slots := bt.slots[k]
+		if slots == nil {
+			slots = make(chan struct{}, cmp.Or(max(cfg.Running, 0), 2))
+			bt.slots[k] = slots
+		}
 		go func() {
 			t := time.NewTimer(cfg.Wait)
 			defer t.Stop()
@@ -101,6 +112,8 @@ func (bt *batcher) join(k batchKey, st inventory.Store, subj deletion.Subject, c
 			case <-t.C:
 			case <-b.full:
 			}
+			slots <- struct{}{} // wait, still gathering, while Running batches run
+			defer func() { <-slots }()
 			bt.mu.Lock()
 			if bt.pending[k] == b {
 				delete(bt.pending, k)

@@ -23,6 +23,10 @@ type batchStore struct {
 	items   map[string]int64
 	erases  []int // subjects per EraseBatch call
 	singles int   // Erase calls
+	// entered, when set, receives each EraseBatch call's size before the call waits on
+	// release.
+	entered chan int
+	release chan struct{}
 }
 
 func (b *batchStore) eraseOne(s deletion.Subject) (deletion.Result, error) {
@@ -48,6 +52,10 @@ func (b *batchStore) Verify(ctx context.Context, st inventory.Store, s deletion.
 }
 
 func (b *batchStore) EraseBatch(ctx context.Context, st inventory.Store, ss []deletion.Subject) ([]deletion.Result, []error) {
+	if b.entered != nil {
+		b.entered <- len(ss)
+		<-b.release
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.erases = append(b.erases, len(ss))
@@ -121,4 +129,42 @@ func TestPartialBatchRunsAfterTheWait(t *testing.T) {
 	if d := reports(t, addrs)["redis"]; d.Deleted() != 2 || d.Status != event.StatusDeleted {
 		t.Errorf("report %s deleted %d", d.Status, d.Deleted())
 	}
+}
+
+// While Running batches of a store run, subjects that arrive keep joining the next batch,
+// long after its Wait: a burst behind a slow store becomes one full batch, not a queue of
+// small ones.
+func TestBatchGathersWhileTheStoreIsBusy(t *testing.T) {
+	fs := &batchStore{items: map[string]int64{}, entered: make(chan int, 4), release: make(chan struct{})}
+	w, _ := setup(t, map[string]deletion.Store{"redis": fs})
+	w.Batching = worker.Batching{Max: 64, Wait: time.Millisecond, Running: 1}
+	var wg sync.WaitGroup
+	handle := func(i int) {
+		req := request([]string{"redis"}, nil, 1)
+		req.RequestID, req.Identifiers.SubjectID = fmt.Sprintf("er_%d", i), fmt.Sprintf("cust-%d", i)
+		wg.Go(func() {
+			if err := w.Handle(context.Background(), record(t, req)); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	handle(0)
+	if n := <-fs.entered; n != 1 {
+		t.Fatalf("first batch of %d, want 1", n)
+	}
+	for i := 1; i <= 5; i++ {
+		handle(i)
+	}
+	time.Sleep(300 * time.Millisecond) // far beyond Wait: the second batch is still gathering
+	select {
+	case n := <-fs.entered:
+		t.Fatalf("a batch of %d started while the first still ran", n)
+	default:
+	}
+	fs.release <- struct{}{}
+	if n := <-fs.entered; n != 5 {
+		t.Errorf("second batch of %d, want the 5 that arrived while the store was busy", n)
+	}
+	fs.release <- struct{}{}
+	wg.Wait()
 }
