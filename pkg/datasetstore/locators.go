@@ -7,7 +7,6 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
-	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
 // Kind is the inventory kind this package serves.
@@ -46,15 +45,7 @@ func Validate(st inventory.Store) error {
 
 // LocatorsOf decodes and checks the locators of st; its errors are permanent.
 func LocatorsOf(st inventory.Store) (Locators, error) {
-	var l Locators
-	err := st.Locators.Decode(&l)
-	if err == nil {
-		err = l.check()
-	}
-	if err != nil {
-		return Locators{}, retry.Permanent(fmt.Errorf("dataset store %q: %w", st.Name, err))
-	}
-	return l, nil
+	return inventory.DecodeChecked(st, "dataset store", Locators.check)
 }
 
 func (l Locators) check() error {

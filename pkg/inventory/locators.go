@@ -11,6 +11,8 @@ import (
 	"sync"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
 // Locators are one store's locators as the inventory file writes them; only the package that
@@ -51,6 +53,22 @@ var cache struct {
 type entry struct {
 	key decodeKey
 	val decoded
+}
+
+// DecodeChecked decodes st's locators into a T (Locators.Decode) and checks them with check.
+// Its error names the store after what (for example "qdrant: store") and is permanent: an
+// inventory that does not decode or check does not get better by retrying.
+func DecodeChecked[T any](st Store, what string, check func(T) error) (T, error) {
+	var l T
+	err := st.Locators.Decode(&l)
+	if err == nil {
+		err = check(l)
+	}
+	if err != nil {
+		var zero T
+		return zero, retry.Permanent(fmt.Errorf("%s %q: %w", what, st.Name, err))
+	}
+	return l, nil
 }
 
 // Decode fills v (a pointer to a struct with yaml tags) from l strictly: a field v does not

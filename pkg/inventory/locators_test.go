@@ -1,12 +1,14 @@
 package inventory_test
 
 import (
+	"errors"
 	"reflect"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
 type fakeLocators struct {
@@ -144,6 +146,33 @@ func BenchmarkDecodeCached(b *testing.B) {
 		var v fakeLocators
 		if err := l.Decode(&v); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// DecodeChecked names the store in its error and marks it permanent, for a field the type
+// does not declare and for a check that fails alike.
+func TestDecodeChecked(t *testing.T) {
+	type locs struct {
+		Keys []string `yaml:"keys"`
+	}
+	check := func(l locs) error {
+		if len(l.Keys) == 0 {
+			return errors.New("locators.keys is empty")
+		}
+		return nil
+	}
+	good := inventory.Store{Name: "s", Locators: inventory.Locators{"keys": []string{"a"}}}
+	if l, err := inventory.DecodeChecked(good, "kind: store", check); err != nil || len(l.Keys) != 1 {
+		t.Fatalf("DecodeChecked = %+v, %v", l, err)
+	}
+	for _, st := range []inventory.Store{
+		{Name: "s", Locators: inventory.Locators{"key": []string{"a"}}},
+		{Name: "s", Locators: inventory.Locators{"keys": []string{}}},
+	} {
+		_, err := inventory.DecodeChecked(st, "kind: store", check)
+		if err == nil || !retry.IsPermanent(err) || !strings.HasPrefix(err.Error(), `kind: store "s": `) {
+			t.Errorf("DecodeChecked(%v) = %v, want a permanent error naming the store", st.Locators, err)
 		}
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/qdrantstore/qdrantkey"
-	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
 // Kind is the inventory kind this package serves.
@@ -132,15 +131,7 @@ func Validate(inv inventory.Store) error {
 
 // LocatorsOf decodes and checks the locators of inv; its errors are permanent.
 func LocatorsOf(inv inventory.Store) (Locators, error) {
-	var l Locators
-	err := inv.Locators.Decode(&l)
-	if err == nil {
-		err = l.check()
-	}
-	if err != nil {
-		return Locators{}, retry.Permanent(fmt.Errorf("qdrant: store %q: %w", inv.Name, err))
-	}
-	return l, nil
+	return inventory.DecodeChecked(inv, "qdrant: store", Locators.check)
 }
 
 func (l Locators) check() error {

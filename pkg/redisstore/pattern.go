@@ -113,15 +113,7 @@ func Validate(st inventory.Store) error {
 
 // LocatorsOf decodes and checks the locators of st; its errors are permanent.
 func LocatorsOf(st inventory.Store) (Locators, error) {
-	var l Locators
-	err := st.Locators.Decode(&l)
-	if err == nil {
-		err = l.check()
-	}
-	if err != nil {
-		return Locators{}, retry.Permanent(fmt.Errorf("redisstore: store %q: %w", st.Name, err))
-	}
-	return l, nil
+	return inventory.DecodeChecked(st, "redisstore: store", Locators.check)
 }
 
 func (l Locators) check() error {

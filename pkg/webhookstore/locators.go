@@ -80,13 +80,9 @@ func Validate(st inventory.Store) error {
 // LocatorsOf decodes and checks the locators of st and fills in the defaults; its errors
 // are permanent and name the field at fault.
 func LocatorsOf(st inventory.Store) (Locators, error) {
-	var l Locators
-	err := st.Locators.Decode(&l)
-	if err == nil {
-		err = l.check()
-	}
+	l, err := inventory.DecodeChecked(st, "webhook: store", Locators.check)
 	if err != nil {
-		return Locators{}, retry.Permanent(fmt.Errorf("webhook: store %q: %w", st.Name, err))
+		return Locators{}, err
 	}
 	if len(l.Identifiers) == 0 {
 		l.Identifiers = []string{IdentSubject, IdentSessions}
