@@ -79,10 +79,12 @@ type Config struct {
 	// context is cancelled. Default 10s. Lost partitions are cancelled at once.
 	Grace time.Duration
 	// InFlight is how many records of one partition are handled at once; default 1, in
-	// order. Above 1, records start in offset order and run concurrently, and an offset is
-	// marked only once every record up to it is done, so a crash redelivers every record
-	// that was not done and possibly some that were (the at-least-once contract is
-	// unchanged). Only for handlers whose records are independent of one another.
+	// order. Above 1, records start in offset order and run concurrently, except that a
+	// record waits for the records before it with the same key (Lethe keys every record by
+	// its request id, so one request's records are still handled one at a time, in order);
+	// an offset is marked only once every record up to it is done, so a crash redelivers
+	// every record that was not done and possibly some that were (the at-least-once
+	// contract is unchanged).
 	InFlight int
 }
 
@@ -314,72 +316,113 @@ func (p *partition) run() {
 		case <-ctx.Done():
 		}
 	}()
-	// inflight holds the records started and not yet marked, in offset order; finished
-	// says which of them are done (true) or were stopped before they were done (false).
-	var inflight []*kgo.Record
-	finished := map[*kgo.Record]bool{}
-	results := make(chan outcome, p.r.cfg.InFlight)
-	stopped := false
-	// collect records one outcome and marks the done prefix of inflight.
-	collect := func(res outcome) {
-		finished[res.rec] = res.ok
-		if !res.ok {
-			stopped = true // stopped before the record was done: it and what follows stay unmarked
-		}
-		var last *kgo.Record
-		for len(inflight) > 0 && !stopped {
-			ok, in := finished[inflight[0]]
-			if !in || !ok {
-				break
-			}
-			last = inflight[0]
-			delete(finished, last)
-			inflight = inflight[1:]
-		}
-		if last != nil {
-			p.cl.MarkCommitRecords(last)
-			lag := max(p.hw.Load()-last.Offset-1, 0)
-			p.r.setLag(p.tp, &lag)
-		}
-	}
-	running := 0
-	defer func() {
-		for ; running > 0; running-- {
-			collect(<-results)
-		}
-	}()
-	for {
-		if stopped {
-			return
-		}
+	w := window{p: p, ctx: ctx, results: make(chan outcome, p.r.cfg.InFlight), finished: map[*kgo.Record]bool{}, waiting: map[string][]*kgo.Record{}}
+	defer w.drain()
+	for !w.stopped {
 		select {
 		case <-p.quit:
 			return
 		default:
 		}
-		if running == p.r.cfg.InFlight {
-			collect(<-results)
-			running--
+		if w.taken == p.r.cfg.InFlight {
+			w.collect(<-w.results)
 			continue
 		}
 		rec, ok := p.next()
 		if !ok {
 			select {
 			case <-p.wake:
-			case res := <-results:
-				collect(res)
-				running--
+			case res := <-w.results:
+				w.collect(res)
 			case <-p.quit:
 				return
 			}
 			continue
 		}
-		inflight = append(inflight, rec)
-		running++
-		go func() {
-			results <- outcome{rec, p.process(ctx, rec)}
-		}()
+		w.take(rec)
 	}
+}
+
+// window is the records of a partition taken and not yet marked, in offset order: those
+// running, those waiting for a running record with the same key, and those done after a
+// record that is not done yet.
+type window struct {
+	p        *partition
+	ctx      context.Context
+	results  chan outcome
+	order    []*kgo.Record
+	finished map[*kgo.Record]bool     // done (true) or stopped before done (false)
+	waiting  map[string][]*kgo.Record // by key, behind the running record of that key
+	taken    int                      // running or waiting
+	stopped  bool                     // a record was stopped: nothing more starts or is marked
+	draining bool                     // the partition stops: nothing more starts
+}
+
+// take starts rec, or queues it behind the running record with its key.
+func (w *window) take(rec *kgo.Record) {
+	w.order = append(w.order, rec)
+	w.taken++
+	if k := string(rec.Key); k != "" {
+		if q, busy := w.waiting[k]; busy {
+			w.waiting[k] = append(q, rec)
+			return
+		}
+		w.waiting[k] = nil // k runs
+	}
+	w.start(rec)
+}
+
+func (w *window) start(rec *kgo.Record) {
+	go func() { w.results <- outcome{rec, w.p.process(w.ctx, rec)} }()
+}
+
+// collect records one outcome, starts the next record of its key, and marks the done
+// prefix of the window.
+func (w *window) collect(res outcome) {
+	w.taken--
+	w.finished[res.rec] = res.ok
+	if !res.ok {
+		w.stopped = true // stopped before the record was done: it and what follows stay unmarked
+	}
+	if k := string(res.rec.Key); k != "" {
+		switch q := w.waiting[k]; {
+		case len(q) == 0:
+			delete(w.waiting, k)
+		case !w.stopped && !w.draining:
+			w.waiting[k] = q[1:]
+			w.start(q[0])
+		}
+	}
+	var last *kgo.Record
+	for len(w.order) > 0 && !w.stopped {
+		if ok, in := w.finished[w.order[0]]; !in || !ok {
+			break
+		}
+		last = w.order[0]
+		delete(w.finished, last)
+		w.order = w.order[1:]
+	}
+	if last != nil {
+		w.p.cl.MarkCommitRecords(last)
+		lag := max(w.p.hw.Load()-last.Offset-1, 0)
+		w.p.r.setLag(w.p.tp, &lag)
+	}
+}
+
+// drain waits for the running records; waiting ones never start, and stay unmarked.
+func (w *window) drain() {
+	w.draining = true
+	for running := w.taken - w.queued(); running > 0; running-- {
+		w.collect(<-w.results)
+	}
+}
+
+func (w *window) queued() int {
+	n := 0
+	for _, q := range w.waiting {
+		n += len(q)
+	}
+	return n
 }
 
 // outcome is how the handling of a record ended: done (ok), or stopped before it was.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -313,4 +314,36 @@ func TestInFlightCommitsTheWindow(t *testing.T) {
 	if got := again.Load(); got != 1 {
 		t.Errorf("second member handled %d records, want only the new one", got)
 	}
+}
+
+// With InFlight above 1, a record waits for a running record with the same key, while
+// records with other keys go on: one request's records stay in order.
+func TestInFlightKeepsEachKeyInOrder(t *testing.T) {
+	cfg := cluster(t, "in")
+	keyed := func(k, v string) *kgo.Record { return &kgo.Record{Partition: 0, Key: []byte(k), Value: []byte(v)} }
+	produce(t, cfg, keyed("a", "a1"), keyed("a", "a2"), keyed("b", "b1"))
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var seen []string
+	ccfg := consumer.Config{Broker: cfg, Group: "g", Topics: []string{"in"}, InFlight: 4}
+	stop := consume(t, ccfg, func(ctx context.Context, r *kgo.Record) error {
+		mu.Lock()
+		seen = append(seen, string(r.Value))
+		mu.Unlock()
+		if string(r.Value) == "a1" {
+			<-release
+		}
+		return nil
+	})
+	defer stop()
+	waitFor(t, "b1 while a1 runs", func() bool { mu.Lock(); defer mu.Unlock(); return slices.Contains(seen, "b1") })
+	time.Sleep(50 * time.Millisecond)
+	mu.Lock()
+	early := slices.Contains(seen, "a2")
+	mu.Unlock()
+	if early {
+		t.Fatalf("a2 started while a1, with the same key, still ran: %v", seen)
+	}
+	close(release)
+	waitFor(t, "a2 after a1", func() bool { mu.Lock(); defer mu.Unlock(); return slices.Contains(seen, "a2") })
 }

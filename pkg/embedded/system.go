@@ -179,7 +179,7 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 	}
 	groups := []service.Group{
 		{Name: "lethe-intake", Topics: []string{event.TopicIntake}, Handler: sys.Intake.HandleIntake, Redact: sys.Intake.Redact},
-		{Name: "lethe-aggregator", Topics: []string{event.TopicRequested, event.TopicStoreDone, event.TopicStoreFound}, Handler: sys.Aggregator.Handle},
+		{Name: "lethe-aggregator", Topics: []string{event.TopicRequested, event.TopicStoreDone, event.TopicStoreFound}, Handler: sys.Aggregator.Handle, InFlight: worker.DefaultInFlight},
 	}
 	for _, d := range deleters {
 		if r := discovery.For(d.Kind, d.Store, sys.Inventory, o.Discovery, m, log.With(zap.String("service", d.Name))); r != nil {

@@ -90,19 +90,30 @@ func DeleterSpec(name, kind string, open Open) func(ctx context.Context, env Env
 	}
 }
 
-// BatchingFromEnv reads how a deleter gathers work: LETHE_INFLIGHT requests of one
-// partition handled at once (erasures of different requests are independent), and for a
-// store that can batch (deletion.BatchStore) LETHE_BATCH_MAX subjects at most per batch (1
-// turns batching off) and LETHE_BATCH_WAIT, how long a batch waits to fill (a Go
-// duration). Unset values take worker.DefaultBatching's and worker.DefaultInFlight.
+// InFlightFromEnv reads LETHE_INFLIGHT, how many records of one partition a service handles
+// at once (consumer.Config.InFlight; records of one request still one at a time, in
+// order); unset: worker.DefaultInFlight.
+func InFlightFromEnv(getenv func(string) string) (int, error) {
+	v := getenv("LETHE_INFLIGHT")
+	if v == "" {
+		return worker.DefaultInFlight, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 1024 {
+		return 0, fmt.Errorf("LETHE_INFLIGHT %q: want a whole number from 1 to 1024", v)
+	}
+	return n, nil
+}
+
+// BatchingFromEnv reads how a deleter gathers work: LETHE_INFLIGHT (InFlightFromEnv), and
+// for a store that can batch (deletion.BatchStore) LETHE_BATCH_MAX subjects at most per
+// batch (1 turns batching off) and LETHE_BATCH_WAIT, how long a batch waits to fill (a Go
+// duration). Unset values take worker.DefaultBatching's.
 func BatchingFromEnv(getenv func(string) string) (worker.Batching, int, error) {
-	b, inflight := worker.DefaultBatching, worker.DefaultInFlight
-	if v := getenv("LETHE_INFLIGHT"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1024 {
-			return b, 0, fmt.Errorf("LETHE_INFLIGHT %q: want a whole number from 1 to 1024", v)
-		}
-		inflight = n
+	b := worker.DefaultBatching
+	inflight, err := InFlightFromEnv(getenv)
+	if err != nil {
+		return b, 0, err
 	}
 	if v := getenv("LETHE_BATCH_MAX"); v != "" {
 		n, err := strconv.Atoi(v)

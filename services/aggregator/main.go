@@ -33,11 +33,15 @@ func main() {
 		if err != nil {
 			return service.Spec{}, err
 		}
+		inflight, err := service.InFlightFromEnv(os.Getenv)
+		if err != nil {
+			return service.Spec{}, err
+		}
 		agg := &aggregator.Aggregator{Store: store, Producer: env.Producer, Log: env.Log, Metrics: env.Metrics, Sealer: env.Sealer, Registry: env.Registry, Inventory: env.Config.Inventory,
 			Sweeps: sweeps, Retain: retain}
 		watchdog := &aggregator.Watchdog{Store: store, Producer: env.Producer, Log: env.Log, Metrics: env.Metrics, Target: target, Registry: env.Registry}
 		return service.Spec{
-			Groups: []service.Group{{Name: "lethe-aggregator", Topics: []string{event.TopicRequested, event.TopicStoreDone, event.TopicStoreFound}, Handler: agg.Handle}},
+			Groups: []service.Group{{Name: "lethe-aggregator", Topics: []string{event.TopicRequested, event.TopicStoreDone, event.TopicStoreFound}, Handler: agg.Handle, InFlight: inflight}},
 			Run: func(ctx context.Context) error {
 				g, ctx := errgroup.WithContext(ctx)
 				g.Go(func() error { return watchdog.Run(ctx) })
