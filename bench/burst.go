@@ -136,12 +136,12 @@ func (e erasedRows) firstHeld(rows [][]byte) int {
 // (the header excluded). Errors name rows by number, never by content.
 func checkBurst(before, after []byte, erased []Customer) (int, error) {
 	e := newErasedRows(erased)
-	afterRows := bytes.SplitAfter(after, []byte("\n"))
+	afterRows := slices.Collect(bytes.Lines(after))
 	if i := e.firstHeld(afterRows); i > 0 {
 		return 0, fmt.Errorf("row %d still holds an erased subject", i)
 	}
 	var want [][]byte
-	beforeRows := bytes.SplitAfter(before, []byte("\n"))
+	beforeRows := slices.Collect(bytes.Lines(before))
 	for i, row := range beforeRows {
 		if i == 0 || !e.holds(row) {
 			want = append(want, row)
@@ -182,7 +182,7 @@ func checkVersions(ctx context.Context, c *s3.Client, key string, erased []Custo
 		if err != nil {
 			return 0, err
 		}
-		if i := e.firstHeld(bytes.SplitAfter(body, []byte("\n"))); i > 0 {
+		if i := e.firstHeld(slices.Collect(bytes.Lines(body))); i > 0 {
 			return 0, fmt.Errorf("burst: row %d of a version of the dataset object left holds an erased subject", i)
 		}
 	}
