@@ -54,7 +54,11 @@ func runBurst(ctx context.Context, cfg Config, key subject.Key, res *Results, lo
 		return err
 	}
 	seeded := srv.puts.count()
+	stopProgress := progress(10*time.Second, func() {
+		logf("  %d/%d receipts, %d rewrites of the dataset object so far", sys.receipts.count(), n, srv.puts.count()-seeded)
+	})
 	rate, done, err := sys.throughput(ctx, n, cfg.BurstDrain)
+	stopProgress()
 	if err != nil {
 		return err
 	}
@@ -87,6 +91,24 @@ func runBurst(ctx context.Context, cfg Config, key subject.Key, res *Results, lo
 	res.Add("burst/rows_checked", float64(rows), "rows", fmt.Sprintf("%d rows of the erased subjects gone, the other %d byte-identical in order", n, rows-n))
 	logf("  %.1f erasures/s; %d rewrites of the dataset object (target <= %.1f), subjects per rewrite %v", rate, rewrites, target, per)
 	return nil
+}
+
+// progress calls report every interval until the returned stop is called.
+func progress(interval time.Duration, report func()) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				report()
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() { close(done) }
 }
 
 // burstTargets are the customers the burst erases (those startSystemWith seeds).
@@ -310,13 +332,22 @@ func (p *putCounter) since(i int) []int64 {
 	return slices.Clone(p.sizes[max(i, 0):])
 }
 
-// statusWriter remembers the status a handler wrote.
+// statusWriter remembers the status a handler sent (the first one written; 200 when it
+// wrote a body first).
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	sent   bool
 }
 
 func (w *statusWriter) WriteHeader(code int) {
-	w.status = code
+	if !w.sent {
+		w.status, w.sent = code, true
+	}
 	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	w.sent = true
+	return w.ResponseWriter.Write(b)
 }
