@@ -19,7 +19,7 @@ func TestQuickRun(t *testing.T) {
 		t.Fatal("redis-server is required (Debian package redis-server)")
 	}
 	cfg := bench.Quick()
-	cfg.Subjects, cfg.Rate, cfg.Throughput, cfg.InFlight = 2, 40, 40, 500
+	cfg.Subjects, cfg.Rate, cfg.Throughput, cfg.InFlight, cfg.Burst = 2, 40, 40, 500, 30
 	var log strings.Builder
 	cfg.Log = &log
 	res, err := bench.Run(context.Background(), cfg)
@@ -56,7 +56,8 @@ func TestQuickRun(t *testing.T) {
 		"e2e_low_rate/latency_p50", "e2e_low_rate/latency_p95", "e2e_low_rate/latency_p99",
 		"qdrant/large/baseline_with_payload_index_p50", "redis/large/with_scan_fallback_p50",
 		"throughput/instances_1", "throughput/instances_3", "throughput/instances_3_over_1",
-		"memory/in_flight_peak", "memory/heap_inuse_idle", "memory/heap_inuse_at_peak", "memory/rss_idle", "memory/rss_at_peak")
+		"memory/in_flight_peak", "memory/heap_inuse_idle", "memory/heap_inuse_at_peak", "memory/rss_idle", "memory/rss_at_peak",
+		"burst/erasures_per_s", "burst/dataset_rewrites", "burst/subjects_per_rewrite_mean", "burst/rows_checked")
 	for _, name := range want {
 		r, ok := byName[name]
 		switch {
@@ -67,6 +68,9 @@ func TestQuickRun(t *testing.T) {
 		case strings.Contains(name, "/erase_verify_") && (r.Baseline == nil || r.Ratio == nil || *r.Baseline <= 0):
 			t.Errorf("%s has no baseline or ratio: %+v", name, r)
 		}
+	}
+	if r, want := byName["burst/rows_checked"], float64(cfg.Burst+cfg.Large.DatasetRows); r.Value != want {
+		t.Errorf("burst/rows_checked = %v, want the %v rows seeded", r.Value, want)
 	}
 	if r := byName["e2e/receipts_of_submitted"]; r.Value != 1 {
 		t.Errorf("only %v of the submitted erasures got a receipt", r.Value)

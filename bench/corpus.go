@@ -208,9 +208,18 @@ func SeedRedisOthers(ctx context.Context, rc redis.UniversalClient, inv *invento
 // DatasetKey is the object that holds tenant's labelled evaluation set.
 func DatasetKey(tenant string) string { return tenant + "/ragas_eval.csv" }
 
-// SeedDataset writes tenant's evaluation set as one CSV object: one row per target (its
-// current session) and rows unrelated rows.
+// SeedDataset writes tenant's evaluation set as one CSV object, DatasetCSV.
 func SeedDataset(ctx context.Context, s3c *s3.Client, tenant string, targets []Customer, rows int) error {
+	_, err := s3c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(embedded.DatasetBucket), Key: aws.String(DatasetKey(tenant)), Body: bytes.NewReader(DatasetCSV(tenant, targets, rows))})
+	if err != nil {
+		return fmt.Errorf("s3 put: %w", err)
+	}
+	return nil
+}
+
+// DatasetCSV is tenant's evaluation set: a header, then rows unrelated rows with one row
+// per target (its current session) spread evenly through them.
+func DatasetCSV(tenant string, targets []Customer, rows int) []byte {
 	var b bytes.Buffer
 	b.Grow((rows + len(targets) + 1) * 96)
 	b.WriteString("customer_id,session_id,question,ground_truth,faithfulness\n")
@@ -227,11 +236,7 @@ func SeedDataset(ctx context.Context, s3c *s3.Client, tenant string, targets []C
 	for _, c := range targets {
 		row(c)
 	}
-	_, err := s3c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(embedded.DatasetBucket), Key: aws.String(DatasetKey(tenant)), Body: bytes.NewReader(b.Bytes())})
-	if err != nil {
-		return fmt.Errorf("s3 put: %w", err)
-	}
-	return nil
+	return b.Bytes()
 }
 
 // qdrantLocators are the locators of the first qdrant store of inv, a reference inventory.

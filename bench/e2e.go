@@ -31,9 +31,14 @@ type system struct {
 	client   *http.Client
 }
 
-// startSystem starts Lethe with instances consumers per deleter and seeds tenant with the
-// small corpus and targets customers that have the full footprint.
+// startSystem starts Lethe with instances consumers per deleter and seeds the tenant
+// bench-e2e with the corpus sz and targets customers that have the full footprint.
 func startSystem(ctx context.Context, key subject.Key, instances int, sz Size, targets int, logf func(string, ...any)) (*system, error) {
+	return startSystemWith(ctx, key, instances, sz, targets, "bench-e2e", embedded.External{}, logf)
+}
+
+// startSystemWith is startSystem seeding tenant, on the running components of ext.
+func startSystemWith(ctx context.Context, key subject.Key, instances int, sz Size, targets int, tenant string, ext embedded.External, logf func(string, ...any)) (*system, error) {
 	// The app follows the Redis convention (every key listed in the subject's index), so
 	// the system's inventory trusts the index, as an operator would configure it. The
 	// semantic read-back is off: the emulator has no HNSW index and would answer each of its
@@ -48,11 +53,11 @@ func startSystem(ctx context.Context, key subject.Key, instances int, sz Size, t
 			inv.Stores[i].Locators = st.Locators.With("similar", qdrantstore.SimilarOff)
 		}
 	}
-	sys, err := embedded.Start(ctx, embedded.Options{Key: key, Instances: instances, Log: serviceLog(), Inventory: inv})
+	sys, err := embedded.Start(ctx, embedded.Options{Key: key, Instances: instances, Log: serviceLog(), Inventory: inv, External: ext})
 	if err != nil {
 		return nil, fmt.Errorf("start system: %w", err)
 	}
-	s := &system{System: sys, tenant: "bench-e2e", client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}
+	s := &system{System: sys, tenant: tenant, client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}
 	ok := false
 	defer func() {
 		if !ok {

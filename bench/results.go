@@ -6,9 +6,10 @@
 // footprint through the store adapters and through the baseline (Redis KEYS + DEL, Qdrant
 // scroll-then-delete-by-ids with a 1000 page, a full dataset rewrite), then drives the
 // whole system for end-to-end latency at a fixed rate, sustained throughput with one and
-// three consumer instances per deleter, and memory with a large number of requests in
-// flight. Every figure is a Result; WriteJSON writes them for dashboards and PrintTable
-// for people.
+// three consumer instances per deleter, memory with a large number of requests in
+// flight, and a burst of erasures of one tenant whose rows share one large dataset object
+// (how many times that object is rewritten, and that exactly their rows went). Every
+// figure is a Result; WriteJSON writes them for dashboards and PrintTable for people.
 package bench
 
 import (

@@ -29,9 +29,14 @@ type Config struct {
 	// E2E is the corpus of the end-to-end system (the stores are erased per request, so
 	// its size bounds the rate the system can sustain).
 	E2E Size
-	// SkipStores, SkipSemantic and SkipSystem leave out the per-store, the semantic
-	// read-back or the end-to-end phases.
-	SkipStores, SkipSemantic, SkipSystem bool
+	// Burst is how many erasures of one tenant the burst phase submits at once, their rows
+	// in one dataset object of Large.DatasetRows other rows; BurstDrain is the longest
+	// wait for their receipts.
+	Burst      int
+	BurstDrain time.Duration
+	// SkipStores, SkipSemantic, SkipSystem and SkipBurst leave out the per-store, the
+	// semantic read-back, the end-to-end or the burst phases.
+	SkipStores, SkipSemantic, SkipSystem, SkipBurst bool
 	// CPUProfile, when set, starts a CPU profile around the end-to-end phases and returns
 	// the function that stops it.
 	CPUProfile func() (stop func(), err error)
@@ -44,7 +49,7 @@ func Default() Config {
 		Small:    Size{Name: "small", RedisKeys: 10_000, QdrantPoints: 10_000, DatasetRows: 1_000},
 		Large:    Size{Name: "large", RedisKeys: 1_000_000, QdrantPoints: 1_000_000, DatasetRows: 200_000},
 		Subjects: 9, Rate: 200, LowRate: 10, Duration: 10 * time.Second, Drain: 150 * time.Second,
-		Throughput: 500, InFlight: 100_000,
+		Throughput: 500, InFlight: 100_000, Burst: 1000, BurstDrain: 10 * time.Minute,
 		E2E: Size{Name: "e2e", RedisKeys: 10_000, QdrantPoints: 10_000, DatasetRows: 1_000},
 	}
 }
@@ -55,7 +60,7 @@ func Quick() Config {
 		Small:    Size{Name: "small", RedisKeys: 1_000, QdrantPoints: 1_000, DatasetRows: 100},
 		Large:    Size{Name: "large", RedisKeys: 10_000, QdrantPoints: 10_000, DatasetRows: 2_000},
 		Subjects: 3, Rate: 50, LowRate: 10, Duration: 2 * time.Second, Drain: 30 * time.Second,
-		Throughput: 100, InFlight: 2_000,
+		Throughput: 100, InFlight: 2_000, Burst: 100, BurstDrain: time.Minute,
 		E2E: Size{Name: "e2e", RedisKeys: 1_000, QdrantPoints: 1_000, DatasetRows: 100},
 	}
 }
@@ -88,7 +93,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 			return nil, err
 		}
 	}
-	if cfg.SkipSystem {
+	if cfg.SkipSystem && cfg.SkipBurst {
 		return res, nil
 	}
 	if cfg.CPUProfile != nil {
@@ -100,8 +105,15 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 			defer stop()
 		}
 	}
-	if err := runSystem(ctx, cfg, key, res, logf); err != nil {
-		return nil, err
+	if !cfg.SkipSystem {
+		if err := runSystem(ctx, cfg, key, res, logf); err != nil {
+			return nil, err
+		}
+	}
+	if !cfg.SkipBurst {
+		if err := runBurst(ctx, cfg, key, res, logf); err != nil {
+			return nil, err
+		}
 	}
 	return res, nil
 }

@@ -3,6 +3,8 @@
 //
 //	benchrun -out ../.bench/results.json          the full run (about 10 minutes on 2 cores)
 //	benchrun -quick -out /tmp/results.json        a smoke run with tiny sizes
+//	benchrun -burst-only -out /tmp/burst.json      the burst phase alone: 1,000 erasures of
+//	                                              one tenant in a 200k-row dataset object
 //
 // Sizes can be overridden one by one; -cpuprofile profiles the end-to-end phases only.
 package main
@@ -33,6 +35,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	storesOnly := fs.Bool("stores-only", false, "measure the per-store figures only")
 	systemOnly := fs.Bool("system-only", false, "measure the end-to-end figures only")
 	semanticOnly := fs.Bool("semantic-only", false, "measure the semantic read-back figures only")
+	burstOnly := fs.Bool("burst-only", false, "measure the burst figures only")
+	burst := fs.Int("burst", 0, "erasures of one tenant submitted at once in the burst phase (default 1000, quick 100)")
 	cfg := bench.Default()
 	fs.IntVar(&cfg.Large.RedisKeys, "redis-large", cfg.Large.RedisKeys, "unrelated Redis keys in the large corpus")
 	fs.IntVar(&cfg.Large.QdrantPoints, "qdrant-large", cfg.Large.QdrantPoints, "unrelated Qdrant points in the large corpus")
@@ -48,8 +52,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *quick {
 		cfg = bench.Quick()
 	}
+	if *burst > 0 {
+		cfg.Burst = *burst
+	}
 	cfg.Log = stderr
-	cfg.SkipStores, cfg.SkipSemantic, cfg.SkipSystem = *systemOnly || *semanticOnly, *systemOnly || *storesOnly, *storesOnly || *semanticOnly
+	only := *systemOnly || *storesOnly || *semanticOnly || *burstOnly
+	cfg.SkipStores = only && !*storesOnly
+	cfg.SkipSemantic = only && !*semanticOnly
+	cfg.SkipSystem = only && !*systemOnly
+	// the burst is an end-to-end phase: -system-only keeps it
+	cfg.SkipBurst = only && !*systemOnly && !*burstOnly
 	cfg.CPUProfile = func() (func(), error) { return nil, nil }
 	if *cpuprofile != "" {
 		cfg.CPUProfile = func() (func(), error) {
