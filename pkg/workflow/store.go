@@ -227,21 +227,20 @@ func (s *FileStore) maybeCompact() {
 
 // snapshot emits one record per live item.
 func (s *FileStore) snapshot(emit func([]byte, int) (int64, error)) error {
-	for _, r := range s.records {
-		p, err := payload(opRecord, r)
+	put := func(op byte, v any) error {
+		p, err := payload(op, v)
 		if err == nil {
 			_, err = emit(p, 0)
 		}
-		if err != nil {
+		return err
+	}
+	for _, r := range s.records {
+		if err := put(opRecord, r); err != nil {
 			return err
 		}
 	}
 	for _, h := range s.holds {
-		p, err := payload(opHold, h)
-		if err == nil {
-			_, err = emit(p, 0)
-		}
-		if err != nil {
+		if err := put(opHold, h); err != nil {
 			return err
 		}
 	}

@@ -102,20 +102,17 @@ func TestFileStoreFailedSyncLeavesNoState(t *testing.T) {
 	if err := s.PutHold(ctx, Hold{ID: "hold_1", TenantID: "acme"}); !errors.Is(err, broken) {
 		t.Fatalf("put hold with a failing fsync: %v", err)
 	}
-	if got, _ := s.Get(ctx, "er_1"); got.State != Scheduled || got.Version != 1 {
-		t.Errorf("after the failed swap: %+v", got)
+	check := func(when string, s *FileStore) {
+		if got, _ := s.Get(ctx, "er_1"); got.State != Scheduled || got.Version != 1 {
+			t.Errorf("%s: %+v", when, got)
+		}
+		if hs, _ := s.Holds(ctx); len(hs) != 0 {
+			t.Errorf("holds %s: %+v", when, hs)
+		}
 	}
-	if hs, _ := s.Holds(ctx); len(hs) != 0 {
-		t.Errorf("holds after the failed put: %+v", hs)
-	}
+	check("after the failed writes", s)
 	s.Close()
-	s2 := mustOpen(t, dir)
-	if got, _ := s2.Get(ctx, "er_1"); got.State != Scheduled || got.Version != 1 {
-		t.Errorf("after reopen: %+v", got)
-	}
-	if hs, _ := s2.Holds(ctx); len(hs) != 0 {
-		t.Errorf("holds after reopen: %+v", hs)
-	}
+	check("after reopen", mustOpen(t, dir))
 }
 
 // When most records of the log are superseded, a write compacts it: the new log holds one
