@@ -1,5 +1,5 @@
 // Package storagecmp compares Lethe's embedded durable stores — the audit table's
-// auditlog.DirStore over pkg/wal and the request gate's workflow.FileStore — with the same
+// auditlog.DirStore and the request gate's workflow.FileStore, both over pkg/wal — with the same
 // stores written on go.etcd.io/bbolt, operation for operation, so the choice between them
 // rests on figures (docs/storage.md). The bbolt stores here are measurement subjects, not
 // production code: they implement the auditlog.Store and workflow.Store contracts the

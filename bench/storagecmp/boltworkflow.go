@@ -17,7 +17,7 @@ var (
 )
 
 // BoltWorkflow is a workflow.Store in one bbolt file: each write is one transaction that
-// writes only its own record, where workflow.FileStore rewrites the whole state.
+// writes only its own record, as workflow.FileStore appends only its own record.
 type BoltWorkflow struct {
 	db *bolt.DB
 }

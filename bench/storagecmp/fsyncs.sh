@@ -17,7 +17,7 @@ count() { # benchmark pattern, operations
 printf '%-45s %s\n' benchmark fsyncs/op
 for b in 'PutReceipt$/store=wal$' 'PutReceipt$/store=bbolt$' 'Issue$/store=wal$' 'Issue$/store=bbolt$' \
 	'PutReceipt8Writers$/store=wal$' 'PutReceipt8Writers$/store=bbolt$' 'PutReceipt8Writers$/store=bbolt-batch$' \
-	'WorkflowCreate$/records=1000$/store=file$' 'WorkflowCreate$/records=1000$/store=wal$' 'WorkflowCreate$/records=1000$/store=bbolt$'; do
+	'WorkflowCreate$/records=1000$/store=wal$' 'WorkflowCreate$/records=1000$/store=bbolt$'; do
 	one=$(count "^Benchmark$b" "$n")
 	two=$(count "^Benchmark$b" "$((2 * n))")
 	printf '%-45s %s\n' "$b" "$(awk -v a="$one" -v b="$two" -v n="$n" 'BEGIN { printf "%.2f", (b - a) / n }')"

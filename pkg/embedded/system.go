@@ -66,7 +66,7 @@ type Options struct {
 	Now        func() time.Time
 	// Windows are the cancellation windows before execution; RequireApproval makes TENANT
 	// requests wait for a second principal with the approver role. The workflow's records
-	// and legal holds are kept in DataDir/workflow.json.
+	// and legal holds are kept in DataDir/workflow.json (a write-ahead log directory).
 	Windows         intake.Windows
 	RequireApproval bool
 	// Discovery configures the inventory discovery of every deleter whose store discovers
@@ -153,9 +153,11 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 	wal.LogRepairs(log, "keys", sys.Sealer.Keys.(*envelope.DirKeyStore).Repairs())
 
 	sys.Intake = &intake.Service{Key: o.Key, Inventory: sys.Inventory, Producer: prod, Store: st.Audit, Policy: o.Policy, Log: log.With(zap.String("service", "intake")), Metrics: m, Auth: o.Auth, Limiter: o.Limiter, Sealer: sys.Sealer, Registry: st.Registry}
-	if err := startWorkflow(sys.Intake, o, st); err != nil {
+	wf, err := startWorkflow(sys.Intake, o, st, log)
+	if err != nil {
 		return nil, err
 	}
+	sys.closers = append(sys.closers, func() { wf.Close() })
 	deleters := append([]Deleter{
 		{"qdrant-deleter", qdrantstore.Kind, qdrantstore.New(st.Qdrant)},
 		{"redis-deleter", redisstore.Kind, redisstore.New(st.Redis)},

@@ -53,6 +53,7 @@ func openWorkflow(t *testing.T, path string) *workflow.FileStore {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { w.Close() })
 	return w
 }
 
@@ -150,6 +151,7 @@ func TestWindowEndsAndSurvivesRestart(t *testing.T) {
 	acc := e.submit(t, body(t, nil), bearer(acmeToken)...)
 	// The intake crashes while the request is SCHEDULED; a new one opens the same files.
 	restarted := *e.svc
+	e.svc.Workflow.(*workflow.FileStore).Close() // a process that dies releases the store's lock
 	restarted.Workflow = openWorkflow(t, path)
 	e.svc = &restarted
 	e.setNow(start.Add(30 * time.Second))
@@ -202,6 +204,7 @@ func TestApproval(t *testing.T) {
 	}
 	// The aggregator and the intake restart while the request awaits approval.
 	restarted := *e.svc
+	e.svc.Workflow.(*workflow.FileStore).Close() // a process that dies releases the store's lock
 	restarted.Workflow = openWorkflow(t, path)
 	e.svc = &restarted
 	e.srv.Config.Handler = e.svc.Handler()

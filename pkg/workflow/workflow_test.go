@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/lethe-erasure/lethe/pkg/wal"
 )
 
 var at = time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
@@ -85,6 +87,12 @@ func TestFileStoreSurvivesReopen(t *testing.T) {
 	}
 	h := Hold{ID: "hold_1", TenantID: "acme", Store: "dataset", LegalBasis: "litigation", CreatedAt: at}
 	if err := s.PutHold(ctx, h); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenFile(path); !errors.Is(err, wal.ErrInUse) {
+		t.Errorf("second open while the first is open: %v, want wal.ErrInUse", err)
+	}
+	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
 	s2, err := OpenFile(path)
