@@ -93,23 +93,41 @@ func (s *Store) EraseBatch(ctx context.Context, st inventory.Store, subjects []d
 	results := make([]deletion.Result, len(subjects))
 	errs := make([]error, len(subjects))
 	l, err := LocatorsOf(st)
-	if err == nil && l.Mentions != "" && l.Mentions != MentionsFail {
-		// Redacting or erasing mentions is per subject: each subject goes through Erase.
+	if err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return results, errs
+	}
+	if perSubject(l) {
 		for i, subj := range subjects {
 			results[i], errs[i] = s.Erase(ctx, st, subj)
 		}
 		return results, errs
 	}
-	groups := map[string][]int{}
-	var order []string
-	locsOf := map[string][]location{}
+	gs := s.batchGroups(st, subjects, errs, func(i int) { results[i], errs[i] = s.Erase(ctx, st, subjects[i]) })
+	gs.each(func(use []int, locs []location) { s.eraseGroup(ctx, st, l, subjects, use, locs, results, errs) })
+	return results, errs
+}
+
+// groups are the subjects of a batch sorted by their locations (another tenant, a prefix
+// naming the subject's pseudonym): each group is read and rewritten together.
+type groups struct {
+	order  []string
+	use    map[string][]int // indexes into the batch's subjects
+	locsOf map[string][]location
+}
+
+// batchGroups sorts subjects into groups; a tenant-scope subject goes to single, and a
+// subject the store refuses gets its error in errs.
+func (s *Store) batchGroups(st inventory.Store, subjects []deletion.Subject, errs []error, single func(i int)) groups {
+	gs := groups{use: map[string][]int{}, locsOf: map[string][]location{}}
 	for i, subj := range subjects {
-		if err != nil {
-			errs[i] = err
+		if errs[i] != nil {
 			continue
 		}
 		if subj.TenantScope() {
-			results[i], errs[i] = s.Erase(ctx, st, subj)
+			single(i)
 			continue
 		}
 		if _, errs[i] = matcherFor(st, subj); errs[i] != nil {
@@ -125,27 +143,33 @@ func (s *Store) EraseBatch(ctx context.Context, st inventory.Store, subjects []d
 			names[j] = loc.name
 		}
 		k := strings.Join(names, "\x00")
-		if _, ok := groups[k]; !ok {
-			order = append(order, k)
-			locsOf[k] = locs
+		if _, ok := gs.use[k]; !ok {
+			gs.order = append(gs.order, k)
+			gs.locsOf[k] = locs
 		}
-		groups[k] = append(groups[k], i)
+		gs.use[k] = append(gs.use[k], i)
 	}
-	// Groups have disjoint subjects and their own locations (another tenant, another
-	// prefix), so they run side by side (a rewrite of one object still takes its lock): a
-	// batch of many tenants' subjects takes about as long as its slowest tenant's, not the
-	// sum of them.
+	return gs
+}
+
+// each runs fn for every group. Groups have disjoint subjects and their own locations, so
+// they run side by side (a rewrite of one object still takes its lock): a batch of many
+// tenants' subjects takes about as long as its slowest tenant's, not the sum of them.
+func (gs groups) each(fn func(use []int, locs []location)) {
 	var g errgroup.Group
 	g.SetLimit(batchGroupLimit)
-	for _, k := range order {
+	for _, k := range gs.order {
 		g.Go(func() error {
-			s.eraseGroup(ctx, st, l, subjects, groups[k], locsOf[k], results, errs)
+			fn(gs.use[k], gs.locsOf[k])
 			return nil
 		})
 	}
-	_ = g.Wait() // every outcome is in errs
-	return results, errs
+	_ = g.Wait() // every outcome is in the callers' slices
 }
+
+// perSubject reports whether l's erasures go one subject at a time: redacting or erasing
+// mentions is per subject.
+func perSubject(l Locators) bool { return l.Mentions != "" && l.Mentions != MentionsFail }
 
 // batchGroupLimit bounds how many groups of one batch EraseBatch erases at a time.
 const batchGroupLimit = 8

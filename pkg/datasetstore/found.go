@@ -10,7 +10,10 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 )
 
-var _ deletion.Finder = (*Store)(nil)
+var (
+	_ deletion.Finder      = (*Store)(nil)
+	_ deletion.BatchFinder = (*Store)(nil)
+)
 
 // Find counts what Erase would delete of s in st now, with Erase's locations and units:
 // per location the matching rows of the current objects and, where the bucket keeps
@@ -57,24 +60,28 @@ func findRows(ctx context.Context, l location, m *matcher) (c counts, err error)
 			return c, err
 		}
 		if !sv.skip(ctx, key, ls.current(key), false) {
+			m.begin()
 			n, err := countObject(ctx, l.bucket, key, m, sv)
 			if err != nil && !unreadable(err) {
 				return c, err
 			}
 			if err == nil {
 				c.current += int64(n)
+				m.keep(false)
 			}
 		}
 		for _, v := range ls.vers[key] {
 			if v.Latest || v.DeleteMarker || sv.skip(ctx, key, v, false) {
 				continue
 			}
+			m.begin()
 			n, err := countVersion(ctx, ls.vb, v, m, sv)
 			if err != nil && !unreadable(err) {
 				return c, err
 			}
 			if err == nil && n > 0 {
 				c.old++
+				m.keep(true)
 			}
 		}
 		if err := sv.flush(ctx, key, ls.live(key)); err != nil {
@@ -82,4 +89,50 @@ func findRows(ctx context.Context, l location, m *matcher) (c counts, err error)
 		}
 	}
 	return c, nil
+}
+
+// FindBatch counts what EraseBatch would delete of each subject, reading each object and
+// older version once for the whole batch, with EraseBatch's grouping and attribution (a row
+// holding the identifiers of two subjects counts for the first of them). Tenant-scope
+// subjects are not counted (nil); where EraseBatch erases one subject at a time, so does
+// FindBatch.
+func (s *Store) FindBatch(ctx context.Context, st inventory.Store, subjects []deletion.Subject) ([][]event.LocationCount, []error) {
+	found := make([][]event.LocationCount, len(subjects))
+	errs := make([]error, len(subjects))
+	l, err := LocatorsOf(st)
+	for i, subj := range subjects {
+		switch {
+		case err != nil:
+			errs[i] = err
+		case perSubject(l): // as EraseBatch: each subject on its own
+			found[i], errs[i] = s.Find(ctx, st, subj)
+		}
+	}
+	if err != nil || perSubject(l) {
+		return found, errs
+	}
+	gs := s.batchGroups(st, subjects, errs, func(int) {})
+	gs.each(func(use []int, locs []location) {
+		m := newMatcher(l.SubjectColumns, l.SessionColumns, "", nil)
+		m.batch = newBatchHits(subjects, use)
+		for _, loc := range locs {
+			clear(m.batch.current)
+			clear(m.batch.old)
+			c, err := findRows(ctx, loc, m)
+			for _, i := range use {
+				if err != nil {
+					errs[i] = fmt.Errorf("dataset store %q: find: %w", st.Name, err)
+					continue
+				}
+				found[i] = append(found[i], event.LocationCount{Location: loc.name, Deleted: m.batch.current[i]})
+				if c.versioned {
+					found[i] = append(found[i], event.LocationCount{Location: loc.name + oldVersions, Deleted: m.batch.old[i]})
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	})
+	return found, errs
 }

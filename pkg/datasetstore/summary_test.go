@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -328,6 +329,23 @@ func TestBatchRewritesEachObjectOnce(t *testing.T) {
 	st := testInventory("s3://" + testBucket + "/{tenant}/")
 	if _, err := New(c, "", withSummaries).Count(ctx, st, deletiontest.NewSubject("acme", "nobody")); err != nil {
 		t.Fatal(err)
+	}
+	// Finding the batch reads each object holding one of its subjects once, and counts
+	// for each subject what Find counts for it alone.
+	store := New(c, "", withSummaries)
+	rq.reset()
+	found, ferrs := store.FindBatch(ctx, st, subjects)
+	for d := range 10 {
+		key := fmt.Sprintf("acme/d%d.csv", d)
+		if gets, want := rq.n("GET", key), map[bool]int{true: 1, false: 0}[d < 5]; gets != want {
+			t.Errorf("FindBatch: %s read %d times, want %d", key, gets, want)
+		}
+	}
+	for i, err := range ferrs {
+		alone, err2 := store.Find(ctx, st, subjects[i])
+		if err != nil || err2 != nil || !reflect.DeepEqual(found[i], alone) {
+			t.Errorf("subject %d: FindBatch %+v, %v; Find %+v, %v", i, found[i], err, alone, err2)
+		}
 	}
 	rq.reset()
 	results, errs := New(c, "", withSummaries).EraseBatch(ctx, st, subjects)

@@ -27,6 +27,17 @@ type BatchStore interface {
 	VerifyBatch(ctx context.Context, st inventory.Store, subjects []Subject) ([]event.Verification, []error)
 }
 
+// BatchFinder is an optional capability of a Finder that counts many subjects of one
+// inventory store at once (one read per object for the whole batch), found by type
+// assertion; the runtime uses it where it batches erasures. FindBatch returns one count
+// list and one error per subject, in the order of subjects, each with the meaning Find
+// gives it for that subject alone, and counts what EraseBatch of the same subjects would
+// delete.
+type BatchFinder interface {
+	Finder
+	FindBatch(ctx context.Context, st inventory.Store, subjects []Subject) ([][]event.LocationCount, []error)
+}
+
 // VerifyEach is a VerifyBatch for stores whose verification gains nothing from batching:
 // it verifies the subjects with s.Verify, up to verifyEachLimit at a time (Store is safe
 // for concurrent use), so a batch's verification takes about as long as its slowest

@@ -42,6 +42,7 @@ type batchOp int
 const (
 	opErase batchOp = iota
 	opVerify
+	opFind
 )
 
 type batchKey struct {
@@ -59,6 +60,7 @@ type batch struct {
 	done     chan struct{} // closed when the outcomes are set
 	results  []deletion.Result
 	vers     []event.Verification
+	found    [][]event.LocationCount
 	errs     []error
 }
 
@@ -72,19 +74,15 @@ type batcher struct {
 // errBatchShape is a BatchStore that returned the wrong number of outcomes.
 var errBatchShape = errors.New("worker: batch store returned outcomes for a different number of subjects")
 
-// run submits subj to the pending batch of (st, op), starting one if none is pending, and
-// waits for the batch's outcome of subj.
-func (w *Worker) batched(ctx context.Context, op batchOp, bs deletion.BatchStore, st inventory.Store, subj deletion.Subject) (deletion.Result, event.Verification, error) {
-	cfg := w.Batching
-	b, i := w.batches.join(batchKey{st.Name, op}, st, subj, ctx, cfg, func(b *batch) { runBatch(op, bs, b) })
+// batched submits subj to the pending batch of (st, op), starting one if none is pending,
+// and waits for the batch: its outcome for subj is at index i of b's slices for op.
+func (w *Worker) batched(ctx context.Context, op batchOp, impl any, st inventory.Store, subj deletion.Subject) (b *batch, i int, err error) {
+	b, i = w.batches.join(batchKey{st.Name, op}, st, subj, ctx, w.Batching, func(b *batch) { runBatch(op, impl, b) })
 	select {
 	case <-b.done:
-		if op == opErase {
-			return b.results[i], event.Verification{}, b.errs[i]
-		}
-		return deletion.Result{}, b.vers[i], b.errs[i]
+		return b, i, b.errs[i]
 	case <-ctx.Done():
-		return deletion.Result{}, event.Verification{}, ctx.Err()
+		return nil, 0, ctx.Err()
 	}
 }
 
@@ -131,9 +129,10 @@ func (bt *batcher) join(k batchKey, st inventory.Store, subj deletion.Subject, c
 	return b, len(b.subjects) - 1
 }
 
-// runBatch runs b through bs under a context that ends when every caller's has ended,
-// and publishes the outcomes.
-func runBatch(op batchOp, bs deletion.BatchStore, b *batch) {
+// runBatch runs b through impl (a deletion.BatchStore, or for opFind a
+// deletion.BatchFinder) under a context that ends when every caller's has ended, and
+// publishes the outcomes.
+func runBatch(op batchOp, impl any, b *batch) {
 	defer close(b.done)
 	ctx, cancel := context.WithCancel(context.WithoutCancel(b.ctxs[0]))
 	defer cancel()
@@ -147,17 +146,21 @@ func runBatch(op batchOp, bs deletion.BatchStore, b *batch) {
 		defer stop()
 	}
 	n := len(b.subjects)
+	var got int
 	switch op {
 	case opErase:
-		b.results, b.errs = bs.EraseBatch(ctx, b.st, b.subjects)
-		if len(b.results) != n || len(b.errs) != n {
-			b.results, b.errs = make([]deletion.Result, n), fill(n, errBatchShape)
-		}
+		b.results, b.errs = impl.(deletion.BatchStore).EraseBatch(ctx, b.st, b.subjects)
+		got = len(b.results)
 	case opVerify:
-		b.vers, b.errs = bs.VerifyBatch(ctx, b.st, b.subjects)
-		if len(b.vers) != n || len(b.errs) != n {
-			b.vers, b.errs = make([]event.Verification, n), fill(n, errBatchShape)
-		}
+		b.vers, b.errs = impl.(deletion.BatchStore).VerifyBatch(ctx, b.st, b.subjects)
+		got = len(b.vers)
+	case opFind:
+		b.found, b.errs = impl.(deletion.BatchFinder).FindBatch(ctx, b.st, b.subjects)
+		got = len(b.found)
+	}
+	if got != n || len(b.errs) != n {
+		b.results, b.vers, b.found = make([]deletion.Result, n), make([]event.Verification, n), make([][]event.LocationCount, n)
+		b.errs = fill(n, errBatchShape)
 	}
 }
 
@@ -171,23 +174,42 @@ func fill(n int, err error) []error {
 
 // eraseOne erases subj from st, through a batch when the store batches.
 func (w *Worker) eraseOne(ctx context.Context, impl deletion.Store, st inventory.Store, subj deletion.Subject) (deletion.Result, error) {
-	if bs, ok := w.batchStore(impl, subj); ok {
-		res, _, err := w.batched(ctx, opErase, bs, st, subj)
-		return res, err
+	if _, ok := impl.(deletion.BatchStore); !ok || !w.batching(subj) {
+		return impl.Erase(ctx, st, subj)
 	}
-	return impl.Erase(ctx, st, subj)
+	b, i, err := w.batched(ctx, opErase, impl, st, subj)
+	if err != nil {
+		return deletion.Result{}, err
+	}
+	return b.results[i], nil
 }
 
 // verifyOne verifies subj in st, through a batch when the store batches.
 func (w *Worker) verifyOne(ctx context.Context, impl deletion.Store, st inventory.Store, subj deletion.Subject) (event.Verification, error) {
-	if bs, ok := w.batchStore(impl, subj); ok {
-		_, v, err := w.batched(ctx, opVerify, bs, st, subj)
-		return v, err
+	if _, ok := impl.(deletion.BatchStore); !ok || !w.batching(subj) {
+		return impl.Verify(ctx, st, subj)
 	}
-	return impl.Verify(ctx, st, subj)
+	b, i, err := w.batched(ctx, opVerify, impl, st, subj)
+	if err != nil {
+		return event.Verification{}, err
+	}
+	return b.vers[i], nil
 }
 
-func (w *Worker) batchStore(impl deletion.Store, subj deletion.Subject) (deletion.BatchStore, bool) {
-	bs, ok := impl.(deletion.BatchStore)
-	return bs, ok && w.Batching.Max > 1 && !subj.TenantScope()
+// findOne counts what an erase of subj would delete, through a batch when the store
+// finds in batches.
+func (w *Worker) findOne(ctx context.Context, finder deletion.Finder, st inventory.Store, subj deletion.Subject) ([]event.LocationCount, error) {
+	if _, ok := finder.(deletion.BatchFinder); !ok || !w.batching(subj) {
+		return finder.Find(ctx, st, subj)
+	}
+	b, i, err := w.batched(ctx, opFind, finder, st, subj)
+	if err != nil {
+		return nil, err
+	}
+	return b.found[i], nil
+}
+
+// batching reports whether subj's erasure goes through batches.
+func (w *Worker) batching(subj deletion.Subject) bool {
+	return w.Batching.Max > 1 && !subj.TenantScope()
 }

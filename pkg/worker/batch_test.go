@@ -168,3 +168,62 @@ func TestBatchGathersWhileTheStoreIsBusy(t *testing.T) {
 	fs.release <- struct{}{}
 	wg.Wait()
 }
+
+// batchFinder is a batchStore that also finds in batches.
+type batchFinder struct {
+	*batchStore
+	finds []int // subjects per FindBatch call
+}
+
+func (f *batchFinder) Find(ctx context.Context, st inventory.Store, s deletion.Subject) ([]event.LocationCount, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return []event.LocationCount{{Location: "key:acme:{subject}", Deleted: f.items[s.ID]}}, nil
+}
+
+func (f *batchFinder) FindBatch(ctx context.Context, st inventory.Store, ss []deletion.Subject) ([][]event.LocationCount, []error) {
+	f.mu.Lock()
+	f.finds = append(f.finds, len(ss))
+	f.mu.Unlock()
+	out := make([][]event.LocationCount, len(ss))
+	for i, s := range ss {
+		out[i], _ = f.Find(ctx, st, s)
+	}
+	return out, make([]error, len(ss))
+}
+
+// The finds recorded before erasing go through batches too, and each request's find
+// record carries its own counts.
+func TestFindsAreBatched(t *testing.T) {
+	const n = 6
+	fs := &batchFinder{batchStore: &batchStore{items: map[string]int64{}}}
+	w, addrs := setup(t, map[string]deletion.Store{"redis": fs})
+	w.Batching = worker.Batching{Max: n, Wait: 2 * time.Second}
+	var wg sync.WaitGroup
+	for i := range n {
+		id := fmt.Sprintf("cust-%d", i)
+		fs.items[id] = int64(i + 1)
+		req := request([]string{"redis"}, nil, 1)
+		req.RequestID, req.Identifiers.SubjectID = fmt.Sprintf("er_%d", i), id
+		wg.Go(func() {
+			if err := w.Handle(context.Background(), record(t, req)); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if len(fs.finds) != 1 || fs.finds[0] != n {
+		t.Errorf("FindBatch calls %v, want one of %d", fs.finds, n)
+	}
+	for _, r := range testenv.ReadTopic(t, addrs, event.TopicStoreFound) {
+		var f event.StoreFound
+		if err := event.Found.Decode(r.Value, &f); err != nil {
+			t.Fatal(err)
+		}
+		var i int
+		fmt.Sscanf(f.RequestID, "er_%d", &i)
+		if f.Found() != int64(i+1) {
+			t.Errorf("%s found %d, want %d", f.RequestID, f.Found(), i+1)
+		}
+	}
+}

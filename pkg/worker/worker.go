@@ -281,7 +281,7 @@ func (w *Worker) stampDiscovery(kind string, v *event.Verification) {
 // recordFound publishes what finder finds of subj in st on the found topic and waits for
 // the broker's acknowledgement; nothing found publishes nothing.
 func (w *Worker) recordFound(ctx context.Context, req *event.Requested, st inventory.Store, subj deletion.Subject, finder deletion.Finder) error {
-	locs, err := finder.Find(ctx, st, subj)
+	locs, err := w.findOne(ctx, finder, st, subj)
 	if err != nil {
 		return err
 	}
