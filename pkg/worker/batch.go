@@ -29,13 +29,13 @@ type Batching struct {
 }
 
 // DefaultBatching is what service.Deleter uses unless configured otherwise.
-var DefaultBatching = Batching{Max: 64, Wait: 2 * time.Millisecond}
+var DefaultBatching = Batching{Max: 128, Wait: 2 * time.Millisecond}
 
 // DefaultInFlight is how many requests of one partition a deleter handles at once unless
 // configured otherwise: with a topic's partitions spread over its instances, it is what
 // lets a batch fill (a partition handled one record at a time gives a batch at most one
 // subject per partition) and what lets instances add throughput when stores are slow.
-const DefaultInFlight = 16
+const DefaultInFlight = 64
 
 type batchOp int
 
