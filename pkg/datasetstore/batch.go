@@ -187,10 +187,7 @@ func (s *Store) eraseGroup(ctx context.Context, st inventory.Store, l Locators, 
 			if errs[i] != nil {
 				continue
 			}
-			results[i].Locations = append(results[i].Locations, event.LocationCount{Location: loc.name, Deleted: m.batch.current[i]})
-			if c.versioned {
-				results[i].Locations = append(results[i].Locations, event.LocationCount{Location: loc.name + oldVersions, Deleted: m.batch.old[i]})
-			}
+			results[i].Locations = append(results[i].Locations, c.of(loc.name, m.batch.current[i], m.batch.old[i])...)
 			if err != nil {
 				errs[i] = fmt.Errorf("dataset store %q: %w", st.Name, err)
 			}

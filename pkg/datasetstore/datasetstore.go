@@ -237,10 +237,7 @@ func (s *Store) Erase(ctx context.Context, st inventory.Store, subj deletion.Sub
 		} else {
 			c, err = eraseRows(ctx, l, m)
 		}
-		res.Locations = append(res.Locations, event.LocationCount{Location: l.name, Deleted: c.current})
-		if c.versioned {
-			res.Locations = append(res.Locations, event.LocationCount{Location: l.name + oldVersions, Deleted: c.old})
-		}
+		res.Locations = append(res.Locations, c.of(l.name, c.current, c.old)...)
 		if err != nil {
 			return res, fmt.Errorf("dataset store %q: %w", st.Name, err)
 		}

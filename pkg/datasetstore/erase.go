@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/lethe-erasure/lethe/pkg/event"
 )
 
 // counts is what erasing or verifying one location did or found.
@@ -16,6 +18,16 @@ type counts struct {
 	versioned  bool     // the location keeps versions
 	unexamined []string // "name: reason" of each object or version that could not be read
 	excluded   []string // names of the objects the inventory excludes
+}
+
+// of reports current and old under location name, as Erase and Find report them: the
+// rows of current objects, and where c's location keeps versions, the older versions.
+func (c counts) of(name string, current, old int64) []event.LocationCount {
+	out := []event.LocationCount{{Location: name, Deleted: current}}
+	if c.versioned {
+		out = append(out, event.LocationCount{Location: name + oldVersions, Deleted: old})
+	}
+	return out
 }
 
 // errUnchanged aborts a rewrite that would remove nothing.

@@ -37,10 +37,7 @@ func (s *Store) Find(ctx context.Context, st inventory.Store, subj deletion.Subj
 		if err != nil {
 			return nil, fmt.Errorf("dataset store %q: find: %w", st.Name, err)
 		}
-		out = append(out, event.LocationCount{Location: l.name, Deleted: c.current})
-		if c.versioned {
-			out = append(out, event.LocationCount{Location: l.name + oldVersions, Deleted: c.old})
-		}
+		out = append(out, c.of(l.name, c.current, c.old)...)
 	}
 	return out, nil
 }
@@ -124,10 +121,7 @@ func (s *Store) FindBatch(ctx context.Context, st inventory.Store, subjects []de
 					errs[i] = fmt.Errorf("dataset store %q: find: %w", st.Name, err)
 					continue
 				}
-				found[i] = append(found[i], event.LocationCount{Location: loc.name, Deleted: m.batch.current[i]})
-				if c.versioned {
-					found[i] = append(found[i], event.LocationCount{Location: loc.name + oldVersions, Deleted: m.batch.old[i]})
-				}
+				found[i] = append(found[i], c.of(loc.name, m.batch.current[i], m.batch.old[i])...)
 			}
 			if err != nil {
 				return
