@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/qdrant/go-client/qdrant"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -32,9 +31,9 @@ func (st *Store) EraseBatch(ctx context.Context, inv inventory.Store, subjects [
 		return results, errs
 	}
 	type target struct {
-		should []*qdrant.Condition
-		owners []int
-		loc    string
+		subjects []deletion.Subject
+		owners   []int
+		loc      string
 	}
 	targets := map[string]*target{}
 	var order []string
@@ -65,7 +64,7 @@ func (st *Store) EraseBatch(ctx context.Context, inv inventory.Store, subjects [
 					targets[coll] = t
 					order = append(order, coll)
 				}
-				t.should = append(t.should, f.Should...)
+				t.subjects = append(t.subjects, s)
 				t.owners = append(t.owners, i)
 			}
 			if errs[i] != nil {
@@ -76,8 +75,7 @@ func (st *Store) EraseBatch(ctx context.Context, inv inventory.Store, subjects [
 	}
 	for _, coll := range order {
 		t := targets[coll]
-		f := &qdrant.Filter{Should: t.should}
-		err := checkFilter(f)
+		f, err := filterOf(l, t.subjects)
 		if err == nil {
 			err = st.deletePoints(ctx, coll, f)
 		}

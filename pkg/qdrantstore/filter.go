@@ -22,26 +22,36 @@ import (
 // every spelling anyway). Empty identifiers are left out; with none left there is no safe
 // filter (an empty one matches every point), which is a permanent error.
 func subjectFilter(l Locators, s deletion.Subject) (*qdrant.Filter, error) {
+	return filterOf(l, []deletion.Subject{s})
+}
+
+// filterOf is the filter that finds any of ss: subjectFilter's conditions with the
+// identifiers of every subject matched at once (one match-any per field and form, however
+// many subjects), so a batch's delete costs Qdrant a few conditions, not a few per subject.
+func filterOf(l Locators, ss []deletion.Subject) (*qdrant.Filter, error) {
+	var ids, hashes, sessions []string
+	for _, s := range ss {
+		if s.ID != "" {
+			ids = append(ids, s.ID)
+		}
+		if s.Hash != "" {
+			hashes = append(hashes, s.Hash)
+		}
+		for _, ses := range s.Sessions {
+			if ses != "" {
+				sessions = append(sessions, ses)
+			}
+		}
+	}
 	var should []*qdrant.Condition
-	if s.ID != "" {
-		for _, f := range l.SubjectFields {
-			should = append(should, matchAny(f, []string{s.ID})...)
+	for _, by := range []struct {
+		fields, values []string
+	}{{l.SubjectFields, ids}, {l.HashFields, hashes}, {l.SessionFields, sessions}} {
+		if len(by.values) == 0 {
+			continue
 		}
-	}
-	if s.Hash != "" {
-		for _, f := range l.HashFields {
-			should = append(should, matchAny(f, []string{s.Hash})...)
-		}
-	}
-	var sessions []string
-	for _, ses := range s.Sessions {
-		if ses != "" {
-			sessions = append(sessions, ses)
-		}
-	}
-	if len(sessions) > 0 {
-		for _, f := range l.SessionFields {
-			should = append(should, matchAny(f, sessions)...)
+		for _, f := range by.fields {
+			should = append(should, matchAny(f, by.values)...)
 		}
 	}
 	if len(should) == 0 {

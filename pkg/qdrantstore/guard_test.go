@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -175,4 +177,60 @@ func TestEmptyConditionMatchesAllAndIsRefused(t *testing.T) {
 	if n, err := client.Count(ctx, &qdrant.CountPoints{CollectionName: "shopbot_acme", Exact: qdrant.PtrOf(true)}); err != nil || n != 5 {
 		t.Errorf("%d points left of 5, %v", n, err)
 	}
+}
+
+// TestBatchFilterStaysSmall: the filter of a batch matches every subject's identifiers
+// with at most two conditions per field (keywords and integers), however many subjects.
+func TestBatchFilterStaysSmall(t *testing.T) {
+	l := Locators{SubjectFields: []string{"customer_id", "metadata.user"}, HashFields: []string{"customer_hash"}, SessionFields: []string{"session_id"}}
+	var ss []deletion.Subject
+	for i := range 128 {
+		ss = append(ss, deletion.Subject{Tenant: "acme", ID: strconv.Itoa(424200 + i), Hash: fmt.Sprintf("h%03d", i), Sessions: []string{fmt.Sprintf("s%03d", i)}})
+	}
+	f, err := filterOf(l, ss)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.GetShould()); n > 2*4 {
+		t.Errorf("batch of %d subjects: %d conditions, want at most 8", len(ss), n)
+	}
+	for _, s := range ss {
+		one, err := subjectFilter(l, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range one.GetShould() {
+			if !covered(f, c) {
+				t.Fatalf("subject %s: condition %v is not covered by the batch filter", s.ID, c)
+			}
+		}
+	}
+}
+
+// covered reports whether some condition of f matches on c's key every value c matches.
+func covered(f *qdrant.Filter, c *qdrant.Condition) bool {
+	values := func(c *qdrant.Condition) (key string, vs []string) {
+		fc := c.GetField()
+		m := fc.GetMatch()
+		switch {
+		case m.GetKeyword() != "":
+			vs = []string{m.GetKeyword()}
+		case m.GetKeywords() != nil:
+			vs = m.GetKeywords().GetStrings()
+		case m.GetIntegers() != nil:
+			for _, n := range m.GetIntegers().GetIntegers() {
+				vs = append(vs, "int:"+strconv.FormatInt(n, 10))
+			}
+		default:
+			vs = []string{"int:" + strconv.FormatInt(m.GetInteger(), 10)}
+		}
+		return fc.GetKey(), vs
+	}
+	key, want := values(c)
+	for _, b := range f.GetShould() {
+		if k, have := values(b); k == key && !slices.ContainsFunc(want, func(v string) bool { return !slices.Contains(have, v) }) {
+			return true
+		}
+	}
+	return false
 }
