@@ -53,7 +53,7 @@ func (p *s3Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if _, listing := r.URL.Query()["versions"]; listing && p.noVersions {
 		w.Header().Set("Content-Type", "application/xml")
 		w.WriteHeader(http.StatusNotImplemented)
-		io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>NotImplemented</Code><Message>version listing is off (S3Options.Unversioned)</Message></Error>`)
+		_, _ = io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>NotImplemented</Code><Message>version listing is off (S3Options.Unversioned)</Message></Error>`)
 		return
 	}
 	bucket, key, hasKey := strings.Cut(strings.TrimPrefix(r.URL.EscapedPath(), "/"), "/")
@@ -120,7 +120,7 @@ func (p *s3Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if hasKey && key != "" && resp.StatusCode < 300 {
 		copyHeader(w.Header(), resp.Header)
 		w.WriteHeader(resp.StatusCode)
-		io.Copy(w, resp.Body)
+		_, _ = io.Copy(w, resp.Body) // the status is sent; a client that went away is no error of ours
 		return
 	}
 	b, err := io.ReadAll(resp.Body)
@@ -134,7 +134,7 @@ func (p *s3Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	}
 	w.WriteHeader(resp.StatusCode)
-	w.Write(b)
+	_, _ = w.Write(b) // the status is sent; a client that went away is no error of ours
 }
 
 func copyHeader(dst, src http.Header) {
