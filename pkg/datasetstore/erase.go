@@ -139,59 +139,77 @@ func eraseRows(ctx context.Context, l location, m *matcher) (c counts, err error
 			}
 		}
 		c.current += int64(rows)
-		if vb == nil {
-			live := ls.live(key)
-			if superseded != "" {
-				live = []Version{{Key: key, Latest: true, Token: wr.Token}}
-			}
-			if err := sv.flush(ctx, key, live); err != nil {
-				return c, err
-			}
-			continue
-		}
-		candidates := ls.vers[key]
-		if superseded != "" {
-			// Our rewrite made a new current version: list again so that the version it
-			// superseded, and any written since the first listing, are seen as non-current.
-			if candidates, err = versionsOf(ctx, vb, key); err != nil {
-				return c, err
-			}
-		}
-		var live []Version
-		for _, v := range candidates {
-			if v.Latest || v.DeleteMarker || v.ID != superseded && sv.skip(ctx, key, v, false) {
-				live = append(live, v)
-				continue
-			}
-			n, err := 1, error(nil) // the version our rewrite superseded held the rows
-			m.begin()
-			if v.ID != superseded {
-				n, err = countVersion(ctx, vb, v, m, sv)
-			}
-			switch {
-			case errors.Is(err, errMalformed) || errors.Is(err, ErrNotFound):
-				live = append(live, v)
-				continue
-			case err != nil:
-				return c, err
-			}
-			if n == 0 {
-				live = append(live, v)
-				continue
-			}
-			if err := vb.DeleteVersion(ctx, key, v.ID); err != nil {
-				return c, err
-			}
-			if v.ID != superseded {
-				c.old++
-				m.keep(true)
-			}
-		}
-		if err := sv.flush(ctx, key, live); err != nil {
+		err := dropHeldVersions(ctx, ls, key, superseded, wr, sv,
+			func(v Version) bool { return v.ID != superseded && sv.skip(ctx, key, v, false) },
+			func(v Version) (bool, error) {
+				m.begin()
+				if v.ID == superseded {
+					return true, nil // the version our rewrite superseded held the rows
+				}
+				n, err := countVersion(ctx, vb, v, m, sv)
+				return n > 0, err
+			},
+			func(v Version) {
+				if v.ID != superseded {
+					c.old++
+					m.keep(true)
+				}
+			})
+		if err != nil {
 			return c, err
 		}
 	}
 	return c, nil
+}
+
+// dropHeldVersions goes through the older versions of key once its current object was
+// handled (superseded: the version a rewrite of it replaced, "" when nothing was written;
+// wr: what was written). In a bucket that keeps versions it deletes each older version that
+// holds reports as still holding data, calling deleted for it, and keeps delete markers, the
+// current version, those skip rules out and those it cannot read (Verify reports them).
+// Then it stores key's summary for the versions that remain.
+func dropHeldVersions(ctx context.Context, ls listing, key, superseded string, wr Written, sv *view,
+	skip func(Version) bool, holds func(Version) (bool, error), deleted func(Version)) error {
+	if ls.vb == nil {
+		live := ls.live(key)
+		if superseded != "" {
+			live = []Version{{Key: key, Latest: true, Token: wr.Token}}
+		}
+		return sv.flush(ctx, key, live)
+	}
+	candidates := ls.vers[key]
+	if superseded != "" {
+		// Our rewrite made a new current version: list again so that the version it
+		// superseded, and any written since the first listing, are seen as non-current.
+		var err error
+		if candidates, err = versionsOf(ctx, ls.vb, key); err != nil {
+			return err
+		}
+	}
+	var live []Version
+	for _, v := range candidates {
+		if v.Latest || v.DeleteMarker || skip(v) {
+			live = append(live, v)
+			continue
+		}
+		held, err := holds(v)
+		switch {
+		case errors.Is(err, errMalformed) || errors.Is(err, ErrNotFound):
+			live = append(live, v)
+			continue
+		case err != nil:
+			return err
+		}
+		if !held {
+			live = append(live, v)
+			continue
+		}
+		if err := ls.vb.DeleteVersion(ctx, key, v.ID); err != nil {
+			return err
+		}
+		deleted(v)
+	}
+	return sv.flush(ctx, key, live)
 }
 
 // objectName names key as its location and the rest of its key, for error messages.

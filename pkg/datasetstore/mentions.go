@@ -372,48 +372,18 @@ func handleMentions(ctx context.Context, l location, m *matcher, f *finder, poli
 			}
 		}
 		rows += int64(n)
-		if ls.vb == nil {
-			live := ls.live(key)
-			if superseded != "" {
-				live = []Version{{Key: key, Latest: true, Token: wr.Token}}
-			}
-			if err := sv.flush(ctx, key, live); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		candidates := ls.vers[key]
-		if superseded != "" {
-			if candidates, err = versionsOf(ctx, ls.vb, key); err != nil {
-				return nil, err
-			}
-		}
-		var live []Version
-		for _, v := range candidates {
-			if v.Latest || v.DeleteMarker || sv.skip(ctx, key, v, true) {
-				live = append(live, v)
-				continue
-			}
-			ms, err := mentionsInVersion(ctx, ls.vb, v, m, f, sv)
-			switch {
-			case errors.Is(err, errMalformed) || errors.Is(err, ErrNotFound):
-				live = append(live, v)
-				continue
-			case err != nil:
-				return nil, err
-			}
-			if ms.left == 0 {
-				live = append(live, v)
-				continue
-			}
-			if err := ls.vb.DeleteVersion(ctx, key, v.ID); err != nil {
-				return nil, err
-			}
-			if v.ID != superseded { // the one our rewrite superseded is counted as its rows
-				old++
-			}
-		}
-		if err := sv.flush(ctx, key, live); err != nil {
+		err := dropHeldVersions(ctx, ls, key, superseded, wr, sv,
+			func(v Version) bool { return sv.skip(ctx, key, v, true) },
+			func(v Version) (bool, error) {
+				ms, err := mentionsInVersion(ctx, ls.vb, v, m, f, sv)
+				return ms.left > 0, err
+			},
+			func(v Version) {
+				if v.ID != superseded { // the one our rewrite superseded is counted as its rows
+					old++
+				}
+			})
+		if err != nil {
 			return nil, err
 		}
 	}
