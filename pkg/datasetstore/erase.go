@@ -431,7 +431,7 @@ func remaining(ctx context.Context, l location, m *matcher) (c counts, err error
 		c.current += int64(n)
 		return nil
 	}
-	sv := l.view(m, nil)
+	sv := l.readView(m, nil)
 	for _, key := range ls.keys {
 		if err := ctx.Err(); err != nil {
 			return c, err

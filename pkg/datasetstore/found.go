@@ -51,7 +51,7 @@ func findRows(ctx context.Context, l location, m *matcher) (c counts, err error)
 		return c, err
 	}
 	unreadable := func(err error) bool { return errors.Is(err, errMalformed) || errors.Is(err, ErrNotFound) }
-	sv := l.view(m, nil)
+	sv := l.readView(m, nil)
 	for _, key := range ls.keys {
 		if err := ctx.Err(); err != nil {
 			return c, err

@@ -458,7 +458,7 @@ func countMentions(ctx context.Context, l location, m *matcher, f *finder) (int6
 	}
 	var n int64
 	var items []string
-	sv := l.view(m, f)
+	sv := l.readView(m, f)
 	for _, key := range ls.keys {
 		if err := ctx.Err(); err != nil {
 			return 0, nil, err

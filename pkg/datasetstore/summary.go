@@ -33,9 +33,10 @@ import (
 // malformed to summarise (it is read every time). Reading a version without a valid
 // summary builds one from the same bytes; a rewrite builds the summary of the version it
 // writes from the bytes it uploads. Version content never changes under a version id and
-// ETag, so a summary is either valid for exactly those bytes or ignored; two deleters
-// writing the summary of one object at once can lose each other's entries, which only
-// costs a read.
+// ETag, so a summary is either valid for exactly those bytes or ignored. Only erasures
+// store summaries; Verify, Count and Find keep what they build in the process cache, so
+// checking a store never writes to it. Two deleters writing the summary of one object at
+// once can lose each other's entries, which only costs a read.
 //
 // The summaries of a bucket live in the same bucket under summaryRoot, one object per
 // dataset object, named by a keyed hash of its key (so the name reveals no key); listings

@@ -122,8 +122,8 @@ func TestSummarySkipsObjectsWithoutTheSubject(t *testing.T) {
 				keys = tenObjectsPlain(t, c)
 			}
 			st := testInventory("s3://" + testBucket + "/{tenant}/")
-			// A first pass (any subject) reads everything and writes the summaries.
-			if _, err := New(c, "", withSummaries).Count(ctx, st, deletiontest.NewSubject("acme", "nobody")); err != nil {
+			// A first erasure (of someone absent) reads everything and writes the summaries.
+			if _, err := New(c, "", withSummaries).Erase(ctx, st, deletiontest.NewSubject("acme", "nobody")); err != nil {
 				t.Fatal(err)
 			}
 			for _, k := range keys {
@@ -279,7 +279,7 @@ func TestSummaryOfNoncurrentVersion(t *testing.T) {
 	old := w.putVersion(t, key, renderCSV(t, []row{{Customer: "cust-victim", Text: "old"}, {Customer: "by-1", Text: "old"}}))
 	w.putVersion(t, key, renderCSV(t, []row{{Customer: "by-1", Text: "new"}}))
 	st := testInventory("s3://" + testBucket + "/{tenant}/")
-	if _, err := New(c, "", withSummaries).Count(ctx, st, deletiontest.NewSubject("acme", "nobody")); err != nil {
+	if _, err := New(c, "", withSummaries).Erase(ctx, st, deletiontest.NewSubject("acme", "nobody")); err != nil {
 		t.Fatal(err)
 	}
 	rq.reset()
@@ -327,7 +327,7 @@ func TestBatchRewritesEachObjectOnce(t *testing.T) {
 		w.put(t, fmt.Sprintf("acme/d%d.csv", d), renderCSV(t, rows))
 	}
 	st := testInventory("s3://" + testBucket + "/{tenant}/")
-	if _, err := New(c, "", withSummaries).Count(ctx, st, deletiontest.NewSubject("acme", "nobody")); err != nil {
+	if _, err := New(c, "", withSummaries).Erase(ctx, st, deletiontest.NewSubject("acme", "nobody")); err != nil {
 		t.Fatal(err)
 	}
 	// Finding the batch reads each object holding one of its subjects once, and counts
@@ -411,7 +411,7 @@ func TestTenantErasureDropsSummaries(t *testing.T) {
 	tenObjects(t, s3World{c})
 	st := testInventory("s3://" + testBucket + "/{tenant}/")
 	store := New(c, "", withSummaries)
-	if _, err := store.Verify(ctx, st, victimSubject); err != nil {
+	if _, err := store.Erase(ctx, st, deletiontest.NewSubject("acme", "nobody")); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(summaryObjects(t, c)); n != 10 {
@@ -549,4 +549,42 @@ func FuzzMentionTokens(f *testing.F) {
 			t.Fatalf("%q mentions %q but its tokens do not hold it", s, id)
 		}
 	})
+}
+
+// TestCheckingWritesNothing: Verify, Count and Find only read: the summaries they build stay
+// in the process (a second Verify of the same store reads nothing it can skip), and nothing
+// is written to the bucket they check.
+func TestCheckingWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	c, rq := countedS3(t, true)
+	keys := tenObjects(t, s3World{c})
+	st := testInventory("s3://" + testBucket + "/{tenant}/")
+	store := New(c, "", withSummaries)
+	rq.reset()
+	if _, err := store.Verify(ctx, st, victimSubject); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Count(ctx, st, victimSubject); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Find(ctx, st, victimSubject); err != nil {
+		t.Fatal(err)
+	}
+	for k, n := range rq.counts {
+		if strings.HasPrefix(k, "PUT ") || strings.HasPrefix(k, "DELETE ") {
+			t.Errorf("checking wrote: %s ×%d", k, n)
+		}
+	}
+	if n := len(summaryObjects(t, c)); n != 0 {
+		t.Errorf("%d summaries stored by checking; want none", n)
+	}
+	rq.reset()
+	if _, err := store.Verify(ctx, st, victimSubject); err != nil {
+		t.Fatal(err)
+	}
+	for i, k := range keys {
+		if got := rq.n("GET", k); i != 3 && got != 0 {
+			t.Errorf("second Verify read %s %d times; its summary is in the process", k, got)
+		}
+	}
 }

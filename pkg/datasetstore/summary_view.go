@@ -22,6 +22,7 @@ type view struct {
 	ids, sessions, mentions []uint64
 	mentionsOK              bool // every identifier can be told absent by the token set
 	docs                    map[string]*loaded
+	readOnly                bool // summaries built are kept in the process only, never stored
 }
 
 // loaded is one object's summary as this operation knows it.
@@ -63,6 +64,16 @@ func (l location) view(m *matcher, f *finder) *view {
 			}
 			v.mentions = append(v.mentions, prefix64(k.Pseudonym(l.tenant, id)))
 		}
+	}
+	return v
+}
+
+// readView is view for the read-only operations (Verify, Find, Count): what it summarises
+// stays in the process's cache, so that checking a store never writes to it.
+func (l location) readView(m *matcher, f *finder) *view {
+	v := l.view(m, f)
+	if v != nil {
+		v.readOnly = true
 	}
 	return v
 }
@@ -271,6 +282,9 @@ func (v *view) flush(ctx context.Context, key string, live []Version) error {
 	}
 	d.dirty = false
 	v.s.remember(v.cacheID(key), d.entries)
+	if v.readOnly {
+		return nil
+	}
 	name := v.s.nameOf(key)
 	if len(d.entries) == 0 {
 		return v.drop(ctx, name)
