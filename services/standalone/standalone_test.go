@@ -175,7 +175,7 @@ func TestDemoEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	counts := map[string]int{}
-	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline) && (counts[event.TopicCompleted] < 2 || counts[event.TopicSuppressions] == 0); {
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline) && (counts[event.TopicCompleted] < 2 || counts[event.TopicSuppressions] == 0); {
 		pctx, pcancel := context.WithTimeout(ctx, 200*time.Millisecond)
 		cl.PollFetches(pctx).EachRecord(func(rec *kgo.Record) {
 			counts[rec.Topic]++
