@@ -18,6 +18,7 @@ import (
 	"hash"
 	"os"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 )
@@ -35,10 +36,18 @@ const (
 // ErrInvalid marks an identifier that fails validation.
 var ErrInvalid = errors.New("invalid identifier")
 
-// Key is a pseudonym key with its id. The zero Key is unusable.
+// Key is a pseudonym key with its id. The zero Key is unusable. Copies share one pool of
+// keyed HMAC states, so a pseudonym costs its hashing, not a key schedule.
 type Key struct {
 	id     string
 	secret []byte
+	macs   *sync.Pool // of *mac
+}
+
+// mac is a keyed HMAC state and the buffer its input is assembled in.
+type mac struct {
+	h   hash.Hash
+	buf []byte
 }
 
 // NewKey returns a key, or an error if the secret is shorter than MinKeyLen or id is empty.
@@ -49,7 +58,9 @@ func NewKey(id string, secret []byte) (Key, error) {
 	if len(secret) < MinKeyLen {
 		return Key{}, fmt.Errorf("subject: key %q is %d bytes, need at least %d", id, len(secret), MinKeyLen)
 	}
-	return Key{id: id, secret: append([]byte(nil), secret...)}, nil
+	k := Key{id: id, secret: append([]byte(nil), secret...)}
+	k.macs = &sync.Pool{New: func() any { return &mac{h: hmac.New(sha256.New, k.secret)} }}
+	return k, nil
 }
 
 // KeyFromEnv loads the key from the environment: the secret from $LETHE_HMAC_KEY or from
@@ -99,22 +110,45 @@ func (k Key) Fingerprint(tenant, subject, session, text string) string {
 	return k.sum(tenant, subject, session, text)
 }
 
+// PseudonymPrefix is the first 8 bytes of Pseudonym(tenant, subject), big-endian, computed
+// without the hex string: for sets of pseudonym prefixes.
+func (k Key) PseudonymPrefix(tenant, subject string) uint64 {
+	var sum [sha256.Size]byte
+	return binary.BigEndian.Uint64(k.sumInto(&sum, tenant, subject))
+}
+
+// SessionPseudonymPrefix is the first 8 bytes of SessionPseudonym(tenant, session).
+func (k Key) SessionPseudonymPrefix(tenant, session string) uint64 {
+	var sum [sha256.Size]byte
+	return binary.BigEndian.Uint64(k.sumInto(&sum, "session", tenant, session))
+}
+
 func (k Key) sum(parts ...string) string {
+	var sum [sha256.Size]byte
+	return hex.EncodeToString(k.sumInto(&sum, parts...))
+}
+
+// sumInto writes the HMAC of the length-prefixed parts into sum and returns it as a slice.
+func (k Key) sumInto(sum *[sha256.Size]byte, parts ...string) []byte {
 	if len(k.secret) == 0 {
 		panic("subject: zero Key used")
 	}
-	m := hmac.New(sha256.New, k.secret)
-	writeParts(m, parts...)
-	return hex.EncodeToString(m.Sum(nil))
+	m := k.macs.Get().(*mac)
+	m.h.Reset()
+	m.buf = appendParts(m.buf[:0], parts...)
+	m.h.Write(m.buf)
+	out := m.h.Sum(sum[:0])
+	k.macs.Put(m)
+	return out
 }
 
-// writeParts writes each part length-prefixed so that no two part lists share an encoding.
-func writeParts(h hash.Hash, parts ...string) {
-	var n [binary.MaxVarintLen64]byte
+// appendParts appends each part length-prefixed so that no two part lists share an encoding.
+func appendParts(b []byte, parts ...string) []byte {
 	for _, p := range parts {
-		h.Write(n[:binary.PutUvarint(n[:], uint64(len(p)))])
-		h.Write([]byte(p))
+		b = binary.AppendUvarint(b, uint64(len(p)))
+		b = append(b, p...)
 	}
+	return b
 }
 
 // ValidateTenant checks a tenant id: 1–63 characters of [a-z0-9_-], starting with a letter

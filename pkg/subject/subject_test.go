@@ -1,9 +1,14 @@
 package subject
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -128,5 +133,63 @@ func TestSessionPseudonymIsDomainSeparated(t *testing.T) {
 	}
 	if s != k.SessionPseudonym("acme", "sess-1") || len(s) != 64 {
 		t.Errorf("session pseudonym %q is not a stable 64-digit hex", s)
+	}
+}
+
+// TestPseudonymIsHMACOfLengthPrefixedParts pins the construction: HMAC-SHA-256 over each
+// part preceded by its length as a uvarint, computed here without the package's pooled states,
+// and the same answer from concurrent callers sharing a copy of the key.
+func TestPseudonymIsHMACOfLengthPrefixedParts(t *testing.T) {
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	k, err := NewKey("k1", secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := func(parts ...string) string {
+		m := hmac.New(sha256.New, secret)
+		for _, p := range parts {
+			m.Write(binary.AppendUvarint(nil, uint64(len(p))))
+			m.Write([]byte(p))
+		}
+		return hex.EncodeToString(m.Sum(nil))
+	}
+	long := strings.Repeat("x", 300) // a two-byte length prefix
+	cases := [][3]string{{"acme", "alice", ""}, {"acme", long, "s1"}, {"t", "", "é"}}
+	var wg sync.WaitGroup
+	for range 8 {
+		copyOfKey := k
+		wg.Go(func() {
+			for range 50 {
+				for _, c := range cases {
+					if got := copyOfKey.Pseudonym(c[0], c[1]); got != want(c[0], c[1]) {
+						t.Errorf("Pseudonym(%q, %.10q) = %s, want %s", c[0], c[1], got, want(c[0], c[1]))
+					}
+					if got := copyOfKey.SessionPseudonym(c[0], c[2]); got != want("session", c[0], c[2]) {
+						t.Errorf("SessionPseudonym(%q, %q) = %s", c[0], c[2], got)
+					}
+					if got := copyOfKey.Fingerprint(c[0], c[1], c[2], "q"); got != want(c[0], c[1], c[2], "q") {
+						t.Errorf("Fingerprint = %s", got)
+					}
+					if got, w := copyOfKey.PseudonymPrefix(c[0], c[1]), want(c[0], c[1])[:16]; fmt.Sprintf("%016x", got) != w {
+						t.Errorf("PseudonymPrefix = %016x, want %s", got, w)
+					}
+					if got, w := copyOfKey.SessionPseudonymPrefix(c[0], c[2]), want("session", c[0], c[2])[:16]; fmt.Sprintf("%016x", got) != w {
+						t.Errorf("SessionPseudonymPrefix = %016x, want %s", got, w)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func BenchmarkPseudonym(b *testing.B) {
+	k, err := NewKey("k1", []byte("0123456789abcdef0123456789abcdef"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		k.Pseudonym("acme", "customer-000123")
 	}
 }
