@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"unicode"
@@ -115,12 +114,6 @@ func normVersion(id string) string {
 
 func normETag(t string) string { return strings.Trim(t, `"`) }
 
-// prefix64 is the first 8 bytes of a hex pseudonym.
-func prefix64(hexPseudonym string) uint64 {
-	v, _ := strconv.ParseUint(hexPseudonym[:16], 16, 64)
-	return v
-}
-
 // has reports whether the sorted set holds one of vs.
 func has(set []byte, vs []uint64) bool {
 	n := len(set) / 8
@@ -215,10 +208,10 @@ func (s *summaries) build(key string, r io.Reader, tenant string, m *matcher) (e
 	if c.over {
 		return entry{}, errTooLarge
 	}
-	set := func(vals map[string]struct{}, pseudonym func(tenant, v string) string) []byte {
+	set := func(vals map[string]struct{}, prefix func(tenant, v string) uint64) []byte {
 		out := make([]uint64, 0, len(vals))
 		for v := range vals {
-			out = append(out, prefix64(pseudonym(tenant, v)))
+			out = append(out, prefix(tenant, v))
 		}
 		slices.Sort(out)
 		out = slices.Compact(out)
@@ -230,9 +223,9 @@ func (s *summaries) build(key string, r io.Reader, tenant string, m *matcher) (e
 	}
 	return entry{
 		Scope:    s.scopeOf(tenant, m),
-		IDs:      set(c.ids, s.key.Pseudonym),
-		Sessions: set(c.sessions, s.key.SessionPseudonym),
-		Mentions: set(c.mentions, s.key.Pseudonym),
+		IDs:      set(c.ids, s.key.PseudonymPrefix),
+		Sessions: set(c.sessions, s.key.SessionPseudonymPrefix),
+		Mentions: set(c.mentions, s.key.PseudonymPrefix),
 	}, nil
 }
 
@@ -243,17 +236,30 @@ func (s *summaries) cached(id string) []entry {
 	return slices.Clone(s.cache[id])
 }
 
-// remember replaces the cached entries of one summary, dropping the whole cache when it
-// grows past its bound.
+// remember adds es to the cached entries of one summary. Views of one object run
+// concurrently (batches, Verify), so the cache keeps the union of what they learnt rather
+// than the last view's list: the latest maxSummaryEntries entries per object, the whole
+// cache dropped when it grows past its bound. Entries of versions deleted since only cost
+// memory: a deleted version is never looked up again.
 func (s *summaries) remember(id string, es []entry) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.size += len(es) - len(s.cache[id])
+	old := s.cache[id]
+	merged := slices.Clone(old)
+	for _, e := range es {
+		if !slices.ContainsFunc(old, func(x entry) bool { return x.is(e.VersionID, e.ETag, e.Scope) }) {
+			merged = append(merged, e)
+		}
+	}
+	if n := len(merged) - maxSummaryEntries; n > 0 {
+		merged = merged[n:]
+	}
+	s.size += len(merged) - len(old)
 	if s.size > 4096 {
 		clear(s.cache)
-		s.size = len(es)
+		s.size = len(merged)
 	}
-	s.cache[id] = slices.Clone(es)
+	s.cache[id] = merged
 }
 
 // decodeSummary reads a stored summary; one of another format or version has no entries.

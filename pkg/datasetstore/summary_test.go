@@ -77,6 +77,17 @@ func (rq *requests) n(method, key string) int {
 	return total
 }
 
+// total is the number of object requests of every method and key, summaries included.
+func (rq *requests) total() int {
+	rq.mu.Lock()
+	defer rq.mu.Unlock()
+	n := 0
+	for _, c := range rq.counts {
+		n += c
+	}
+	return n
+}
+
 func (rq *requests) reset() {
 	rq.mu.Lock()
 	defer rq.mu.Unlock()
@@ -585,6 +596,46 @@ func TestCheckingWritesNothing(t *testing.T) {
 	for i, k := range keys {
 		if got := rq.n("GET", k); i != 3 && got != 0 {
 			t.Errorf("second Verify read %s %d times; its summary is in the process", k, got)
+		}
+	}
+}
+
+// TestViewsShareWhatTheyLearn: views of one object run concurrently in a process (batches,
+// verifications). A view opened before another one summarised a version finds that summary
+// in the process cache, reading neither the stored summary nor the object; and a view
+// whose own list lacks an entry does not drop it from the cache when it records another.
+func TestViewsShareWhatTheyLearn(t *testing.T) {
+	ctx := context.Background()
+	c, rq := countedS3(t, true)
+	store := New(c, "", withSummaries)
+	st := testInventory("s3://" + testBucket + "/{tenant}/")
+	locs, m, err := store.targets(st, victimSubject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := locs[0]
+	early, late := l.view(m, nil), l.view(m, nil)
+	key := "acme/d0.csv"
+	early.doc(key) // loaded before anything was summarised
+	e1 := entry{VersionID: "v1", ETag: "e1", Scope: late.scope, IDs: make([]byte, 8)}
+	e2 := entry{VersionID: "v2", ETag: "e2", Scope: late.scope, IDs: make([]byte, 8)}
+	late.add(key, e1)
+	rq.reset()
+	if _, ok := early.find(ctx, key, "v1", `"e1"`); !ok {
+		t.Fatal("the earlier view did not find the version the later one summarised")
+	}
+	if n := rq.total(); n != 0 {
+		t.Errorf("finding a summary the process holds made %d S3 requests; want 0", n)
+	}
+	// a third view that never saw e1 records e2: the cache keeps both
+	third := l.view(m, nil)
+	third.docs[key] = &loaded{fetched: true}
+	third.add(key, e2)
+	for _, want := range []entry{e1, e2} {
+		fresh := l.view(m, nil)
+		fresh.docs[key] = &loaded{entries: store.sum.cached(fresh.cacheID(key)), fetched: true}
+		if _, ok := fresh.find(ctx, key, want.VersionID, want.ETag); !ok {
+			t.Errorf("the cache lost the entry of %s", want.VersionID)
 		}
 	}
 }

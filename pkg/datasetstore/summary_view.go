@@ -43,17 +43,17 @@ func (l location) view(m *matcher, f *finder) *view {
 	v := &view{s: l.sum, b: b, tenant: l.tenant, m: m, scope: l.sum.scopeOf(l.tenant, m), docs: map[string]*loaded{}}
 	if m.batch != nil {
 		for id := range m.batch.ids {
-			v.ids = append(v.ids, prefix64(k.Pseudonym(l.tenant, id)))
+			v.ids = append(v.ids, k.PseudonymPrefix(l.tenant, id))
 		}
 		for s := range m.batch.sessions {
-			v.sessions = append(v.sessions, prefix64(k.SessionPseudonym(l.tenant, s)))
+			v.sessions = append(v.sessions, k.SessionPseudonymPrefix(l.tenant, s))
 		}
 	} else {
 		if m.id != "" {
-			v.ids = append(v.ids, prefix64(k.Pseudonym(l.tenant, m.id)))
+			v.ids = append(v.ids, k.PseudonymPrefix(l.tenant, m.id))
 		}
 		for s := range m.sessions {
-			v.sessions = append(v.sessions, prefix64(k.SessionPseudonym(l.tenant, s)))
+			v.sessions = append(v.sessions, k.SessionPseudonymPrefix(l.tenant, s))
 		}
 	}
 	if f != nil {
@@ -62,7 +62,7 @@ func (l location) view(m *matcher, f *finder) *view {
 			if strings.ContainsFunc(id, isSplit) {
 				v.mentionsOK = false
 			}
-			v.mentions = append(v.mentions, prefix64(k.Pseudonym(l.tenant, id)))
+			v.mentions = append(v.mentions, k.PseudonymPrefix(l.tenant, id))
 		}
 	}
 	return v
@@ -94,18 +94,26 @@ func (v *view) doc(key string) *loaded {
 // when the cache has none. A summary that cannot be read is treated as missing.
 func (v *view) find(ctx context.Context, key, versionID, etag string) (entry, bool) {
 	d := v.doc(key)
-	for range 2 {
+	look := func() (entry, bool) {
 		for _, e := range d.entries {
 			if e.is(versionID, etag, v.scope) {
 				return e, true
 			}
 		}
-		if d.fetched {
-			break
-		}
-		v.fetch(ctx, key, d)
+		return entry{}, false
 	}
-	return entry{}, false
+	if e, ok := look(); ok {
+		return e, true
+	}
+	// another view of this process may have summarised the version since d was loaded
+	for _, e := range v.s.cached(v.cacheID(key)) {
+		d.merge(e)
+	}
+	if e, ok := look(); ok || d.fetched {
+		return e, ok
+	}
+	v.fetch(ctx, key, d)
+	return look()
 }
 
 // fetch merges the stored summary of key into d.

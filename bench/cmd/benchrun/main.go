@@ -36,6 +36,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	systemOnly := fs.Bool("system-only", false, "measure the end-to-end figures only")
 	semanticOnly := fs.Bool("semantic-only", false, "measure the semantic read-back figures only")
 	burstOnly := fs.Bool("burst-only", false, "measure the burst figures only")
+	noBurst := fs.Bool("no-burst", false, "leave the burst phase out (with -system-only: the end-to-end phases alone)")
 	burst := fs.Int("burst", 0, "erasures of one tenant submitted at once in the burst phase (default 1000, quick 100)")
 	cfg := bench.Default()
 	fs.IntVar(&cfg.Large.RedisKeys, "redis-large", cfg.Large.RedisKeys, "unrelated Redis keys in the large corpus")
@@ -61,7 +62,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	cfg.SkipSemantic = only && !*semanticOnly
 	cfg.SkipSystem = only && !*systemOnly
 	// the burst is an end-to-end phase: -system-only keeps it
-	cfg.SkipBurst = only && !*systemOnly && !*burstOnly
+	cfg.SkipBurst = *noBurst || only && !*systemOnly && !*burstOnly
 	cfg.CPUProfile = func() (func(), error) { return nil, nil }
 	if *cpuprofile != "" {
 		cfg.CPUProfile = func() (func(), error) {
