@@ -218,7 +218,8 @@ func HashReceipt(r event.Receipt) string {
 // unchanged, so calling it again (after a crash, on a redelivered event, from several
 // aggregator instances at once) is harmless.
 //
-// Issue is lock-free and uses single-item conditional writes only:
+// Issue is lock-free and uses single-item conditional writes only (a store with the Linker
+// capability links in one step of its own instead):
 //
 //	loop {
 //		h := Head(tenant)
@@ -247,6 +248,12 @@ func Issue(ctx context.Context, s Store, r event.Receipt) (event.Receipt, error)
 	r.Stores = append([]event.StoreEvidence(nil), r.Stores...)
 	for i := range r.Stores {
 		r.Stores[i].PhysicalErasureDue = truncated(r.Stores[i].PhysicalErasureDue)
+	}
+	if l, ok := s.(Linker); ok {
+		got, err := l.LinkReceipt(ctx, r)
+		if !errors.Is(err, errLinkByCAS) {
+			return got, err
+		}
 	}
 	for range maxIssueRounds {
 		if err := ctx.Err(); err != nil {

@@ -53,6 +53,7 @@ type DirStore struct {
 	mu         sync.RWMutex
 	cond       *sync.Cond // on mu's write lock: an item was released, a compaction ended
 	busy       map[item]bool
+	pending    map[item]*wal.Batch // items a link applied before they were durable, and the batch making them so
 	inflight   int
 	compacting bool
 	closed     bool
@@ -137,7 +138,7 @@ func newDirStore(dir string) (*DirStore, error) {
 		return nil, fmt.Errorf("auditlog: open %s: the directory holds the one-file-per-item layout of an earlier version, which this version does not read", dir)
 	}
 	s := &DirStore{
-		root: dir, compactAt: defaultCompactAt, busy: map[item]bool{},
+		root: dir, compactAt: defaultCompactAt, busy: map[item]bool{}, pending: map[item]*wal.Batch{},
 		events: map[[2]string]map[string][]byte{}, requests: map[string]storedRequest{},
 		reports: map[string]map[string]storedReport{}, receipts: map[string][]byte{},
 		receiptIdx: map[string]map[string]int64{}, heads: map[string]storedHead{},
@@ -292,7 +293,9 @@ func (s *DirStore) Reports(ctx context.Context, requestID string) ([]event.Store
 
 // GetReceipt returns the request's receipt or ErrNotFound.
 func (s *DirStore) GetReceipt(ctx context.Context, requestID string) (event.Receipt, error) {
-	s.mu.RLock()
+	if err := s.rlockSettled(item{op: opReceipt, a: requestID}); err != nil {
+		return event.Receipt{}, wrap("get receipt", err)
+	}
 	defer s.mu.RUnlock()
 	b, ok := s.receipts[requestID]
 	if !ok {
@@ -329,7 +332,9 @@ func (s *DirStore) overwriteReceipt(ctx context.Context, r event.Receipt) error 
 // Receipts returns the tenant's receipts ordered by Seq. A receipt whose tenant or seq
 // disagrees with the index entry written with it is skipped.
 func (s *DirStore) Receipts(ctx context.Context, tenant string) ([]event.Receipt, error) {
-	s.mu.RLock()
+	if err := s.rlockSettled(item{op: opHead, a: tenant}); err != nil {
+		return nil, wrap("receipts", err)
+	}
 	defer s.mu.RUnlock()
 	var rs []event.Receipt
 	for id, seq := range s.receiptIdx[tenant] {
@@ -351,7 +356,9 @@ func (s *DirStore) Receipts(ctx context.Context, tenant string) ([]event.Receipt
 
 // Head returns the tenant's head, the zero Head when it has none.
 func (s *DirStore) Head(ctx context.Context, tenant string) (Head, error) {
-	s.mu.RLock()
+	if err := s.rlockSettled(item{op: opHead, a: tenant}); err != nil {
+		return Head{}, wrap("head", err)
+	}
 	defer s.mu.RUnlock()
 	sh, ok := s.heads[tenant]
 	if !ok {

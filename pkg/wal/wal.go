@@ -88,8 +88,9 @@ func (r Repair) String() string {
 
 // Batch is the records appended between two fsyncs; done and err are guarded by wal.mu.
 type Batch struct {
-	done bool
-	err  error
+	done    bool
+	err     error
+	visible bool // holds a record its owner applied before it was durable (AppendVisible)
 }
 
 // Log is an append-only log with group commit. append writes a record into the file (no
@@ -359,6 +360,10 @@ func encode(buf, payload []byte, scrub int) []byte {
 // Append writes the record of payload (see encode) and returns its batch and the file
 // offset of the payload. The record is durable once commit of the batch returns nil.
 func (w *Log) Append(payload []byte, scrub int) (*Batch, int64, error) {
+	return w.append(payload, scrub, false)
+}
+
+func (w *Log) append(payload []byte, scrub int, visible bool) (*Batch, int64, error) {
 	if len(payload) > maxRecord {
 		return nil, 0, errors.New("record too large")
 	}
@@ -376,7 +381,18 @@ func (w *Log) Append(payload []byte, scrub int) (*Batch, int64, error) {
 	}
 	off := w.size + recordHead
 	w.size += int64(len(rec))
+	w.cur.visible = w.cur.visible || visible
 	return w.cur, off, nil
+}
+
+// AppendVisible is Append for a record its owner applies to its state before the record
+// is durable (so that later records can build on it without waiting for the fsync). If the
+// fsync of its batch fails, the log breaks instead of cutting the batch off and going on:
+// the owner's state holds what the file lost, so every later call fails until the log is
+// reopened and the state rebuilt from what is durable.
+func (w *Log) AppendVisible(payload []byte) (*Batch, error) {
+	b, _, err := w.append(payload, 0, true)
+	return b, err
 }
 
 // Scrub zeroes n bytes at off, a region of a synced record outside its checksum, and
@@ -421,6 +437,9 @@ func (w *Log) Commit(b *Batch) error {
 			later.done, later.err = true, err
 			w.cur = &Batch{}
 			w.Rollback()
+			if (batch.visible || later.visible) && w.broken == nil {
+				w.broken = fmt.Errorf("log unusable after a failed fsync of records already applied: %w", err)
+			}
 		} else {
 			w.syncedSize = size
 		}

@@ -106,3 +106,44 @@ func TestReadErrors(t *testing.T) {
 		t.Errorf("Read with another magic = %v, want damage of the file header", err)
 	}
 }
+
+// TestFailedSyncOfVisibleRecordsBreaksTheLog: a failed fsync cuts plain records off and the
+// log goes on; when the failed batch holds a record appended with AppendVisible, the log
+// refuses every later append, and reopening it holds only what was synced.
+func TestFailedSyncOfVisibleRecordsBreaksTheLog(t *testing.T) {
+	dir := t.TempDir()
+	w, err := Open(dir, "test-1", func([]byte, int64) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	failing := errors.New("injected fsync failure")
+	commit := func(b *Batch, err error) error {
+		if err != nil {
+			return err
+		}
+		return w.Commit(b)
+	}
+	plain := func(p string) error { b, _, err := w.Append([]byte(p), 0); return commit(b, err) }
+	if err := plain("synced"); err != nil {
+		t.Fatal(err)
+	}
+	w.Sync = func(*os.File) error { w.Sync = (*os.File).Sync; return failing }
+	if err := plain("cut"); !errors.Is(err, failing) {
+		t.Fatalf("commit with a failing fsync = %v", err)
+	}
+	if err := plain("after a plain failure"); err != nil {
+		t.Fatalf("append after a failed fsync of plain records: %v", err)
+	}
+	w.Sync = func(*os.File) error { w.Sync = (*os.File).Sync; return failing }
+	if err := commit(w.AppendVisible([]byte("visible"))); !errors.Is(err, failing) {
+		t.Fatalf("commit of a visible record with a failing fsync = %v", err)
+	}
+	if err := plain("after a visible failure"); err == nil {
+		t.Fatal("append after a failed fsync of a visible record succeeded")
+	}
+	w.Close()
+	got, err := readAll(dir)
+	if err != nil || !slices.Equal(got, []string{"synced", "after a plain failure"}) {
+		t.Fatalf("records after reopen %q, %v", got, err)
+	}
+}
