@@ -6,6 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/event"
@@ -25,14 +26,25 @@ func (a *Aggregator) suppress(ctx context.Context, req auditlog.Request, r event
 	if !ok {
 		return nil
 	}
+	// the entries are independent items: written at once, they share the store's fsyncs
+	es := auditlog.SuppressionsOf(req, r)
+	stored, changed := make([]event.Suppression, len(es)), make([]bool, len(es))
+	g, gctx := errgroup.WithContext(ctx)
+	for i, e := range es {
+		g.Go(func() (err error) {
+			if stored[i], changed[i], err = auditlog.Suppress(gctx, ss, e, req.RequestedAt); err != nil {
+				return fmt.Errorf("aggregator: suppress: %w", err)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
 	var recs []*kgo.Record
 	added := 0
-	for _, e := range auditlog.SuppressionsOf(req, r) {
-		stored, changed, err := auditlog.Suppress(ctx, ss, e, req.RequestedAt)
-		if err != nil {
-			return fmt.Errorf("aggregator: suppress: %w", err)
-		}
-		if changed {
+	for i, stored := range stored {
+		if changed[i] {
 			added++
 		}
 		topic := or(a.SuppressionsTopic, event.TopicSuppressions)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/event"
@@ -87,12 +88,17 @@ func (a *Aggregator) schedule(ctx context.Context, sc auditlog.Scheduler, rc eve
 			tasks = append(tasks, t)
 		}
 	}
+	// the tasks are independent items: written at once, they share the store's fsyncs
+	g, gctx := errgroup.WithContext(ctx)
 	for _, t := range tasks {
-		if err := sc.Schedule(ctx, t); err != nil {
-			return fmt.Errorf("aggregator: schedule %s: %w", t.Kind, err)
-		}
+		g.Go(func() error {
+			if err := sc.Schedule(gctx, t); err != nil {
+				return fmt.Errorf("aggregator: schedule %s: %w", t.Kind, err)
+			}
+			return nil
+		})
 	}
-	return nil
+	return g.Wait()
 }
 
 // Run runs Tick every interval (a minute when zero) until ctx ends. A failed tick is
@@ -259,7 +265,9 @@ func (a *Aggregator) physical(ctx context.Context, sc auditlog.Scheduler, t audi
 
 // addendum appends ad to its tenant's chain and counts it when this call linked it.
 func (a *Aggregator) addendum(ctx context.Context, ad auditlog.Addendum) error {
+	unlock := a.lockChain(ad.TenantID)
 	got, linked, err := auditlog.Append(ctx, a.Store, ad)
+	unlock()
 	if err != nil {
 		return fmt.Errorf("aggregator: append addendum: %w", err)
 	}
@@ -312,7 +320,9 @@ func (a *Aggregator) passReport(ctx context.Context, d event.StoreDone) error {
 			return err
 		}
 	}
+	unlock := a.lockChain(ad.TenantID)
 	got, linked, err := auditlog.Append(ctx, a.Store, ad)
+	unlock()
 	if err != nil {
 		return fmt.Errorf("aggregator: append addendum: %w", err)
 	}
