@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 
 	"golang.org/x/sync/errgroup"
 
@@ -198,7 +199,37 @@ func (s *Store) eraseGroup(ctx context.Context, st inventory.Store, l Locators, 
 	}
 }
 
-// VerifyBatch verifies each subject with Verify.
+// VerifyBatch verifies each subject with Verify, the subjects sharing one listing of each
+// location (listings).
 func (s *Store) VerifyBatch(ctx context.Context, st inventory.Store, subjects []deletion.Subject) ([]event.Verification, []error) {
-	return deletion.VerifyEach(ctx, s, st, subjects)
+	shared := &Store{s3: s.s3, dir: s.dir, sum: s.sum, listed: &listings{m: map[string]*listed{}}}
+	return deletion.VerifyEach(ctx, shared, st, subjects)
+}
+
+// listings shares the listing of each location among the verifications of one batch:
+// every subject of the batch was erased before the batch is verified, so one listing
+// taken after the erasures serves them all, where each subject would otherwise list each
+// location twice (rows and mentions).
+type listings struct {
+	mu sync.Mutex
+	m  map[string]*listed // location name, NUL, prefix → its listing
+}
+
+type listed struct {
+	once sync.Once
+	ls   listing
+	err  error
+}
+
+// of returns the listing of l, listing it on first use.
+func (s *listings) of(ctx context.Context, l location) (listing, error) {
+	s.mu.Lock()
+	e := s.m[l.name+"\x00"+l.prefix]
+	if e == nil {
+		e = &listed{}
+		s.m[l.name+"\x00"+l.prefix] = e
+	}
+	s.mu.Unlock()
+	e.once.Do(func() { e.ls, e.err = list(ctx, l) })
+	return e.ls, e.err
 }

@@ -87,9 +87,10 @@ const oldVersions = " (old versions)"
 
 // Store erases data subjects from datasets. It is safe for concurrent use.
 type Store struct {
-	s3  *s3.Client
-	dir Bucket
-	sum *summaries // nil: every object is read (WithSummaries)
+	s3     *s3.Client
+	dir    Bucket
+	sum    *summaries // nil: every object is read (WithSummaries)
+	listed *listings  // nil: every operation lists what it reads (see VerifyBatch)
 }
 
 var _ deletion.Store = (*Store)(nil)
@@ -117,6 +118,7 @@ type location struct {
 	exclude  []string // patterns of the objects not to examine
 	tenant   string
 	sum      *summaries // nil: no summaries
+	listed   *listings  // nil: inventoryOf lists anew
 }
 
 // display names key by its prefix template and the rest of its key, so that reports of
@@ -166,6 +168,7 @@ func (s *Store) locations(st inventory.Store, subj deletion.Subject) ([]location
 		if _, ok := l.bucket.(*s3Bucket); ok {
 			l.sum = s.sum
 		}
+		l.listed = s.listed
 		out = append(out, l)
 	}
 	return out, nil

@@ -64,7 +64,15 @@ func (ls listing) live(key string) []Version {
 // marker grouped by key (so objects whose current version is a delete marker are still
 // found), otherwise the current objects with no versions. Objects the inventory excludes
 // are only named; summaries (summaryRoot) are never listed.
-func inventoryOf(ctx context.Context, l location) (ls listing, err error) {
+func inventoryOf(ctx context.Context, l location) (listing, error) {
+	if l.listed != nil {
+		return l.listed.of(ctx, l)
+	}
+	return list(ctx, l)
+}
+
+// list is inventoryOf without a shared listing.
+func list(ctx context.Context, l location) (ls listing, err error) {
 	add := func(key string) {
 		if strings.HasPrefix(key, summaryRoot) {
 			return

@@ -43,7 +43,7 @@ func TestConformanceFormatsSummaries(t *testing.T) {
 }
 
 // requests counts the object requests a gofakes3 server receives, per method and key
-// ("key@version" when a version id is named); summaries are counted apart.
+// ("key@version" when a version id is named), and the listings under "LIST".
 type requests struct {
 	mu     sync.Mutex
 	counts map[string]int // "GET key", "PUT key@version"...
@@ -52,7 +52,11 @@ type requests struct {
 func (rq *requests) wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key, err := url.PathUnescape(strings.TrimPrefix(r.URL.Path, "/"+testBucket+"/"))
-		if err == nil && key != "" && key != r.URL.Path {
+		if q := r.URL.Query(); r.Method == http.MethodGet && (q.Has("versions") || q.Has("list-type")) {
+			rq.mu.Lock()
+			rq.counts["LIST "]++ // n("LIST", "")
+			rq.mu.Unlock()
+		} else if err == nil && key != "" && key != r.URL.Path {
 			if id := r.URL.Query().Get("versionId"); id != "" {
 				key += "@" + id
 			}
@@ -373,6 +377,26 @@ func TestBatchRewritesEachObjectOnce(t *testing.T) {
 		puts, gets := rq.n("PUT", key), rq.n("GET", key)
 		if d < 5 && puts != 1 || d >= 5 && (puts != 0 || gets != 0) {
 			t.Errorf("%s: %d puts, %d gets", key, puts, gets)
+		}
+	}
+	// Verifying the batch lists the location once for all 40 subjects (alone, each lists
+	// it for its rows and again for its mentions) and finds each subject gone, as Verify does.
+	rq.reset()
+	vs, verrs := store.VerifyBatch(ctx, st, subjects)
+	if n := rq.n("LIST", ""); n != 1 {
+		t.Errorf("VerifyBatch of 40 subjects listed the location %d times; want 1", n)
+	}
+	rq.reset()
+	alone, err := store.Verify(ctx, st, subjects[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := rq.n("LIST", ""); n != 2 {
+		t.Errorf("Verify of one subject listed the location %d times; the test expects 2", n)
+	}
+	for i, err := range verrs {
+		if err != nil || vs[i].Remaining != 0 || vs[i].Mentions != 0 || vs[i].Unexamined != 0 || !reflect.DeepEqual(vs[i], alone) {
+			t.Errorf("subject %d: VerifyBatch %+v, %v; Verify alone %+v", i, vs[i], err, alone)
 		}
 	}
 }
