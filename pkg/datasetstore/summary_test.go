@@ -663,3 +663,31 @@ func TestViewsShareWhatTheyLearn(t *testing.T) {
 		}
 	}
 }
+
+// TestVerificationReadsNothingTheProcessKnows: after a process erased a subject, verifying
+// it reads no stored summary and no object the summaries clear: the process cache holds
+// the summary of every version the erasure left, and checking writes nothing.
+func TestVerificationReadsNothingTheProcessKnows(t *testing.T) {
+	ctx := context.Background()
+	c, rq := countedS3(t, true)
+	tenObjects(t, s3World{c})
+	st := testInventory("s3://" + testBucket + "/{tenant}/")
+	store := New(c, "", withSummaries)
+	if _, err := store.Erase(ctx, st, victimSubject); err != nil {
+		t.Fatal(err)
+	}
+	rq.reset()
+	for range 3 {
+		v, err := store.Verify(ctx, st, victimSubject)
+		if err != nil || v.Remaining != 0 || v.Mentions != 0 || v.Unexamined != 0 {
+			t.Fatalf("verify = %+v, %v", v, err)
+		}
+	}
+	rq.mu.Lock()
+	defer rq.mu.Unlock()
+	for k, n := range rq.counts {
+		if k != "LIST " {
+			t.Errorf("verification after the erasure made %d requests %q", n, k)
+		}
+	}
+}

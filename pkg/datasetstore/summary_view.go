@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 )
 
@@ -28,8 +29,9 @@ type view struct {
 // loaded is one object's summary as this operation knows it.
 type loaded struct {
 	entries []entry
-	fetched bool // read from the bucket (or found missing or unreadable)
-	dirty   bool // to be written
+	stored  []entry // what the bucket held when fetched
+	fetched bool    // read from the bucket (or found missing or unreadable)
+	dirty   bool    // to be written
 }
 
 // view returns the summary view of l for the row matcher m and, for mention scans, the
@@ -124,7 +126,8 @@ func (v *view) fetch(ctx context.Context, key string, d *loaded) {
 		return
 	}
 	defer obj.Body.Close()
-	for _, e := range decodeSummary(obj.Body) {
+	d.stored = decodeSummary(obj.Body)
+	for _, e := range d.stored {
 		d.merge(e)
 	}
 	v.s.remember(v.cacheID(key), d.entries)
@@ -281,6 +284,11 @@ func (v *view) flush(ctx context.Context, key string, live []Version) error {
 	if !d.dirty {
 		return nil
 	}
+	d.dirty = false
+	if v.readOnly { // what it learnt stays in the process cache
+		v.s.remember(v.cacheID(key), d.entries)
+		return nil
+	}
 	if !d.fetched {
 		v.fetch(ctx, key, d)
 		prune()
@@ -288,11 +296,11 @@ func (v *view) flush(ctx context.Context, key string, live []Version) error {
 	if n := len(d.entries) - maxSummaryEntries; n > 0 {
 		d.entries = d.entries[n:]
 	}
-	d.dirty = false
 	v.s.remember(v.cacheID(key), d.entries)
-	if v.readOnly {
+	if len(d.entries) > 0 && sameEntries(d.entries, d.stored) { // the view only pruned entries the bucket no longer holds
 		return nil
 	}
+	d.stored = slices.Clone(d.entries)
 	name := v.s.nameOf(key)
 	if len(d.entries) == 0 {
 		return v.drop(ctx, name)
@@ -301,6 +309,19 @@ func (v *view) flush(ctx context.Context, key string, live []Version) error {
 		return fmt.Errorf("summary: %w", err)
 	}
 	return v.pruneVersions(ctx, name, false)
+}
+
+// sameEntries reports whether a and b hold the same versions' entries, in any order.
+func sameEntries(a, b []entry) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, e := range a {
+		if !slices.ContainsFunc(b, func(x entry) bool { return x.is(e.VersionID, e.ETag, e.Scope) }) {
+			return false
+		}
+	}
+	return true
 }
 
 // drop deletes the summary named name, every version included.
