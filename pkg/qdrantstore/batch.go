@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 
+	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/qdrant/go-client/qdrant"
 )
 
 var _ deletion.BatchStore = (*Store)(nil)
@@ -35,29 +37,51 @@ func (st *Store) EraseBatch(ctx context.Context, inv inventory.Store, subjects [
 		owners   []int
 		loc      string
 	}
-	targets := map[string]*target{}
-	var order []string
+	// Each subject's points are counted exactly, as Erase counts them: the counts of the
+	// batch's subjects run side by side (countLimit at a time), so the batch waits about
+	// as long as its slowest count, not their sum.
 	semantic := l.similar() != SimilarOff // its vectors are read before the delete, per subject
+	filters := make([]*qdrant.Filter, len(subjects))
+	counts := make([][]int64, len(subjects)) // per subject: per collection of collections(tmpl, s), flattened in template order
+	var g errgroup.Group
+	g.SetLimit(countLimit)
 	for i, s := range subjects {
 		if s.TenantScope() || semantic {
 			results[i], errs[i] = st.Erase(ctx, inv, s)
 			continue
 		}
-		f, err := subjectFilter(l, s)
-		if err != nil {
-			errs[i] = err
+		if filters[i], errs[i] = subjectFilter(l, s); errs[i] != nil {
 			continue
 		}
+		g.Go(func() error {
+			for _, tmpl := range l.Collections {
+				loc := location(tmpl, s.Tenant)
+				for _, coll := range collections(tmpl, s) {
+					n, err := st.count(ctx, coll, filters[i])
+					if err != nil {
+						errs[i] = fmt.Errorf("qdrant: count %s: %w", loc, redact(err, coll, loc))
+						return nil
+					}
+					counts[i] = append(counts[i], n)
+				}
+			}
+			return nil
+		})
+	}
+	_ = g.Wait() // every outcome is in errs
+	targets := map[string]*target{}
+	var order []string
+	for i, s := range subjects {
+		if filters[i] == nil || errs[i] != nil {
+			continue
+		}
+		k := 0
 		for _, tmpl := range l.Collections {
 			loc := location(tmpl, s.Tenant)
 			var matched int64
 			for _, coll := range collections(tmpl, s) {
-				n, err := st.count(ctx, coll, f)
-				if err != nil {
-					errs[i] = fmt.Errorf("qdrant: count %s: %w", loc, redact(err, coll, loc))
-					break
-				}
-				matched += n
+				matched += counts[i][k]
+				k++
 				t := targets[coll]
 				if t == nil {
 					t = &target{loc: loc}
@@ -66,9 +90,6 @@ func (st *Store) EraseBatch(ctx context.Context, inv inventory.Store, subjects [
 				}
 				t.subjects = append(t.subjects, s)
 				t.owners = append(t.owners, i)
-			}
-			if errs[i] != nil {
-				break
 			}
 			results[i].Locations = append(results[i].Locations, event.LocationCount{Location: loc, Deleted: matched})
 		}
@@ -95,6 +116,9 @@ func (st *Store) EraseBatch(ctx context.Context, inv inventory.Store, subjects [
 	}
 	return results, errs
 }
+
+// countLimit bounds the counts of one batch that run at a time.
+const countLimit = 16
 
 // VerifyBatch verifies each subject with Verify: the exact count is per subject.
 func (st *Store) VerifyBatch(ctx context.Context, inv inventory.Store, subjects []deletion.Subject) ([]event.Verification, []error) {
