@@ -79,8 +79,8 @@ type storedRequest struct {
 }
 
 type storedReport struct {
-	attempt int
-	json    []byte
+	d    event.StoreDone // decoded once, cloned for readers
+	json []byte
 }
 
 type storedHead struct {
@@ -266,7 +266,7 @@ func (s *DirStore) PutReport(ctx context.Context, d event.StoreDone) error {
 		return retry.Permanent(errors.New("auditlog: report needs a request id and a store"))
 	}
 	err := s.write(ctx, item{op: opReport, a: d.RequestID, b: d.Store}, func() ([]byte, error) {
-		if old, ok := s.reports[d.RequestID][d.Store]; ok && d.Attempt < old.attempt {
+		if old, ok := s.reports[d.RequestID][d.Store]; ok && d.Attempt < old.d.Attempt {
 			return nil, nil
 		}
 		return record(opReport, "", d)
@@ -281,11 +281,7 @@ func (s *DirStore) Reports(ctx context.Context, requestID string) ([]event.Store
 	m := s.reports[requestID]
 	ds := make([]event.StoreDone, 0, len(m))
 	for _, sr := range m {
-		var d event.StoreDone
-		if err := decode(sr.json, &d); err != nil {
-			return nil, wrap("reports", err)
-		}
-		ds = append(ds, d)
+		ds = append(ds, sr.d.Clone())
 	}
 	sort.Slice(ds, func(i, j int) bool { return ds[i].Store < ds[j].Store })
 	return ds, nil

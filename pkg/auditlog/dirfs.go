@@ -99,7 +99,7 @@ func (s *DirStore) apply(p []byte) error {
 		if s.reports[d.RequestID] == nil {
 			s.reports[d.RequestID] = map[string]storedReport{}
 		}
-		s.reports[d.RequestID][d.Store] = storedReport{attempt: d.Attempt, json: js}
+		s.reports[d.RequestID][d.Store] = storedReport{d: d, json: js}
 	case opReceipt, opReceiptOverwrite:
 		var r event.Receipt
 		if err := decode(js, &r); err != nil {

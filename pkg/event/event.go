@@ -11,7 +11,10 @@
 // records whose fingerprint it does not know with ErrUnknownSchema.
 package event
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Default topic names.
 const (
@@ -214,6 +217,18 @@ type StoreDone struct {
 	Pass         string          `avro:"pass" json:"pass,omitempty"`       // the request's Pass
 	// DryRun marks a dry run's count: Locations say what an erasure would delete.
 	DryRun bool `avro:"dry_run" json:"dry_run,omitempty"`
+}
+
+// Clone returns a copy of d that shares no memory with it.
+func (d StoreDone) Clone() StoreDone {
+	d.Locations = slices.Clone(d.Locations)
+	v := &d.Verification
+	v.UnexaminedItems, v.Excluded, v.Similar = slices.Clone(v.UnexaminedItems), slices.Clone(v.Excluded), slices.Clone(v.Similar)
+	if v.DiscoveryRunAt != nil {
+		t := *v.DiscoveryRunAt
+		v.DiscoveryRunAt = &t
+	}
+	return d
 }
 
 // Deleted is the sum of the per-location counts.
