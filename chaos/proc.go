@@ -25,6 +25,9 @@ type Proc struct {
 	Env  []string // added to the harness's environment
 	Port int      // a TCP port it listens on when ready; 0: no readiness wait
 	Dir  string   // log directory
+	// Limit, when set, is applied to each start's process id (a CPU limit, cpuLimiter);
+	// release runs once that process has exited. A failed Limit fails the start.
+	Limit func(pid int) (release func(), err error)
 
 	mu       sync.Mutex
 	cmd      *exec.Cmd
@@ -72,8 +75,18 @@ func (p *Proc) Start(ctx context.Context) error {
 		p.mu.Unlock()
 		return fmt.Errorf("chaos: start %s: %w", p.Name, err)
 	}
+	release := func() {}
+	if p.Limit != nil {
+		if release, err = p.Limit(cmd.Process.Pid); err != nil {
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			cmd.Wait()
+			log.Close()
+			p.mu.Unlock()
+			return err
+		}
+	}
 	exited := make(chan struct{})
-	go func() { cmd.Wait(); log.Close(); close(exited) }()
+	go func() { cmd.Wait(); log.Close(); release(); close(exited) }()
 	p.cmd, p.exited, p.signaled = cmd, exited, false
 	p.starts++
 	p.mu.Unlock()

@@ -49,11 +49,16 @@ type ScalingConfig struct {
 	// Batchings are the LETHE_BATCH_MAX values to run every instance count with, in order;
 	// "" is the default batching. Default: "" only.
 	Batchings []string
-	PerTenant int           // erased subjects per tenant; default 8
-	Warmup    int           // erasures before each phase, not measured; default 12
-	Deadline  time.Duration // how long a phase may take; default 5m
-	Dir       string        // logs and broker data; default a new temporary directory
-	Log       io.Writer     // progress; default none
+	// InstanceCPU, when above zero, confines each deleter instance to that share of one
+	// core (a cgroup CPU quota, as a container's CPU limit does), so that an instance is
+	// bound by its own CPU, as in a deployment where each runs in a pod with a CPU limit,
+	// and instances add CPU. It fails on a machine without a cgroup cpu controller.
+	InstanceCPU float64
+	PerTenant   int           // erased subjects per tenant; default 8
+	Warmup      int           // erasures before each phase, not measured; default 12
+	Deadline    time.Duration // how long a phase may take; default 5m
+	Dir         string        // logs and broker data; default a new temporary directory
+	Log         io.Writer     // progress; default none
 }
 
 func (c *ScalingConfig) defaults() {
@@ -117,8 +122,9 @@ func (p Phase) Bottleneck() string {
 
 // ScalingResult is every phase of a Scaling run.
 type ScalingResult struct {
-	Latency map[string]time.Duration
-	Phases  []Phase
+	Latency     map[string]time.Duration
+	InstanceCPU float64 // each deleter instance's CPU limit in cores; 0: none
+	Phases      []Phase
 }
 
 // Scaling starts a system, injects cfg.Latency in front of the stores, and for each
@@ -159,7 +165,21 @@ func Scaling(ctx context.Context, cfg ScalingConfig) (*ScalingResult, error) {
 		}
 		p.SetLatency(d)
 	}
-	res := &ScalingResult{Latency: cfg.Latency}
+	res := &ScalingResult{Latency: cfg.Latency, InstanceCPU: cfg.InstanceCPU}
+	if cfg.InstanceCPU > 0 {
+		l, err := newCPULimiter(cfg.InstanceCPU)
+		if err != nil {
+			return nil, err
+		}
+		sys.mu.Lock()
+		sys.deleterCPU = l
+		sys.mu.Unlock()
+		defer l.Close()
+		defer sys.scaleDeleters(context.WithoutCancel(ctx), 0) // release the groups before removing the limiter's
+		if err := sys.scaleDeleters(ctx, 0); err != nil {      // restart them limited
+			return res, err
+		}
+	}
 	subs := pop.Erased()
 	for _, batching := range cfg.Batchings {
 		if batching != "" {
@@ -215,6 +235,16 @@ func (s *System) scaleDeleters(ctx context.Context, n int) error {
 		}
 	}
 	return nil
+}
+
+// isDeleter reports whether service is one of Deleters.
+func isDeleter(service string) bool {
+	for _, svc := range Deleters {
+		if svc == service {
+			return true
+		}
+	}
+	return false
 }
 
 func sortedDeleters() []string {
@@ -409,8 +439,12 @@ type Figure struct {
 func (r *ScalingResult) Figures() []Figure {
 	var out []Figure
 	lat := r.latencyNote()
+	root := "scaling/"
+	if r.InstanceCPU > 0 {
+		root += "instance_cpu=" + FormatCPU(r.InstanceCPU) + "/"
+	}
 	for _, b := range r.batchings() {
-		prefix := "scaling/batch_max=" + orDefault(b)
+		prefix := root + "batch_max=" + orDefault(b)
 		var one, most Phase
 		for _, ph := range r.Phases {
 			if ph.Batching != b {
@@ -457,10 +491,14 @@ func (r *ScalingResult) latencyNote() string {
 	for _, st := range sortedKeys(r.Latency) {
 		parts = append(parts, fmt.Sprintf("%s %s", st, r.Latency[st]))
 	}
-	if len(parts) == 0 {
-		return "no latency injected"
+	note := "no latency injected"
+	if len(parts) > 0 {
+		note = "one-way latency " + strings.Join(parts, ", ")
 	}
-	return "one-way latency " + strings.Join(parts, ", ")
+	if r.InstanceCPU > 0 {
+		note += "; each deleter instance limited to " + FormatCPU(r.InstanceCPU) + " CPU"
+	}
+	return note
 }
 
 func sortedKeys[V any](m map[string]V) []string {

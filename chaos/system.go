@@ -110,10 +110,11 @@ type System struct {
 	S3     *s3.Client
 	Audit  auditlog.Store
 
-	mu       sync.Mutex
-	services map[string][]*Proc
-	env      []string
-	next     int
+	mu         sync.Mutex
+	services   map[string][]*Proc
+	env        []string
+	next       int
+	deleterCPU *cpuLimiter // limits each deleter instance started from now on; nil: none
 }
 
 // Start starts the components and one instance of each service. dir holds the logs and
@@ -243,6 +244,9 @@ func (s *System) AddInstance(ctx context.Context, service string) (*Proc, error)
 	s.next++
 	p := &Proc{Name: fmt.Sprintf("%s-%d", service, s.next), Path: filepath.Join(s.Bin, service), Dir: s.Dir,
 		Env: append(append([]string{}, s.env...), fmt.Sprintf("LETHE_METRICS_ADDR=127.0.0.1:%d", port)), Port: port}
+	if l := s.deleterCPU; l != nil && isDeleter(service) {
+		p.Limit = func(pid int) (func(), error) { return l.limit(p.Name, pid) }
+	}
 	s.services[service] = append(s.services[service], p)
 	s.mu.Unlock()
 	if err := p.Start(ctx); err != nil {

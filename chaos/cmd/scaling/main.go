@@ -3,9 +3,13 @@
 // services as separate processes, a one-way delay injected in front of each store, and for
 // 1, 2 and 4 instances of every deleter a burst of erasures timed from the first
 // submission to the last receipt, with each process's CPU time per erasure. It prints a
-// table and writes the figures as JSON.
+// table and writes the figures as JSON. With -instance-cpu every deleter instance is held
+// to that share of a core (a cgroup CPU quota, as a pod's CPU limit), so that instances
+// bring CPU of their own as they do on separate nodes, which processes sharing this
+// machine's cores otherwise do not.
 //
 //	go run ./cmd/scaling -out ../.bench/scaling.json
+//	go run ./cmd/scaling -batch-max '' -instance-cpu 50m -out ../.bench/scaling-cpu-limited.json
 //	go run ./cmd/scaling -quick
 package main
 
@@ -25,7 +29,7 @@ import (
 
 func main() {
 	var cfg chaos.ScalingConfig
-	var instances, batchings, out string
+	var instances, batchings, instanceCPU, out string
 	var quick bool
 	lat := map[string]*time.Duration{}
 	flag.IntVar(&cfg.N, "n", 240, "erasures per phase")
@@ -36,6 +40,7 @@ func main() {
 		lat[st] = &d
 		flag.DurationVar(lat[st], st+"-latency", d, "one-way latency injected in front of "+st)
 	}
+	flag.StringVar(&instanceCPU, "instance-cpu", "", "limit each deleter instance to this share of a core (50m, 0.05), as a pod's CPU limit does; needs a cgroup cpu controller")
 	flag.StringVar(&cfg.Dir, "dir", "", "directory for logs and broker data (default: a new temporary directory)")
 	flag.StringVar(&out, "out", "", "write the figures as JSON to this file")
 	flag.BoolVar(&quick, "quick", false, "a smoke run: 24 erasures per phase, 1 and 2 instances, default batching only")
@@ -52,6 +57,14 @@ func main() {
 		cfg.Instances = append(cfg.Instances, n)
 	}
 	cfg.Batchings = strings.Split(batchings, ",")
+	if instanceCPU != "" {
+		v, err := chaos.ParseCPU(instanceCPU)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "scaling: -instance-cpu: %v\n", err)
+			os.Exit(2)
+		}
+		cfg.InstanceCPU = v
+	}
 	cfg.Latency = map[string]time.Duration{}
 	for st, d := range lat {
 		cfg.Latency[st] = *d
