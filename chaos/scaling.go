@@ -174,8 +174,12 @@ func Scaling(ctx context.Context, cfg ScalingConfig) (*ScalingResult, error) {
 		sys.mu.Lock()
 		sys.deleterCPU = l
 		sys.mu.Unlock()
-		defer l.Close()
-		defer sys.scaleDeleters(context.WithoutCancel(ctx), 0) // release the groups before removing the limiter's
+		defer func() {
+			// the instances' groups go with them, then the limiter's own (a failure leaves
+			// an empty group behind, which costs nothing)
+			_ = sys.scaleDeleters(context.WithoutCancel(ctx), 0)
+			_ = l.Close()
+		}()
 		if err := sys.scaleDeleters(ctx, 0); err != nil {      // restart them limited
 			return res, err
 		}
