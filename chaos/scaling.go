@@ -180,7 +180,7 @@ func Scaling(ctx context.Context, cfg ScalingConfig) (*ScalingResult, error) {
 			_ = sys.scaleDeleters(context.WithoutCancel(ctx), 0)
 			_ = l.Close()
 		}()
-		if err := sys.scaleDeleters(ctx, 0); err != nil {      // restart them limited
+		if err := sys.scaleDeleters(ctx, 0); err != nil { // restart them limited
 			return res, err
 		}
 	}
