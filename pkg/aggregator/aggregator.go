@@ -42,7 +42,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -229,7 +228,7 @@ func Merge(prev, next event.StoreDone) event.StoreDone {
 	case prev.Status.Succeeded() && next.Status.Succeeded() && prev.Deleted() > next.Deleted():
 		keep, other = prev, next
 	}
-	keep.Locations = maxCounts(keep.Locations, other.Locations)
+	keep.Locations = event.MaxCounts(keep.Locations, other.Locations)
 	if keep.Status == event.StatusNothingFound && keep.Deleted() > 0 {
 		keep.Status = event.StatusDeleted
 	}
@@ -252,21 +251,6 @@ const FoundSuffix = "#found"
 
 // IsFound reports whether d is a FoundReport no store report has replaced yet.
 func IsFound(d event.StoreDone) bool { return d.Status == "" }
-
-// maxCounts returns a's locations, each with the larger count of a and b, followed by the
-// locations only b has.
-func maxCounts(a, b []event.LocationCount) []event.LocationCount {
-	out := append([]event.LocationCount{}, a...)
-	for _, l := range b {
-		i := slices.IndexFunc(out, func(o event.LocationCount) bool { return o.Location == l.Location })
-		if i < 0 {
-			out = append(out, l)
-			continue
-		}
-		out[i].Deleted = max(out[i].Deleted, l.Deleted)
-	}
-	return out
-}
 
 func validRequest(r *event.Requested) error {
 	if r.RequestID == "" || r.TenantID == "" || len(r.ExpectedStores) == 0 {

@@ -231,6 +231,21 @@ func (d StoreDone) Clone() StoreDone {
 	return d
 }
 
+// MaxCounts returns a's locations, each with the larger count of a and b, followed by the
+// locations only b has. It shares no memory with a or b.
+func MaxCounts(a, b []LocationCount) []LocationCount {
+	out := append([]LocationCount{}, a...)
+	for _, l := range b {
+		i := slices.IndexFunc(out, func(o LocationCount) bool { return o.Location == l.Location })
+		if i < 0 {
+			out = append(out, l)
+			continue
+		}
+		out[i].Deleted = max(out[i].Deleted, l.Deleted)
+	}
+	return out
+}
+
 // Deleted is the sum of the per-location counts.
 func (d *StoreDone) Deleted() int64 {
 	var n int64

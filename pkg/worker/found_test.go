@@ -118,3 +118,32 @@ func TestUnacknowledgedFindErasesNothing(t *testing.T) {
 		t.Errorf("redis reported %s, want FAILED", d.Status)
 	}
 }
+
+// vanishingStore finds 3 items and then erases none, as when a concurrent batch deleted
+// the subject's data (an older version holding its rows) between the find and the erase.
+type vanishingStore struct{ findingStore }
+
+func (v vanishingStore) Erase(ctx context.Context, st inventory.Store, s deletion.Subject) (deletion.Result, error) {
+	v.log.add("erase " + st.Name)
+	return deletion.Result{}, nil
+}
+
+func (v vanishingStore) Verify(ctx context.Context, st inventory.Store, s deletion.Subject) (event.Verification, error) {
+	return event.Verification{Method: "fake"}, nil
+}
+
+// What a run found and recorded is counted in its own report once the store verifies
+// clean, even when this run's erase deleted none of it: the report does not depend on the
+// aggregator consuming the find first (it reads erasure.store.found and
+// erasure.store.done on partitions of their own).
+func TestReportCountsWhatTheRunFound(t *testing.T) {
+	log := &eventLog{}
+	f := vanishingStore{findingStore{newFake(map[string]*behaviour{"redis": {items: 3}}), log}}
+	w, addrs := setup(t, map[string]deletion.Store{"redis": f})
+	if err := w.Handle(context.Background(), record(t, request([]string{"redis"}, nil, 1))); err != nil {
+		t.Fatal(err)
+	}
+	if d := reports(t, addrs)["redis"]; d.Status != event.StatusDeleted || d.Deleted() != 3 {
+		t.Errorf("redis report %s deleted %d; want DELETED 3, what the find recorded", d.Status, d.Deleted())
+	}
+}

@@ -219,10 +219,11 @@ func (w *Worker) erase(ctx context.Context, req *event.Requested, st inventory.S
 	finder, _ := impl.(deletion.Finder)
 	// A pass after the receipt (a sweep) reports into an addendum, not a receipt: no find.
 	recorded := finder == nil || event.AfterReceipt(req.Purpose)
+	var found []event.LocationCount // what this run found and recorded before erasing
 	for try := 1; try <= attempts; try++ {
 		err = nil
 		if !recorded {
-			err = w.recordFound(ctx, req, st, subj, finder)
+			found, err = w.recordFound(ctx, req, st, subj, finder)
 			recorded = err == nil
 		}
 		if err == nil {
@@ -252,6 +253,14 @@ func (w *Worker) erase(ctx context.Context, req *event.Requested, st inventory.S
 		log.Error("store erase failed", zap.Bool("permanent", retry.IsPermanent(err)), zap.Error(err))
 		return done
 	}
+	// What this run found is gone once the store verifies clean, deleted by this run or by
+	// another one in between (a concurrent batch that deleted an older version holding the
+	// subject's rows too): the report counts it, as the aggregator does when it merges a
+	// find into a report (aggregator.Merge), so that the report alone carries it and the
+	// receipt does not depend on the find being consumed first.
+	if ver.Clean() {
+		deleted = event.MaxCounts(deleted, found)
+	}
 	res.Locations = deleted
 	if deleted != nil {
 		done.Locations = deleted
@@ -278,19 +287,19 @@ func (w *Worker) stampDiscovery(kind string, v *event.Verification) {
 	}
 }
 
-// recordFound publishes what finder finds of subj in st on the found topic and waits for
-// the broker's acknowledgement; nothing found publishes nothing.
-func (w *Worker) recordFound(ctx context.Context, req *event.Requested, st inventory.Store, subj deletion.Subject, finder deletion.Finder) error {
+// recordFound publishes what finder finds of subj in st on the found topic, waits for the
+// broker's acknowledgement and returns it; nothing found publishes nothing.
+func (w *Worker) recordFound(ctx context.Context, req *event.Requested, st inventory.Store, subj deletion.Subject, finder deletion.Finder) ([]event.LocationCount, error) {
 	locs, err := w.findOne(ctx, finder, st, subj)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	f := event.StoreFound{
 		RequestID: req.RequestID, TenantID: req.TenantID, Store: st.Name, Kind: st.Kind,
 		Attempt: req.Attempt, Locations: locs, FoundAt: w.now(),
 	}
 	if f.Found() == 0 {
-		return nil
+		return nil, nil
 	}
 	topic := w.FoundTopic
 	if topic == "" {
@@ -298,13 +307,13 @@ func (w *Worker) recordFound(ctx context.Context, req *event.Requested, st inven
 	}
 	b, err := w.Registry.EncodeFor(topic, event.Found, &f)
 	if err != nil {
-		return fmt.Errorf("worker: encode what was found: %w", err)
+		return nil, fmt.Errorf("worker: encode what was found: %w", err)
 	}
 	rec := &kgo.Record{Topic: topic, Key: []byte(req.RequestID), Value: b}
 	if err := w.Producer.ProduceSync(ctx, rec).FirstErr(); err != nil {
-		return fmt.Errorf("worker: publish what was found: %w", err)
+		return nil, fmt.Errorf("worker: publish what was found: %w", err)
 	}
-	return nil
+	return locs, nil
 }
 
 // verificationError says why v does not prove the store clean, naming what went unexamined
