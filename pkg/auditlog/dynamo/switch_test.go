@@ -4,6 +4,7 @@ import (
 	"context"
 	"regexp"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -27,7 +28,10 @@ func TestRealDynamoDBSwitch(t *testing.T) {
 	direct := newEnv(t).client
 	ctx := context.Background()
 
-	var seen []string
+	var (
+		mu   sync.Mutex // the suite's tests run in parallel
+		seen []string
+	)
 	t.Run("suite", func(t *testing.T) {
 		if got := testenv.Dynalite(t); got != url {
 			t.Fatalf("Dynalite = %s, want the endpoint named, %s", got, url)
@@ -41,7 +45,9 @@ func TestRealDynamoDBSwitch(t *testing.T) {
 			if _, err := direct.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(s.table)}); err != nil {
 				t.Errorf("table %s is not on the server named: %v", s.table, err)
 			}
+			mu.Lock()
 			seen = append(seen, s.table)
+			mu.Unlock()
 			return s
 		})
 	})
