@@ -186,9 +186,21 @@ func dropHeldVersions(ctx context.Context, ls listing, key, superseded string, w
 		return sv.flush(ctx, key, live)
 	}
 	candidates := ls.vers[key]
-	if superseded != "" {
-		// Our rewrite made a new current version: list again so that the version it
-		// superseded, and any written since the first listing, are seen as non-current.
+	switch {
+	case superseded != "" && superseded == ls.current(key).ID:
+		// Our rewrite replaced the version listed as current, so no version was written
+		// between the listing and the rewrite: the listed versions, the one superseded now
+		// non-current, and ours are all there is to go through (a version written after
+		// ours is current, and current versions are kept).
+		candidates = make([]Version, 0, len(ls.vers[key])+1)
+		for _, v := range ls.vers[key] {
+			v.Latest = false
+			candidates = append(candidates, v)
+		}
+		candidates = append(candidates, Version{Key: key, ID: wr.VersionID, Latest: true, Token: wr.Token})
+	case superseded != "":
+		// Another version became current between the listing and our rewrite: list again
+		// so that it and the version our rewrite superseded are seen as non-current.
 		var err error
 		if candidates, err = versionsOf(ctx, ls.vb, key); err != nil {
 			return err

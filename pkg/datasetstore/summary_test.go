@@ -364,6 +364,11 @@ func TestBatchRewritesEachObjectOnce(t *testing.T) {
 	}
 	rq.reset()
 	results, errs := New(c, "", withSummaries).EraseBatch(ctx, st, subjects)
+	// One listing of the location, and one of each rewritten object's summary versions:
+	// an object whose listed current version is the one rewritten is not listed again.
+	if n := rq.n("LIST", ""); n != 1+5 {
+		t.Errorf("EraseBatch made %d listings; want 6", n)
+	}
 	for i, err := range errs {
 		if err != nil {
 			t.Fatal(err)
@@ -377,6 +382,9 @@ func TestBatchRewritesEachObjectOnce(t *testing.T) {
 		puts, gets := rq.n("PUT", key), rq.n("GET", key)
 		if d < 5 && puts != 1 || d >= 5 && (puts != 0 || gets != 0) {
 			t.Errorf("%s: %d puts, %d gets", key, puts, gets)
+		}
+		if n := len(w.versions(t, key)); n != 1 {
+			t.Errorf("%s keeps %d versions after the erasure; want 1 (the superseded one deleted)", key, n)
 		}
 	}
 	// Verifying the batch lists the location once for all 40 subjects (alone, each lists
@@ -689,5 +697,41 @@ func TestVerificationReadsNothingTheProcessKnows(t *testing.T) {
 		if k != "LIST " {
 			t.Errorf("verification after the erasure made %d requests %q", n, k)
 		}
+	}
+}
+
+// TestVersionWrittenAfterTheListingIsErased: when a version is written between an
+// erasure's listing and its rewrite (a late write of the application), the rewrite
+// supersedes that version, and the version the listing saw as current — holding the
+// subject's row — is still found non-current and deleted.
+func TestVersionWrittenAfterTheListingIsErased(t *testing.T) {
+	ctx := context.Background()
+	var w s3World
+	var once sync.Once
+	key := "acme/d0.csv"
+	late := renderCSV(t, []row{{Customer: "cust-victim", Text: "late"}, {Customer: "by-1", Text: "keep"}})
+	srv := testenv.S3With(t, testenv.S3Options{Wrap: func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/"+key) && r.URL.Query().Get("versionId") == "" {
+				once.Do(func() { w.putVersion(t, key, late) }) // after the listing, before the read
+			}
+			h.ServeHTTP(rw, r)
+		})
+	}}, testBucket)
+	w = s3World{srv.Client}
+	w.put(t, key, renderCSV(t, []row{{Customer: "cust-victim", Text: "first"}, {Customer: "by-1", Text: "keep"}}))
+	st := testInventory("s3://" + testBucket + "/{tenant}/")
+	store := New(srv.Client, "", withSummaries)
+	if _, err := store.Erase(ctx, st, victimSubject); err != nil {
+		t.Fatal(err)
+	}
+	vs := w.versions(t, key)
+	for i, v := range vs {
+		if strings.Contains(string(v), "cust-victim") {
+			t.Errorf("version %d of %d still holds the subject: %q", i, len(vs), v)
+		}
+	}
+	if v, err := store.Verify(ctx, st, victimSubject); err != nil || !v.Clean() {
+		t.Errorf("verify = %+v, %v", v, err)
 	}
 }
