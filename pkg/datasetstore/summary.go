@@ -70,16 +70,17 @@ type Option func(*Store)
 // key) beside S3 datasets and skip the objects and versions whose summary shows they do
 // not hold the subject. Directory locations are always read in full.
 func WithSummaries(key subject.Key) Option {
-	return func(s *Store) { s.sum = &summaries{key: key, cache: map[string][]entry{}} }
+	return func(s *Store) { s.sum = &summaries{key: key, cache: map[string][]entry{}, written: map[string]Written{}} }
 }
 
 // summaries is the Store's summary state: the key and an in-process cache of entries.
 // Entries are valid for immutable content, so the cache never needs invalidating.
 type summaries struct {
-	key   subject.Key
-	mu    sync.Mutex
-	cache map[string][]entry // bucket name, NUL, summary name -> entries
-	size  int
+	key     subject.Key
+	mu      sync.Mutex
+	cache   map[string][]entry // bucket name, NUL, summary name -> entries
+	size    int
+	written map[string]Written // idem -> the summary version this process wrote last
 }
 
 // entry is the summary of one version of an object.
@@ -257,9 +258,30 @@ func (s *summaries) remember(id string, es []entry) {
 	s.size += len(merged) - len(old)
 	if s.size > 4096 {
 		clear(s.cache)
+		clear(s.written)
 		s.size = len(merged)
 	}
 	s.cache[id] = merged
+}
+
+// lastWrite returns the version of summary id this process wrote last, if it knows one.
+func (s *summaries) lastWrite(id string) (Written, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w, ok := s.written[id]
+	return w, ok
+}
+
+// wrote records wr as the version of summary id this process wrote last (the zero Written:
+// none known).
+func (s *summaries) wrote(id string, wr Written) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if wr.Token == "" {
+		delete(s.written, id)
+		return
+	}
+	s.written[id] = wr
 }
 
 // decodeSummary reads a stored summary; one of another format or version has no entries.

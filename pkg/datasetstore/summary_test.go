@@ -735,3 +735,73 @@ func TestVersionWrittenAfterTheListingIsErased(t *testing.T) {
 		t.Errorf("verify = %+v, %v", v, err)
 	}
 }
+
+// TestSummaryRewriteSkipsWhatTheProcessKnows: once a process wrote an object's summary,
+// its next erasure of that object replaces the summary on the condition that it is still
+// the one written (no read of it, no listing of its versions) and deletes the version it
+// supersedes; when another process wrote it in between, the condition fails and the
+// stored entries are merged, so a third process still skips the objects without the subject.
+func TestSummaryRewriteSkipsWhatTheProcessKnows(t *testing.T) {
+	ctx := context.Background()
+	c, rq := countedS3(t, true)
+	w := s3World{c}
+	key := "acme/d0.csv"
+	w.put(t, key, renderCSV(t, []row{{Customer: "cust-a"}, {Customer: "cust-b"}, {Customer: "cust-c"}, {Customer: "by-1"}}))
+	st := testInventory("s3://" + testBucket + "/{tenant}/")
+	one, other := New(c, "", withSummaries), New(c, "", withSummaries)
+	if _, err := one.Erase(ctx, st, deletiontest.NewSubject("acme", "cust-a")); err != nil {
+		t.Fatal(err)
+	}
+	summaryRequests := func() map[string]int {
+		rq.mu.Lock()
+		defer rq.mu.Unlock()
+		out := map[string]int{}
+		for k, n := range rq.counts {
+			if method, name, ok := strings.Cut(k, " "); ok && strings.HasPrefix(name, summaryRoot) {
+				out[method] += n
+			}
+		}
+		out["LIST"] = rq.counts["LIST "]
+		return out
+	}
+	rq.reset()
+	if _, err := one.Erase(ctx, st, deletiontest.NewSubject("acme", "cust-b")); err != nil {
+		t.Fatal(err)
+	}
+	if got := summaryRequests(); got["GET"] != 0 || got["PUT"] != 1 || got["DELETE"] != 1 || got["LIST"] != 1 {
+		t.Errorf("second erasure by the same process: summary requests %v; want 1 PUT, 1 DELETE, no GET, and the location's listing only", got)
+	}
+	// another process rewrites the object and its summary: the first one's condition fails
+	if _, err := other.Erase(ctx, st, deletiontest.NewSubject("acme", "cust-c")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := one.Erase(ctx, st, deletiontest.NewSubject("acme", "by-1")); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(w.versions(t, key)[0]); got != "customer_id,session_id,question\n" {
+		t.Errorf("object after the four erasures: %q", got)
+	}
+	if n := len(w.versions(t, summaryObjectName(t, c))); n != 1 {
+		t.Errorf("the summary keeps %d versions; want 1", n)
+	}
+	rq.reset()
+	if v, err := New(c, "", withSummaries).Verify(ctx, st, deletiontest.NewSubject("acme", "cust-a")); err != nil || !v.Clean() {
+		t.Fatalf("verify = %+v, %v", v, err)
+	}
+	if n := rq.n("GET", key); n != 0 {
+		t.Errorf("a third process read the object %d times; its stored summary should clear it", n)
+	}
+}
+
+// summaryObjectName is the key of the one summary object in the test bucket.
+func summaryObjectName(t *testing.T, c *s3.Client) string {
+	t.Helper()
+	var names []string
+	for name := range summaryObjects(t, c) {
+		names = append(names, name)
+	}
+	if len(names) != 1 {
+		t.Fatalf("summaries %v; want one", names)
+	}
+	return names[0]
+}

@@ -289,26 +289,63 @@ func (v *view) flush(ctx context.Context, key string, live []Version) error {
 		v.s.remember(v.cacheID(key), d.entries)
 		return nil
 	}
+	id, name := v.cacheID(key), v.s.nameOf(key)
+	write := func(w io.Writer) error { return encodeSummary(w, v.s.key.ID(), d.entries) }
+	if last, ok := v.s.lastWrite(id); ok && !d.fetched && len(d.entries) > 0 {
+		// This process wrote the stored summary last, so the cache holds what it holds:
+		// replace it on that condition, and delete the version it supersedes by id. Should
+		// another process have written it since, merge what it holds, as below.
+		v.capEntries(d)
+		v.s.remember(id, d.entries)
+		wr, err := v.b.put(ctx, name, &Object{Token: last.Token}, write)
+		if err == nil {
+			v.s.wrote(id, wr)
+			d.stored = slices.Clone(d.entries)
+			return v.dropVersion(ctx, name, last.VersionID)
+		}
+		if !errors.Is(err, ErrConflict) && !errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("summary: %w", err)
+		}
+	}
 	if !d.fetched {
 		v.fetch(ctx, key, d)
 		prune()
 	}
-	if n := len(d.entries) - maxSummaryEntries; n > 0 {
-		d.entries = d.entries[n:]
-	}
-	v.s.remember(v.cacheID(key), d.entries)
+	v.capEntries(d)
+	v.s.remember(id, d.entries)
 	if len(d.entries) > 0 && sameEntries(d.entries, d.stored) { // the view only pruned entries the bucket no longer holds
 		return nil
 	}
 	d.stored = slices.Clone(d.entries)
-	name := v.s.nameOf(key)
 	if len(d.entries) == 0 {
+		v.s.wrote(id, Written{})
 		return v.drop(ctx, name)
 	}
-	if _, err := v.b.put(ctx, name, nil, func(w io.Writer) error { return encodeSummary(w, v.s.key.ID(), d.entries) }); err != nil {
+	wr, err := v.b.put(ctx, name, nil, write)
+	if err != nil {
+		v.s.wrote(id, Written{})
 		return fmt.Errorf("summary: %w", err)
 	}
+	v.s.wrote(id, wr)
 	return v.pruneVersions(ctx, name, false)
+}
+
+// capEntries keeps the latest maxSummaryEntries entries of d.
+func (v *view) capEntries(d *loaded) {
+	if n := len(d.entries) - maxSummaryEntries; n > 0 {
+		d.entries = d.entries[n:]
+	}
+}
+
+// dropVersion deletes version id of the summary name, in a bucket that keeps versions.
+func (v *view) dropVersion(ctx context.Context, name, id string) error {
+	if id == "" || id == "null" {
+		return nil
+	}
+	if err := v.b.DeleteVersion(ctx, name, id); err != nil && !errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("summary: %w", err)
+	}
+	return nil
 }
 
 // sameEntries reports whether a and b hold the same versions' entries, in any order.
@@ -359,6 +396,7 @@ func (v *view) dropSummary(ctx context.Context, key string) error {
 		return nil
 	}
 	v.s.remember(v.cacheID(key), nil)
+	v.s.wrote(v.cacheID(key), Written{})
 	return v.drop(ctx, v.s.nameOf(key))
 }
 
