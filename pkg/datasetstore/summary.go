@@ -70,7 +70,9 @@ type Option func(*Store)
 // key) beside S3 datasets and skip the objects and versions whose summary shows they do
 // not hold the subject. Directory locations are always read in full.
 func WithSummaries(key subject.Key) Option {
-	return func(s *Store) { s.sum = &summaries{key: key, cache: map[string][]entry{}, written: map[string]Written{}} }
+	return func(s *Store) {
+		s.sum = &summaries{key: key, cache: map[string][]entry{}, written: map[string]Written{}}
+	}
 }
 
 // summaries is the Store's summary state: the key and an in-process cache of entries.
