@@ -178,20 +178,30 @@ const batchGroupLimit = 8
 // eraseGroup erases the subjects use (indexes into subjects) from locs, one rewrite per
 // object for all of them, and sets their results and errors.
 func (s *Store) eraseGroup(ctx context.Context, st inventory.Store, l Locators, subjects []deletion.Subject, use []int, locs []location, results []deletion.Result, errs []error) {
+	runGroup(ctx, l, subjects, use, locs, eraseRows, func(i int, lcs []event.LocationCount, err error) {
+		if errs[i] != nil {
+			return
+		}
+		results[i].Locations = append(results[i].Locations, lcs...)
+		if err != nil {
+			errs[i] = fmt.Errorf("dataset store %q: %w", st.Name, err)
+		}
+	})
+}
+
+// runGroup runs pass (eraseRows, findRows) over each location of one group with a matcher
+// for the subjects use, and hands each subject its counts of the location and the pass's
+// error; it stops after the first location that fails.
+func runGroup(ctx context.Context, l Locators, subjects []deletion.Subject, use []int, locs []location,
+	pass func(context.Context, location, *matcher) (counts, error), add func(i int, lcs []event.LocationCount, err error)) {
 	m := newMatcher(l.SubjectColumns, l.SessionColumns, "", nil)
 	m.batch = newBatchHits(subjects, use)
 	for _, loc := range locs {
 		clear(m.batch.current)
 		clear(m.batch.old)
-		c, err := eraseRows(ctx, loc, m)
+		c, err := pass(ctx, loc, m)
 		for _, i := range use {
-			if errs[i] != nil {
-				continue
-			}
-			results[i].Locations = append(results[i].Locations, c.of(loc.name, m.batch.current[i], m.batch.old[i])...)
-			if err != nil {
-				errs[i] = fmt.Errorf("dataset store %q: %w", st.Name, err)
-			}
+			add(i, c.of(loc.name, m.batch.current[i], m.batch.old[i]), err)
 		}
 		if err != nil {
 			return

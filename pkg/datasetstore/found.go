@@ -110,23 +110,13 @@ func (s *Store) FindBatch(ctx context.Context, st inventory.Store, subjects []de
 	}
 	gs := s.batchGroups(st, subjects, errs, func(int) {})
 	gs.each(func(use []int, locs []location) {
-		m := newMatcher(l.SubjectColumns, l.SessionColumns, "", nil)
-		m.batch = newBatchHits(subjects, use)
-		for _, loc := range locs {
-			clear(m.batch.current)
-			clear(m.batch.old)
-			c, err := findRows(ctx, loc, m)
-			for _, i := range use {
-				if err != nil {
-					errs[i] = fmt.Errorf("dataset store %q: find: %w", st.Name, err)
-					continue
-				}
-				found[i] = append(found[i], c.of(loc.name, m.batch.current[i], m.batch.old[i])...)
-			}
+		runGroup(ctx, l, subjects, use, locs, findRows, func(i int, lcs []event.LocationCount, err error) {
 			if err != nil {
+				errs[i] = fmt.Errorf("dataset store %q: find: %w", st.Name, err)
 				return
 			}
-		}
+			found[i] = append(found[i], lcs...)
+		})
 	})
 	return found, errs
 }
