@@ -266,6 +266,15 @@ func (s *summaries) remember(id string, es []entry) {
 	s.cache[id] = merged
 }
 
+// forget drops what the process knows of summary id (its object was deleted).
+func (s *summaries) forget(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.size -= len(s.cache[id])
+	delete(s.cache, id)
+	delete(s.written, id)
+}
+
 // lastWrite returns the version of summary id this process wrote last, if it knows one.
 func (s *summaries) lastWrite(id string) (Written, bool) {
 	s.mu.Lock()

@@ -468,6 +468,11 @@ func TestTenantErasureDropsSummaries(t *testing.T) {
 	if err != nil || len(vs) != 0 {
 		t.Errorf("summary versions after the tenant erasure: %d, %v; want none", len(vs), err)
 	}
+	store.sum.mu.Lock()
+	defer store.sum.mu.Unlock()
+	if n, w := len(store.sum.cache), len(store.sum.written); n != 0 || w != 0 {
+		t.Errorf("the process still knows %d summaries (%d written) of the erased tenant's objects", n, w)
+	}
 }
 
 // TestSummariesEraseWhatFullReadsErase: on random datasets (every format, history,

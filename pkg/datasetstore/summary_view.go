@@ -395,8 +395,7 @@ func (v *view) dropSummary(ctx context.Context, key string) error {
 	if v == nil {
 		return nil
 	}
-	v.s.remember(v.cacheID(key), nil)
-	v.s.wrote(v.cacheID(key), Written{})
+	v.s.forget(v.cacheID(key))
 	return v.drop(ctx, v.s.nameOf(key))
 }
 
