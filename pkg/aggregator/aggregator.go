@@ -91,44 +91,6 @@ type Aggregator struct {
 	// SuppressionsTopic carries the suppression list's entries; default
 	// event.TopicSuppressions. Used only when Store is an auditlog.SuppressionStore.
 	SuppressionsTopic string
-
-	chains *chainLocks // made on first use
-}
-
-// chainLocks serialises this process's appends to each tenant's chain. Appends to one
-// chain from one process would only lose the conditional head swap to each other and
-// start over (reading the head again); queued, each swaps once. Appends from other
-// processes still race, safely (auditlog.Issue).
-type chainLocks struct {
-	mu sync.Mutex
-	m  map[string]*sync.Mutex // tenant → its chain's lock
-}
-
-// chainsMade guards making an Aggregator's chainLocks.
-var chainsMade sync.Mutex
-
-// lockChain locks the tenant's chain and returns its unlock. A store that links receipts
-// itself (auditlog.Linker) orders them without it, sharing fsyncs among them: locking
-// here would make each wait for the one before.
-func (a *Aggregator) lockChain(tenant string) func() {
-	if _, ok := a.Store.(auditlog.Linker); ok {
-		return func() {}
-	}
-	chainsMade.Lock()
-	if a.chains == nil {
-		a.chains = &chainLocks{m: map[string]*sync.Mutex{}}
-	}
-	c := a.chains
-	chainsMade.Unlock()
-	c.mu.Lock()
-	mu := c.m[tenant]
-	if mu == nil {
-		mu = new(sync.Mutex)
-		c.m[tenant] = mu
-	}
-	c.mu.Unlock()
-	mu.Lock()
-	return mu.Unlock
 }
 
 // Handle is the consumer.Handler for erasure.requested and erasure.store.done.
@@ -304,9 +266,7 @@ func (a *Aggregator) complete(ctx context.Context, requestID string) error {
 		return nil
 	}
 	r = a.withRetention(req, r)
-	unlock := a.lockChain(r.TenantID)
 	issued, err := auditlog.Issue(ctx, a.Store, r)
-	unlock()
 	if err != nil {
 		return fmt.Errorf("aggregator: issue receipt: %w", err)
 	}
