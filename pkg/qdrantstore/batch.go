@@ -42,7 +42,6 @@ func (st *Store) EraseBatch(ctx context.Context, inv inventory.Store, subjects [
 	// as long as its slowest count, not their sum.
 	semantic := l.similar() != SimilarOff // its vectors are read before the delete, per subject
 	filters := make([]*qdrant.Filter, len(subjects))
-	counts := make([][]int64, len(subjects)) // per subject: per collection of collections(tmpl, s), flattened in template order
 	var g errgroup.Group
 	g.SetLimit(countLimit)
 	for i, s := range subjects {
@@ -56,14 +55,16 @@ func (st *Store) EraseBatch(ctx context.Context, inv inventory.Store, subjects [
 		g.Go(func() error {
 			for _, tmpl := range l.Collections {
 				loc := location(tmpl, s.Tenant)
+				var matched int64
 				for _, coll := range collections(tmpl, s) {
 					n, err := st.count(ctx, coll, filters[i])
 					if err != nil {
 						errs[i] = fmt.Errorf("qdrant: count %s: %w", loc, redact(err, coll, loc))
 						return nil
 					}
-					counts[i] = append(counts[i], n)
+					matched += n
 				}
+				results[i].Locations = append(results[i].Locations, event.LocationCount{Location: loc, Deleted: matched})
 			}
 			return nil
 		})
@@ -75,23 +76,17 @@ func (st *Store) EraseBatch(ctx context.Context, inv inventory.Store, subjects [
 		if filters[i] == nil || errs[i] != nil {
 			continue
 		}
-		k := 0
 		for _, tmpl := range l.Collections {
-			loc := location(tmpl, s.Tenant)
-			var matched int64
 			for _, coll := range collections(tmpl, s) {
-				matched += counts[i][k]
-				k++
 				t := targets[coll]
 				if t == nil {
-					t = &target{loc: loc}
+					t = &target{loc: location(tmpl, s.Tenant)}
 					targets[coll] = t
 					order = append(order, coll)
 				}
 				t.subjects = append(t.subjects, s)
 				t.owners = append(t.owners, i)
 			}
-			results[i].Locations = append(results[i].Locations, event.LocationCount{Location: loc, Deleted: matched})
 		}
 	}
 	for _, coll := range order {
