@@ -42,6 +42,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -145,16 +146,18 @@ func (a *Aggregator) Handle(ctx context.Context, rec *kgo.Record) error {
 		if err != nil {
 			return fmt.Errorf("aggregator: load reports: %w", err)
 		}
+		reported := false // for a find: the store's report is stored (and may wait for it)
 		for _, p := range prev {
 			if p.Store == d.Store {
 				d = Merge(p, d)
 			}
+			reported = reported || p.Store+FoundSuffix == d.Store
 		}
 		if err := a.Store.PutReport(ctx, d); err != nil {
 			return fmt.Errorf("aggregator: record report: %w", err)
 		}
-		if strings.HasSuffix(d.Store, FoundSuffix) {
-			return nil // a find completes nothing: the store's report is still to come
+		if strings.HasSuffix(d.Store, FoundSuffix) && !reported {
+			return nil // the store's report is still to come, and completes the request
 		}
 		requestID = d.RequestID
 	}
@@ -172,7 +175,8 @@ func (a *Aggregator) Handle(ctx context.Context, rec *kgo.Record) error {
 // successful report that thereby counts something is DELETED, not NOTHING_FOUND. That
 // is sound because a successful report verified the store clean after the find, so all
 // that was found was deleted within the attempt. Merge is commutative in what it keeps,
-// so the order in which finds and reports arrive does not matter.
+// so the order in which finds and reports arrive does not matter. The kept report names
+// the found runs of both (StoreDone.FoundRuns).
 func Merge(prev, next event.StoreDone) event.StoreDone {
 	if next.Attempt != prev.Attempt {
 		if next.Attempt > prev.Attempt {
@@ -191,6 +195,7 @@ func Merge(prev, next event.StoreDone) event.StoreDone {
 		keep, other = prev, next
 	}
 	keep.Locations = event.MaxCounts(keep.Locations, other.Locations)
+	keep.FoundRuns = union(keep.FoundRuns, other.FoundRuns)
 	if keep.Status == event.StatusNothingFound && keep.Deleted() > 0 {
 		keep.Status = event.StatusDeleted
 	}
@@ -198,13 +203,42 @@ func Merge(prev, next event.StoreDone) event.StoreDone {
 }
 
 // FoundReport is f as a stored report: no status (so no receipt counts it as a
-// success), not verified, with f's counts. Merge folds it into the store's report.
+// success), not verified, with f's counts and run. Merge folds it into the store's report.
 func FoundReport(f event.StoreFound) event.StoreDone {
-	return event.StoreDone{
+	d := event.StoreDone{
 		RequestID: f.RequestID, TenantID: f.TenantID, Store: f.Store, Kind: f.Kind,
 		Attempt: f.Attempt, Locations: f.Locations, StartedAt: f.FoundAt, FinishedAt: f.FoundAt,
 		Verification: event.Verification{Method: "not verified", Remaining: -1},
 	}
+	if f.Run != "" {
+		d.FoundRuns = []string{f.Run}
+	}
+	return d
+}
+
+// union returns a followed by the elements of b that a lacks.
+func union(a, b []string) []string {
+	out := slices.Clone(a)
+	for _, s := range b {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// awaitsFind reports whether report d names a run whose find (f, the merged finds
+// stored for its store) has not been read yet. The finds of one request share its key and
+// partition and are read in order, so once the find of d's own run is merged, so is the
+// find of every run before it — that of a run that erased and crashed before its report
+// included.
+func awaitsFind(d, f event.StoreDone) bool {
+	for _, run := range d.FoundRuns {
+		if !slices.Contains(f.FoundRuns, run) {
+			return true
+		}
+	}
+	return false
 }
 
 // FoundSuffix is appended to a store's name to store its find (FoundReport) beside its
@@ -341,7 +375,7 @@ func (a *Aggregator) shred(ctx context.Context, requestID string) error {
 // names its kind and verified nothing remaining, or reported EXEMPT under a legal hold (the
 // receipt is then PARTIAL); ok is false otherwise, and always while a report is a dry
 // run's count. A store's find, stored under its name and FoundSuffix, is merged into its
-// report (Merge). The rule is the same for every kind: what a status means for a kind is
+// report (Merge); a report that names a find not merged yet (awaitsFind) is not ready. The rule is the same for every kind: what a status means for a kind is
 // its deleter's to decide (the audit
 // verifier, for one, reports FAILED when it finds personal data). Stores appear in the order of ExpectedStores.
 func Build(req auditlog.Request, reports []event.StoreDone, now time.Time) (r event.Receipt, ok bool) {
@@ -355,8 +389,11 @@ func Build(req auditlog.Request, reports []event.StoreDone, now time.Time) (r ev
 		}
 		byStore[d.Store] = d
 	}
-	for name, f := range finds {
-		if d, ok := byStore[name]; ok {
+	awaiting := map[string]bool{}
+	for name, d := range byStore {
+		f, ok := finds[name]
+		awaiting[name] = awaitsFind(d, f)
+		if ok {
 			byStore[name] = Merge(d, f)
 		}
 	}
@@ -379,7 +416,7 @@ func Build(req auditlog.Request, reports []event.StoreDone, now time.Time) (r ev
 		d, found := byStore[name]
 		if found && d.Kind != "" && !d.DryRun && d.Status == event.StatusExempt {
 			r.Status = event.ReceiptPartial // held: listed with the hold's basis, nothing erased
-		} else if !found || d.Kind == "" || d.DryRun || !d.Status.Succeeded() || !d.Verification.Clean() {
+		} else if !found || d.Kind == "" || d.DryRun || !d.Status.Succeeded() || !d.Verification.Clean() || awaiting[name] {
 			return event.Receipt{}, false
 		}
 		r.Stores = append(r.Stores, event.StoreEvidence{

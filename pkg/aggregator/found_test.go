@@ -92,3 +92,34 @@ func TestMergeWithFind(t *testing.T) {
 		}
 	}
 }
+
+// The crash the found runs close: run 1 finds 4 items, erases them and dies before its
+// report; the redelivered run 2 finds nothing, records that, and reports NOTHING_FOUND
+// naming its own find. Its report is read before either find (the records travel on
+// different topics): no receipt until run 2's find is read, and by then run 1's, which
+// precedes it on the request's partition, was merged, so the receipt counts the 4.
+func TestReportWaitsForTheFindItNames(t *testing.T) {
+	e := setup(t)
+	find := func(run string, n int64) event.StoreFound {
+		return event.StoreFound{RequestID: "er_r", TenantID: "acme", Store: "redis", Kind: "redis", Attempt: 1, FoundAt: clock,
+			Locations: []event.LocationCount{{Location: "a:acme:{subject}", Deleted: n}}, Run: run}
+	}
+	reports := success("er_r", "acme", 1) // redis: NOTHING_FOUND, deleted 0
+	reports[1].FoundRuns = []string{"run-2"}
+	e.handle(t, reqRec(t, request("er_r", "acme", 1)))
+	e.handle(t, doneRecs(t, reports...)...)
+	e.handle(t, foundRec(t, find("run-1", 4)))
+	if _, err := e.store.GetReceipt(context.Background(), "er_r"); err == nil {
+		t.Fatal("receipt issued before the find the report names was read")
+	}
+	e.handle(t, foundRec(t, find("run-2", 0)))
+	rc, err := e.store.GetReceipt(context.Background(), "er_r")
+	if err != nil {
+		t.Fatalf("no receipt once the named find was read: %v", err)
+	}
+	for _, s := range rc.Stores {
+		if s.Store == "redis" && (s.Status != event.StatusDeleted || s.Deleted != 4) {
+			t.Errorf("redis %s deleted %d, want DELETED 4 (run 1's find)", s.Status, s.Deleted)
+		}
+	}
+}

@@ -217,11 +217,16 @@ type StoreDone struct {
 	Pass         string          `avro:"pass" json:"pass,omitempty"`       // the request's Pass
 	// DryRun marks a dry run's count: Locations say what an erasure would delete.
 	DryRun bool `avro:"dry_run" json:"dry_run,omitempty"`
+	// FoundRuns are the deleter runs (StoreFound.Run) whose finds this report counts on: a
+	// report names the find its run recorded before erasing, and no receipt counts the
+	// report before that find is merged. A find the aggregator stores lists the runs merged
+	// into it.
+	FoundRuns []string `avro:"found_runs" json:"found_runs,omitempty"`
 }
 
 // Clone returns a copy of d that shares no memory with it.
 func (d StoreDone) Clone() StoreDone {
-	d.Locations = slices.Clone(d.Locations)
+	d.Locations, d.FoundRuns = slices.Clone(d.Locations), slices.Clone(d.FoundRuns)
 	v := &d.Verification
 	v.UnexaminedItems, v.Excluded, v.Similar = slices.Clone(v.UnexaminedItems), slices.Clone(v.Excluded), slices.Clone(v.Similar)
 	if v.DiscoveryRunAt != nil {
@@ -269,6 +274,10 @@ type StoreFound struct {
 	Attempt   int             `avro:"attempt" json:"attempt"`
 	Locations []LocationCount `avro:"locations" json:"locations"`
 	FoundAt   time.Time       `avro:"found_at" json:"found_at"`
+	// Run is a random id of the deleter run that recorded the find; its report names it
+	// (StoreDone.FoundRuns). A run records its find even when it found nothing, so that a
+	// report can always name one.
+	Run string `avro:"run" json:"run,omitempty"`
 }
 
 // Found sums the per-location counts.

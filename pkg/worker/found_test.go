@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 
@@ -72,7 +73,8 @@ func (p *loggingProducer) ProduceSync(ctx context.Context, rs ...*kgo.Record) kg
 }
 
 // Before it erases, the worker publishes what the store's Finder found and waits for the
-// acknowledgement; a store where nothing is found publishes no find.
+// acknowledgement; a store where nothing is found publishes an empty find. Each report
+// names its run's find, and only that one.
 func TestFindIsAcknowledgedBeforeTheErase(t *testing.T) {
 	log := &eventLog{}
 	f := findingStore{newFake(map[string]*behaviour{"redis": {items: 3}, "langgraph": {}}), log}
@@ -85,19 +87,32 @@ func TestFindIsAcknowledgedBeforeTheErase(t *testing.T) {
 	if found < 0 || ack < found || erase < ack {
 		t.Errorf("order of events %v: want find, acknowledgement, erase", log.all)
 	}
-	var got []event.StoreFound
+	got := map[string]event.StoreFound{}
 	for _, r := range testenv.ReadTopic(t, addrs, event.TopicStoreFound) {
 		var fr event.StoreFound
 		if err := event.Found.Decode(r.Value, &fr); err != nil {
 			t.Fatal(err)
 		}
-		got = append(got, fr)
+		if string(r.Key) != fr.RequestID {
+			t.Errorf("find keyed %q, want the request id %q", r.Key, fr.RequestID)
+		}
+		got[fr.Store] = fr
 	}
-	if len(got) != 1 || got[0].Store != "redis" || got[0].Found() != 3 || got[0].RequestID != "er_1" || got[0].Attempt != 1 {
-		t.Errorf("finds published %+v, want one of redis with 3", got)
+	redis, lg := got["redis"], got["langgraph"]
+	if len(got) != 2 || redis.Found() != 3 || lg.Found() != 0 || redis.RequestID != "er_1" || redis.Attempt != 1 {
+		t.Errorf("finds published %+v, want redis with 3 and langgraph with 0", got)
 	}
-	if d := reports(t, addrs)["redis"]; d.Deleted() != 3 || d.Status != event.StatusDeleted {
+	rs := reports(t, addrs)
+	if d := rs["redis"]; d.Deleted() != 3 || d.Status != event.StatusDeleted {
 		t.Errorf("redis report %s deleted %d", d.Status, d.Deleted())
+	}
+	for name, f := range got {
+		if f.Run == "" || !slices.Equal(rs[name].FoundRuns, []string{f.Run}) {
+			t.Errorf("%s: report names finds %v, want its run's %q", name, rs[name].FoundRuns, f.Run)
+		}
+	}
+	if redis.Run == lg.Run {
+		t.Errorf("two runs share the find id %q", redis.Run)
 	}
 }
 

@@ -8,10 +8,12 @@
 // with the reason. A report's counts sum every erase that succeeded, so a retry after a
 // failed verification (which finds nothing left to erase) does not lose what the earlier
 // try deleted. Before it erases a store whose deletion.Store is a deletion.Finder, the worker
-// publishes what it found there on erasure.store.found and waits for the broker's
-// acknowledgement (nothing found: no record): a deleter killed between its delete and its
-// report is redelivered the request, finds nothing and reports NOTHING_FOUND, and the
-// aggregator merges that report with the earlier find. Handle returns only after every erasure.store.done was acknowledged by
+// publishes what it found there on erasure.store.found, nothing found included, and waits
+// for the broker's acknowledgement; the store's report names that find. A deleter killed
+// between its delete and its report is redelivered the request, finds nothing and reports
+// NOTHING_FOUND, and the aggregator merges that report with the earlier find, which it
+// has read by the time it has read the find the report names (one request's finds are
+// read in order). Handle returns only after every erasure.store.done was acknowledged by
 // the broker, so the consumer marks the request's offset after the side effects and their
 // reports; a redelivered request erases again (a no-op) and reports again.
 //
@@ -31,6 +33,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
@@ -220,10 +223,11 @@ func (w *Worker) erase(ctx context.Context, req *event.Requested, st inventory.S
 	// A pass after the receipt (a sweep) reports into an addendum, not a receipt: no find.
 	recorded := finder == nil || event.AfterReceipt(req.Purpose)
 	var found []event.LocationCount // what this run found and recorded before erasing
+	run := ""                       // the id of this run's find, once recorded
 	for try := 1; try <= attempts; try++ {
 		err = nil
 		if !recorded {
-			found, err = w.recordFound(ctx, req, st, subj, finder)
+			run, found, err = w.recordFound(ctx, req, st, subj, finder)
 			recorded = err == nil
 		}
 		if err == nil {
@@ -261,6 +265,9 @@ func (w *Worker) erase(ctx context.Context, req *event.Requested, st inventory.S
 	if ver.Clean() {
 		deleted = event.MaxCounts(deleted, found)
 	}
+	if run != "" {
+		done.FoundRuns = []string{run}
+	}
 	res.Locations = deleted
 	if deleted != nil {
 		done.Locations = deleted
@@ -287,19 +294,20 @@ func (w *Worker) stampDiscovery(kind string, v *event.Verification) {
 	}
 }
 
-// recordFound publishes what finder finds of subj in st on the found topic, waits for the
-// broker's acknowledgement and returns it; nothing found publishes nothing.
-func (w *Worker) recordFound(ctx context.Context, req *event.Requested, st inventory.Store, subj deletion.Subject, finder deletion.Finder) ([]event.LocationCount, error) {
+// recordFound publishes what finder finds of subj in st on the found topic, nothing found
+// included, waits for the broker's acknowledgement and returns the find's run id and
+// counts. The report names the run (StoreDone.FoundRuns): the finds of one request share
+// its key, so the aggregator reads them in order, and one that has read the find a report
+// names has read every earlier run's find too — including that of a run that erased and
+// crashed before its report.
+func (w *Worker) recordFound(ctx context.Context, req *event.Requested, st inventory.Store, subj deletion.Subject, finder deletion.Finder) (string, []event.LocationCount, error) {
 	locs, err := w.findOne(ctx, finder, st, subj)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	f := event.StoreFound{
 		RequestID: req.RequestID, TenantID: req.TenantID, Store: st.Name, Kind: st.Kind,
-		Attempt: req.Attempt, Locations: locs, FoundAt: w.now(),
-	}
-	if f.Found() == 0 {
-		return nil, nil
+		Attempt: req.Attempt, Locations: locs, FoundAt: w.now(), Run: uuid.NewString(),
 	}
 	topic := w.FoundTopic
 	if topic == "" {
@@ -307,13 +315,13 @@ func (w *Worker) recordFound(ctx context.Context, req *event.Requested, st inven
 	}
 	b, err := w.Registry.EncodeFor(topic, event.Found, &f)
 	if err != nil {
-		return nil, fmt.Errorf("worker: encode what was found: %w", err)
+		return "", nil, fmt.Errorf("worker: encode what was found: %w", err)
 	}
 	rec := &kgo.Record{Topic: topic, Key: []byte(req.RequestID), Value: b}
 	if err := w.Producer.ProduceSync(ctx, rec).FirstErr(); err != nil {
-		return nil, fmt.Errorf("worker: publish what was found: %w", err)
+		return "", nil, fmt.Errorf("worker: publish what was found: %w", err)
 	}
-	return locs, nil
+	return f.Run, locs, nil
 }
 
 // verificationError says why v does not prove the store clean, naming what went unexamined
