@@ -146,22 +146,33 @@ func (a *Aggregator) Handle(ctx context.Context, rec *kgo.Record) error {
 		if err != nil {
 			return fmt.Errorf("aggregator: load reports: %w", err)
 		}
-		reported := false // for a find: the store's report is stored (and may wait for it)
 		for _, p := range prev {
 			if p.Store == d.Store {
 				d = Merge(p, d)
 			}
-			reported = reported || p.Store+FoundSuffix == d.Store
 		}
 		if err := a.Store.PutReport(ctx, d); err != nil {
 			return fmt.Errorf("aggregator: record report: %w", err)
 		}
-		if strings.HasSuffix(d.Store, FoundSuffix) && !reported {
-			return nil // the store's report is still to come, and completes the request
+		if store, ok := strings.CutSuffix(d.Store, FoundSuffix); ok {
+			// The store's report may wait for this find. Read after the write: a report
+			// stored concurrently either sees this find or is seen here.
+			if reported, err := a.reported(ctx, d.RequestID, store); err != nil || !reported {
+				return err // the report is still to come, and completes the request
+			}
 		}
 		requestID = d.RequestID
 	}
 	return a.complete(ctx, requestID)
+}
+
+// reported says whether store's report of the request is stored.
+func (a *Aggregator) reported(ctx context.Context, requestID, store string) (bool, error) {
+	rs, err := a.Store.Reports(ctx, requestID)
+	if err != nil {
+		return false, fmt.Errorf("aggregator: load reports: %w", err)
+	}
+	return slices.ContainsFunc(rs, func(d event.StoreDone) bool { return d.Store == store }), nil
 }
 
 // Merge returns the report to keep when next arrives for a store that already reported

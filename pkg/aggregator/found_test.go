@@ -2,11 +2,13 @@ package aggregator_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/lethe-erasure/lethe/pkg/aggregator"
+	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/event"
 )
 
@@ -121,5 +123,51 @@ func TestReportWaitsForTheFindItNames(t *testing.T) {
 		if s.Store == "redis" && (s.Status != event.StatusDeleted || s.Deleted != 4) {
 			t.Errorf("redis %s deleted %d, want DELETED 4 (run 1's find)", s.Status, s.Deleted)
 		}
+	}
+}
+
+// gatedStore holds every write of a find until gate is closed.
+type gatedStore struct {
+	*auditlog.DirStore
+	gate chan struct{}
+}
+
+func (g gatedStore) PutReport(ctx context.Context, d event.StoreDone) error {
+	if strings.HasSuffix(d.Store, aggregator.FoundSuffix) {
+		<-g.gate
+	}
+	return g.DirStore.PutReport(ctx, d)
+}
+
+// A find and the report that names it, handled at once (they come from two topics): the
+// report's handler finds no find and waits; the find's handler, whose write lands after
+// that, must see the report and issue the receipt.
+func TestFindWrittenAfterItsReportCompletes(t *testing.T) {
+	e := setup(t)
+	g := gatedStore{DirStore: e.store, gate: make(chan struct{})}
+	e.agg.Store = g
+	reports := success("er_c", "acme", 1)
+	reports[1].FoundRuns = []string{"run-1"}
+	e.handle(t, reqRec(t, request("er_c", "acme", 1)))
+	e.handle(t, doneRecs(t, reports[0], reports[2])...)
+	found := make(chan error, 1)
+	go func() {
+		found <- e.agg.Handle(context.Background(), foundRec(t, event.StoreFound{RequestID: "er_c", TenantID: "acme", Store: "redis",
+			Kind: "redis", Attempt: 1, FoundAt: clock, Run: "run-1", Locations: []event.LocationCount{{Location: "a:acme:{subject}", Deleted: 2}}}))
+	}()
+	e.handle(t, doneRecs(t, reports[1])...)
+	if _, err := e.store.GetReceipt(context.Background(), "er_c"); err == nil {
+		t.Fatal("receipt issued before the find the report names was stored")
+	}
+	close(g.gate)
+	if err := <-found; err != nil {
+		t.Fatal(err)
+	}
+	rc, err := e.store.GetReceipt(context.Background(), "er_c")
+	if err != nil {
+		t.Fatalf("no receipt after the find landed: %v", err)
+	}
+	if s := rc.Stores[1]; s.Store != "redis" || s.Deleted != 2 {
+		t.Errorf("redis in the receipt: %+v, want 2 deleted", s)
 	}
 }
