@@ -107,8 +107,9 @@ func InFlightFromEnv(getenv func(string) string) (int, error) {
 
 // BatchingFromEnv reads how a deleter gathers work: LETHE_INFLIGHT (InFlightFromEnv), and
 // for a store that can batch (deletion.BatchStore) LETHE_BATCH_MAX subjects at most per
-// batch (1 turns batching off) and LETHE_BATCH_WAIT, how long a batch waits to fill (a Go
-// duration). Unset values take worker.DefaultBatching's.
+// batch (1 turns batching off), LETHE_BATCH_WAIT, how long a batch waits to fill (a Go
+// duration), and LETHE_BATCH_RUNNING, how many batches of one store and operation run at
+// once. Unset values take worker.DefaultBatching's.
 func BatchingFromEnv(getenv func(string) string) (worker.Batching, int, error) {
 	b := worker.DefaultBatching
 	inflight, err := InFlightFromEnv(getenv)
@@ -128,6 +129,13 @@ func BatchingFromEnv(getenv func(string) string) (worker.Batching, int, error) {
 			return b, 0, fmt.Errorf("LETHE_BATCH_WAIT %q: want a duration from 0 to 1s, such as 2ms", v)
 		}
 		b.Wait = d
+	}
+	if v := getenv("LETHE_BATCH_RUNNING"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 64 {
+			return b, 0, fmt.Errorf("LETHE_BATCH_RUNNING %q: want a whole number from 1 to 64", v)
+		}
+		b.Running = n
 	}
 	return b, inflight, nil
 }

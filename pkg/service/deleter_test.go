@@ -107,26 +107,28 @@ stores:
 
 func TestBatchingFromEnv(t *testing.T) {
 	for _, tc := range []struct {
-		max, wait, inflight string
-		want                worker.Batching
-		wantInFlight        int
-		bad                 bool
+		max, wait, inflight, running string
+		want                         worker.Batching
+		wantInFlight                 int
+		bad                          bool
 	}{
-		{"", "", "", worker.DefaultBatching, worker.DefaultInFlight, false},
-		{"1", "", "", worker.Batching{Max: 1, Wait: worker.DefaultBatching.Wait}, worker.DefaultInFlight, false},
-		{"128", "5ms", "64", worker.Batching{Max: 128, Wait: 5 * time.Millisecond}, 64, false},
-		{"", "", "1", worker.DefaultBatching, 1, false},
-		{"0", "", "", worker.Batching{}, 0, true},
-		{"many", "", "", worker.Batching{}, 0, true},
-		{"", "2s", "", worker.Batching{}, 0, true},
-		{"", "soon", "", worker.Batching{}, 0, true},
-		{"", "", "0", worker.Batching{}, 0, true},
-		{"", "", "5000", worker.Batching{}, 0, true},
+		{"", "", "", "", worker.DefaultBatching, worker.DefaultInFlight, false},
+		{"1", "", "", "", worker.Batching{Max: 1, Wait: worker.DefaultBatching.Wait, Running: 1}, worker.DefaultInFlight, false},
+		{"128", "5ms", "64", "2", worker.Batching{Max: 128, Wait: 5 * time.Millisecond, Running: 2}, 64, false},
+		{"", "", "1", "", worker.DefaultBatching, 1, false},
+		{"0", "", "", "", worker.Batching{}, 0, true},
+		{"many", "", "", "", worker.Batching{}, 0, true},
+		{"", "2s", "", "", worker.Batching{}, 0, true},
+		{"", "soon", "", "", worker.Batching{}, 0, true},
+		{"", "", "0", "", worker.Batching{}, 0, true},
+		{"", "", "5000", "", worker.Batching{}, 0, true},
+		{"", "", "", "0", worker.Batching{}, 0, true},
+		{"", "", "", "65", worker.Batching{}, 0, true},
 	} {
-		env := map[string]string{"LETHE_BATCH_MAX": tc.max, "LETHE_BATCH_WAIT": tc.wait, "LETHE_INFLIGHT": tc.inflight}
+		env := map[string]string{"LETHE_BATCH_MAX": tc.max, "LETHE_BATCH_WAIT": tc.wait, "LETHE_INFLIGHT": tc.inflight, "LETHE_BATCH_RUNNING": tc.running}
 		got, inflight, err := BatchingFromEnv(func(k string) string { return env[k] })
 		if (err != nil) != tc.bad || !tc.bad && (got != tc.want || inflight != tc.wantInFlight) {
-			t.Errorf("max %q wait %q inflight %q: %+v %d, %v", tc.max, tc.wait, tc.inflight, got, inflight, err)
+			t.Errorf("max %q wait %q inflight %q running %q: %+v %d, %v", tc.max, tc.wait, tc.inflight, tc.running, got, inflight, err)
 		}
 	}
 }
