@@ -22,6 +22,7 @@ func (s *scanner) csv(src io.Reader, w io.Writer, comma rune) error {
 	cr := csv.NewReader(rec)
 	cr.Comma = comma
 	cr.FieldsPerRecord = 0
+	cr.ReuseRecord = true // a record's fields are used before the next Read, never kept
 	wrap := func(err error) error {
 		if rec.err != nil {
 			return fmt.Errorf("read: %w", rec.err)
@@ -79,15 +80,17 @@ func (s *scanner) csv(src io.Reader, w io.Writer, comma rune) error {
 // columns and returns what to write. A redacted row is edited in its raw bytes when that
 // parses back to the redacted cells, and re-encoded otherwise.
 func (s *scanner) csvRow(raw []byte, fields, header []string, comma rune, named []int) []byte {
-	red := make([]string, len(fields))
+	var red []string // the fields redacted, once one is
 	found := false
 	for i, v := range fields {
-		red[i] = v
 		if slices.Contains(named, i) {
 			continue // matched exactly by the row erasure
 		}
-		red[i] = s.f.redact(v)
-		if red[i] != v {
+		if r := s.f.redact(v); r != v {
+			if red == nil {
+				red = slices.Clone(fields)
+			}
+			red[i] = r
 			found = true
 			if i < len(header) && !s.f.in(header[i]) {
 				s.ms.field(header[i])

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/lethe-erasure/lethe/pkg/subject"
 )
@@ -140,24 +141,49 @@ func has(set []byte, vs []uint64) bool {
 // isSplit are the runes mention tokens are split at: white space and every delimiter the
 // mention rule accepts on either side of an identifier.
 func isSplit(r rune) bool {
-	return unicode.IsSpace(r) || strings.ContainsRune(`"'()[]{}<>,;=`, r)
+	if r < utf8.RuneSelf {
+		return asciiSplit[r]
+	}
+	return unicode.IsSpace(r)
 }
+
+// asciiSplit is isSplit of each ASCII rune.
+var asciiSplit = func() (t [utf8.RuneSelf]bool) {
+	for r := range rune(utf8.RuneSelf) {
+		t[r] = unicode.IsSpace(r) || strings.ContainsRune(`"'()[]{}<>,;=`, r)
+	}
+	return t
+}()
 
 // mentionTokens calls fn with every string an identifier without split runes can be
 // mentioned as in s (see the mention rule in mentions.go): each piece between split runes
 // of at least minSubstring bytes, the piece without a final . : ! or ?, and s itself when
 // it is shorter than minSubstring (a short identifier is mentioned only as a whole cell).
+// The pieces are those of strings.FieldsFunc(s, isSplit), found without allocating.
 func mentionTokens(s string, fn func(string)) {
 	if len(s) < minSubstring {
 		fn(s)
 	}
-	for _, p := range strings.FieldsFunc(s, isSplit) {
+	piece := func(p string) {
 		if len(p) >= minSubstring {
 			fn(p)
 		}
 		if n := len(p) - 1; n >= minSubstring && strings.ContainsRune(".:!?", rune(p[n])) {
 			fn(p[:n])
 		}
+	}
+	start := -1 // of the piece in progress
+	for i, r := range s {
+		switch split := isSplit(r); {
+		case split && start >= 0:
+			piece(s[start:i])
+			start = -1
+		case !split && start < 0:
+			start = i
+		}
+	}
+	if start >= 0 {
+		piece(s[start:])
 	}
 }
 
@@ -177,8 +203,8 @@ func (c *collector) add(set map[string]struct{}, v string) {
 	if c.over {
 		return
 	}
-	if _, ok := set[v]; !ok {
-		set[v] = struct{}{}
+	n := len(set)
+	if set[v] = struct{}{}; len(set) > n {
 		if c.n++; c.n > maxSummaryValues {
 			c.over = true
 		}

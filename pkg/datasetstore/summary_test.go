@@ -9,9 +9,11 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"unicode"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -595,6 +597,36 @@ func FuzzMentionTokens(f *testing.F) {
 		mentionTokens(s, func(tok string) { found = found || tok == id })
 		if !found {
 			t.Fatalf("%q mentions %q but its tokens do not hold it", s, id)
+		}
+	})
+}
+
+// FuzzMentionTokensAreFieldsPieces: mentionTokens gives, in order, the strings the
+// definition names (the pieces of strings.FieldsFunc at white space and the delimiters,
+// each also without a final . : ! or ?), on any input, invalid UTF-8 included.
+func FuzzMentionTokensAreFieldsPieces(f *testing.F) {
+	for _, s := range []string{"ticket from cust-42.", "a\u00a0b\u2003cust-1!? x", "(a@b.c)", "ab", "", "  ", "\xff\xfecust-9;", "é=é=é=é"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var want []string
+		if len(s) < minSubstring {
+			want = append(want, s)
+		}
+		for _, p := range strings.FieldsFunc(s, func(r rune) bool {
+			return unicode.IsSpace(r) || strings.ContainsRune(`"'()[]{}<>,;=`, r)
+		}) {
+			if len(p) >= minSubstring {
+				want = append(want, p)
+			}
+			if n := len(p) - 1; n >= minSubstring && strings.ContainsRune(".:!?", rune(p[n])) {
+				want = append(want, p[:n])
+			}
+		}
+		var got []string
+		mentionTokens(s, func(tok string) { got = append(got, tok) })
+		if !slices.Equal(got, want) {
+			t.Fatalf("tokens of %q: %q, want %q", s, got, want)
 		}
 	})
 }
