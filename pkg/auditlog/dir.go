@@ -85,7 +85,11 @@ type storedReport struct {
 
 type storedHead struct {
 	seq  int64
-	json []byte
+	hash string
+	// record names what the head links: a receipt's request id or an addendum's id.
+	record   string
+	addendum bool
+	json     []byte
 }
 
 // item names one stored item, held by the write in flight on it.
@@ -107,7 +111,7 @@ func OpenDir(dir string) (*DirStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.log, err = wal.Open(dir, logMagic, func(p []byte, _ int64) error { return s.apply(p) }); err != nil {
+	if s.log, err = wal.Open(dir, logMagic, func(p []byte, _ int64) error { return s.apply(p, nil) }); err != nil {
 		return nil, fmt.Errorf("auditlog: open %s: %w", dir, err)
 	}
 	s.base = s.log.Bytes()
@@ -124,7 +128,7 @@ func OpenDirReadOnly(dir string) (*DirStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := wal.Read(dir, logMagic, func(p []byte, _ int64) error { return s.apply(p) }); err != nil {
+	if err := wal.Read(dir, logMagic, func(p []byte, _ int64) error { return s.apply(p, nil) }); err != nil {
 		return nil, fmt.Errorf("auditlog: read %s: %w", dir, err)
 	}
 	s.closed = true // no writes
@@ -215,7 +219,7 @@ func (s *DirStore) PutRequest(ctx context.Context, r Request) error {
 	if r.RequestID == "" {
 		return retry.Permanent(errors.New("auditlog: request needs a request id"))
 	}
-	err := s.write(ctx, item{op: opRequest, a: r.RequestID}, func() ([]byte, error) {
+	err := s.writeValue(ctx, item{op: opRequest, a: r.RequestID}, storedRequest{r: r}.copy(), func() ([]byte, error) {
 		if old, ok := s.requests[r.RequestID]; ok && r.Attempt < old.r.Attempt {
 			return nil, nil
 		}
@@ -257,6 +261,7 @@ func (sr storedRequest) copy() Request {
 	r := sr.r
 	r.ExpectedStores = append([]string(nil), r.ExpectedStores...)
 	r.SessionHashes = append([]string(nil), r.SessionHashes...)
+	r.Exempt = append([]event.Exemption(nil), r.Exempt...)
 	return r
 }
 
@@ -265,7 +270,7 @@ func (s *DirStore) PutReport(ctx context.Context, d event.StoreDone) error {
 	if d.RequestID == "" || d.Store == "" {
 		return retry.Permanent(errors.New("auditlog: report needs a request id and a store"))
 	}
-	err := s.write(ctx, item{op: opReport, a: d.RequestID, b: d.Store}, func() ([]byte, error) {
+	err := s.writeValue(ctx, item{op: opReport, a: d.RequestID, b: d.Store}, d.Clone(), func() ([]byte, error) {
 		if old, ok := s.reports[d.RequestID][d.Store]; ok && d.Attempt < old.d.Attempt {
 			return nil, nil
 		}

@@ -53,21 +53,16 @@ func (s *DirStore) LinkReceipt(ctx context.Context, r event.Receipt) (event.Rece
 		s.mu.Unlock()
 		return s.GetReceipt(ctx, r.RequestID)
 	}
-	var h Head
-	if sh, ok := s.heads[r.TenantID]; ok {
-		if err := decode(sh.json, &h); err != nil {
-			s.mu.Unlock()
-			return event.Receipt{}, wrap("link receipt", err)
-		}
-	}
-	if h.Seq > 0 && !s.holdsHeadRecord(h) {
+	h := s.heads[r.TenantID]
+	if h.seq > 0 && !s.holdsHeadRecord(h) {
 		s.mu.Unlock()
 		return event.Receipt{}, errLinkByCAS
 	}
 	next := r
-	next.Seq, next.PrevHash = h.Seq+1, h.Hash
+	next.Seq, next.PrevHash = h.seq+1, h.hash
 	next.Hash = HashReceipt(next)
-	hr, err := record(opHead, r.TenantID, Head{Seq: next.Seq, Hash: next.Hash, RequestID: next.RequestID, Receipt: next})
+	hv := Head{Seq: next.Seq, Hash: next.Hash, RequestID: next.RequestID, Receipt: next}
+	hr, err := record(opHead, r.TenantID, hv)
 	if err != nil {
 		s.mu.Unlock()
 		return event.Receipt{}, err
@@ -77,9 +72,9 @@ func (s *DirStore) LinkReceipt(ctx context.Context, r event.Receipt) (event.Rece
 		s.mu.Unlock()
 		return event.Receipt{}, err
 	}
-	b, err := s.appendApplied(hr, head)
+	b, err := s.appendApplied(hr, head, hv)
 	if err == nil {
-		b, err = s.appendApplied(rr, rcpt)
+		b, err = s.appendApplied(rr, rcpt, next)
 	}
 	if err != nil { // what was appended stays applied: a head without its receipt is what a crash leaves, and is helped
 		s.mu.Unlock()
@@ -109,14 +104,14 @@ func (s *DirStore) LinkReceipt(ctx context.Context, r event.Receipt) (event.Rece
 	return next, nil
 }
 
-// appendApplied appends rec, applies it to memory at once and marks it pending until its
-// batch is durable; s.mu is held.
-func (s *DirStore) appendApplied(rec []byte, it item) (*wal.Batch, error) {
+// appendApplied appends rec, the record of v, applies it to memory at once and marks it
+// pending until its batch is durable; s.mu is held.
+func (s *DirStore) appendApplied(rec []byte, it item, v any) (*wal.Batch, error) {
 	b, err := s.log.AppendVisible(rec)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.apply(rec); err != nil {
+	if err := s.apply(rec, v); err != nil {
 		return nil, err
 	}
 	s.pending[it] = b
@@ -124,12 +119,12 @@ func (s *DirStore) appendApplied(rec []byte, it item) (*wal.Batch, error) {
 }
 
 // holdsHeadRecord reports whether the record the head h names is stored; s.mu is held.
-func (s *DirStore) holdsHeadRecord(h Head) bool {
-	if h.Addendum != nil {
-		_, ok := s.addenda[h.Addendum.AddendumID]
+func (s *DirStore) holdsHeadRecord(h storedHead) bool {
+	if h.addendum {
+		_, ok := s.addenda[h.record]
 		return ok
 	}
-	_, ok := s.receipts[h.RequestID]
+	_, ok := s.receipts[h.record]
 	return ok
 }
 

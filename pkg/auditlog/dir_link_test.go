@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -183,5 +184,61 @@ func TestFailedLinkFsyncStopsTheStore(t *testing.T) {
 	}
 	if rc, err := Issue(ctx, r, linkReceipt(2)); err != nil || rc.Seq != 2 {
 		t.Fatalf("issue after reopen = %+v, %v", rc, err)
+	}
+}
+
+// What a write keeps in memory is the value the caller wrote, sharing nothing with it, and
+// equal to what reopening the store decodes from the log.
+func TestWrittenValuesMatchTheLog(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := OpenDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	req := Request{RequestID: "r-1", TenantID: "acme", ExpectedStores: []string{"redis", "qdrant"}, SessionHashes: []string{"s1"},
+		Exempt: []event.Exemption{{Store: "qdrant", HoldID: "h-1"}}, RequestedAt: at, Attempt: 1}
+	reports := []event.StoreDone{
+		{RequestID: "r-1", TenantID: "acme", Store: "redis", Kind: "redis", Status: event.StatusDeleted, Attempt: 1,
+			Locations: []event.LocationCount{{Location: "a", Deleted: 2}}, FoundRuns: []string{"run-1"}, StartedAt: at, FinishedAt: at},
+		{RequestID: "r-1", TenantID: "acme", Store: "qdrant#found", Kind: "qdrant", Attempt: 1, Locations: []event.LocationCount{}, StartedAt: at, FinishedAt: at},
+	}
+	if err := s.PutRequest(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range reports {
+		if err := s.PutReport(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	req.ExpectedStores[0], req.Exempt[0].HoldID = "changed", "changed"
+	reports[0].Locations[0].Deleted, reports[0].FoundRuns[0] = 99, "changed"
+	read := func(s *DirStore) (Request, []event.StoreDone) {
+		r, err := s.GetRequest(ctx, "r-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds, err := s.Reports(ctx, "r-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r, ds
+	}
+	liveReq, liveReports := read(s)
+	if liveReq.ExpectedStores[0] != "redis" || liveReq.Exempt[0].HoldID != "h-1" || liveReports[1].Locations[0].Deleted != 2 || liveReports[1].FoundRuns[0] != "run-1" {
+		t.Fatalf("stored values changed with the caller's: %+v %+v", liveReq, liveReports)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := OpenDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	logReq, logReports := read(s2)
+	if !reflect.DeepEqual(liveReq, logReq) || !reflect.DeepEqual(liveReports, logReports) {
+		t.Errorf("written values differ from the log's:\n%+v\n%+v\n%+v\n%+v", liveReq, logReq, liveReports, logReports)
 	}
 }

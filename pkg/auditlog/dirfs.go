@@ -59,8 +59,20 @@ func decode(b []byte, v any) error {
 	return nil
 }
 
+// valueOf sets out to v when v is a T — the value this process encoded the record from,
+// sharing no memory with its caller — and decodes js into it otherwise (a record read from
+// the log).
+func valueOf[T any](js []byte, v any, out *T) error {
+	if t, ok := v.(T); ok {
+		*out = t
+		return nil
+	}
+	return decode(js, out)
+}
+
 // apply applies a record payload to the state; s.mu is held or the store is not shared yet.
-func (s *DirStore) apply(p []byte) error {
+// v is the value the payload encodes when this process wrote it (nil: decode the payload).
+func (s *DirStore) apply(p []byte, v any) error {
 	if len(p) < 2 {
 		return errors.New("short record")
 	}
@@ -87,13 +99,13 @@ func (s *DirStore) apply(p []byte) error {
 		}
 	case opRequest:
 		var r Request
-		if err := decode(js, &r); err != nil {
+		if err := valueOf(js, v, &r); err != nil {
 			return err
 		}
 		s.requests[r.RequestID] = storedRequest{r: r, json: js}
 	case opReport:
 		var d event.StoreDone
-		if err := decode(js, &d); err != nil {
+		if err := valueOf(js, v, &d); err != nil {
 			return err
 		}
 		if s.reports[d.RequestID] == nil {
@@ -102,7 +114,7 @@ func (s *DirStore) apply(p []byte) error {
 		s.reports[d.RequestID][d.Store] = storedReport{d: d, json: js}
 	case opReceipt, opReceiptOverwrite:
 		var r event.Receipt
-		if err := decode(js, &r); err != nil {
+		if err := valueOf(js, v, &r); err != nil {
 			return err
 		}
 		s.receipts[r.RequestID] = js
@@ -117,10 +129,14 @@ func (s *DirStore) apply(p []byte) error {
 		s.index(e)
 	case opHead:
 		var h Head
-		if err := decode(js, &h); err != nil {
+		if err := valueOf(js, v, &h); err != nil {
 			return err
 		}
-		s.heads[tenant] = storedHead{seq: h.Seq, json: js}
+		sh := storedHead{seq: h.Seq, hash: h.Hash, record: h.RequestID, json: js}
+		if h.Addendum != nil {
+			sh.record, sh.addendum = h.Addendum.AddendumID, true
+		}
+		s.heads[tenant] = sh
 	case opPublished:
 		var m publishedMark
 		if err := decode(js, &m); err != nil {
@@ -169,6 +185,12 @@ var (
 // (no other write of it is in flight) and returns the record to append, nil for a no-op,
 // or an error. The record is applied to memory only after its fsync succeeded.
 func (s *DirStore) write(ctx context.Context, it item, decide func() ([]byte, error)) error {
+	return s.writeValue(ctx, it, nil, decide)
+}
+
+// writeValue is write of a record that encodes v (see apply), which must share no memory
+// with its caller.
+func (s *DirStore) writeValue(ctx context.Context, it item, v any, decide func() ([]byte, error)) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -199,7 +221,7 @@ func (s *DirStore) write(ctx context.Context, it item, decide func() ([]byte, er
 	delete(s.busy, it)
 	s.inflight--
 	if err == nil {
-		err = s.apply(rec)
+		err = s.apply(rec, v)
 	}
 	s.cond.Broadcast()
 	if err == nil {
