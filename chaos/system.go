@@ -73,6 +73,17 @@ func Build(ctx context.Context, root string) (string, error) {
 	return dir, nil
 }
 
+// RemoveBuilds removes the directories Build made in this process. Call it once the
+// systems using them are stopped.
+func RemoveBuilds() {
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	for root, dir := range buildDirs {
+		os.RemoveAll(dir)
+		delete(buildDirs, root)
+	}
+}
+
 // Root finds the repository root (the directory holding go.work) from the working
 // directory upwards.
 func Root() (string, error) {

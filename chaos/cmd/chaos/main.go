@@ -19,7 +19,10 @@ import (
 	"github.com/lethe-erasure/lethe/chaos"
 )
 
-func main() {
+func main() { os.Exit(run()) }
+
+func run() int {
+	defer chaos.RemoveBuilds()
 	var cfg chaos.Config
 	var targets string
 	flag.IntVar(&cfg.N, "n", 5000, "erasure requests")
@@ -39,17 +42,23 @@ func main() {
 	cfg.Log = os.Stderr
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	temp := cfg.Dir == ""
 	res, err := chaos.Run(ctx, cfg)
 	if res != nil {
 		fmt.Print(res)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "chaos: %v\n", err)
-		os.Exit(2)
+		return 2
 	}
 	if !res.OK() {
 		fmt.Println("FAIL: a delivery guarantee broke")
-		os.Exit(1)
+		return 1
+	}
+	if temp { // a passing run's logs and broker and store data go; -dir keeps them
+		os.RemoveAll(res.Dir)
+		fmt.Printf("logs and data in %s removed (the run passed; -dir keeps them)\n", res.Dir)
 	}
 	fmt.Println("PASS")
+	return 0
 }

@@ -27,7 +27,10 @@ import (
 	"github.com/lethe-erasure/lethe/chaos"
 )
 
-func main() {
+func main() { os.Exit(run()) }
+
+func run() (code int) {
+	defer chaos.RemoveBuilds()
 	var cfg chaos.ScalingConfig
 	var instances, batchings, instanceCPU, out string
 	var quick bool
@@ -52,7 +55,7 @@ func main() {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n < 1 {
 			fmt.Fprintf(os.Stderr, "scaling: -instances %q: want whole numbers of at least 1\n", instances)
-			os.Exit(2)
+			return 2
 		}
 		cfg.Instances = append(cfg.Instances, n)
 	}
@@ -61,7 +64,7 @@ func main() {
 		v, err := chaos.ParseCPU(instanceCPU)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "scaling: -instance-cpu: %v\n", err)
-			os.Exit(2)
+			return 2
 		}
 		cfg.InstanceCPU = v
 	}
@@ -72,24 +75,38 @@ func main() {
 	cfg.Log = os.Stderr
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if cfg.Dir == "" { // a temporary directory, removed when every phase passed
+		dir, err := os.MkdirTemp("", "lethe-scaling-")
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "scaling: %v\n", err)
+			return 2
+		}
+		cfg.Dir = dir
+		defer func() {
+			if code == 0 {
+				os.RemoveAll(dir)
+			}
+		}()
+	}
 	res, err := chaos.Scaling(ctx, cfg)
 	if res != nil {
 		res.PrintTable(os.Stdout)
 		if out != "" {
 			if werr := res.WriteJSON(out); werr != nil {
 				fmt.Fprintf(os.Stderr, "scaling: %v\n", werr)
-				os.Exit(2)
+				return 2
 			}
 		}
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "scaling: %v\n", err)
-		os.Exit(1)
+		return 1
 	}
 	for _, ph := range res.Phases {
 		if ph.Complete != ph.Erasures {
 			fmt.Printf("FAIL: %d of %d receipts COMPLETE with %d instances\n", ph.Complete, ph.Erasures, ph.Instances)
-			os.Exit(1)
+			return 1
 		}
 	}
+	return 0
 }
