@@ -386,9 +386,10 @@ func (a *Aggregator) shred(ctx context.Context, requestID string) error {
 // names its kind and verified nothing remaining, or reported EXEMPT under a legal hold (the
 // receipt is then PARTIAL); ok is false otherwise, and always while a report is a dry
 // run's count. A store's find, stored under its name and FoundSuffix, is merged into its
-// report (Merge); a report that names a find not merged yet (awaitsFind) is not ready. The rule is the same for every kind: what a status means for a kind is
-// its deleter's to decide (the audit
-// verifier, for one, reports FAILED when it finds personal data). Stores appear in the order of ExpectedStores.
+// report (Merge); a report that names a find not merged yet (awaitsFind) is not ready.
+// The rule is the same for every kind: what a status means for a kind is its deleter's to
+// decide (the audit verifier, for one, reports FAILED when it finds personal data). Stores
+// appear in the order of ExpectedStores.
 func Build(req auditlog.Request, reports []event.StoreDone, now time.Time) (r event.Receipt, ok bool) {
 	byStore := map[string]event.StoreDone{}
 	finds := map[string]event.StoreDone{}

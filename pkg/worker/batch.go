@@ -22,9 +22,10 @@ import (
 // object or collection and works on the groups side by side, so a second batch mostly
 // splits the same work in two, each half rewriting the same objects (at 200 req/s on the
 // embedded stack, 2 gave a p99 latency 1.6 to 1.8 times that of 1, make bench); more let a
-// slow group (a large object of one tenant) hold back fewer of the others. Each request of a batch keeps its own report, counts, verification and retries, and
-// its offset is still marked only after its own reports were acknowledged: batching
-// changes how many store calls there are, not what is reported or when a record is done.
+// slow group (a large object of one tenant) hold back fewer of the others. Each request
+// of a batch keeps its own report, counts, verification and retries, and its offset is
+// still marked only after its own reports were acknowledged: batching changes how many
+// store calls there are, not what is reported or when a record is done.
 type Batching struct {
 	Max     int
 	Wait    time.Duration
