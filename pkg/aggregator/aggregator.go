@@ -285,16 +285,6 @@ func (a *Aggregator) complete(ctx context.Context, requestID string) error {
 	mu := completionLock(requestID)
 	mu.Lock()
 	defer mu.Unlock()
-	marks, _ := a.Store.(auditlog.PublishMarker)
-	if marks != nil {
-		done, err := marks.Published(ctx, requestID)
-		if err != nil {
-			return fmt.Errorf("aggregator: read publication mark: %w", err)
-		}
-		if done {
-			return a.shredUnlessHeld(ctx, requestID) // again: a crash may have come between mark and shred
-		}
-	}
 	req, err := a.Store.GetRequest(ctx, requestID)
 	if errors.Is(err, auditlog.ErrNotFound) {
 		return nil // reports came before the request; its own record completes it
@@ -308,7 +298,17 @@ func (a *Aggregator) complete(ctx context.Context, requestID string) error {
 	}
 	r, ok := Build(req, reports, a.now())
 	if !ok {
-		return nil
+		return nil // not complete yet; a published request still builds (Merge keeps its successes)
+	}
+	marks, _ := a.Store.(auditlog.PublishMarker)
+	if marks != nil {
+		done, err := marks.Published(ctx, requestID)
+		if err != nil {
+			return fmt.Errorf("aggregator: read publication mark: %w", err)
+		}
+		if done {
+			return a.shredUnlessHeld(ctx, requestID) // again: a crash may have come between mark and shred
+		}
 	}
 	r = a.withRetention(req, r)
 	issued, err := auditlog.Issue(ctx, a.Store, r)
