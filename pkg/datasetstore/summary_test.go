@@ -21,6 +21,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/deletion/deletiontest"
 	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/testenv"
 )
 
@@ -180,6 +181,14 @@ func TestSummarySkipsObjectsWithoutTheSubject(t *testing.T) {
 }
 
 // tenObjectsPlain is tenObjects for a bucket without versions.
+// summarisedTen puts tenObjects in a counted, versioned bucket and returns a Store with
+// summaries over it and the inventory store of their prefix.
+func summarisedTen(t *testing.T) (*s3.Client, *requests, []string, inventory.Store, *Store) {
+	c, rq := countedS3(t, true)
+	keys := tenObjects(t, s3World{c})
+	return c, rq, keys, testInventory("s3://" + testBucket + "/{tenant}/"), New(c, "", withSummaries)
+}
+
 func tenObjectsPlain(t *testing.T, c *s3.Client) []string {
 	var keys []string
 	for i := range 10 {
@@ -452,10 +461,7 @@ func TestConcurrentSummaryWriters(t *testing.T) {
 // TestTenantErasureDropsSummaries: erasing a tenant deletes its objects' summaries too.
 func TestTenantErasureDropsSummaries(t *testing.T) {
 	ctx := context.Background()
-	c, _ := countedS3(t, true)
-	tenObjects(t, s3World{c})
-	st := testInventory("s3://" + testBucket + "/{tenant}/")
-	store := New(c, "", withSummaries)
+	c, _, _, st, store := summarisedTen(t)
 	if _, err := store.Erase(ctx, st, deletiontest.NewSubject("acme", "nobody")); err != nil {
 		t.Fatal(err)
 	}
@@ -636,10 +642,7 @@ func FuzzMentionTokensAreFieldsPieces(f *testing.F) {
 // is written to the bucket they check.
 func TestCheckingWritesNothing(t *testing.T) {
 	ctx := context.Background()
-	c, rq := countedS3(t, true)
-	keys := tenObjects(t, s3World{c})
-	st := testInventory("s3://" + testBucket + "/{tenant}/")
-	store := New(c, "", withSummaries)
+	c, rq, keys, st, store := summarisedTen(t)
 	rq.reset()
 	if _, err := store.Verify(ctx, st, victimSubject); err != nil {
 		t.Fatal(err)
@@ -714,10 +717,7 @@ func TestViewsShareWhatTheyLearn(t *testing.T) {
 // the summary of every version the erasure left, and checking writes nothing.
 func TestVerificationReadsNothingTheProcessKnows(t *testing.T) {
 	ctx := context.Background()
-	c, rq := countedS3(t, true)
-	tenObjects(t, s3World{c})
-	st := testInventory("s3://" + testBucket + "/{tenant}/")
-	store := New(c, "", withSummaries)
+	_, rq, _, st, store := summarisedTen(t)
 	if _, err := store.Erase(ctx, st, victimSubject); err != nil {
 		t.Fatal(err)
 	}
