@@ -154,25 +154,12 @@ func (a *Aggregator) Handle(ctx context.Context, rec *kgo.Record) error {
 		if err := a.Store.PutReport(ctx, d); err != nil {
 			return fmt.Errorf("aggregator: record report: %w", err)
 		}
-		if store, ok := strings.CutSuffix(d.Store, FoundSuffix); ok {
-			// The store's report may wait for this find. Read after the write: a report
-			// stored concurrently either sees this find or is seen here.
-			if reported, err := a.reported(ctx, d.RequestID, store); err != nil || !reported {
-				return err // the report is still to come, and completes the request
-			}
-		}
+		// A find completes too: the store's report may be waiting for it (Build), and a
+		// report stored concurrently either sees this find or is seen by complete, which
+		// reads after the write.
 		requestID = d.RequestID
 	}
 	return a.complete(ctx, requestID)
-}
-
-// reported says whether store's report of the request is stored.
-func (a *Aggregator) reported(ctx context.Context, requestID, store string) (bool, error) {
-	rs, err := a.Store.Reports(ctx, requestID)
-	if err != nil {
-		return false, fmt.Errorf("aggregator: load reports: %w", err)
-	}
-	return slices.ContainsFunc(rs, func(d event.StoreDone) bool { return d.Store == store }), nil
 }
 
 // Merge returns the report to keep when next arrives for a store that already reported
