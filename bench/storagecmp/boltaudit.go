@@ -223,21 +223,64 @@ func (s *BoltAudit) PutReport(_ context.Context, d event.StoreDone) error {
 	})
 }
 
+// CreateReport stores d unless a report is stored for its request and store
+// (auditlog.ErrExists).
+func (s *BoltAudit) CreateReport(_ context.Context, d event.StoreDone) error {
+	js, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	return s.update(func(tx *bolt.Tx) error {
+		b, k := tx.Bucket(bReports), key(d.RequestID, d.Store)
+		if b.Get(k) != nil {
+			return auditlog.ErrExists
+		}
+		return b.Put(k, js)
+	})
+}
+
 // Reports returns the request's reports ordered by store name.
 func (s *BoltAudit) Reports(_ context.Context, requestID string) ([]event.StoreDone, error) {
 	var ds []event.StoreDone
 	err := s.db.View(func(tx *bolt.Tx) error {
-		return scan(tx, bReports, key(requestID), func(_, v []byte) error {
-			var d event.StoreDone
-			if err := decode(v, &d); err != nil {
-				return err
-			}
-			ds = append(ds, d)
-			return nil
-		})
+		var err error
+		ds, err = reportsOf(tx, requestID)
+		return err
+	})
+	return ds, err
+}
+
+func reportsOf(tx *bolt.Tx, requestID string) ([]event.StoreDone, error) {
+	var ds []event.StoreDone
+	err := scan(tx, bReports, key(requestID), func(_, v []byte) error {
+		var d event.StoreDone
+		if err := decode(v, &d); err != nil {
+			return err
+		}
+		ds = append(ds, d)
+		return nil
 	})
 	sort.Slice(ds, func(i, j int) bool { return ds[i].Store < ds[j].Store })
 	return ds, err
+}
+
+// RequestState returns the request and its reports in one read transaction (no
+// publication marks: Published is false).
+func (s *BoltAudit) RequestState(_ context.Context, requestID string) (auditlog.RequestState, error) {
+	var st auditlog.RequestState
+	err := s.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bRequests).Get([]byte(requestID))
+		if v == nil {
+			return fmt.Errorf("storagecmp: request state: %w", auditlog.ErrNotFound)
+		}
+		if err := decode(v, &st.Request); err != nil {
+			return err
+		}
+		var err error
+		st.Reports, err = reportsOf(tx, requestID)
+		return err
+	})
+	return st, err
 }
 
 // GetReceipt returns the request's receipt or auditlog.ErrNotFound.

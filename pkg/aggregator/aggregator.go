@@ -142,17 +142,8 @@ func (a *Aggregator) Handle(ctx context.Context, rec *kgo.Record) error {
 			// the two.
 			d.Store += FoundSuffix
 		}
-		prev, err := a.Store.Reports(ctx, d.RequestID)
-		if err != nil {
-			return fmt.Errorf("aggregator: load reports: %w", err)
-		}
-		for _, p := range prev {
-			if p.Store == d.Store {
-				d = Merge(p, d)
-			}
-		}
-		if err := a.Store.PutReport(ctx, d); err != nil {
-			return fmt.Errorf("aggregator: record report: %w", err)
+		if err := a.putReport(ctx, d); err != nil {
+			return err
 		}
 		// A find completes too: the store's report may be waiting for it (Build), and a
 		// report stored concurrently either sees this find or is seen by complete, which
@@ -160,6 +151,32 @@ func (a *Aggregator) Handle(ctx context.Context, rec *kgo.Record) error {
 		requestID = d.RequestID
 	}
 	return a.complete(ctx, requestID)
+}
+
+// putReport stores d, merged (Merge) with the report stored for its request and store if
+// there is one: a report is created with one conditional write, and only one that finds a
+// report stored (a redelivery, a second run) reads it to merge.
+func (a *Aggregator) putReport(ctx context.Context, d event.StoreDone) error {
+	err := a.Store.CreateReport(ctx, d)
+	if !errors.Is(err, auditlog.ErrExists) {
+		if err != nil {
+			return fmt.Errorf("aggregator: record report: %w", err)
+		}
+		return nil
+	}
+	prev, err := a.Store.Reports(ctx, d.RequestID)
+	if err != nil {
+		return fmt.Errorf("aggregator: load reports: %w", err)
+	}
+	for _, p := range prev {
+		if p.Store == d.Store {
+			d = Merge(p, d)
+		}
+	}
+	if err := a.Store.PutReport(ctx, d); err != nil {
+		return fmt.Errorf("aggregator: record report: %w", err)
+	}
+	return nil
 }
 
 // Merge returns the report to keep when next arrives for a store that already reported
@@ -259,10 +276,39 @@ func validRequest(r *event.Requested) error {
 // unpublished and publish it.
 var completing [64]sync.Mutex
 
-func completionLock(requestID string) *sync.Mutex {
+// chaining serializes, within the process, the links into one tenant's chain (receipts,
+// addenda): linkers of one process would only contend for the tenant's head, each lost
+// round costing three reads and a conditional write. Processes still race, which the
+// head's conditional swap settles. Taken after a request's completion lock, never before.
+var chaining [64]sync.Mutex
+
+func completionLock(requestID string) *sync.Mutex { return stripe(&completing, requestID) }
+
+func chainLock(tenant string) *sync.Mutex { return stripe(&chaining, tenant) }
+
+func stripe(locks *[64]sync.Mutex, key string) *sync.Mutex {
 	h := fnv.New32a()
-	h.Write([]byte(requestID))
-	return &completing[h.Sum32()%uint32(len(completing))]
+	h.Write([]byte(key))
+	return &locks[h.Sum32()%uint32(len(locks))]
+}
+
+// issue is auditlog.Issue under the tenant's chain lock, unless the store links receipts
+// itself (auditlog.Linker), where a tenant's receipts share fsyncs when linked together.
+func (a *Aggregator) issue(ctx context.Context, r event.Receipt) (event.Receipt, error) {
+	if _, ok := a.Store.(auditlog.Linker); !ok {
+		mu := chainLock(r.TenantID)
+		mu.Lock()
+		defer mu.Unlock()
+	}
+	return auditlog.Issue(ctx, a.Store, r)
+}
+
+// appendAddendum is auditlog.Append under the tenant's chain lock.
+func (a *Aggregator) appendAddendum(ctx context.Context, ad auditlog.Addendum) (auditlog.Addendum, bool, error) {
+	mu := chainLock(ad.TenantID)
+	mu.Lock()
+	defer mu.Unlock()
+	return auditlog.Append(ctx, a.Store, ad)
 }
 
 // complete issues and publishes the receipt of requestID if every expected store succeeded
@@ -272,33 +318,24 @@ func (a *Aggregator) complete(ctx context.Context, requestID string) error {
 	mu := completionLock(requestID)
 	mu.Lock()
 	defer mu.Unlock()
-	req, err := a.Store.GetRequest(ctx, requestID)
+	st, err := a.Store.RequestState(ctx, requestID)
 	if errors.Is(err, auditlog.ErrNotFound) {
 		return nil // reports came before the request; its own record completes it
 	}
 	if err != nil {
 		return fmt.Errorf("aggregator: load request: %w", err)
 	}
-	reports, err := a.Store.Reports(ctx, requestID)
-	if err != nil {
-		return fmt.Errorf("aggregator: load reports: %w", err)
-	}
-	r, ok := Build(req, reports, a.now())
+	req := st.Request
+	r, ok := Build(req, st.Reports, a.now())
 	if !ok {
 		return nil // not complete yet; a published request still builds (Merge keeps its successes)
 	}
-	marks, _ := a.Store.(auditlog.PublishMarker)
-	if marks != nil {
-		done, err := marks.Published(ctx, requestID)
-		if err != nil {
-			return fmt.Errorf("aggregator: read publication mark: %w", err)
-		}
-		if done {
-			return a.shredUnlessHeld(ctx, requestID) // again: a crash may have come between mark and shred
-		}
+	if st.Published {
+		return a.shredUnlessHeld(ctx, requestID) // again: a crash may have come between mark and shred
 	}
+	marks, _ := a.Store.(auditlog.PublishMarker)
 	r = a.withRetention(req, r)
-	issued, err := auditlog.Issue(ctx, a.Store, r)
+	issued, err := a.issue(ctx, r)
 	if err != nil {
 		return fmt.Errorf("aggregator: issue receipt: %w", err)
 	}

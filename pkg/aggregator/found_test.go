@@ -133,10 +133,19 @@ type gatedStore struct {
 }
 
 func (g gatedStore) PutReport(ctx context.Context, d event.StoreDone) error {
+	g.wait(d)
+	return g.DirStore.PutReport(ctx, d)
+}
+
+func (g gatedStore) CreateReport(ctx context.Context, d event.StoreDone) error {
+	g.wait(d)
+	return g.DirStore.CreateReport(ctx, d)
+}
+
+func (g gatedStore) wait(d event.StoreDone) {
 	if strings.HasSuffix(d.Store, aggregator.FoundSuffix) {
 		<-g.gate
 	}
-	return g.DirStore.PutReport(ctx, d)
 }
 
 // A find and the report that names it, handled at once (they come from two topics): the

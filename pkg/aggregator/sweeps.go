@@ -10,7 +10,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/event"
@@ -88,17 +87,10 @@ func (a *Aggregator) schedule(ctx context.Context, sc auditlog.Scheduler, rc eve
 			tasks = append(tasks, t)
 		}
 	}
-	// the tasks are independent items: written at once, they share the store's fsyncs
-	g, gctx := errgroup.WithContext(ctx)
-	for _, t := range tasks {
-		g.Go(func() error {
-			if err := sc.Schedule(gctx, t); err != nil {
-				return fmt.Errorf("aggregator: schedule %s: %w", t.Kind, err)
-			}
-			return nil
-		})
+	if err := sc.Schedule(ctx, tasks...); err != nil {
+		return fmt.Errorf("aggregator: schedule the receipt's tasks: %w", err)
 	}
-	return g.Wait()
+	return nil
 }
 
 // Run runs Tick every interval (a minute when zero) until ctx ends. A failed tick is
@@ -265,7 +257,7 @@ func (a *Aggregator) physical(ctx context.Context, sc auditlog.Scheduler, t audi
 
 // addendum appends ad to its tenant's chain and counts it when this call linked it.
 func (a *Aggregator) addendum(ctx context.Context, ad auditlog.Addendum) error {
-	got, linked, err := auditlog.Append(ctx, a.Store, ad)
+	got, linked, err := a.appendAddendum(ctx, ad)
 	if err != nil {
 		return fmt.Errorf("aggregator: append addendum: %w", err)
 	}
@@ -318,7 +310,7 @@ func (a *Aggregator) passReport(ctx context.Context, d event.StoreDone) error {
 			return err
 		}
 	}
-	got, linked, err := auditlog.Append(ctx, a.Store, ad)
+	got, linked, err := a.appendAddendum(ctx, ad)
 	if err != nil {
 		return fmt.Errorf("aggregator: append addendum: %w", err)
 	}

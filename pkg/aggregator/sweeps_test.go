@@ -24,7 +24,7 @@ import (
 // countingStore counts the audit store's reads.
 type countingStore struct {
 	*auditlog.DirStore
-	getRequest, getReceipt, reports, listRequests, receipts, dueCalls, dueTasks, addendaOf atomic.Int64
+	getRequest, getReceipt, reports, requestState, listRequests, receipts, dueCalls, dueTasks, addendaOf atomic.Int64
 }
 
 func (s *countingStore) GetRequest(ctx context.Context, id string) (auditlog.Request, error) {
@@ -40,6 +40,11 @@ func (s *countingStore) GetReceipt(ctx context.Context, id string) (event.Receip
 func (s *countingStore) Reports(ctx context.Context, id string) ([]event.StoreDone, error) {
 	s.reports.Add(1)
 	return s.DirStore.Reports(ctx, id)
+}
+
+func (s *countingStore) RequestState(ctx context.Context, id string) (auditlog.RequestState, error) {
+	s.requestState.Add(1)
+	return s.DirStore.RequestState(ctx, id)
 }
 
 func (s *countingStore) ListRequests(ctx context.Context, tenant string) ([]auditlog.Request, error) {
@@ -66,11 +71,11 @@ func (s *countingStore) AddendaOf(ctx context.Context, id string) ([]auditlog.Ad
 
 // reads is every read of requests, reports and receipts, one per call.
 func (s *countingStore) reads() int64 {
-	return s.getRequest.Load() + s.getReceipt.Load() + s.reports.Load() + s.listRequests.Load() + s.receipts.Load() + s.addendaOf.Load()
+	return s.getRequest.Load() + s.getReceipt.Load() + s.reports.Load() + s.requestState.Load() + s.listRequests.Load() + s.receipts.Load() + s.addendaOf.Load()
 }
 
 func (s *countingStore) reset() {
-	for _, c := range []*atomic.Int64{&s.getRequest, &s.getReceipt, &s.reports, &s.listRequests, &s.receipts, &s.dueCalls, &s.dueTasks, &s.addendaOf} {
+	for _, c := range []*atomic.Int64{&s.getRequest, &s.getReceipt, &s.reports, &s.requestState, &s.listRequests, &s.receipts, &s.dueCalls, &s.dueTasks, &s.addendaOf} {
 		c.Store(0)
 	}
 }

@@ -129,8 +129,17 @@ type Store interface {
 	// when d.Attempt >= the stored attempt (a conditional write). An older attempt is
 	// silently ignored.
 	PutReport(ctx context.Context, d event.StoreDone) error
+	// CreateReport stores d only when no report is stored for (d.RequestID, d.Store), else
+	// it fails with ErrExists and leaves the stored report unchanged: one conditional
+	// write for a writer that merges with what is stored, which then reads only when
+	// something is.
+	CreateReport(ctx context.Context, d event.StoreDone) error
 	// Reports returns the reports of a request ordered by store name.
 	Reports(ctx context.Context, requestID string) ([]event.StoreDone, error)
+	// RequestState returns the request with its reports and publication mark, read at
+	// once (one query of the request's items in DynamoDB), or ErrNotFound when the
+	// request is not stored (its reports may be).
+	RequestState(ctx context.Context, requestID string) (RequestState, error)
 	// GetReceipt returns the receipt of a request or ErrNotFound.
 	GetReceipt(ctx context.Context, requestID string) (event.Receipt, error)
 	// PutReceipt creates the receipt of r.RequestID; ErrExists when one exists (the stored
@@ -143,6 +152,16 @@ type Store interface {
 	// SwapHead replaces the tenant's head with h if the stored head's Seq is oldSeq (0: no
 	// head yet), else it fails with ErrConflict.
 	SwapHead(ctx context.Context, tenant string, oldSeq int64, h Head) error
+}
+
+// RequestState is what the audit table holds of one request: what the aggregator reads
+// after each record it stores to decide whether the receipt can be issued.
+type RequestState struct {
+	Request Request
+	Reports []event.StoreDone // ordered by store name
+	// Published is whether the receipt is marked published (PublishMarker); false in a
+	// store without marks.
+	Published bool
 }
 
 // SortEvents orders events by At, then EventID.

@@ -279,17 +279,48 @@ func (s *DirStore) PutReport(ctx context.Context, d event.StoreDone) error {
 	return wrap("put report", err)
 }
 
+// CreateReport stores d unless a report is stored for its request and store (ErrExists).
+func (s *DirStore) CreateReport(ctx context.Context, d event.StoreDone) error {
+	if d.RequestID == "" || d.Store == "" {
+		return retry.Permanent(errors.New("auditlog: report needs a request id and a store"))
+	}
+	err := s.writeValue(ctx, item{op: opReport, a: d.RequestID, b: d.Store}, d.Clone(), func() ([]byte, error) {
+		if _, ok := s.reports[d.RequestID][d.Store]; ok {
+			return nil, ErrExists
+		}
+		return record(opReport, "", d)
+	})
+	return wrap("create report", err)
+}
+
 // Reports returns the request's reports ordered by store name.
 func (s *DirStore) Reports(ctx context.Context, requestID string) ([]event.StoreDone, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	return s.reportsOf(requestID), nil
+}
+
+// reportsOf returns copies of the request's reports ordered by store name; s.mu is held.
+func (s *DirStore) reportsOf(requestID string) []event.StoreDone {
 	m := s.reports[requestID]
 	ds := make([]event.StoreDone, 0, len(m))
 	for _, sr := range m {
 		ds = append(ds, sr.d.Clone())
 	}
 	sort.Slice(ds, func(i, j int) bool { return ds[i].Store < ds[j].Store })
-	return ds, nil
+	return ds
+}
+
+// RequestState returns the request, its reports and its publication mark as of one moment.
+func (s *DirStore) RequestState(ctx context.Context, requestID string) (RequestState, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	sr, ok := s.requests[requestID]
+	if !ok {
+		return RequestState{}, fmt.Errorf("auditlog: request state: %w", ErrNotFound)
+	}
+	_, published := s.published[requestID]
+	return RequestState{Request: sr.copy(), Reports: s.reportsOf(requestID), Published: published}, ctx.Err()
 }
 
 // GetReceipt returns the request's receipt or ErrNotFound.

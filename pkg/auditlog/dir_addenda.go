@@ -7,6 +7,8 @@ import (
 	"sort"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
@@ -119,16 +121,24 @@ func (s *DirStore) indexAddendum(a Addendum, js []byte) {
 	s.addendaOfReq[a.RequestID][a.AddendumID] = true
 }
 
-// Schedule stores t, replacing the task of its id.
-func (s *DirStore) Schedule(ctx context.Context, t Task) error {
-	if t.ID == "" || t.RequestID == "" || t.Due.IsZero() {
-		return retry.Permanent(errors.New("auditlog: task needs an id, a request id and a due time"))
+// Schedule stores the tasks, each replacing the task of its id; written at once, they
+// share the log's fsyncs.
+func (s *DirStore) Schedule(ctx context.Context, tasks ...Task) error {
+	for _, t := range tasks {
+		if t.ID == "" || t.RequestID == "" || t.Due.IsZero() {
+			return retry.Permanent(errors.New("auditlog: task needs an id, a request id and a due time"))
+		}
 	}
-	t.Due = t.Due.UTC()
-	err := s.write(ctx, item{op: opTask, a: t.ID}, func() ([]byte, error) {
-		return record(opTask, "", t)
-	})
-	return wrap("schedule", err)
+	g, gctx := errgroup.WithContext(ctx)
+	for _, t := range tasks {
+		t.Due = t.Due.UTC()
+		g.Go(func() error {
+			return s.write(gctx, item{op: opTask, a: t.ID}, func() ([]byte, error) {
+				return record(opTask, "", t)
+			})
+		})
+	}
+	return wrap("schedule", g.Wait())
 }
 
 // Due returns up to limit tasks due at or before now, earliest first. It reads only those

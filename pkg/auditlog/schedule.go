@@ -33,8 +33,11 @@ type Task struct {
 // schedule of tasks, indexed by due time, so that a tick costs in proportion to the tasks
 // due, not to every request ever made. DirStore and the DynamoDB store implement it.
 type Scheduler interface {
-	// Schedule stores t, replacing a task with its id.
-	Schedule(ctx context.Context, t Task) error
+	// Schedule stores the tasks, each replacing a task with its id. The tasks of one call
+	// (a receipt's) are written together, in fewer calls than one by one where the
+	// backend allows; a failed call may have stored some of them, and repeating it is
+	// harmless.
+	Schedule(ctx context.Context, tasks ...Task) error
 	// Due returns up to limit tasks due at or before now, earliest first. Tasks due
 	// earlier that were never removed (a missed tick, a crash) are returned too.
 	Due(ctx context.Context, now time.Time, limit int) ([]Task, error)

@@ -107,12 +107,20 @@ func testSchedule(t *testing.T, s auditlog.Store) {
 	if due, err := sc.Due(ctx, T0, 10); err != nil || len(due) != 0 {
 		t.Fatalf("Due on an empty schedule = %v, %v", due, err)
 	}
+	var tasks []auditlog.Task // latest first: one call must reach back to the earliest's hour
 	for i := range 6 {
-		must(t, sc.Schedule(ctx, auditlog.Task{
+		tasks = append(tasks, auditlog.Task{
 			ID: fmt.Sprintf("t%d", i), Kind: auditlog.TaskSweep, RequestID: fmt.Sprintf("req-%d", i), TenantID: "acme",
 			Due: T0.Add(time.Duration(5-i) * 90 * time.Minute), N: 1,
-		}))
+		})
 	}
+	if err := sc.Schedule(ctx, tasks[0], auditlog.Task{ID: "bad", Kind: auditlog.TaskSweep}); err == nil {
+		t.Fatal("Schedule with a task without request or due succeeded")
+	}
+	if due, _ := sc.Due(ctx, T0.Add(24*time.Hour), 0); len(due) != 0 {
+		t.Fatalf("a call refused for one bad task stored %d tasks", len(due))
+	}
+	must(t, sc.Schedule(ctx, tasks...))
 	ids := func(ts []auditlog.Task) string {
 		var out []string
 		for _, t := range ts {

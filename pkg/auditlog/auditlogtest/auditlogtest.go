@@ -68,6 +68,8 @@ func Run(t *testing.T, newStore func(t *testing.T) auditlog.Store) {
 		{"Requests", testRequests},
 		{"ListRequests", testListRequests},
 		{"ReportsKeepTheLatestAttempt", testReports},
+		{"CreateReportCreatesOnce", testCreateReport},
+		{"RequestState", testRequestState},
 		{"ReceiptsAreCreatedOnce", testReceipts},
 		{"SwapHead", testSwapHead},
 		{"IssueConcurrent", testIssueConcurrent},
@@ -249,6 +251,78 @@ func testReports(t *testing.T, s auditlog.Store) {
 	must(t, s.PutReport(ctx, done("req-1", "redis", 3, event.StatusNothingFound))) // same attempt replaces
 	if got, _ := s.Reports(ctx, "req-1"); len(got) != 2 || got[1].Status != event.StatusNothingFound {
 		t.Errorf("a report of the same attempt did not replace: %s", js(got))
+	}
+}
+
+// testCreateReport checks that CreateReport creates a report only where none is stored,
+// whatever the attempts, and leaves a stored one as it was.
+func testCreateReport(t *testing.T, s auditlog.Store) {
+	ctx := context.Background()
+	rep := func(store string, attempt int, st event.Status) event.StoreDone {
+		return event.StoreDone{RequestID: "req-1", TenantID: "acme", Store: store, Kind: "redis", Status: st, Attempt: attempt,
+			Verification: event.Verification{Method: "read back"}, FinishedAt: T0}
+	}
+	must(t, s.CreateReport(ctx, rep("redis", 1, event.StatusDeleted)))
+	for _, d := range []event.StoreDone{rep("redis", 1, event.StatusNothingFound), rep("redis", 2, event.StatusFailed)} {
+		if err := s.CreateReport(ctx, d); !errors.Is(err, auditlog.ErrExists) {
+			t.Errorf("CreateReport over a stored report (attempt %d) = %v, want ErrExists", d.Attempt, err)
+		}
+	}
+	must(t, s.CreateReport(ctx, rep("redis#found", 1, "")))
+	got, err := s.Reports(ctx, "req-1")
+	must(t, err)
+	if len(got) != 2 || got[0].Store != "redis" || got[0].Status != event.StatusDeleted || got[0].Attempt != 1 || got[1].Store != "redis#found" {
+		t.Errorf("Reports after CreateReport = %s, want the first redis report and its find", js(got))
+	}
+	must(t, s.PutReport(ctx, rep("redis", 2, event.StatusFailed))) // PutReport still replaces
+	if got, _ := s.Reports(ctx, "req-1"); len(got) != 2 || got[0].Attempt != 2 {
+		t.Errorf("PutReport after CreateReport did not replace: %s", js(got))
+	}
+	if err := s.CreateReport(ctx, rep("", 1, event.StatusDeleted)); err == nil || errors.Is(err, auditlog.ErrExists) {
+		t.Errorf("CreateReport without a store = %v, want a permanent error", err)
+	}
+}
+
+// testRequestState checks that RequestState returns the request with exactly its own
+// reports and publication mark, and ErrNotFound without the request, reports or not.
+func testRequestState(t *testing.T, s auditlog.Store) {
+	ctx := context.Background()
+	req := auditlog.Request{RequestID: "req-1", TenantID: "acme", SubjectHash: Hash("a"), KeyID: "k1",
+		RequestedAt: T0, DueAt: T0.Add(time.Hour), ExpectedStores: []string{"qdrant", "redis"}, Attempt: 2}
+	done := func(id, store string) event.StoreDone {
+		return event.StoreDone{RequestID: id, TenantID: "acme", Store: store, Kind: store, Status: event.StatusDeleted, Attempt: 2,
+			Locations: []event.LocationCount{{Location: store, Deleted: 1}}, Verification: event.Verification{Method: "read back"}}
+	}
+	must(t, s.PutReport(ctx, done("req-1", "redis")))
+	if _, err := s.RequestState(ctx, "req-1"); !errors.Is(err, auditlog.ErrNotFound) {
+		t.Fatalf("RequestState with reports but no request = %v, want ErrNotFound", err)
+	}
+	must(t, s.PutRequest(ctx, req))
+	must(t, s.PutReport(ctx, done("req-1", "qdrant")))
+	must(t, s.PutReport(ctx, done("req-10", "qdrant")))
+	must(t, s.PutRequest(ctx, auditlog.Request{RequestID: "req-10", TenantID: "acme", ExpectedStores: []string{"qdrant"}}))
+	must(t, s.PutReceipt(ctx, Receipt("acme", "req-1")))
+	st, err := s.RequestState(ctx, "req-1")
+	must(t, err)
+	if !sameJSON(st.Request, req) {
+		t.Errorf("RequestState request = %s, want %s", js(st.Request), js(req))
+	}
+	if len(st.Reports) != 2 || st.Reports[0].Store != "qdrant" || st.Reports[1].Store != "redis" || st.Reports[0].RequestID != "req-1" {
+		t.Errorf("RequestState reports = %s, want qdrant and redis of req-1 in store order", js(st.Reports))
+	}
+	if st.Published {
+		t.Error("RequestState published before any mark")
+	}
+	pm, ok := s.(auditlog.PublishMarker)
+	if !ok {
+		return
+	}
+	must(t, pm.MarkPublished(ctx, "req-1", "rcpt"))
+	if st, err := s.RequestState(ctx, "req-1"); err != nil || !st.Published || len(st.Reports) != 2 {
+		t.Errorf("RequestState after the mark = %+v, %v; want published with 2 reports", st, err)
+	}
+	if st, err := s.RequestState(ctx, "req-10"); err != nil || st.Published || len(st.Reports) != 1 {
+		t.Errorf("RequestState of another request = %+v, %v; want unpublished with its 1 report", st, err)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/retry"
@@ -132,13 +133,45 @@ type taskDue struct {
 	Due time.Time `json:"due"`
 }
 
-// Schedule stores t in the hour bucket of its due time, removes the entry of an earlier
-// due time of the same id, and lowers the schedule's cursor to t's bucket if it is later.
-func (s *Store) Schedule(ctx context.Context, t auditlog.Task) error {
-	if t.ID == "" || t.RequestID == "" || t.Due.IsZero() {
-		return retry.Permanent(errors.New("auditlog/dynamo: task needs an id, a request id and a due time"))
+// Schedule stores each task in the hour bucket of its due time and removes the entry of
+// an earlier due time of the same id, the tasks side by side, then lowers the schedule's
+// cursor to the earliest of their buckets if it is later: one cursor write per call, not
+// per task.
+func (s *Store) Schedule(ctx context.Context, tasks ...auditlog.Task) error {
+	if len(tasks) == 0 {
+		return nil
 	}
-	t.Due = t.Due.UTC().Truncate(time.Millisecond)
+	first := ""
+	for i, t := range tasks {
+		if t.ID == "" || t.RequestID == "" || t.Due.IsZero() {
+			return retry.Permanent(errors.New("auditlog/dynamo: task needs an id, a request id and a due time"))
+		}
+		tasks[i].Due = t.Due.UTC().Truncate(time.Millisecond)
+		if b := bucketOf(tasks[i].Due); first == "" || b < first {
+			first = b
+		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	for _, t := range tasks {
+		g.Go(func() error { return s.scheduleOne(gctx, t) })
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	c := key("SCHED", "CURSOR")
+	c["cursor_hour"] = str(first)
+	err := s.put(ctx, "schedule cursor", c, "attribute_not_exists(pk) OR cursor_hour > :b",
+		map[string]types.AttributeValue{":b": str(first)})
+	if isConditionFailed(err) {
+		return nil // the cursor is at that bucket or before it already
+	}
+	return err
+}
+
+// scheduleOne writes t's bucket entry and removes the entry of the due t's due record
+// holds if it differs, then writes the due record: it is written last, so a crash in
+// between leaves it naming the old due, and the call's retry removes that entry.
+func (s *Store) scheduleOne(ctx context.Context, t auditlog.Task) error {
 	var old taskDue
 	err := s.get(ctx, "schedule", "TASK#"+esc(t.ID), "TASK", &old)
 	if err != nil && !errors.Is(err, auditlog.ErrNotFound) {
@@ -151,7 +184,7 @@ func (s *Store) Schedule(ctx context.Context, t auditlog.Task) error {
 	if err := s.put(ctx, "schedule", item, "", nil); err != nil {
 		return err
 	}
-	if err == nil && !old.Due.IsZero() && !old.Due.Equal(t.Due) {
+	if !old.Due.IsZero() && !old.Due.Equal(t.Due) {
 		if err := s.del(ctx, "schedule", duePK(bucketOf(old.Due)), dueSK(auditlog.Task{ID: t.ID, Due: old.Due})); err != nil {
 			return err
 		}
@@ -160,17 +193,7 @@ func (s *Store) Schedule(ctx context.Context, t auditlog.Task) error {
 	if err != nil {
 		return err
 	}
-	if err := s.put(ctx, "schedule", cur, "", nil); err != nil {
-		return err
-	}
-	c := key("SCHED", "CURSOR")
-	c["cursor_hour"] = str(bucketOf(t.Due))
-	err = s.put(ctx, "schedule cursor", c, "attribute_not_exists(pk) OR cursor_hour > :b",
-		map[string]types.AttributeValue{":b": str(bucketOf(t.Due))})
-	if isConditionFailed(err) {
-		return nil // the cursor is at t's bucket or before it already
-	}
-	return err
+	return s.put(ctx, "schedule", cur, "", nil)
 }
 
 // Due returns up to limit tasks due at or before now, earliest first: it queries the hour

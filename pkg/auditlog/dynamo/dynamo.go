@@ -37,6 +37,7 @@ import (
 	"net/url"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/lethe-erasure/lethe/pkg/dynamoerr"
@@ -182,12 +183,29 @@ func (s *Store) PutReport(ctx context.Context, d event.StoreDone) error {
 	if d.RequestID == "" || d.Store == "" {
 		return retry.Permanent(errors.New("auditlog/dynamo: report needs a request id and a store"))
 	}
-	return s.putAttempt(ctx, "put report", reqPK(d.RequestID), "REPORT#"+esc(d.Store), d, d.Attempt)
+	return s.putAttempt(ctx, "put report", reqPK(d.RequestID), reportSK(d.Store), d, d.Attempt)
+}
+
+// CreateReport stores d unless a report is stored for its request and store
+// (auditlog.ErrExists): one conditional write.
+func (s *Store) CreateReport(ctx context.Context, d event.StoreDone) error {
+	if d.RequestID == "" || d.Store == "" {
+		return retry.Permanent(errors.New("auditlog/dynamo: report needs a request id and a store"))
+	}
+	item, err := attemptRecord(reqPK(d.RequestID), reportSK(d.Store), d, d.Attempt)
+	if err != nil {
+		return err
+	}
+	err = s.put(ctx, "create report", item, "attribute_not_exists(pk)", nil)
+	if isConditionFailed(err) {
+		return auditlog.ErrExists
+	}
+	return err
 }
 
 // Reports returns the request's reports ordered by store name.
 func (s *Store) Reports(ctx context.Context, requestID string) ([]event.StoreDone, error) {
-	items, err := s.query(ctx, "reports", reqPK(requestID), "REPORT#")
+	items, err := s.query(ctx, "reports", reqPK(requestID), reportPrefix)
 	if err != nil {
 		return nil, err
 	}
@@ -199,8 +217,49 @@ func (s *Store) Reports(ctx context.Context, requestID string) ([]event.StoreDon
 		}
 		ds = append(ds, d)
 	}
-	sort.Slice(ds, func(i, j int) bool { return ds[i].Store < ds[j].Store })
+	sortReports(ds)
 	return ds, nil
+}
+
+// RequestState reads the request's partition in one strongly consistent query: the
+// request, its reports and its publication mark share it (its receipt and addenda too,
+// which are skipped undecoded).
+func (s *Store) RequestState(ctx context.Context, requestID string) (auditlog.RequestState, error) {
+	items, err := s.query(ctx, "request state", reqPK(requestID), "")
+	if err != nil {
+		return auditlog.RequestState{}, err
+	}
+	var st auditlog.RequestState
+	found := false
+	for _, it := range items {
+		sk, _ := it["sk"].(*types.AttributeValueMemberS)
+		switch {
+		case sk == nil:
+			return auditlog.RequestState{}, retry.Permanent(errors.New("auditlog/dynamo: item without a sort key"))
+		case sk.Value == "REQUEST":
+			if err := decode(it, &st.Request); err != nil {
+				return auditlog.RequestState{}, err
+			}
+			found = true
+		case strings.HasPrefix(sk.Value, reportPrefix):
+			var d event.StoreDone
+			if err := decode(it, &d); err != nil {
+				return auditlog.RequestState{}, err
+			}
+			st.Reports = append(st.Reports, d)
+		case sk.Value == publishedSK:
+			st.Published = true
+		}
+	}
+	if !found {
+		return auditlog.RequestState{}, auditlog.ErrNotFound
+	}
+	sortReports(st.Reports)
+	return st, nil
+}
+
+func sortReports(ds []event.StoreDone) {
+	sort.Slice(ds, func(i, j int) bool { return ds[i].Store < ds[j].Store })
 }
 
 // GetReceipt returns the request's receipt or auditlog.ErrNotFound.
@@ -241,11 +300,10 @@ func (s *Store) SwapHead(ctx context.Context, tenant string, oldSeq int64, h aud
 
 // putAttempt writes v unless the stored item has a greater attempt.
 func (s *Store) putAttempt(ctx context.Context, op, pk, sk string, v any, attempt int) error {
-	item, err := record(pk, sk, v)
+	item, err := attemptRecord(pk, sk, v, attempt)
 	if err != nil {
 		return err
 	}
-	item["attempt"] = num(int64(attempt))
 	err = s.put(ctx, op, item, "attribute_not_exists(pk) OR attempt <= :a",
 		map[string]types.AttributeValue{":a": num(int64(attempt))})
 	if isConditionFailed(err) {
@@ -310,6 +368,11 @@ func (s *Store) query(ctx context.Context, op, pk, prefix string) ([]map[string]
 	}
 }
 
+// reportPrefix starts the sort key of every report of a request.
+const reportPrefix = "REPORT#"
+
+func reportSK(store string) string { return reportPrefix + esc(store) }
+
 func eventPK(tenant, subjectHash string) string { return "EVT#" + esc(tenant) + "#" + esc(subjectHash) }
 func reqPK(requestID string) string             { return "REQ#" + esc(requestID) }
 func tenPK(tenant string) string                { return "TEN#" + esc(tenant) }
@@ -332,6 +395,16 @@ func record(pk, sk string, v any) (map[string]types.AttributeValue, error) {
 	}
 	item := key(pk, sk)
 	item["data"] = str(string(b))
+	return item, nil
+}
+
+// attemptRecord is record with v's attempt beside it, for conditions on the attempt.
+func attemptRecord(pk, sk string, v any, attempt int) (map[string]types.AttributeValue, error) {
+	item, err := record(pk, sk, v)
+	if err != nil {
+		return nil, err
+	}
+	item["attempt"] = num(int64(attempt))
 	return item, nil
 }
 

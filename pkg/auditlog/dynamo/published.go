@@ -10,6 +10,9 @@ import (
 
 var _ auditlog.PublishMarker = (*Store)(nil)
 
+// publishedSK is the sort key of a request's publication mark.
+const publishedSK = "PUBLISHED"
+
 // publishedMark is the item (REQ#<request id>, PUBLISHED) beside the receipt.
 type publishedMark struct {
 	RequestID string `json:"request_id"`
@@ -22,7 +25,7 @@ func (s *Store) MarkPublished(ctx context.Context, requestID, receiptID string) 
 	if requestID == "" {
 		return retry.Permanent(errors.New("auditlog/dynamo: publication mark needs a request id"))
 	}
-	item, err := record(reqPK(requestID), "PUBLISHED", publishedMark{RequestID: requestID, ReceiptID: receiptID})
+	item, err := record(reqPK(requestID), publishedSK, publishedMark{RequestID: requestID, ReceiptID: receiptID})
 	if err != nil {
 		return err
 	}
@@ -36,7 +39,7 @@ func (s *Store) MarkPublished(ctx context.Context, requestID, receiptID string) 
 // Published reports whether requestID's receipt was marked published (a consistent read).
 func (s *Store) Published(ctx context.Context, requestID string) (bool, error) {
 	var m publishedMark
-	err := s.get(ctx, "published", reqPK(requestID), "PUBLISHED", &m)
+	err := s.get(ctx, "published", reqPK(requestID), publishedSK, &m)
 	if errors.Is(err, auditlog.ErrNotFound) {
 		return false, nil
 	}
