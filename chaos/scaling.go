@@ -54,11 +54,15 @@ type ScalingConfig struct {
 	// bound by its own CPU, as in a deployment where each runs in a pod with a CPU limit,
 	// and instances add CPU. It fails on a machine without a cgroup cpu controller.
 	InstanceCPU float64
-	PerTenant   int           // erased subjects per tenant; default 8
-	Warmup      int           // erasures before each phase, not measured; default 12
-	Deadline    time.Duration // how long a phase may take; default 5m
-	Dir         string        // logs and broker data; default a new temporary directory
-	Log         io.Writer     // progress; default none
+	// Partitions of every topic; default 12, so that 1, 2, 3, 4 and 6 instances each get
+	// an equal share (with 6, four instances get 2, 2, 1 and 1: the busiest has a third
+	// of the work, and four can never do more than three times what one does).
+	Partitions int32
+	PerTenant  int           // erased subjects per tenant; default 8
+	Warmup     int           // erasures before each phase, not measured; default 12
+	Deadline   time.Duration // how long a phase may take; default 5m
+	Dir        string        // logs and broker data; default a new temporary directory
+	Log        io.Writer     // progress; default none
 }
 
 func (c *ScalingConfig) defaults() {
@@ -73,6 +77,9 @@ func (c *ScalingConfig) defaults() {
 	}
 	if len(c.Batchings) == 0 {
 		c.Batchings = []string{""}
+	}
+	if c.Partitions <= 0 {
+		c.Partitions = 12
 	}
 	if c.PerTenant <= 0 {
 		c.PerTenant = 8
@@ -124,6 +131,7 @@ func (p Phase) Bottleneck() string {
 type ScalingResult struct {
 	Latency     map[string]time.Duration
 	InstanceCPU float64 // each deleter instance's CPU limit in cores; 0: none
+	Partitions  int32
 	Phases      []Phase
 }
 
@@ -142,7 +150,7 @@ func Scaling(ctx context.Context, cfg ScalingConfig) (*ScalingResult, error) {
 	logf := timestamped(cfg.Log)
 	// No re-verification sweeps: a sweep a minute after each receipt would land in a later
 	// phase and be measured as part of its work.
-	sys, err := start(ctx, root, cfg.Dir, []string{"LETHE_SWEEPS=off"})
+	sys, err := start(ctx, root, cfg.Dir, cfg.Partitions, []string{"LETHE_SWEEPS=off"})
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +173,7 @@ func Scaling(ctx context.Context, cfg ScalingConfig) (*ScalingResult, error) {
 		}
 		p.SetLatency(d)
 	}
-	res := &ScalingResult{Latency: cfg.Latency, InstanceCPU: cfg.InstanceCPU}
+	res := &ScalingResult{Latency: cfg.Latency, InstanceCPU: cfg.InstanceCPU, Partitions: cfg.Partitions}
 	if cfg.InstanceCPU > 0 {
 		l, err := newCPULimiter(cfg.InstanceCPU)
 		if err != nil {
@@ -501,6 +509,9 @@ func (r *ScalingResult) latencyNote() string {
 	}
 	if r.InstanceCPU > 0 {
 		note += "; each deleter instance limited to " + FormatCPU(r.InstanceCPU) + " CPU"
+	}
+	if r.Partitions > 0 {
+		note += fmt.Sprintf("; %d partitions per topic", r.Partitions)
 	}
 	return note
 }

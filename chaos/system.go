@@ -131,11 +131,11 @@ type System struct {
 // Start starts the components and one instance of each service. dir holds the logs and
 // the broker's data.
 func Start(ctx context.Context, root, dir string) (*System, error) {
-	return start(ctx, root, dir, nil)
+	return start(ctx, root, dir, 6, nil)
 }
 
 // start is Start with env (KEY=value) added to every service's environment.
-func start(ctx context.Context, root, dir string, env []string) (_ *System, err error) {
+func start(ctx context.Context, root, dir string, partitions int32, env []string) (_ *System, err error) {
 	bin, err := Build(ctx, root)
 	if err != nil {
 		return nil, err
@@ -187,7 +187,7 @@ func start(ctx context.Context, root, dir string, env []string) (_ *System, err 
 			return nil, err
 		}
 	}
-	s.Broker = broker.Config{Brokers: []string{"127.0.0.1:" + p("kafka")}, ClientID: "lethe-chaos", Partitions: 6}
+	s.Broker = broker.Config{Brokers: []string{"127.0.0.1:" + p("kafka")}, ClientID: "lethe-chaos", Partitions: partitions}
 	if err := s.clients(ctx, ports); err != nil {
 		return nil, err
 	}
@@ -204,7 +204,7 @@ func start(ctx context.Context, root, dir string, env []string) (_ *System, err 
 		return nil, err
 	}
 	s.env = []string{
-		"LETHE_KAFKA_BROKERS=" + s.Broker.Brokers[0], "LETHE_KAFKA_PARTITIONS=6",
+		"LETHE_KAFKA_BROKERS=" + s.Broker.Brokers[0], "LETHE_KAFKA_PARTITIONS=" + strconv.Itoa(int(partitions)),
 		"LETHE_HMAC_KEY=" + hmacKey, "LETHE_HMAC_KEY_ID=k1", "LETHE_KEK=" + base64.StdEncoding.EncodeToString(kek), "LETHE_KEK_ID=kek1",
 		"LETHE_KEYS_TABLE=" + keysTable, "LETHE_AUDIT_TABLE=" + auditTable, "LETHE_AUDIT_CREATE_TABLE=false",
 		"LETHE_DYNAMODB_ENDPOINT=http://" + s.Proxies["dynamodb"].Addr(), "LETHE_QDRANT_ADDR=" + s.Proxies["qdrant"].Addr(),

@@ -44,6 +44,14 @@ func run() (code int) {
 		flag.DurationVar(lat[st], st+"-latency", d, "one-way latency injected in front of "+st)
 	}
 	flag.StringVar(&instanceCPU, "instance-cpu", "", "limit each deleter instance to this share of a core (50m, 0.05), as a pod's CPU limit does; needs a cgroup cpu controller")
+	flag.Func("partitions", "partitions of every topic (default 12)", func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || n < 1 {
+			return fmt.Errorf("want a whole number of at least 1")
+		}
+		cfg.Partitions = int32(n)
+		return nil
+	})
 	flag.StringVar(&cfg.Dir, "dir", "", "directory for logs and broker data (default: a new temporary directory)")
 	flag.StringVar(&out, "out", "", "write the figures as JSON to this file")
 	flag.BoolVar(&quick, "quick", false, "a smoke run: 24 erasures per phase, 1 and 2 instances, default batching only")
