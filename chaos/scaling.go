@@ -19,6 +19,7 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/datasetstore"
+	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/qdrantstore"
 	"github.com/lethe-erasure/lethe/pkg/redisstore"
 )
@@ -161,6 +162,9 @@ func Scaling(ctx context.Context, cfg ScalingConfig) (*ScalingResult, error) {
 		return nil, err
 	}
 	logf("system up, %d subjects seeded (logs in %s)", len(pop.Subjects), cfg.Dir)
+	if err := sys.checkPartitions(ctx, cfg.Partitions); err != nil {
+		return nil, err
+	}
 	w, err := Watch(sys.Broker)
 	if err != nil {
 		return nil, err
@@ -266,6 +270,24 @@ func sortedDeleters() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// checkPartitions fails unless the topic the deleters consume has n partitions: the
+// share of each instance, and so what scaling can show, depends on it.
+func (s *System) checkPartitions(ctx context.Context, n int32) error {
+	cl, err := kgo.NewClient(s.Broker.Options()...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	td, err := kadm.NewClient(cl).ListTopics(ctx, event.TopicRequested)
+	if err != nil {
+		return err
+	}
+	if got := len(td[event.TopicRequested].Partitions); got != int(n) {
+		return fmt.Errorf("chaos: %s has %d partitions, want %d", event.TopicRequested, got, n)
+	}
+	return nil
 }
 
 // waitGroups waits until every deleter's consumer group is stable with n members.

@@ -168,7 +168,7 @@ func start(ctx context.Context, root, dir string, partitions int32, env []string
 		return nil, fmt.Errorf("chaos: redis-server not on PATH: %w", err)
 	}
 	p := func(n string) string { return strconv.Itoa(ports[n]) }
-	s.Kafka = &Proc{Name: "kafka", Path: filepath.Join(bin, "kafka"), Args: []string{"-port", p("kafka"), "-dir", filepath.Join(dir, "kafka-data")}, Port: ports["kafka"], Dir: dir}
+	s.Kafka = &Proc{Name: "kafka", Path: filepath.Join(bin, "kafka"), Args: []string{"-port", p("kafka"), "-dir", filepath.Join(dir, "kafka-data"), "-partitions", strconv.Itoa(int(partitions))}, Port: ports["kafka"], Dir: dir}
 	s.Stores["redis"] = &Proc{Name: "redis", Path: redisBin, Args: []string{"--port", p("redis"), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir, "--protected-mode", "no"}, Port: ports["redis"], Dir: dir}
 	s.Stores["qdrant"] = &Proc{Name: "qdrant", Path: filepath.Join(bin, "qdrant"), Args: []string{"-port", p("qdrant")}, Port: ports["qdrant"], Dir: dir}
 	s.Stores["s3"] = &Proc{Name: "s3", Path: filepath.Join(bin, "s3"), Args: []string{"-port", p("s3"), "-buckets", bucket}, Port: ports["s3"], Dir: dir}
