@@ -78,8 +78,8 @@ type Written struct {
 var (
 	// ErrNotFound reports a missing object or version.
 	ErrNotFound = errors.New("object not found")
-	// ErrConflict reports that an object changed between read and conditional write. It is
-	// transient: a retry reads the new content.
+	// ErrConflict reports that an object changed between read and conditional write. The
+	// buckets return it marked retry.Contended: a retry at once reads the new content.
 	ErrConflict = errors.New("object changed during rewrite")
 	// errNoVersions reports a bucket whose server cannot list versions (no versioning).
 	errNoVersions = errors.New("bucket does not list versions")

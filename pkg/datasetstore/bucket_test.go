@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
 // TestBucketPut checks the seam's rewrite contract on both backends: a conditional Put
@@ -49,8 +51,8 @@ func TestBucketPut(t *testing.T) {
 			stale := read()
 			w.put(t, key, []byte("v2 written meanwhile"))
 			err := b.Put(ctx, key, stale, func(w io.Writer) error { _, err := io.WriteString(w, "lost"); return err })
-			if !errors.Is(err, ErrConflict) || current() != "v2 written meanwhile" {
-				t.Errorf("stale Put: %v, content %q; want ErrConflict and v2", err, current())
+			if !errors.Is(err, ErrConflict) || !retry.IsContended(err) || current() != "v2 written meanwhile" {
+				t.Errorf("stale Put: %v, content %q; want ErrConflict marked contended, and v2", err, current())
 			}
 
 			boom := errors.New("boom")

@@ -12,6 +12,8 @@ import (
 	"os"
 	"path"
 	"strings"
+
+	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
 // dirBucket is a directory tree: keys are slash-separated paths below root. Every access
@@ -135,7 +137,7 @@ func (d *dirBucket) Put(ctx context.Context, key string, prev *Object, write fun
 	if prev != nil && prev.Token != "" {
 		fi, err := r.Stat(key)
 		if err != nil || token(fi) != prev.Token {
-			return fmt.Errorf("%w: %s", ErrConflict, key)
+			return retry.Contended(fmt.Errorf("%w: %s", ErrConflict, key))
 		}
 	}
 	if err := f.Close(); err != nil {

@@ -196,7 +196,7 @@ var permanentCodes = map[string]bool{
 }
 
 // wrap classifies an S3 error: a missing object or version wraps ErrNotFound, a failed
-// If-Match wraps ErrConflict (transient), a configuration error is permanent.
+// If-Match wraps ErrConflict (retry.Contended), a configuration error is permanent.
 func (b *s3Bucket) wrap(op string, err error) error {
 	err = fmt.Errorf("s3 bucket %s: %s: %w", b.name, op, err)
 	var nsk *types.NoSuchKey
@@ -209,7 +209,7 @@ func (b *s3Bucket) wrap(op string, err error) error {
 		case code == "NoSuchKey" || code == "NoSuchVersion" || code == "NotFound":
 			return fmt.Errorf("%w: %w", ErrNotFound, err)
 		case code == "PreconditionFailed" || code == "ConditionalRequestConflict":
-			return fmt.Errorf("%w: %w", ErrConflict, err)
+			return retry.Contended(fmt.Errorf("%w: %w", ErrConflict, err))
 		case permanentCodes[code]:
 			return retry.Permanent(err)
 		}

@@ -38,6 +38,34 @@ func IsPermanent(err error) bool {
 	return errors.As(err, &p) && p.Permanent()
 }
 
+type contended struct{ err error }
+
+func (c contended) Error() string { return c.err.Error() }
+func (c contended) Unwrap() error { return c.err }
+
+// Contended marks err as a lost race with a concurrent writer (a conditional write whose
+// precondition another writer's change broke): repeating at once reads the winner's
+// result and succeeds unless it loses again, so the runtime retries it after a short
+// pause rather than the backoff of a failing backend (ContendedBackoff). The result wraps
+// err. Contended(nil) is nil.
+func Contended(err error) error {
+	if err == nil {
+		return nil
+	}
+	return contended{err}
+}
+
+// IsContended reports whether err, or an error it wraps, was marked with Contended.
+func IsContended(err error) bool {
+	var c contended
+	return errors.As(err, &c)
+}
+
+// ContendedBackoff is the wait before retrying a Contended error: a few milliseconds,
+// growing with each race lost in a row, jittered so that the writers that lost one race
+// do not meet again in the next.
+var ContendedBackoff = Backoff{Base: 2 * time.Millisecond, Max: 50 * time.Millisecond}
+
 // Backoff is a capped exponential backoff with equal jitter: the wait before retry n is
 // drawn uniformly from [d/2, d], where d is Base doubled n-1 times and capped at Max. The
 // jitter spreads the retries of many partitions or replicas hitting one recovering backend;

@@ -42,6 +42,16 @@ func TestPermanentClassification(t *testing.T) {
 	}
 }
 
+func TestContendedClassification(t *testing.T) {
+	err := fmt.Errorf("bucket b: %w", retry.Contended(io.ErrUnexpectedEOF))
+	if !retry.IsContended(err) || retry.IsPermanent(err) || !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("wrapped contended error %v: contended %v, permanent %v", err, retry.IsContended(err), retry.IsPermanent(err))
+	}
+	if retry.IsContended(io.EOF) || retry.IsContended(nil) || retry.Contended(nil) != nil {
+		t.Error("an unmarked or nil error is contended")
+	}
+}
+
 func TestBackoffIsCappedAndJittered(t *testing.T) {
 	b := retry.Backoff{Base: 10 * time.Millisecond, Max: 100 * time.Millisecond}
 	for n, want := range map[int]time.Duration{0: 10 * time.Millisecond, 1: 10 * time.Millisecond, 2: 20 * time.Millisecond, 4: 80 * time.Millisecond, 5: 100 * time.Millisecond, 50: 100 * time.Millisecond} {

@@ -193,6 +193,10 @@ func (w *Worker) targets(req *event.Requested) []inventory.Store {
 	return out
 }
 
+// maxRaces bounds the Contended failures (lost races with a concurrent writer) one
+// erasure retries at once before they count as failed tries.
+const maxRaces = 16
+
 // erase erases and verifies one store, retrying transient errors, and returns its report.
 func (w *Worker) erase(ctx context.Context, req *event.Requested, st inventory.Store, subj deletion.Subject) (done event.StoreDone) {
 	impl := w.Stores[st.Kind]
@@ -224,6 +228,7 @@ func (w *Worker) erase(ctx context.Context, req *event.Requested, st inventory.S
 	recorded := finder == nil || event.AfterReceipt(req.Purpose)
 	var found []event.LocationCount // what this run found and recorded before erasing
 	run := ""                       // the id of this run's find, once recorded
+	races := 0                      // Contended failures retried so far
 	for try := 1; try <= attempts; try++ {
 		err = nil
 		if !recorded {
@@ -237,10 +242,19 @@ func (w *Worker) erase(ctx context.Context, req *event.Requested, st inventory.S
 			deleted = addCounts(deleted, res.Locations)
 			ver, err = w.verifyOne(ctx, impl, st, subj)
 		}
-		if err == nil || retry.IsPermanent(err) || ctx.Err() != nil || try == attempts {
+		if err == nil || retry.IsPermanent(err) || ctx.Err() != nil {
 			break
 		}
 		d := w.backoff().Delay(try)
+		if retry.IsContended(err) && races < maxRaces {
+			// lost a race with another writer (another instance rewriting the same object):
+			// again at once, without spending one of the store's tries
+			races++
+			try--
+			d = retry.ContendedBackoff.Delay(races)
+		} else if try == attempts {
+			break
+		}
 		m.StoreRetries.WithLabelValues(st.Name, st.Kind).Inc()
 		log.Warn("store erase failed, retrying", zap.Int("attempt", try), zap.Duration("backoff", d), zap.Error(err))
 		select {

@@ -39,6 +39,7 @@ type behaviour struct {
 	stuck         int64 // items Erase cannot delete: Verify finds them remaining
 	noPII         bool  // the store holds pseudonyms only
 	eraseFails    int   // the next Erase calls that fail transiently (before deleting)
+	races         int   // the next Erase calls that lose a race with another writer (retry.Contended)
 	deleteThenErr int   // the next Erase calls that delete and then fail transiently (a lost reply)
 	verifyFails   int   // the next Verify calls that fail transiently
 	permanent     bool  // Erase fails permanently
@@ -81,6 +82,9 @@ func (f *fakeStore) Erase(ctx context.Context, st inventory.Store, s deletion.Su
 	case b.eraseFails > 0:
 		b.eraseFails--
 		return deletion.Result{}, errors.New("fake: connection refused")
+	case b.races > 0:
+		b.races--
+		return deletion.Result{}, retry.Contended(errors.New("fake: object changed during rewrite"))
 	}
 	if b.noPII {
 		return deletion.Result{NoPIIByDesign: true}, nil
@@ -335,6 +339,9 @@ func TestHandleRetriesAndFailures(t *testing.T) {
 		{"reply lost after the delete", behaviour{items: 2, deleteThenErr: 1}, event.StatusNothingFound, 0, 0, 2, ""},
 		{"transient errors beyond the budget", behaviour{items: 2, eraseFails: 5}, event.StatusFailed, 0, -1, 3, "fake: connection refused"},
 		{"permanent error", behaviour{items: 2, permanent: true}, event.StatusFailed, 0, -1, 1, "fake: malformed row"},
+		// Lost races are retried at once and spend none of the 3 tries, up to a bound.
+		{"lost races then success", behaviour{items: 2, races: 6}, event.StatusDeleted, 2, 0, 7, ""},
+		{"lost races beyond their bound", behaviour{items: 2, races: 100}, event.StatusFailed, 0, -1, 16 + 3, "fake: object changed during rewrite"},
 		{"items remaining after erase", behaviour{items: 2, stuck: 4}, event.StatusFailed, 2, 4, 1, "verification found 4 items remaining"},
 		// What the read-back could not read is unknown, never zero.
 		{"items unexamined", behaviour{items: 2, unexamined: 2}, event.StatusFailed, 2, 0, 1,
