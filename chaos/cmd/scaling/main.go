@@ -9,7 +9,7 @@
 // machine's cores otherwise do not.
 //
 //	go run ./cmd/scaling -out ../.bench/scaling.json
-//	go run ./cmd/scaling -batch-max '' -instance-cpu 50m -out ../.bench/scaling-cpu-limited.json
+//	go run ./cmd/scaling -batch-max ',1' -instance-cpu 50m -out ../.bench/scaling-cpu-limited.json
 //	go run ./cmd/scaling -quick
 package main
 
