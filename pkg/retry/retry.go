@@ -5,7 +5,9 @@
 // and the services classify their errors once, where they know the backend, with Permanent;
 // the runtime (consumer, worker) alone decides from IsPermanent whether to retry or to
 // dead-letter. Any error type may also say it is permanent itself by implementing
-// interface{ Permanent() bool }, as franz-go's kerr errors carry their class.
+// interface{ Permanent() bool }, as franz-go's kerr errors carry their class. A transient
+// error marked Contended is a lost race with a concurrent writer, which the worker retries
+// at once instead of backing off.
 package retry
 
 import (
