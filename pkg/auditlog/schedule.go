@@ -33,10 +33,10 @@ type Task struct {
 // schedule of tasks, indexed by due time, so that a tick costs in proportion to the tasks
 // due, not to every request ever made. DirStore and the DynamoDB store implement it.
 type Scheduler interface {
-	// Schedule stores the tasks, each replacing a task with its id. The tasks of one call
-	// (a receipt's) are written together, in fewer calls than one by one where the
-	// backend allows; a failed call may have stored some of them, and repeating it is
-	// harmless.
+	// Schedule stores the tasks, each replacing a task with its id (an id given twice in
+	// one call keeps one of its tasks). The tasks of one call (a receipt's) are written
+	// together, in fewer calls than one by one where the backend allows; a failed call
+	// may have stored some of them, and repeating it is harmless.
 	Schedule(ctx context.Context, tasks ...Task) error
 	// Due returns up to limit tasks due at or before now, earliest first. Tasks due
 	// earlier that were never removed (a missed tick, a crash) are returned too.

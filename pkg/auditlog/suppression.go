@@ -69,6 +69,16 @@ func Suppress(ctx context.Context, st SuppressionStore, s event.Suppression, req
 		return event.Suppression{}, false, retry.Permanent(errors.New("auditlog: suppression needs a tenant id, a pseudonym and a request id"))
 	}
 	s.State, s.LiftedAt, s.LiftEventID, s.LiftedBy = event.Suppressed, nil, "", ""
+	// Most pseudonyms have no entry yet: one conditional create, and a read only when
+	// there is one.
+	first := s
+	first.Version = 1
+	switch err := st.SwapSuppression(ctx, 0, first); {
+	case err == nil:
+		return first, true, nil
+	case !errors.Is(err, ErrConflict):
+		return event.Suppression{}, false, fmt.Errorf("auditlog: suppress: %w", err)
+	}
 	for range maxSwapRounds {
 		cur, err := st.GetSuppression(ctx, s.TenantID, s.Pseudonym)
 		switch {

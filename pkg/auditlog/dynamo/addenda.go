@@ -9,7 +9,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/retry"
@@ -134,33 +133,78 @@ type taskDue struct {
 }
 
 // Schedule stores each task in the hour bucket of its due time and removes the entry of
-// an earlier due time of the same id, the tasks side by side, then lowers the schedule's
-// cursor to the earliest of their buckets if it is later: one cursor write per call, not
-// per task.
+// an earlier due time of the same id, then lowers the schedule's cursor to the earliest of
+// their buckets if it is later. The tasks of one call go together, in batches: it reads
+// their due records, writes their bucket entries, removes the entries of changed dues,
+// then writes the due records, each step finished before the next, so a crash in between
+// leaves a due record naming the old due and the call's retry removes that entry; then
+// the cursor. A task id given twice keeps the last of its tasks.
 func (s *Store) Schedule(ctx context.Context, tasks ...auditlog.Task) error {
-	if len(tasks) == 0 {
-		return nil
-	}
+	byID := map[string]auditlog.Task{}
+	var ids []string
 	first := ""
-	for i, t := range tasks {
+	for _, t := range tasks {
 		if t.ID == "" || t.RequestID == "" || t.Due.IsZero() {
 			return retry.Permanent(errors.New("auditlog/dynamo: task needs an id, a request id and a due time"))
 		}
-		tasks[i].Due = t.Due.UTC().Truncate(time.Millisecond)
-		if b := bucketOf(tasks[i].Due); first == "" || b < first {
+		t.Due = t.Due.UTC().Truncate(time.Millisecond)
+		if _, ok := byID[t.ID]; !ok {
+			ids = append(ids, t.ID)
+		}
+		byID[t.ID] = t
+		if b := bucketOf(t.Due); first == "" || b < first {
 			first = b
 		}
 	}
-	g, gctx := errgroup.WithContext(ctx)
-	for _, t := range tasks {
-		g.Go(func() error { return s.scheduleOne(gctx, t) })
+	if len(ids) == 0 {
+		return nil
 	}
-	if err := g.Wait(); err != nil {
+	keys := make([]map[string]types.AttributeValue, len(ids))
+	for i, id := range ids {
+		keys[i] = key(taskPK(id), "TASK")
+	}
+	got, err := s.batchGet(ctx, "schedule", keys)
+	if err != nil {
 		return err
+	}
+	old := map[string]time.Time{} // by due record pk
+	for _, it := range got {
+		pk, _ := it["pk"].(*types.AttributeValueMemberS)
+		var d taskDue
+		if pk == nil {
+			return retry.Permanent(errors.New("auditlog/dynamo: task due record without a key"))
+		}
+		if err := decode(it, &d); err != nil {
+			return err
+		}
+		old[pk.Value] = d.Due
+	}
+	var entries, stale, dues []types.WriteRequest
+	for _, id := range ids {
+		t := byID[id]
+		item, err := record(duePK(bucketOf(t.Due)), dueSK(t), t)
+		if err != nil {
+			return err
+		}
+		entries = append(entries, types.WriteRequest{PutRequest: &types.PutRequest{Item: item}})
+		if o, ok := old[taskPK(id)]; ok && !o.IsZero() && !o.Equal(t.Due) {
+			stale = append(stale, types.WriteRequest{DeleteRequest: &types.DeleteRequest{
+				Key: key(duePK(bucketOf(o)), dueSK(auditlog.Task{ID: id, Due: o}))}})
+		}
+		cur, err := record(taskPK(id), "TASK", taskDue{Due: t.Due})
+		if err != nil {
+			return err
+		}
+		dues = append(dues, types.WriteRequest{PutRequest: &types.PutRequest{Item: cur}})
+	}
+	for _, step := range [][]types.WriteRequest{entries, stale, dues} {
+		if err := s.batchWrite(ctx, "schedule", step); err != nil {
+			return err
+		}
 	}
 	c := key("SCHED", "CURSOR")
 	c["cursor_hour"] = str(first)
-	err := s.put(ctx, "schedule cursor", c, "attribute_not_exists(pk) OR cursor_hour > :b",
+	err = s.put(ctx, "schedule cursor", c, "attribute_not_exists(pk) OR cursor_hour > :b",
 		map[string]types.AttributeValue{":b": str(first)})
 	if isConditionFailed(err) {
 		return nil // the cursor is at that bucket or before it already
@@ -168,33 +212,7 @@ func (s *Store) Schedule(ctx context.Context, tasks ...auditlog.Task) error {
 	return err
 }
 
-// scheduleOne writes t's bucket entry and removes the entry of the due t's due record
-// holds if it differs, then writes the due record: it is written last, so a crash in
-// between leaves it naming the old due, and the call's retry removes that entry.
-func (s *Store) scheduleOne(ctx context.Context, t auditlog.Task) error {
-	var old taskDue
-	err := s.get(ctx, "schedule", "TASK#"+esc(t.ID), "TASK", &old)
-	if err != nil && !errors.Is(err, auditlog.ErrNotFound) {
-		return err
-	}
-	item, err := record(duePK(bucketOf(t.Due)), dueSK(t), t)
-	if err != nil {
-		return err
-	}
-	if err := s.put(ctx, "schedule", item, "", nil); err != nil {
-		return err
-	}
-	if !old.Due.IsZero() && !old.Due.Equal(t.Due) {
-		if err := s.del(ctx, "schedule", duePK(bucketOf(old.Due)), dueSK(auditlog.Task{ID: t.ID, Due: old.Due})); err != nil {
-			return err
-		}
-	}
-	cur, err := record("TASK#"+esc(t.ID), "TASK", taskDue{Due: t.Due})
-	if err != nil {
-		return err
-	}
-	return s.put(ctx, "schedule", cur, "", nil)
-}
+func taskPK(id string) string { return "TASK#" + esc(id) }
 
 // Due returns up to limit tasks due at or before now, earliest first: it queries the hour
 // buckets from the cursor to now's, reading only due tasks (and one query per empty hour
@@ -254,7 +272,7 @@ func (s *Store) Unschedule(ctx context.Context, t auditlog.Task) error {
 	if err := s.del(ctx, "unschedule", duePK(bucketOf(t.Due)), dueSK(auditlog.Task{ID: t.ID, Due: t.Due.UTC().Truncate(time.Millisecond)})); err != nil {
 		return err
 	}
-	return s.del(ctx, "unschedule", "TASK#"+esc(t.ID), "TASK")
+	return s.del(ctx, "unschedule", taskPK(t.ID), "TASK")
 }
 
 // queryUpTo returns up to limit (0: every) items of pk with sk <= max, in sk order.

@@ -14,8 +14,12 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
-// batchGetMax is BatchGetItem's limit of keys per call.
-const batchGetMax = 100
+// batchGetMax is BatchGetItem's limit of keys per call, batchWriteMax BatchWriteItem's of
+// writes.
+const (
+	batchGetMax   = 100
+	batchWriteMax = 25
+)
 
 // allRequestsPK is the partition of the index entries of every tenant's requests. It
 // cannot collide with a tenant's partition, which always has a '#' after REQIDX.
@@ -117,4 +121,31 @@ func (s *Store) batchGet(ctx context.Context, op string, keys []map[string]types
 		}
 	}
 	return items, nil
+}
+
+// batchWrite applies writes (puts and deletes without conditions, no key twice)
+// batchWriteMax at a time, retrying unprocessed ones with backoff, and returns once every
+// one was applied.
+func (s *Store) batchWrite(ctx context.Context, op string, writes []types.WriteRequest) error {
+	for start := 0; start < len(writes); start += batchWriteMax {
+		req := map[string][]types.WriteRequest{s.table: writes[start:min(start+batchWriteMax, len(writes))]}
+		for rounds := 0; len(req) > 0; rounds++ {
+			if rounds == 20 {
+				return fmt.Errorf("auditlog/dynamo: %s: unprocessed writes after 20 rounds", op)
+			}
+			if rounds > 0 { // throttled: back off before retrying what was left
+				select {
+				case <-ctx.Done():
+					return fmt.Errorf("auditlog/dynamo: %s: %w", op, ctx.Err())
+				case <-time.After(min(time.Duration(1<<rounds)*10*time.Millisecond, time.Second)):
+				}
+			}
+			out, err := s.c.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: req})
+			if err != nil {
+				return classify(op, err)
+			}
+			req = out.UnprocessedItems
+		}
+	}
+	return nil
 }
