@@ -323,7 +323,7 @@ func (a *Aggregator) complete(ctx context.Context, requestID string) error {
 		return nil // reports came before the request; its own record completes it
 	}
 	if err != nil {
-		return fmt.Errorf("aggregator: load request: %w", err)
+		return fmt.Errorf("aggregator: load request state: %w", err)
 	}
 	req := st.Request
 	r, ok := Build(req, st.Reports, a.now())

@@ -245,18 +245,20 @@ func (w *Worker) erase(ctx context.Context, req *event.Requested, st inventory.S
 		if err == nil || retry.IsPermanent(err) || ctx.Err() != nil {
 			break
 		}
-		d := w.backoff().Delay(try)
+		failed, d := try, time.Duration(0)
 		if retry.IsContended(err) && races < maxRaces {
 			// lost a race with another writer (another instance rewriting the same object):
-			// again at once, without spending one of the store's tries
+			// again after a few milliseconds, spending none of the store's tries
 			races++
 			try--
 			d = retry.ContendedBackoff.Delay(races)
 		} else if try == attempts {
 			break
+		} else {
+			d = w.backoff().Delay(try)
 		}
 		m.StoreRetries.WithLabelValues(st.Name, st.Kind).Inc()
-		log.Warn("store erase failed, retrying", zap.Int("attempt", try), zap.Duration("backoff", d), zap.Error(err))
+		log.Warn("store erase failed, retrying", zap.Int("attempt", failed), zap.Int("races", races), zap.Duration("backoff", d), zap.Error(err))
 		select {
 		case <-time.After(d):
 		case <-ctx.Done():
