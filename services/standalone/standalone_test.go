@@ -175,7 +175,13 @@ func TestDemoEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	counts := map[string]int{}
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline) && (counts[event.TopicCompleted] < 2 || counts[event.TopicSuppressions] == 0); {
+	// every topic's records are polled until the expected ones all arrived: one fetch may
+	// bring one topic's and not yet another's
+	arrived := func() bool {
+		return counts[event.TopicStoreDone] >= 10 && counts[event.TopicCompleted] >= 2 && counts[event.TopicRequested] >= 2 &&
+			counts[event.TopicSuppressions] >= 1+len(target.sessions)
+	}
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline) && !arrived(); {
 		pctx, pcancel := context.WithTimeout(ctx, 200*time.Millisecond)
 		cl.PollFetches(pctx).EachRecord(func(rec *kgo.Record) {
 			counts[rec.Topic]++
