@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/lethe-erasure/lethe/pkg/event"
 )
 
@@ -175,7 +177,8 @@ func eraseRows(ctx context.Context, l location, m *matcher) (c counts, err error
 // wr: what was written). In a bucket that keeps versions it deletes each older version that
 // holds reports as still holding data, calling deleted for it, and keeps delete markers, the
 // current version, those skip rules out and those it cannot read (Verify reports them).
-// Then it stores key's summary for the versions that remain.
+// The version superseded is held without asking holds (the rewrite removed what it held)
+// and deleted while key's summary is stored for the versions that remain.
 func dropHeldVersions(ctx context.Context, ls listing, key, superseded string, wr Written, sv *view,
 	skip func(Version) bool, holds func(Version) (bool, error), deleted func(Version)) error {
 	if ls.vb == nil {
@@ -207,9 +210,14 @@ func dropHeldVersions(ctx context.Context, ls listing, key, superseded string, w
 		}
 	}
 	var live []Version
+	var prior *Version // the version our rewrite superseded: it held what the rewrite removed
 	for _, v := range candidates {
 		if v.Latest || v.DeleteMarker || skip(v) {
 			live = append(live, v)
+			continue
+		}
+		if v.ID == superseded {
+			prior = &v
 			continue
 		}
 		held, err := holds(v)
@@ -229,7 +237,20 @@ func dropHeldVersions(ctx context.Context, ls listing, key, superseded string, w
 		}
 		deleted(v)
 	}
-	return sv.flush(ctx, key, live)
+	if prior == nil {
+		return sv.flush(ctx, key, live)
+	}
+	// The summary of what remains is stored while the superseded version is deleted.
+	var g errgroup.Group
+	g.Go(func() error { return sv.flush(ctx, key, live) })
+	err := ls.vb.DeleteVersion(ctx, key, prior.ID)
+	if ferr := g.Wait(); err == nil {
+		err = ferr
+	}
+	if err == nil {
+		deleted(*prior)
+	}
+	return err
 }
 
 // objectName names key as its location and the rest of its key, for error messages.
@@ -290,7 +311,7 @@ func rewriteObject(ctx context.Context, b Bucket, key string, obj *Object, sv *v
 	var writeDone func(error, Written)
 	read := false
 	wr, err := put(ctx, b, key, obj, func(w io.Writer) error {
-		w, writeDone = sv.writer(key, w)
+		w, writeDone = sv.writer(key, obj, w)
 		changed, err := fn(body, w)
 		read = true
 		readDone(err)

@@ -31,8 +31,10 @@ import (
 // request's pseudonyms. Anything else is read in full: a missing, unreadable, stale or
 // foreign summary, a summary of another format version, an object too large or too
 // malformed to summarise (it is read every time). Reading a version without a valid
-// summary builds one from the same bytes; a rewrite builds the summary of the version it
-// writes from the bytes it uploads. Version content never changes under a version id and
+// summary builds one from the same bytes (a read while this process rewrites the object
+// from another version waits for the rewrite's summary instead); a rewrite builds the
+// summary of the version it writes from the bytes it uploads, computing keyed hashes only
+// for values the process has not summarised lately (prefixMemo). Version content never changes under a version id and
 // ETag, so a summary is either valid for exactly those bytes or ignored. Only erasures
 // store summaries; Verify, Count and Find keep what they build in the process cache, so
 // checking a store never writes to it. Two deleters writing the summary of one object at
@@ -72,18 +74,61 @@ type Option func(*Store)
 // not hold the subject. Directory locations are always read in full.
 func WithSummaries(key subject.Key) Option {
 	return func(s *Store) {
-		s.sum = &summaries{key: key, cache: map[string][]entry{}, written: map[string]Written{}}
+		s.sum = &summaries{key: key, cache: map[string][]entry{}, written: map[string]Written{}, rewrites: map[string]*rewriteInProgress{}, memo: newPrefixMemo()}
 	}
 }
 
 // summaries is the Store's summary state: the key and an in-process cache of entries.
 // Entries are valid for immutable content, so the cache never needs invalidating.
 type summaries struct {
-	key     subject.Key
-	mu      sync.Mutex
-	cache   map[string][]entry // bucket name, NUL, summary name -> entries
-	size    int
-	written map[string]Written // idem -> the summary version this process wrote last
+	key      subject.Key
+	mu       sync.Mutex
+	cache    map[string][]entry // bucket name, NUL, summary name -> entries
+	size     int
+	written  map[string]Written            // idem -> the summary version this process wrote last
+	rewrites map[string]*rewriteInProgress // idem -> the rewrite of its object this process is making
+	memo     *prefixMemo
+}
+
+// rewriteInProgress is a rewrite of an object in progress: from is the ETag of the version
+// it read, done is closed once the summary of the version it writes is cached (or cannot
+// be).
+type rewriteInProgress struct {
+	from string
+	done chan struct{}
+}
+
+// rewriting records that this process is rewriting the object of summary id from the
+// version with ETag from, until the returned function is called.
+func (s *summaries) rewriting(id, from string) (end func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.rewrites[id] != nil {
+		return func() {}
+	}
+	r := &rewriteInProgress{from: normETag(from), done: make(chan struct{})}
+	s.rewrites[id] = r
+	return func() {
+		s.mu.Lock()
+		delete(s.rewrites, id)
+		s.mu.Unlock()
+		close(r.done)
+	}
+}
+
+// awaitRewrite waits for the rewrite of the object of summary id this process is making,
+// if any, unless it read the version with ETag etag: a version read while its object is
+// being rewritten from another one is most likely the version being written, whose
+// summary the rewrite is about to cache. It reports whether it waited.
+func (s *summaries) awaitRewrite(id, etag string) bool {
+	s.mu.Lock()
+	r := s.rewrites[id]
+	s.mu.Unlock()
+	if r == nil || r.from == normETag(etag) {
+		return false
+	}
+	<-r.done
+	return true
 }
 
 // entry is the summary of one version of an object.
@@ -237,11 +282,8 @@ func (s *summaries) build(key string, r io.Reader, tenant string, m *matcher) (e
 	if c.over {
 		return entry{}, errTooLarge
 	}
-	set := func(vals map[string]struct{}, prefix func(tenant, v string) uint64) []byte {
-		out := make([]uint64, 0, len(vals))
-		for v := range vals {
-			out = append(out, prefix(tenant, v))
-		}
+	set := func(kind byte, vals map[string]struct{}, prefix func(tenant, v string) uint64) []byte {
+		out := s.memo.prefixes(kind, tenant, vals, prefix)
 		slices.Sort(out)
 		out = slices.Compact(out)
 		b := make([]byte, 8*len(out))
@@ -252,9 +294,9 @@ func (s *summaries) build(key string, r io.Reader, tenant string, m *matcher) (e
 	}
 	return entry{
 		Scope:    s.scopeOf(tenant, m),
-		IDs:      set(c.ids, s.key.PseudonymPrefix),
-		Sessions: set(c.sessions, s.key.SessionPseudonymPrefix),
-		Mentions: set(c.mentions, s.key.PseudonymPrefix),
+		IDs:      set('p', c.ids, s.key.PseudonymPrefix),
+		Sessions: set('s', c.sessions, s.key.SessionPseudonymPrefix),
+		Mentions: set('p', c.mentions, s.key.PseudonymPrefix),
 	}, nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 	"unicode"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -841,4 +842,39 @@ func summaryObjectName(t *testing.T, c *s3.Client) string {
 		t.Fatalf("summaries %v; want one", names)
 	}
 	return names[0]
+}
+
+// TestReadDuringRewriteWaitsForItsSummary: a read of a version other than the one this
+// process is rewriting its object from (most likely the version being written) waits for
+// the rewrite's summary instead of building the same one again; a read of the version the
+// rewrite started from does not wait.
+func TestReadDuringRewriteWaitsForItsSummary(t *testing.T) {
+	c, _ := countedS3(t, true)
+	store := New(c, "", withSummaries)
+	locs, m, err := store.targets(testInventory("s3://"+testBucket+"/{tenant}/"), victimSubject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := "acme/d0.csv"
+	writer, reader := locs[0].view(m, nil), locs[0].readView(m, nil)
+	end := store.sum.rewriting(writer.cacheID(key), `"e1"`)
+	if reader.summarised(key, &Object{VersionID: "v1", Token: `"e1"`}) {
+		t.Fatal("the version the rewrite started from has no summary, yet it was taken as summarised")
+	}
+	got := make(chan bool)
+	go func() { got <- reader.summarised(key, &Object{VersionID: "v2", Token: `"e2"`}) }()
+	select {
+	case <-got:
+		t.Fatal("a read of the version being written did not wait for the rewrite")
+	case <-time.After(50 * time.Millisecond):
+	}
+	writer.add(key, entry{VersionID: "v2", ETag: "e2", Scope: writer.scope, IDs: make([]byte, 8)})
+	end()
+	if !<-got {
+		t.Error("after the rewrite, the version it wrote was not found summarised")
+	}
+	// no rewrite in progress: nothing to wait for
+	if reader.summarised(key, &Object{VersionID: "v3", Token: `"e3"`}) {
+		t.Error("a version never summarised was taken as summarised")
+	}
 }

@@ -174,13 +174,8 @@ func (v *view) add(key string, e entry) {
 // the reader's error, nil on success): when obj's version has no valid summary, the bytes
 // read are summarised on the way and the summary recorded.
 func (v *view) reader(key string, obj *Object) (io.Reader, func(error)) {
-	if v == nil || obj.Token == "" {
+	if v == nil || obj.Token == "" || v.summarised(key, obj) {
 		return obj.Body, func(error) {}
-	}
-	for _, e := range v.doc(key).entries {
-		if e.is(obj.VersionID, obj.Token, v.scope) {
-			return obj.Body, func(error) {}
-		}
 	}
 	bl := v.start(key)
 	return io.TeeReader(obj.Body, bl), func(err error) {
@@ -194,15 +189,37 @@ func (v *view) reader(key string, obj *Object) (io.Reader, func(error)) {
 	}
 }
 
-// writer returns w teed into a summary builder, and the function to call once the write
-// is over (with its error and what was written): on success the summary of the new
-// version is recorded.
-func (v *view) writer(key string, w io.Writer) (io.Writer, func(error, Written)) {
+// summarised reports whether obj's version has a valid summary in v. While this process
+// rewrites key from another version, obj is most likely the version being written: it
+// waits for that rewrite's summary rather than building the same one a second time.
+func (v *view) summarised(key string, obj *Object) bool {
+	d := v.doc(key)
+	valid := func() bool {
+		return slices.ContainsFunc(d.entries, func(e entry) bool { return e.is(obj.VersionID, obj.Token, v.scope) })
+	}
+	if valid() {
+		return true
+	}
+	if !v.s.awaitRewrite(v.cacheID(key), obj.Token) {
+		return false
+	}
+	for _, e := range v.s.cached(v.cacheID(key)) {
+		d.merge(e)
+	}
+	return valid()
+}
+
+// writer returns w teed into a summary builder for a rewrite of from, the current version
+// of key, and the function to call once the write is over (with its error and what was
+// written): on success the summary of the new version is recorded.
+func (v *view) writer(key string, from *Object, w io.Writer) (io.Writer, func(error, Written)) {
 	if v == nil {
 		return w, func(error, Written) {}
 	}
+	end := v.s.rewriting(v.cacheID(key), from.Token)
 	bl := v.start(key)
 	return io.MultiWriter(w, bl), func(err error, wr Written) {
+		defer end()
 		if err == nil && wr.Token == "" {
 			err = errors.New("no etag")
 		}
