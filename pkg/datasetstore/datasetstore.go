@@ -25,9 +25,10 @@
 // the buffers, whatever the object's size, and gzip is decompressed and recompressed on the
 // fly (the gzip header kept). Parquet needs random access, so a Parquet object is read
 // whole, bounded to 256 MiB; its rewrite keeps the schema, the compression codecs and the
-// key/value metadata. A rewrite to S3 is staged in a temporary file, sent with a CRC32
-// checksum, and keeps the object's Content-Type, Content-Encoding, Cache-Control,
-// Content-Disposition, Content-Language and user metadata.
+// key/value metadata. A rewrite to S3 is staged before its upload, in memory up to 4 MiB
+// and in a temporary file beyond, sent with a CRC32 checksum, and keeps the object's
+// Content-Type, Content-Encoding, Cache-Control, Content-Disposition, Content-Language
+// and user metadata.
 //
 // Subject scope: a row belongs to the subject when one of its subject columns equals the
 // subject id, or one of its session columns equals one of the subject's session ids,

@@ -1,7 +1,6 @@
 package datasetstore
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -124,7 +123,8 @@ func (d *dirBucket) Put(ctx context.Context, key string, prev *Object, write fun
 			_ = r.Remove(tmp)
 		}
 	}()
-	bw := bufio.NewWriterSize(f, 64<<10)
+	bw := newWriter(f)
+	defer releaseWriter(bw)
 	if err := write(bw); err != nil {
 		return err
 	}

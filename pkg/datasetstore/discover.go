@@ -218,7 +218,8 @@ func sampleDataset(ctx context.Context, b Bucket, key string, opts deletion.Disc
 		return nil, err
 	}
 	defer obj.Body.Close()
-	f, in, _, err := open(key, obj.Body)
+	f, in, _, release, err := open(key, obj.Body)
+	defer release()
 	if err != nil {
 		return nil, nil // not a dataset this store reads
 	}

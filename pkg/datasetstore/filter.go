@@ -74,7 +74,8 @@ func filter(f format, r io.Reader, w io.Writer, m *matcher) (int, error) {
 	if w == nil {
 		w = io.Discard
 	}
-	bw := bufio.NewWriterSize(w, 64<<10)
+	bw := newWriter(w)
+	defer releaseWriter(bw)
 	var n int
 	var err error
 	switch f {
@@ -100,14 +101,23 @@ func filter(f format, r io.Reader, w io.Writer, m *matcher) (int, error) {
 // CSV record can be copied out after csv.Reader parsed them. It holds at most the reader's
 // look-ahead plus one record.
 type recorder struct {
-	src  io.Reader
-	buf  []byte
-	base int64 // input offset of buf[0]
-	err  error // the first read error other than io.EOF
+	src   io.Reader
+	buf   []byte // the bytes read and not taken yet
+	array []byte // what buf lies in, from its start
+	base  int64  // input offset of buf[0]
+	err   error  // the first read error other than io.EOF
 }
 
 func (r *recorder) Read(p []byte) (int, error) {
 	n, err := r.src.Read(p)
+	if len(r.buf)+n > cap(r.buf) {
+		// buf reached the end of its array: move it to the array's start when it fits
+		// there (what was taken before is no longer valid), else to a larger array
+		if len(r.buf)+n > len(r.array) {
+			r.array = make([]byte, 2*(len(r.buf)+n))
+		}
+		r.buf = r.array[:copy(r.array, r.buf)]
+	}
 	r.buf = append(r.buf, p[:n]...)
 	if err != nil && err != io.EOF && r.err == nil {
 		r.err = err
@@ -201,7 +211,8 @@ func matchCSV(fields []string, subj, sess []int, m *matcher) bool {
 }
 
 func filterJSONL(src io.Reader, w *bufio.Writer, m *matcher) (int, error) {
-	br := bufio.NewReaderSize(src, 64<<10)
+	br := newReader(src)
+	defer releaseReader(br)
 	var line []byte
 	dropped, lineNo := 0, 0
 	for {

@@ -131,7 +131,8 @@ func transcode[T any](body io.Reader, w io.Writer, fn func(src io.Reader, dst *t
 }
 
 func decodeAndFilter(key string, src io.Reader, dst *tracked, m *matcher) (int, error) {
-	f, in, zr, err := open(key, src)
+	f, in, zr, release, err := open(key, src)
+	defer release()
 	if err != nil {
 		return 0, err
 	}
@@ -159,23 +160,27 @@ func decodeAndFilter(key string, src io.Reader, dst *tracked, m *matcher) (int, 
 
 // open settles the compression and the format of the dataset key read from src, and
 // returns its decompressed content (zr is the decompressor of gzip content, nil otherwise).
-func open(key string, src io.Reader) (f format, content *bufio.Reader, zr *gzip.Reader, err error) {
-	content = bufio.NewReaderSize(src, 64<<10)
+// The caller calls release once it read content, whatever err.
+func open(key string, src io.Reader) (f format, content *bufio.Reader, zr *gzip.Reader, release func(), err error) {
+	raw := newReader(src)
+	content, release = raw, func() { releaseReader(raw) }
 	if head, _ := content.Peek(len(gzipMagic)); bytes.Equal(head, gzipMagic) {
 		if zr, err = gzip.NewReader(content); err != nil {
-			return 0, nil, nil, malformed("gzip: %v", err)
+			return 0, nil, nil, release, malformed("gzip: %v", err)
 		}
-		content = bufio.NewReaderSize(zr, 64<<10)
+		unzipped := newReader(zr)
+		content, release = unzipped, func() { releaseReader(unzipped); releaseReader(raw) }
 	}
 	f, err = sniff(key, content)
-	return f, content, zr, err
+	return f, content, zr, release, err
 }
 
 // probe settles that the object key read from body is a dataset of a known format, reading
 // only its start; it fails as rewrite does.
 func probe(key string, body io.Reader) error {
 	src := &tracked{r: body}
-	_, _, _, err := open(key, src)
+	_, _, _, release, err := open(key, src)
+	release()
 	switch {
 	case err == nil || errors.Is(err, errMalformed):
 		return err

@@ -167,7 +167,8 @@ func scanMentions(key string, body io.Reader, w io.Writer, m *matcher, f *finder
 
 func decodeAndScan(key string, src io.Reader, dst *tracked, m *matcher, f *finder, policy string) (mentionScan, error) {
 	var ms mentionScan
-	fm, in, zr, err := open(key, src)
+	fm, in, zr, release, err := open(key, src)
+	defer release()
 	if err != nil {
 		return ms, err
 	}

@@ -1,7 +1,6 @@
 package datasetstore
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
@@ -17,7 +16,8 @@ import (
 // csv applies the policy to a CSV or TSV dataset, copying the header, the rows without a
 // mention and whatever follows the last row byte for byte.
 func (s *scanner) csv(src io.Reader, w io.Writer, comma rune) error {
-	bw := bufio.NewWriterSize(w, 64<<10)
+	bw := newWriter(w)
+	defer releaseWriter(bw)
 	rec := &recorder{src: src}
 	cr := csv.NewReader(rec)
 	cr.Comma = comma
@@ -136,8 +136,10 @@ func parseCSVRecord(b []byte, comma rune) []string {
 
 // jsonl applies the policy to a JSONL dataset, line by line.
 func (s *scanner) jsonl(src io.Reader, w io.Writer) error {
-	bw := bufio.NewWriterSize(w, 64<<10)
-	br := bufio.NewReaderSize(src, 64<<10)
+	bw := newWriter(w)
+	defer releaseWriter(bw)
+	br := newReader(src)
+	defer releaseReader(br)
 	for lineNo := 1; ; lineNo++ {
 		line, err := br.ReadBytes('\n')
 		if err != nil && err != io.EOF {
@@ -168,7 +170,8 @@ func (s *scanner) jsonl(src io.Reader, w io.Writer) error {
 // jsonArray applies the policy to a JSON array of objects, element by element, keeping
 // the layout as filterJSONArray does.
 func (s *scanner) jsonArray(src io.Reader, w io.Writer) error {
-	bw := bufio.NewWriterSize(w, 64<<10)
+	bw := newWriter(w)
+	defer releaseWriter(bw)
 	rec := &recorder{src: src}
 	dec := json.NewDecoder(rec)
 	dec.UseNumber()

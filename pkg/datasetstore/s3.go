@@ -1,12 +1,10 @@
 package datasetstore
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -16,9 +14,9 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
-// s3Bucket is one S3 bucket. Rewrites are staged in a temporary file so that objects of any
-// size stream and the upload has a known length; they replace the object only if its ETag
-// is unchanged (If-Match).
+// s3Bucket is one S3 bucket. Rewrites are staged (spool: in memory up to 4 MiB, in a
+// temporary file beyond) so that objects of any size stream and the upload has a known
+// length; they replace the object only if its ETag is unchanged (If-Match).
 type s3Bucket struct {
 	client *s3.Client
 	name   string
@@ -89,26 +87,24 @@ func (b *s3Bucket) Put(ctx context.Context, key string, prev *Object, write func
 
 // put is Put that also returns the ETag and version id of what it wrote.
 func (b *s3Bucket) put(ctx context.Context, key string, prev *Object, write func(io.Writer) error) (Written, error) {
-	tmp, err := os.CreateTemp("", "lethe-dataset-*")
-	if err != nil {
-		return Written{}, fmt.Errorf("stage rewrite: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	defer tmp.Close()
-	bw := bufio.NewWriterSize(tmp, 64<<10)
+	sp := newSpool()
+	defer sp.close()
+	bw := newWriter(sp)
+	defer releaseWriter(bw)
 	if err := write(bw); err != nil {
 		return Written{}, err
 	}
 	if err := bw.Flush(); err != nil {
 		return Written{}, fmt.Errorf("stage rewrite: %w", err)
 	}
-	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+	body, err := sp.body()
+	if err != nil {
 		return Written{}, fmt.Errorf("stage rewrite: %w", err)
 	}
 	in := &s3.PutObjectInput{
 		Bucket: &b.name,
 		Key:    &key,
-		Body:   tmp,
+		Body:   body,
 		// A checksum whatever the client's setting: the server stores it with the new
 		// version (a server that kept the old one would fail every validating reader).
 		ChecksumAlgorithm: types.ChecksumAlgorithmCrc32,
