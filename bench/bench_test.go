@@ -54,6 +54,7 @@ func TestQuickRun(t *testing.T) {
 	}
 	want = append(want, "e2e/latency_p50", "e2e/latency_p95", "e2e/latency_p99", "e2e/receipts_of_submitted",
 		"e2e_low_rate/latency_p50", "e2e_low_rate/latency_p95", "e2e_low_rate/latency_p99",
+		"e2e/store_dataset_p50", "e2e/store_dataset_p99", "e2e/store_qdrant_p99", "e2e/store_redis_p99",
 		"qdrant/large/baseline_with_payload_index_p50", "redis/large/with_scan_fallback_p50",
 		"throughput/instances_1", "throughput/instances_3", "throughput/instances_3_over_1",
 		"memory/in_flight_peak", "memory/heap_inuse_idle", "memory/heap_inuse_at_peak", "memory/rss_idle", "memory/rss_at_peak",

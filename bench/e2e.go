@@ -156,10 +156,18 @@ func (s *system) take(n int) []Customer {
 	return out
 }
 
+// phase is what a fixed-rate phase measured: the latencies from submission to receipt,
+// each store's erasure durations, how many requests were submitted and how many receipts
+// arrived.
+type phase struct {
+	latency    Durations
+	stores     map[string]Durations
+	sent, done int
+}
+
 // fixedRate submits rate requests per second for d, then waits up to drain for every
-// receipt. It returns the latencies from submission to receipt, how many were submitted
-// and how many receipts arrived.
-func (s *system) fixedRate(ctx context.Context, rate int, d, drain time.Duration) (Durations, int, int, error) {
+// receipt.
+func (s *system) fixedRate(ctx context.Context, rate int, d, drain time.Duration) (phase, error) {
 	s.receipts.reset()
 	before := s.receipts.count()
 	cs := s.take(int(float64(rate) * d.Seconds()))
@@ -179,10 +187,11 @@ func (s *system) fixedRate(ctx context.Context, rate int, d, drain time.Duration
 	}
 	wg.Wait()
 	if err, ok := firstErr.Load().(error); ok {
-		return nil, 0, 0, err
+		return phase{}, err
 	}
 	s.receipts.waitFor(before+len(cs), drain)
-	return s.receipts.reset(), len(cs), s.receipts.count() - before, nil
+	lat, stores := s.receipts.reset()
+	return phase{latency: lat, stores: stores, sent: len(cs), done: s.receipts.count() - before}, nil
 }
 
 // throughput submits n requests as fast as 32 clients can and returns receipts per second

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
+	"slices"
 	"time"
 
 	"github.com/lethe-erasure/lethe/pkg/embedded"
@@ -188,21 +190,29 @@ func runSystem(ctx context.Context, cfg Config, key subject.Key, res *Results, l
 	if err != nil {
 		return err
 	}
-	for _, phase := range []struct {
+	for _, ph := range []struct {
 		name string
 		rate int
 	}{{"e2e_low_rate", cfg.LowRate}, {"e2e", cfg.Rate}} {
-		lat, sent, done, err := sys.fixedRate(ctx, phase.rate, cfg.Duration, cfg.Drain)
+		got, err := sys.fixedRate(ctx, ph.rate, cfg.Duration, cfg.Drain)
 		if err != nil {
 			sys.stop()
 			return err
 		}
-		note := fmt.Sprintf("%d req/s for %s: %d submitted, %d receipts", phase.rate, cfg.Duration, sent, done)
-		res.Add(phase.name+"/latency_p50", lat.Quantile(0.5), "ms", note)
-		res.Add(phase.name+"/latency_p95", lat.Quantile(0.95), "ms", "")
-		res.Add(phase.name+"/latency_p99", lat.Quantile(0.99), "ms", "")
-		res.Add(phase.name+"/receipts_of_submitted", float64(done)/float64(max(sent, 1)), "fraction", "")
-		logf("  %d req/s: p50 %.1f ms p95 %.1f ms p99 %.1f ms (%d/%d receipts)", phase.rate, lat.Quantile(0.5), lat.Quantile(0.95), lat.Quantile(0.99), done, sent)
+		lat := got.latency
+		note := fmt.Sprintf("%d req/s for %s: %d submitted, %d receipts", ph.rate, cfg.Duration, got.sent, got.done)
+		res.Add(ph.name+"/latency_p50", lat.Quantile(0.5), "ms", note)
+		res.Add(ph.name+"/latency_p95", lat.Quantile(0.95), "ms", "")
+		res.Add(ph.name+"/latency_p99", lat.Quantile(0.99), "ms", "")
+		res.Add(ph.name+"/receipts_of_submitted", float64(got.done)/float64(max(got.sent, 1)), "fraction", "")
+		logf("  %d req/s: p50 %.1f ms p95 %.1f ms p99 %.1f ms (%d/%d receipts)", ph.rate, lat.Quantile(0.5), lat.Quantile(0.95), lat.Quantile(0.99), got.done, got.sent)
+		// where the time goes: each store's report, from its start to its finish
+		for _, name := range slices.Sorted(maps.Keys(got.stores)) {
+			d := got.stores[name]
+			res.Add(ph.name+"/store_"+name+"_p50", d.Quantile(0.5), "ms", fmt.Sprintf("%d reports, from the report's start to its finish", len(d)))
+			res.Add(ph.name+"/store_"+name+"_p99", d.Quantile(0.99), "ms", "")
+			logf("    store %s: p50 %.1f ms p99 %.1f ms (%d reports)", name, d.Quantile(0.5), d.Quantile(0.99), len(d))
+		}
 	}
 	bad := sys.receipts.badCount()
 	sys.stop()

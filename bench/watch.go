@@ -12,7 +12,9 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/event"
 )
 
-// receipts follows erasure.completed and records when each request's receipt arrived.
+// receipts follows erasure.completed and records when each request's receipt arrived,
+// and erasure.store.done for how long each store's erasure took (from its report's start
+// to its finish: find, erase and verification, queueing behind batches included).
 type receipts struct {
 	cl *kgo.Client
 
@@ -20,7 +22,8 @@ type receipts struct {
 	arrived  map[string]time.Time
 	sent     map[string]time.Time
 	latency  Durations
-	bad      int // receipts that are not COMPLETE
+	stores   map[string]Durations // store name -> durations of its reports since reset
+	bad      int                  // receipts that are not COMPLETE
 	changed  chan struct{}
 	consumed int
 }
@@ -28,14 +31,14 @@ type receipts struct {
 // watchReceipts starts consuming erasure.completed from its start.
 func watchReceipts(cfg broker.Config) (*receipts, error) {
 	cl, err := kgo.NewClient(append(cfg.Options(),
-		kgo.ConsumeTopics(event.TopicCompleted),
+		kgo.ConsumeTopics(event.TopicCompleted, event.TopicStoreDone),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxWait(10*time.Millisecond),
 	)...)
 	if err != nil {
 		return nil, fmt.Errorf("receipt consumer: %w", err)
 	}
-	r := &receipts{cl: cl, arrived: map[string]time.Time{}, sent: map[string]time.Time{}, changed: make(chan struct{}, 1)}
+	r := &receipts{cl: cl, arrived: map[string]time.Time{}, sent: map[string]time.Time{}, stores: map[string]Durations{}, changed: make(chan struct{}, 1)}
 	go r.run()
 	return r, nil
 }
@@ -48,6 +51,15 @@ func (r *receipts) run() {
 		}
 		now := time.Now()
 		fs.EachRecord(func(rec *kgo.Record) {
+			if rec.Topic == event.TopicStoreDone {
+				var d event.StoreDone
+				if event.Done.Decode(rec.Value, &d) == nil && !d.FinishedAt.IsZero() {
+					r.mu.Lock()
+					r.stores[d.Store] = append(r.stores[d.Store], d.FinishedAt.Sub(d.StartedAt))
+					r.mu.Unlock()
+				}
+				return
+			}
 			var rc event.Receipt
 			ok := event.Completed.Decode(rec.Value, &rc) == nil && rc.Status == "COMPLETE"
 			r.mu.Lock()
@@ -102,13 +114,14 @@ func (r *receipts) waitFor(n int, timeout time.Duration) bool {
 	return true
 }
 
-// reset forgets latencies measured so far (arrivals stay known).
-func (r *receipts) reset() Durations {
+// reset forgets the latencies and store durations measured so far (arrivals stay known)
+// and returns them.
+func (r *receipts) reset() (Durations, map[string]Durations) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	l := r.latency
-	r.latency = nil
-	return l
+	l, st := r.latency, r.stores
+	r.latency, r.stores = nil, map[string]Durations{}
+	return l, st
 }
 
 // badCount is how many receipts were not COMPLETE.
