@@ -66,6 +66,13 @@ func TestLinksOfOneTenantShareFsyncs(t *testing.T) {
 	}
 	issue(0)
 	applied(t, s, 1)
+	// the first receipt's fsync is in flight (the commit leader yields before it, so being
+	// applied is not enough: receipts appended before it would share it)
+	for deadline := time.Now().Add(10 * time.Second); syncs.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first receipt's fsync never started")
+		}
+	}
 	for i := 1; i < 10; i++ {
 		issue(i)
 	}
