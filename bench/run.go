@@ -134,14 +134,11 @@ func runStores(ctx context.Context, cfg Config, key subject.Key, res *Results, l
 	defer st.Close()
 	b := &storeBench{st: st, inv: inventory.Reference(), key: key, log: logf}
 	logf("per-store erasure, %d subjects per store, size and approach", cfg.Subjects)
-	small, err := b.measureSize(ctx, cfg.Small, cfg.Subjects)
+	bySize, err := b.measureSizes(ctx, []Size{cfg.Small, cfg.Large}, cfg.Subjects)
 	if err != nil {
 		return err
 	}
-	large, err := b.measureSize(ctx, cfg.Large, cfg.Subjects)
-	if err != nil {
-		return err
-	}
+	small, large := bySize[cfg.Small.Name], bySize[cfg.Large.Name]
 	sizeOf := map[string]func(Size) int{
 		storeQdrant:  func(s Size) int { return s.QdrantPoints },
 		storeRedis:   func(s Size) int { return s.RedisKeys },

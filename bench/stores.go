@@ -3,7 +3,10 @@ package bench
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/lethe-erasure/lethe/pkg/datasetstore"
 	"github.com/lethe-erasure/lethe/pkg/deletion"
@@ -46,76 +49,128 @@ const (
 	storeDataset = "dataset"
 )
 
-// measureSize seeds sz for a fresh tenant, then erases subjects from each store: n (5n for
-// Qdrant and Redis) through Lethe's adapters (Erase then Verify, checking every item went
-// and none remains), n through the baseline (checking it found every item), and n through
-// the store's extra approach (see storeTimes). The Qdrant baseline runs
-// as the seeds' pipeline ran, without payload indexes; its extra, before they are dropped.
-func (b *storeBench) measureSize(ctx context.Context, sz Size, n int) (map[string]*storeTimes, error) {
-	tenant := "bench-" + sz.Name
+// corpus is one size's corpus: its tenant's Qdrant collection, a Redis database of its own
+// (so that a scan covers this size's keyspace only) and dataset objects.
+type corpus struct {
+	sz      Size
+	tenant  string
+	coll    string
+	redis   redis.UniversalClient
+	targets []Customer
+}
+
+// measureSizes seeds every size side by side, then erases subjects from each store:
+// through Lethe's adapters n per size (20n for Qdrant and Redis; Erase then Verify, checking
+// every item went and none remains) after n untimed ones, the sizes taking turns so that
+// both see the same moments of the shared machine; then per size n through the store's
+// extra approach (see storeTimes) and n through the baseline (checking it found every
+// item). The Qdrant baseline runs as the seeds' pipeline ran, without payload indexes; its
+// extra, before they are dropped. The result is by size name, then store.
+func (b *storeBench) measureSizes(ctx context.Context, sizes []Size, n int) (map[string]map[string]*storeTimes, error) {
 	// Lethe's Qdrant and Redis erasures take a fraction of a millisecond, where a median of
 	// n swings with the machine's noise.
-	lethe := 5 * n
-	targets := make([]Customer, lethe+2*n) // Lethe's, then the baseline's, then the extra's
-	for i := range targets {
-		targets[i] = NewCustomer(tenant, "sub", i)
-	}
-	if err := b.seed(ctx, tenant, sz, targets); err != nil {
-		return nil, err
-	}
-	out := map[string]*storeTimes{}
-	coll := Collection(b.inv, tenant)
-	adapters := []struct {
-		name     string
-		store    deletion.Store
-		invs     []inventory.Store
-		want     int64
-		baseline func(Customer) (int, error)
-		extra    func(Customer) (int, error)
-		subjects int // Lethe's erasures timed
-	}{
-		{storeQdrant, qdrantstore.New(b.st.Qdrant), withoutSemantic(b.inv.OfKinds(qdrantstore.Kind)), TaggedChunks + LegacyChunks,
-			func(c Customer) (int, error) { return BaselineQdrant(ctx, b.st.Qdrant, coll, c) },
-			func(c Customer) (int, error) { return BaselineQdrant(ctx, b.st.Qdrant, coll, c) }, lethe},
-		{storeRedis, redisstore.New(b.st.Redis), indexOnly(b.inv.OfKinds(redisstore.Kind)), KeysPerSub,
-			func(c Customer) (int, error) { return BaselineRedis(ctx, b.st.Redis, c) },
-			func(c Customer) (int, error) {
-				_, err := eraseVerify(ctx, redisstore.New(b.st.Redis), b.inv.OfKinds(redisstore.Kind), c.Subject(b.key), KeysPerSub)
-				return KeysPerSub, err
-			}, lethe},
-		{storeDataset, datasetstore.New(b.st.S3, ""), b.inv.OfKinds(datasetstore.Kind), 1,
-			func(c Customer) (int, error) { return BaselineDataset(ctx, b.st.S3, c) }, nil, n},
-	}
-	for _, a := range adapters {
-		t := &storeTimes{}
-		var err error
-		for _, c := range targets[:a.subjects] {
-			d, err := eraseVerify(ctx, a.store, a.invs, c.Subject(b.key), a.want)
-			if err != nil {
-				return nil, fmt.Errorf("%s %s: %w", a.name, sz.Name, err)
-			}
-			t.lethe = append(t.lethe, d)
+	lethe := 20 * n
+	corpora := make([]*corpus, len(sizes))
+	for i, sz := range sizes {
+		c := &corpus{sz: sz, tenant: "bench-" + sz.Name,
+			redis: redis.NewClient(&redis.Options{Addr: b.st.Addrs.Redis, DB: i + 1})}
+		defer c.redis.Close()
+		c.coll = Collection(b.inv, c.tenant)
+		// Lethe's, then the baseline's, then the extra's, then the untimed ones
+		c.targets = make([]Customer, lethe+3*n)
+		for j := range c.targets {
+			c.targets[j] = NewCustomer(c.tenant, "sub", j)
 		}
-		if a.extra != nil {
-			if t.extra, err = timeEach(targets[lethe+n:], a.want, a.extra); err != nil {
-				return nil, fmt.Errorf("%s %s: extra: %w", a.name, sz.Name, err)
+		if err := b.seed(ctx, c); err != nil {
+			return nil, err
+		}
+		corpora[i] = c
+	}
+	// The Qdrant emulator shares this process's heap: collect the seeding's garbage now,
+	// or the erasures pay for marking a million points' heap while they run, a cost of this
+	// benchmark, not of the erasure (Qdrant is a process of its own).
+	runtime.GC()
+	out := map[string]map[string]*storeTimes{}
+	for _, c := range corpora {
+		out[c.sz.Name] = map[string]*storeTimes{}
+	}
+	for _, name := range []string{storeQdrant, storeRedis, storeDataset} {
+		as := make([]adapter, len(corpora))
+		for i, c := range corpora {
+			as[i] = b.adapter(ctx, name, c, lethe, n)
+			out[c.sz.Name][name] = &storeTimes{}
+			for _, t := range c.targets[lethe+2*n:] {
+				if _, err := eraseVerify(ctx, as[i].store, as[i].invs, t.Subject(b.key), as[i].want); err != nil {
+					return nil, fmt.Errorf("%s %s: warm-up: %w", name, c.sz.Name, err)
+				}
 			}
 		}
-		if a.name == storeQdrant {
-			if err := dropPayloadIndexes(ctx, b.st.Qdrant, b.inv, coll); err != nil {
-				return nil, err
+		for j := range as[0].subjects {
+			for i, c := range corpora {
+				d, err := eraseVerify(ctx, as[i].store, as[i].invs, c.targets[j].Subject(b.key), as[i].want)
+				if err != nil {
+					return nil, fmt.Errorf("%s %s: %w", name, c.sz.Name, err)
+				}
+				t := out[c.sz.Name][name]
+				t.lethe = append(t.lethe, d)
 			}
 		}
-		if t.baseline, err = timeEach(targets[lethe:lethe+n], a.want, a.baseline); err != nil {
-			return nil, fmt.Errorf("%s %s: baseline: %w", a.name, sz.Name, err)
+		for i, c := range corpora {
+			a, t := as[i], out[c.sz.Name][name]
+			var err error
+			if a.extra != nil {
+				if t.extra, err = timeEach(c.targets[lethe+n:lethe+2*n], a.want, a.extra); err != nil {
+					return nil, fmt.Errorf("%s %s: extra: %w", name, c.sz.Name, err)
+				}
+			}
+			if name == storeQdrant {
+				if err := dropPayloadIndexes(ctx, b.st.Qdrant, b.inv, c.coll); err != nil {
+					return nil, err
+				}
+			}
+			if t.baseline, err = timeEach(c.targets[lethe:lethe+n], a.want, a.baseline); err != nil {
+				return nil, fmt.Errorf("%s %s: baseline: %w", name, c.sz.Name, err)
+			}
+			b.log("  %-8s %-5s lethe p50 %8.3f ms   baseline p50 %8.3f ms", name, c.sz.Name, t.lethe.Median(), t.baseline.Median())
 		}
-		b.log("  %-8s %-5s lethe p50 %8.3f ms   baseline p50 %8.3f ms", a.name, sz.Name, t.lethe.Median(), t.baseline.Median())
-		out[a.name] = t
 	}
-	if err := b.st.Qdrant.DeleteCollection(ctx, coll); err != nil {
-		return nil, fmt.Errorf("drop collection: %w", err)
+	for _, c := range corpora {
+		if err := b.st.Qdrant.DeleteCollection(ctx, c.coll); err != nil {
+			return nil, fmt.Errorf("drop collection: %w", err)
+		}
 	}
 	return out, nil
+}
+
+// adapter is how one store of one corpus is erased: Lethe's adapter over invs (want
+// items a subject), the baseline and the extra approach (nil for none), and how many of
+// Lethe's erasures are timed.
+type adapter struct {
+	store    deletion.Store
+	invs     []inventory.Store
+	want     int64
+	baseline func(Customer) (int, error)
+	extra    func(Customer) (int, error)
+	subjects int
+}
+
+// adapter returns how the store name of c is erased.
+func (b *storeBench) adapter(ctx context.Context, name string, c *corpus, lethe, n int) adapter {
+	switch name {
+	case storeQdrant:
+		base := func(cu Customer) (int, error) { return BaselineQdrant(ctx, b.st.Qdrant, c.coll, cu) }
+		return adapter{qdrantstore.New(b.st.Qdrant), withoutSemantic(b.inv.OfKinds(qdrantstore.Kind)), TaggedChunks + LegacyChunks, base, base, lethe}
+	case storeRedis:
+		return adapter{redisstore.New(c.redis), indexOnly(b.inv.OfKinds(redisstore.Kind)), KeysPerSub,
+			func(cu Customer) (int, error) { return BaselineRedis(ctx, c.redis, cu) },
+			func(cu Customer) (int, error) {
+				_, err := eraseVerify(ctx, redisstore.New(c.redis), b.inv.OfKinds(redisstore.Kind), cu.Subject(b.key), KeysPerSub)
+				return KeysPerSub, err
+			}, lethe}
+	default:
+		return adapter{datasetstore.New(b.st.S3, ""), b.inv.OfKinds(datasetstore.Kind), 1,
+			func(cu Customer) (int, error) { return BaselineDataset(ctx, b.st.S3, cu) }, nil, n}
+	}
 }
 
 // timeEach erases each of cs with erase, checking it deleted want items, and returns the
@@ -172,38 +227,34 @@ func currentRows(r deletion.Result) int64 {
 	return n
 }
 
-// seed writes sz's corpus for tenant with every target's footprint, after clearing Redis
-// so that each size is measured on its own corpus.
-func (b *storeBench) seed(ctx context.Context, tenant string, sz Size, targets []Customer) error {
+// seed writes c's corpus with every target's footprint.
+func (b *storeBench) seed(ctx context.Context, c *corpus) error {
 	start := time.Now()
-	if err := CreateCollection(ctx, b.st.Qdrant, b.inv, tenant); err != nil {
+	if err := CreateCollection(ctx, b.st.Qdrant, b.inv, c.tenant); err != nil {
 		return err
 	}
-	others := make([]Customer, sz.QdrantPoints/otherChunks)
+	others := make([]Customer, c.sz.QdrantPoints/otherChunks)
 	for i := range others {
-		others[i] = NewCustomer(tenant, "other", i)
+		others[i] = NewCustomer(c.tenant, "other", i)
 	}
-	if _, err := SeedQdrant(ctx, b.st.Qdrant, b.key, Collection(b.inv, tenant), targets, others, 1); err != nil {
+	if _, err := SeedQdrant(ctx, b.st.Qdrant, b.key, c.coll, c.targets, others, 1); err != nil {
 		return err
 	}
-	b.log("  seeded qdrant %s: %d points in %s", sz.Name, sz.QdrantPoints+len(targets)*(TaggedChunks+LegacyChunks), time.Since(start).Round(time.Millisecond))
+	b.log("  seeded qdrant %s: %d points in %s", c.sz.Name, c.sz.QdrantPoints+len(c.targets)*(TaggedChunks+LegacyChunks), time.Since(start).Round(time.Millisecond))
 	start = time.Now()
-	if err := b.st.Redis.FlushAll(ctx).Err(); err != nil {
-		return fmt.Errorf("redis flush: %w", err)
-	}
-	if err := SeedRedisOthers(ctx, b.st.Redis, b.inv, tenant, 0, sz.RedisKeys); err != nil {
+	if err := SeedRedisOthers(ctx, c.redis, b.inv, c.tenant, 0, c.sz.RedisKeys); err != nil {
 		return err
 	}
-	if err := SeedRedisTargets(ctx, b.st.Redis, b.inv, b.key, targets); err != nil {
+	if err := SeedRedisTargets(ctx, c.redis, b.inv, b.key, c.targets); err != nil {
 		return err
 	}
-	dbsize, _ := b.st.Redis.DBSize(ctx).Result()
-	b.log("  seeded redis %s: %d keys in %s", sz.Name, dbsize, time.Since(start).Round(time.Millisecond))
+	dbsize, _ := c.redis.DBSize(ctx).Result()
+	b.log("  seeded redis %s: %d keys in %s", c.sz.Name, dbsize, time.Since(start).Round(time.Millisecond))
 	start = time.Now()
-	if err := SeedDataset(ctx, b.st.S3, tenant, targets, sz.DatasetRows); err != nil {
+	if err := SeedDataset(ctx, b.st.S3, c.tenant, c.targets, c.sz.DatasetRows); err != nil {
 		return err
 	}
-	b.log("  seeded dataset %s: %d rows in %s", sz.Name, sz.DatasetRows+len(targets), time.Since(start).Round(time.Millisecond))
+	b.log("  seeded dataset %s: %d rows in %s", c.sz.Name, c.sz.DatasetRows+len(c.targets), time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
