@@ -60,11 +60,11 @@ clean:
 
 ## bench: measure erasure cost against corpus size, the seeds' approach beside it, end-to-end latency, throughput and memory; writes .bench/results.json;
 ## then throughput with 1, 2 and 4 instances of every deleter under injected store latency and CPU per erasure per service, without and
-## with a CPU limit of 50m per deleter instance (a cgroup quota, as a pod's limit), batched and not; writes .bench/scaling.json and .bench/scaling-cpu-limited.json
+## with a CPU limit of 50m per deleter instance (a cgroup quota, as a pod's limit), batched and not (480 erasures a phase there, so that the partitions' hash shares of the requests even out); writes .bench/scaling.json and .bench/scaling-cpu-limited.json
 bench: tools
 	cd bench && go run ./cmd/benchrun -out ../.bench/results.json
 	cd chaos && go run ./cmd/scaling -out ../.bench/scaling.json
-	cd chaos && go run ./cmd/scaling -batch-max ',1' -instance-cpu 50m -out ../.bench/scaling-cpu-limited.json
+	cd chaos && go run ./cmd/scaling -n 480 -batch-max ',1' -instance-cpu 50m -out ../.bench/scaling-cpu-limited.json
 
 ## bench-storage: the embedded audit and workflow stores on the write-ahead log, bbolt and a JSON file, side by side (docs/storage.md)
 bench-storage:
