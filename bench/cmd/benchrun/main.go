@@ -1,7 +1,7 @@
 // Command benchrun measures Lethe's erasure cost against the naive pipeline on the
 // embedded stack and writes every figure to a JSON file (see package bench).
 //
-//	benchrun -out ../.bench/results.json          the full run (about 10 minutes on 2 cores)
+//	benchrun -out ../.bench/results.json          the full run (about 3 minutes on 2 cores)
 //	benchrun -quick -out /tmp/results.json        a smoke run with tiny sizes
 //	benchrun -burst-only -out /tmp/burst.json      the burst phase alone: 1,000 erasures of
 //	                                              one tenant in a 200k-row dataset object
