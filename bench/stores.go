@@ -161,10 +161,11 @@ func (b *storeBench) adapter(ctx context.Context, name string, c *corpus, lethe,
 		base := func(cu Customer) (int, error) { return BaselineQdrant(ctx, b.st.Qdrant, c.coll, cu) }
 		return adapter{qdrantstore.New(b.st.Qdrant), withoutSemantic(b.inv.OfKinds(qdrantstore.Kind)), TaggedChunks + LegacyChunks, base, base, lethe}
 	case storeRedis:
-		return adapter{redisstore.New(c.redis), indexOnly(b.inv.OfKinds(redisstore.Kind)), KeysPerSub,
+		store := redisstore.New(c.redis)
+		return adapter{store, indexOnly(b.inv.OfKinds(redisstore.Kind)), KeysPerSub,
 			func(cu Customer) (int, error) { return BaselineRedis(ctx, c.redis, cu) },
-			func(cu Customer) (int, error) {
-				_, err := eraseVerify(ctx, redisstore.New(c.redis), b.inv.OfKinds(redisstore.Kind), cu.Subject(b.key), KeysPerSub)
+			func(cu Customer) (int, error) { // the same adapter on stores without index_only
+				_, err := eraseVerify(ctx, store, b.inv.OfKinds(redisstore.Kind), cu.Subject(b.key), KeysPerSub)
 				return KeysPerSub, err
 			}, lethe}
 	default:
