@@ -284,9 +284,10 @@ func eraseCurrent(ctx context.Context, b Bucket, key string, m *matcher, sv *vie
 	}
 	defer obj.Body.Close()
 	var rows int
+	mi, ix := sv.indexing(m)
 	wr, err := rewriteObject(ctx, b, key, obj, sv, func(r io.Reader, w io.Writer) (bool, error) {
 		var err error
-		rows, err = rewrite(key, r, w, m)
+		rows, err = rewrite(key, r, w, mi)
 		return rows > 0, err
 	})
 	if errors.Is(err, errUnchanged) {
@@ -295,6 +296,7 @@ func eraseCurrent(ctx context.Context, b Bucket, key string, m *matcher, sv *vie
 	if err != nil {
 		return 0, "", Written{}, err
 	}
+	sv.indexed(key, ix, wr)
 	superseded := obj.VersionID
 	if superseded == "" {
 		superseded = "-"

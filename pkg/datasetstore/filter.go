@@ -21,6 +21,7 @@ type matcher struct {
 	sessions    map[string]bool
 	batch       *batchHits // set for a matcher of many subjects (batch.go)
 	collect     *collector // set for a matcher that gathers every value to summarise it
+	ix          *indexer   // set for a matcher whose questions a CSV filter records (rowindex.go)
 }
 
 func newMatcher(subjectCols, sessionCols []string, id string, sessions []string) *matcher {
@@ -46,6 +47,9 @@ func (m *matcher) subject(v string) bool {
 		m.collect.add(m.collect.ids, v)
 		return false
 	}
+	if m.ix != nil {
+		m.ix.ask(false, v)
+	}
 	if m.batch != nil {
 		return m.batch.hit(m.batch.ids, v)
 	}
@@ -56,6 +60,9 @@ func (m *matcher) session(v string) bool {
 	if m.collect != nil {
 		m.collect.add(m.collect.sessions, v)
 		return false
+	}
+	if m.ix != nil {
+		m.ix.ask(true, v)
 	}
 	if m.batch != nil {
 		return m.batch.hit(m.batch.sessions, v)
@@ -181,8 +188,14 @@ func filterCSV(src io.Reader, w *bufio.Writer, comma rune, m *matcher) (int, err
 		}
 		raw := rec.take(cr.InputOffset())
 		if matchCSV(fields, subj, sess, m) {
+			if m.ix != nil {
+				m.ix.dropped()
+			}
 			dropped++
 			continue
+		}
+		if m.ix != nil {
+			m.ix.kept()
 		}
 		if _, err := w.Write(raw); err != nil {
 			return dropped, err
@@ -190,6 +203,9 @@ func filterCSV(src io.Reader, w *bufio.Writer, comma rune, m *matcher) (int, err
 	}
 	if rec.err != nil {
 		return dropped, fmt.Errorf("read: %w", rec.err)
+	}
+	if m.ix != nil {
+		m.ix.done = true
 	}
 	// Whatever follows the last record (blank lines) is kept.
 	_, err = w.Write(rec.take(rec.base + int64(len(rec.buf))))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/event"
@@ -18,7 +19,9 @@ var (
 // Find counts what Erase would delete of s in st now, with Erase's locations and units:
 // per location the matching rows of the current objects and, where the bucket keeps
 // versions, the older versions that hold such rows. It changes nothing; what it cannot read
-// it does not count (Verify reports it). A tenant-scope s is not counted (nil).
+// it does not count (Verify reports it). With summaries, the current version of a CSV or
+// TSV object that this process wrote last is counted from its row index (rowindex.go),
+// without a read. A tenant-scope s is not counted (nil).
 func (s *Store) Find(ctx context.Context, st inventory.Store, subj deletion.Subject) ([]event.LocationCount, error) {
 	if subj.TenantScope() {
 		return nil, nil
@@ -45,6 +48,7 @@ func (s *Store) Find(ctx context.Context, st inventory.Store, subj deletion.Subj
 // findRows counts the rows m matches in the current objects of l and the older versions
 // that hold any.
 func findRows(ctx context.Context, l location, m *matcher) (c counts, err error) {
+	listed := time.Now()
 	ls, err := inventoryOf(ctx, l)
 	c.versioned = ls.vb != nil
 	if err != nil || m.empty() {
@@ -56,9 +60,14 @@ func findRows(ctx context.Context, l location, m *matcher) (c counts, err error)
 		if err := ctx.Err(); err != nil {
 			return c, err
 		}
-		if !sv.skip(ctx, key, ls.current(key), false) {
+		if cur := ls.current(key); !sv.skip(ctx, key, cur, false) {
 			m.begin()
-			n, err := countObject(ctx, l.bucket, key, m, sv)
+			// the rows of a version this process wrote are counted from its row index
+			n, known := sv.countKnown(key, cur, listed, m)
+			var err error
+			if !known {
+				n, err = countObject(ctx, l.bucket, key, m, sv)
+			}
 			if err != nil && !unreadable(err) {
 				return c, err
 			}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -74,7 +75,7 @@ type Option func(*Store)
 // not hold the subject. Directory locations are always read in full.
 func WithSummaries(key subject.Key) Option {
 	return func(s *Store) {
-		s.sum = &summaries{key: key, cache: map[string][]entry{}, written: map[string]Written{}, rewrites: map[string]*rewriteInProgress{}, memo: newPrefixMemo()}
+		s.sum = &summaries{key: key, cache: map[string][]entry{}, written: map[string]Written{}, rewrites: map[string]*rewriteInProgress{}, memo: newPrefixMemo(), rows: map[string]*rowIndex{}}
 	}
 }
 
@@ -88,6 +89,8 @@ type summaries struct {
 	written  map[string]Written            // idem -> the summary version this process wrote last
 	rewrites map[string]*rewriteInProgress // idem -> the rewrite of its object this process is making
 	memo     *prefixMemo
+	rows     map[string]*rowIndex // idem -> the row index of the version this process wrote last
+	indexed  int                  // values held by rows
 }
 
 // rewriteInProgress is a rewrite of an object in progress: from is the ETag of the version
@@ -341,6 +344,53 @@ func (s *summaries) forget(id string) {
 	s.size -= len(s.cache[id])
 	delete(s.cache, id)
 	delete(s.written, id)
+	s.dropIndex(id)
+}
+
+// keepIndex makes x the row index of the object of summary id (nil: none known).
+func (s *summaries) keepIndex(id string, x *rowIndex) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dropIndex(id)
+	if x == nil {
+		return
+	}
+	if s.indexed+x.values() > maxIndexedValues {
+		clear(s.rows)
+		s.indexed = 0
+	}
+	x.at = time.Now()
+	s.rows[id] = x
+	s.indexed += x.values()
+}
+
+// indexOf returns the row index of ver, the current version of the object of summary id
+// as listed at listed, when this process holds one for scope. An index of another version
+// is dropped when the listing is younger than the index: its version is no longer current.
+func (s *summaries) indexOf(id string, ver Version, scope string, listed time.Time) *rowIndex {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	x := s.rows[id]
+	switch {
+	case x == nil:
+		return nil
+	case x.versionID != normVersion(ver.ID) || x.etag != normETag(ver.Token):
+		if listed.After(x.at) {
+			s.dropIndex(id)
+		}
+		return nil
+	case x.scope != scope:
+		return nil
+	}
+	return x
+}
+
+// dropIndex forgets the row index of summary id; s.mu is held.
+func (s *summaries) dropIndex(id string) {
+	if x := s.rows[id]; x != nil {
+		s.indexed -= x.values()
+		delete(s.rows, id)
+	}
 }
 
 // lastWrite returns the version of summary id this process wrote last, if it knows one.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
 )
 
 // view is what one operation on one location uses of the summaries: the request's
@@ -414,6 +415,43 @@ func (v *view) dropSummary(ctx context.Context, key string) error {
 	}
 	v.s.forget(v.cacheID(key))
 	return v.drop(ctx, v.s.nameOf(key))
+}
+
+// indexing returns m recording into a new indexer when v keeps summaries (the written
+// version's row index is then kept with indexed), else m and nil.
+func (v *view) indexing(m *matcher) (*matcher, *indexer) {
+	if v == nil {
+		return m, nil
+	}
+	mi := *m
+	mi.ix = &indexer{}
+	return &mi, mi.ix
+}
+
+// indexed keeps what ix recorded as the row index of wr, the version of key just written
+// (an ix that recorded no whole object drops the index the process held for key).
+func (v *view) indexed(key string, ix *indexer, wr Written) {
+	if v == nil || ix == nil {
+		return
+	}
+	var x *rowIndex
+	if wr.Token != "" {
+		x = ix.index(wr, v.scope)
+	}
+	v.s.keepIndex(v.cacheID(key), x)
+}
+
+// countKnown counts the rows m matches in ver, the current version of key as listed at
+// listed, from the row index this process keeps of it, reporting false when it keeps none.
+func (v *view) countKnown(key string, ver Version, listed time.Time, m *matcher) (int, bool) {
+	if v == nil {
+		return 0, false
+	}
+	x := v.s.indexOf(v.cacheID(key), ver, v.scope, listed)
+	if x == nil {
+		return 0, false
+	}
+	return x.count(m), true
 }
 
 // put writes through b, returning what was written when b reports it.

@@ -1,0 +1,103 @@
+package datasetstore
+
+import "time"
+
+// A row index lets Find count the rows of a version this process wrote without reading
+// it. While a rewrite filters a CSV or TSV object, it records, for every row it keeps, the
+// values it asked the matcher about, in order (the subject columns', then the session
+// columns'): since none of them matched, that is every question a filter of the written
+// version would ask of any matcher. Replaying them against a matcher therefore answers as
+// filtering the written bytes would: the same rows, attributed to the same subjects of a
+// batch. The index is kept in the process only, for the latest version of each object the
+// process wrote, under the version id, the ETag and the scope (tenant and columns) of the
+// summary of that version: a listing that names another version as current drops it, so
+// the raw values it holds do not outlive the next erasure of the object from this process
+// or another (a listing made before the index was kept does not drop it: it may predate the
+// version the index describes).
+
+// Bounds: an object with more values than maxIndexValues is not indexed; the indexes of
+// a Store hold at most maxIndexedValues values, all dropped when a new one would pass it.
+const (
+	maxIndexValues   = 1 << 21
+	maxIndexBytes    = 1 << 28
+	maxIndexedValues = 1 << 23
+)
+
+// rowIndex is the matcher questions of every row of one version.
+type rowIndex struct {
+	versionID, etag, scope string
+	at                     time.Time // when it was kept
+
+	arena   string   // the values, back to back
+	ends    []uint32 // per value, its end in arena
+	session []bool   // per value, whether it was asked as a session value
+	rows    []uint32 // per row, the end of its values in ends
+}
+
+// values is how many values x holds.
+func (x *rowIndex) values() int { return len(x.ends) }
+
+func (x *rowIndex) value(v int) string {
+	start := uint32(0)
+	if v > 0 {
+		start = x.ends[v-1]
+	}
+	return x.arena[start:x.ends[v]]
+}
+
+// count replays every row of x against m and returns the rows m matches, as filter would.
+func (x *rowIndex) count(m *matcher) int {
+	n, first := 0, 0
+	for _, end := range x.rows {
+		for v := first; v < int(end); v++ {
+			if s := x.value(v); x.session[v] && m.session(s) || !x.session[v] && m.subject(s) {
+				n++
+				break
+			}
+		}
+		first = int(end)
+	}
+	return n
+}
+
+// indexer records the questions a filter asks of a matcher while it keeps and drops rows.
+type indexer struct {
+	arena   []byte
+	ends    []uint32
+	session []bool
+	rows    []uint32
+	pending []string // the values asked about the row in progress
+	sess    []bool   // idem, whether each was a session value
+	over    bool     // too many values: no index
+	done    bool     // the filter went through the whole object
+}
+
+func (ix *indexer) ask(session bool, v string) {
+	ix.pending, ix.sess = append(ix.pending, v), append(ix.sess, session)
+}
+
+// kept ends a row the filter kept, recording its questions; dropped ends one it removed
+// (whose questions stopped at the first that matched).
+func (ix *indexer) kept() {
+	if ix.over = ix.over || len(ix.ends)+len(ix.pending) > maxIndexValues || len(ix.arena) > maxIndexBytes; !ix.over {
+		for i, v := range ix.pending {
+			ix.arena = append(ix.arena, v...)
+			ix.ends = append(ix.ends, uint32(len(ix.arena)))
+			ix.session = append(ix.session, ix.sess[i])
+		}
+		ix.rows = append(ix.rows, uint32(len(ix.ends)))
+	}
+	ix.dropped()
+}
+
+func (ix *indexer) dropped() { ix.pending, ix.sess = ix.pending[:0], ix.sess[:0] }
+
+// index returns what ix recorded as the index of the version w, or nil when the filter
+// did not go through a whole object.
+func (ix *indexer) index(w Written, scope string) *rowIndex {
+	if ix == nil || !ix.done || ix.over {
+		return nil
+	}
+	return &rowIndex{versionID: normVersion(w.VersionID), etag: normETag(w.Token), scope: scope,
+		arena: string(ix.arena), ends: ix.ends, session: ix.session, rows: ix.rows}
+}
