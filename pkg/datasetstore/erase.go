@@ -285,7 +285,7 @@ func eraseCurrent(ctx context.Context, b Bucket, key string, m *matcher, sv *vie
 	defer obj.Body.Close()
 	var rows int
 	mi, ix := sv.indexing(m)
-	wr, err := rewriteObject(ctx, b, key, obj, sv, func(r io.Reader, w io.Writer) (bool, error) {
+	wr, err := rewriteObject(ctx, b, key, obj, sv, ix, func(r io.Reader, w io.Writer) (bool, error) {
 		var err error
 		rows, err = rewrite(key, r, w, mi)
 		return rows > 0, err
@@ -307,13 +307,14 @@ func eraseCurrent(ctx context.Context, b Bucket, key string, m *matcher, sv *vie
 // rewriteObject replaces obj, the current object of key, with what fn writes while it
 // reads obj's content, conditionally on obj's version; fn reports whether it changed
 // anything, and unchanged content is not written (errUnchanged). The summary of the
-// version read (when it had none) and of the version written are recorded in sv.
-func rewriteObject(ctx context.Context, b Bucket, key string, obj *Object, sv *view, fn func(r io.Reader, w io.Writer) (bool, error)) (Written, error) {
+// version read (when it had none) and of the version written are recorded in sv; ix, when
+// fn's filter records into it, collects the written version's values (view.writer).
+func rewriteObject(ctx context.Context, b Bucket, key string, obj *Object, sv *view, ix *indexer, fn func(r io.Reader, w io.Writer) (bool, error)) (Written, error) {
 	body, readDone := sv.reader(key, obj)
 	var writeDone func(error, Written)
 	read := false
 	wr, err := put(ctx, b, key, obj, func(w io.Writer) error {
-		w, writeDone = sv.writer(key, obj, w)
+		w, writeDone = sv.writer(key, obj, w, ix)
 		changed, err := fn(body, w)
 		read = true
 		readDone(err)

@@ -174,6 +174,9 @@ func filterCSV(src io.Reader, w *bufio.Writer, comma rune, m *matcher) (int, err
 			sess = append(sess, i)
 		}
 	}
+	if m.ix != nil {
+		m.ix.claim()
+	}
 	if _, err := w.Write(rec.take(cr.InputOffset())); err != nil {
 		return 0, err
 	}
@@ -195,7 +198,7 @@ func filterCSV(src io.Reader, w *bufio.Writer, comma rune, m *matcher) (int, err
 			continue
 		}
 		if m.ix != nil {
-			m.ix.kept()
+			m.ix.kept(fields, subj, sess)
 		}
 		if _, err := w.Write(raw); err != nil {
 			return dropped, err

@@ -413,7 +413,7 @@ func mentionCurrent(ctx context.Context, b Bucket, key string, m *matcher, f *fi
 	}
 	defer obj.Body.Close()
 	var ms mentionScan
-	wr, err := rewriteObject(ctx, b, key, obj, sv, func(r io.Reader, w io.Writer) (bool, error) {
+	wr, err := rewriteObject(ctx, b, key, obj, sv, nil, func(r io.Reader, w io.Writer) (bool, error) {
 		var err error
 		ms, err = scanMentions(key, r, w, m, f, policy)
 		return ms.handled > 0, err

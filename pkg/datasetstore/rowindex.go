@@ -60,8 +60,13 @@ func (x *rowIndex) count(m *matcher) int {
 	return n
 }
 
-// indexer records the questions a filter asks of a matcher while it keeps and drops rows.
+// indexer records, while a CSV or TSV filter rewrites an object, what the process keeps
+// of the version it writes: the questions the filter asks of the matcher about each row it
+// keeps (the row index) and, with sum set, the values of those rows for the version's
+// summary, so that the summary need not parse the written bytes again (view.writer).
 type indexer struct {
+	sum     *collector // the kept rows' values, as the summary's scan collects them
+	claimed bool       // the filter collects into sum: the written bytes need no scan
 	arena   []byte
 	ends    []uint32
 	session []bool
@@ -76,9 +81,18 @@ func (ix *indexer) ask(session bool, v string) {
 	ix.pending, ix.sess = append(ix.pending, v), append(ix.sess, session)
 }
 
-// kept ends a row the filter kept, recording its questions; dropped ends one it removed
-// (whose questions stopped at the first that matched).
-func (ix *indexer) kept() {
+// claim reports that the filter will collect the summary's values of every row it keeps
+// (called before it writes anything).
+func (ix *indexer) claim() { ix.claimed = ix.sum != nil }
+
+// kept ends a row the filter kept, recording its questions and, when claimed, collecting
+// its values as the summary's scan of the written row would (summaries.build): the subject
+// columns' values, the session columns' values, and the mention tokens of every other
+// field. dropped ends a row it removed (whose questions stopped at the first that matched).
+func (ix *indexer) kept(fields []string, subj, sess []int) {
+	if ix.claimed {
+		ix.sum.row(fields, subj, sess)
+	}
 	if ix.over = ix.over || len(ix.ends)+len(ix.pending) > maxIndexValues || len(ix.arena) > maxIndexBytes; !ix.over {
 		for i, v := range ix.pending {
 			ix.arena = append(ix.arena, v...)

@@ -1,8 +1,10 @@
 package datasetstore
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"reflect"
 	"testing"
@@ -116,6 +118,61 @@ func TestFindFromTheIndexMatchesReading(t *testing.T) {
 				if wrote && reads != 0 {
 					t.Errorf("FindBatch read the object %d times after this process rewrote it", reads)
 				}
+			}
+		})
+	}
+}
+
+// TestWrittenSummaryIsThatOfItsBytes: the summary a rewrite stores for the version it
+// wrote (collected by the filter for CSV and TSV, scanned from the written bytes for the
+// other formats) is the summary a scan of that version's bytes builds.
+func TestWrittenSummaryIsThatOfItsBytes(t *testing.T) {
+	ctx := context.Background()
+	for _, fc := range formatCases {
+		t.Run(fc.name, func(t *testing.T) {
+			c := newS3Client(t)
+			rows := []rec{
+				{"cust-1", "sess-cust-1", "mine"},
+				{"by-1", "sess-by-1", trickyText},
+				{"by-2", "", "ticket from cust-9 (by-1), see sess-by-1."},
+				{"", "sess-cust-1", "by session"},
+				{"by-3", "sess-by-3", ""},
+			}
+			key := "acme/" + fc.key
+			putPlain(t, c, key, fc.codec.encode(t, rows))
+			st := testInventory("s3://" + testBucket + "/acme/")
+			if _, errs := New(c, "", withSummaries).EraseBatch(ctx, st, []deletion.Subject{deletiontest.NewSubject("acme", "cust-1")}); errs[0] != nil {
+				t.Fatal(errs[0])
+			}
+			obj, err := NewS3(c, testBucket).Get(ctx, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, _ := io.ReadAll(obj.Body)
+			obj.Body.Close()
+			sums := summaryObjects(t, c)
+			if len(sums) != 1 {
+				t.Fatalf("%d summaries stored; want 1", len(sums))
+			}
+			var stored *entry
+			for _, doc := range sums {
+				for _, e := range decodeSummary(bytes.NewReader(doc)) {
+					if e.is(obj.VersionID, obj.Token, e.Scope) {
+						stored = &e
+					}
+				}
+			}
+			if stored == nil {
+				t.Fatal("no summary entry for the version written")
+			}
+			s := New(c, "", withSummaries).sum
+			want, err := s.build(key, bytes.NewReader(data), "acme", newMatcher([]string{"customer_id"}, []string{"session_id"}, "", nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(stored.IDs, want.IDs) || !bytes.Equal(stored.Sessions, want.Sessions) || !bytes.Equal(stored.Mentions, want.Mentions) || stored.Scope != want.Scope {
+				t.Errorf("stored summary %d ids, %d sessions, %d mentions; a scan of the bytes gives %d, %d, %d",
+					len(stored.IDs)/8, len(stored.Sessions)/8, len(stored.Mentions)/8, len(want.IDs)/8, len(want.Sessions)/8, len(want.Mentions)/8)
 			}
 		})
 	}

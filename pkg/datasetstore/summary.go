@@ -34,9 +34,10 @@ import (
 // malformed to summarise (it is read every time). Reading a version without a valid
 // summary builds one from the same bytes (a read while this process rewrites the object
 // from another version waits for the rewrite's summary instead); a rewrite builds the
-// summary of the version it writes from the bytes it uploads, computing keyed hashes only
-// for values the process has not summarised lately (prefixMemo). Version content never changes under a version id and
-// ETag, so a summary is either valid for exactly those bytes or ignored. Only erasures
+// summary of the version it writes from what it uploads (for CSV and TSV, from the rows
+// its filter keeps, collected as they are written; else by scanning the bytes), computing
+// keyed hashes only for values the process has not summarised lately (prefixMemo). Version
+// content never changes under a version id and ETag, so a summary is either valid for exactly those bytes or ignored. Only erasures
 // store summaries; Verify, Count and Find keep what they build in the process cache, so
 // checking a store never writes to it. Two deleters writing the summary of one object at
 // once can lose each other's entries, which only costs a read.
@@ -261,6 +262,23 @@ func (c *collector) add(set map[string]struct{}, v string) {
 
 func (c *collector) mention(s string) { mentionTokens(s, func(t string) { c.add(c.mentions, t) }) }
 
+// row collects one CSV row whose subject and session columns are at subj and sess, as
+// the mention scanner in counting mode does: every value of those columns, and the mention
+// tokens of every other field.
+func (c *collector) row(fields []string, subj, sess []int) {
+	for _, i := range subj {
+		c.add(c.ids, fields[i])
+	}
+	for _, i := range sess {
+		c.add(c.sessions, fields[i])
+	}
+	for i, v := range fields {
+		if !slices.Contains(subj, i) && !slices.Contains(sess, i) {
+			c.mention(v)
+		}
+	}
+}
+
 // errTooLarge reports an object with too many distinct values to summarise.
 var errTooLarge = errors.New("too many distinct values to summarise")
 
@@ -282,6 +300,11 @@ func (s *summaries) build(key string, r io.Reader, tenant string, m *matcher) (e
 	if _, err := scanMentions(key, r, nil, cm, &finder{collect: c.mention}, ""); err != nil {
 		return entry{}, err
 	}
+	return s.entryOf(c, tenant, m)
+}
+
+// entryOf is the summary of the values c collected for the tenant and columns of m.
+func (s *summaries) entryOf(c *collector, tenant string, m *matcher) (entry, error) {
 	if c.over {
 		return entry{}, errTooLarge
 	}

@@ -212,19 +212,28 @@ func (v *view) summarised(key string, obj *Object) bool {
 
 // writer returns w teed into a summary builder for a rewrite of from, the current version
 // of key, and the function to call once the write is over (with its error and what was
-// written): on success the summary of the new version is recorded.
-func (v *view) writer(key string, from *Object, w io.Writer) (io.Writer, func(error, Written)) {
+// written): on success the summary of the new version is recorded. With ix, a CSV filter
+// may collect the kept rows' values itself (indexer.claim): the bytes written are then
+// not scanned again.
+func (v *view) writer(key string, from *Object, w io.Writer, ix *indexer) (io.Writer, func(error, Written)) {
 	if v == nil {
 		return w, func(error, Written) {}
 	}
 	end := v.s.rewriting(v.cacheID(key), from.Token)
 	bl := v.start(key)
+	if ix != nil {
+		ix.sum, bl.ix = newCollector(), ix
+	}
 	return io.MultiWriter(w, bl), func(err error, wr Written) {
 		defer end()
 		if err == nil && wr.Token == "" {
 			err = errors.New("no etag")
 		}
-		if e, err := bl.finish(err); err == nil {
+		e, err := bl.finish(err)
+		if err == nil && bl.claimed() {
+			e, err = v.s.entryOf(ix.sum, v.tenant, v.m)
+		}
+		if err == nil {
 			e.VersionID, e.ETag = normVersion(wr.VersionID), normETag(wr.Token)
 			v.add(key, e)
 		}
@@ -238,7 +247,12 @@ type building struct {
 	done chan struct{}
 	e    entry
 	err  error
+	ix   *indexer // of a rewrite whose filter may collect the values itself
 }
+
+// claimed reports whether the rewrite's filter collected the values itself: the bytes
+// written were not scanned (Write dropped them).
+func (bl *building) claimed() bool { return bl.ix != nil && bl.ix.claimed }
 
 func (v *view) start(key string) *building {
 	pr, pw := io.Pipe()
@@ -254,7 +268,9 @@ func (v *view) start(key string) *building {
 }
 
 func (bl *building) Write(p []byte) (int, error) {
-	_, _ = bl.pw.Write(p)
+	if !bl.claimed() {
+		_, _ = bl.pw.Write(p)
+	}
 	return len(p), nil
 }
 
@@ -266,8 +282,13 @@ func (bl *building) finish(err error) (entry, error) {
 		_ = bl.pw.CloseWithError(err)
 	}
 	<-bl.done
-	if err != nil {
+	switch {
+	case err != nil:
 		return entry{}, err
+	case bl.claimed() && !bl.ix.done:
+		return entry{}, errors.New("the filter did not go through the whole object")
+	case bl.claimed():
+		return entry{}, nil
 	}
 	return bl.e, bl.err
 }
