@@ -15,12 +15,13 @@ import "time"
 // or another (a listing made before the index was kept does not drop it: it may predate the
 // version the index describes).
 
-// Bounds: an object with more values than maxIndexValues is not indexed; the indexes of
-// a Store hold at most maxIndexedValues values, all dropped when a new one would pass it.
+// Bounds: an object with more values than maxIndexValues, or more than maxIndexBytes of
+// them, is not indexed; the indexes of a Store hold at most maxIndexedValues values (about
+// 80 MB of 30-byte identifiers), all dropped when a new one would pass it.
 const (
-	maxIndexValues   = 1 << 21
-	maxIndexBytes    = 1 << 28
-	maxIndexedValues = 1 << 23
+	maxIndexValues   = 1 << 20
+	maxIndexBytes    = 64 << 20
+	maxIndexedValues = 1 << 21
 )
 
 // rowIndex is the matcher questions of every row of one version.
@@ -93,7 +94,10 @@ func (ix *indexer) kept(fields []string, subj, sess []int) {
 	if ix.claimed {
 		ix.sum.row(fields, subj, sess)
 	}
-	if ix.over = ix.over || len(ix.ends)+len(ix.pending) > maxIndexValues || len(ix.arena) > maxIndexBytes; !ix.over {
+	if len(ix.ends)+len(ix.pending) > maxIndexValues || len(ix.arena) > maxIndexBytes {
+		ix.over = true
+	}
+	if !ix.over {
 		for i, v := range ix.pending {
 			ix.arena = append(ix.arena, v...)
 			ix.ends = append(ix.ends, uint32(len(ix.arena)))

@@ -36,10 +36,10 @@ import (
 // from another version waits for the rewrite's summary instead); a rewrite builds the
 // summary of the version it writes from what it uploads (for CSV and TSV, from the rows
 // its filter keeps, collected as they are written; else by scanning the bytes), computing
-// keyed hashes only for values the process has not summarised lately (prefixMemo). Version
-// content never changes under a version id and ETag, so a summary is either valid for exactly those bytes or ignored. Only erasures
-// store summaries; Verify, Count and Find keep what they build in the process cache, so
-// checking a store never writes to it. Two deleters writing the summary of one object at
+// keyed hashes only for values the process has not summarised lately (prefixMemo).
+// Version content never changes under a version id and ETag, so a summary is either valid
+// for exactly those bytes or ignored. Only erasures store summaries; Verify, Count and Find
+// keep what they build in the process cache, so checking a store never writes to it. Two deleters writing the summary of one object at
 // once can lose each other's entries, which only costs a read.
 //
 // The summaries of a bucket live in the same bucket under summaryRoot, one object per
