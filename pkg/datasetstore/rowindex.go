@@ -10,10 +10,11 @@ import "time"
 // filtering the written bytes would: the same rows, attributed to the same subjects of a
 // batch. The index is kept in the process only, for the latest version of each object the
 // process wrote, under the version id, the ETag and the scope (tenant and columns) of the
-// summary of that version: a listing that names another version as current drops it, so
-// the raw values it holds do not outlive the next erasure of the object from this process
-// or another (a listing made before the index was kept does not drop it: it may predate the
-// version the index describes).
+// summary of that version. The next rewrite of the object by this process replaces it, and
+// a find that lists another version as current drops it, so the raw values it holds live
+// in memory only until the process next rewrites or finds in the object after another
+// process erased from it (a listing made before the index was kept does not drop it: it
+// may predate the version the index describes).
 
 // Bounds: an object with more values than maxIndexValues, or more than maxIndexBytes of
 // them, is not indexed; the indexes of a Store hold at most maxIndexedValues values (about
