@@ -68,6 +68,7 @@ func (x *rowIndex) count(m *matcher) int {
 // summary, so that the summary need not parse the written bytes again (view.writer).
 type indexer struct {
 	sum     *collector // the kept rows' values, as the summary's scan collects them
+	csv     bool       // a CSV or TSV filter records into it (other formats' filters ask too, unrecorded)
 	claimed bool       // the filter collects into sum: the written bytes need no scan
 	arena   []byte
 	ends    []uint32
@@ -80,12 +81,14 @@ type indexer struct {
 }
 
 func (ix *indexer) ask(session bool, v string) {
-	ix.pending, ix.sess = append(ix.pending, v), append(ix.sess, session)
+	if ix.csv {
+		ix.pending, ix.sess = append(ix.pending, v), append(ix.sess, session)
+	}
 }
 
-// claim reports that the filter will collect the summary's values of every row it keeps
-// (called before it writes anything).
-func (ix *indexer) claim() { ix.claimed = ix.sum != nil }
+// claim reports that a CSV or TSV filter records its rows and collects the summary's
+// values of every row it keeps (called before it writes anything).
+func (ix *indexer) claim() { ix.csv, ix.claimed = true, ix.sum != nil }
 
 // kept ends a row the filter kept, recording its questions and, when claimed, collecting
 // its values as the summary's scan of the written row would (summaries.build): the subject

@@ -177,3 +177,18 @@ func TestWrittenSummaryIsThatOfItsBytes(t *testing.T) {
 		})
 	}
 }
+
+// TestOnlyCSVRewritesRecordRows: the filters of other formats ask the matcher too, but
+// keep nothing of what they asked (no row index, no memory held for one).
+func TestOnlyCSVRewritesRecordRows(t *testing.T) {
+	data := []byte("{\"customer_id\":\"by-1\",\"session_id\":\"s1\"}\n{\"customer_id\":\"cust-1\",\"session_id\":\"s2\"}\n")
+	m := newMatcher([]string{"customer_id"}, []string{"session_id"}, "cust-1", nil)
+	m.ix = &indexer{}
+	var out bytes.Buffer
+	if n, err := rewrite("acme/d.jsonl", bytes.NewReader(data), &out, m); err != nil || n != 1 {
+		t.Fatalf("rewrite = %d, %v", n, err)
+	}
+	if len(m.ix.pending) != 0 || m.ix.index(Written{Token: "t"}, "") != nil {
+		t.Errorf("a JSONL rewrite left %d values pending, index %v", len(m.ix.pending), m.ix.index(Written{Token: "t"}, "") != nil)
+	}
+}
