@@ -192,7 +192,7 @@ func filterCSV(src io.Reader, w *bufio.Writer, comma rune, m *matcher) (int, err
 		raw := rec.take(cr.InputOffset())
 		if matchCSV(fields, subj, sess, m) {
 			if m.ix != nil {
-				m.ix.dropped()
+				m.ix.dropped(fields, subj, sess)
 			}
 			dropped++
 			continue

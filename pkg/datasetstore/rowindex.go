@@ -34,10 +34,13 @@ type rowIndex struct {
 	ends    []uint32 // per value, its end in arena
 	session []bool   // per value, whether it was asked as a session value
 	rows    []uint32 // per row, the end of its values in ends
+
+	tally   *tally // of the version's summary, nil when a rewrite took it (tally.go)
+	tallied int    // the tally's size when x was made
 }
 
-// values is how many values x holds.
-func (x *rowIndex) values() int { return len(x.ends) }
+// values is how many values and prefixes x holds.
+func (x *rowIndex) values() int { return len(x.ends) + x.tallied }
 
 func (x *rowIndex) value(v int) string {
 	start := uint32(0)
@@ -65,9 +68,13 @@ func (x *rowIndex) count(m *matcher) int {
 // indexer records, while a CSV or TSV filter rewrites an object, what the process keeps
 // of the version it writes: the questions the filter asks of the matcher about each row it
 // keeps (the row index) and, with sum set, the values of those rows for the version's
-// summary, so that the summary need not parse the written bytes again (view.writer).
+// summary, so that the summary need not parse the written bytes again (view.writer). With
+// base, the tally of the version filtered, sum collects the values of the rows dropped
+// instead, and the summary is base without them.
 type indexer struct {
-	sum     *collector // the kept rows' values, as the summary's scan collects them
+	sum     *collector // the kept rows' values (with base: the dropped rows'), as the summary's scan collects them
+	base    *tally     // the version filtered's, taken from its row index
+	next    *tally     // the written version's, once its summary was made
 	csv     bool       // a CSV or TSV filter records into it (other formats' filters ask too, unrecorded)
 	claimed bool       // the filter collects into sum: the written bytes need no scan
 	arena   []byte
@@ -90,12 +97,13 @@ func (ix *indexer) ask(session bool, v string) {
 // values of every row it keeps (called before it writes anything).
 func (ix *indexer) claim() { ix.csv, ix.claimed = true, ix.sum != nil }
 
-// kept ends a row the filter kept, recording its questions and, when claimed, collecting
-// its values as the summary's scan of the written row would (summaries.build): the subject
-// columns' values, the session columns' values, and the mention tokens of every other
-// field. dropped ends a row it removed (whose questions stopped at the first that matched).
+// kept ends a row the filter kept, recording its questions and, when claimed without a
+// base, collecting its values as the summary's scan of the written row would
+// (summaries.build): the subject columns' values, the session columns' values, and the
+// mention tokens of every other field. dropped ends a row it removed (whose questions
+// stopped at the first that matched), collecting its values when claimed with a base.
 func (ix *indexer) kept(fields []string, subj, sess []int) {
-	if ix.claimed {
+	if ix.claimed && ix.base == nil {
 		ix.sum.row(fields, subj, sess)
 	}
 	if len(ix.ends)+len(ix.pending) > maxIndexValues || len(ix.arena) > maxIndexBytes {
@@ -109,10 +117,17 @@ func (ix *indexer) kept(fields []string, subj, sess []int) {
 		}
 		ix.rows = append(ix.rows, uint32(len(ix.ends)))
 	}
-	ix.dropped()
+	ix.reset()
 }
 
-func (ix *indexer) dropped() { ix.pending, ix.sess = ix.pending[:0], ix.sess[:0] }
+func (ix *indexer) dropped(fields []string, subj, sess []int) {
+	if ix.claimed && ix.base != nil {
+		ix.sum.row(fields, subj, sess)
+	}
+	ix.reset()
+}
+
+func (ix *indexer) reset() { ix.pending, ix.sess = ix.pending[:0], ix.sess[:0] }
 
 // index returns what ix recorded as the index of the version w, or nil when the filter
 // did not go through a whole object.
@@ -121,5 +136,5 @@ func (ix *indexer) index(w Written, scope string) *rowIndex {
 		return nil
 	}
 	return &rowIndex{versionID: normVersion(w.VersionID), etag: normETag(w.Token), scope: scope,
-		arena: string(ix.arena), ends: ix.ends, session: ix.session, rows: ix.rows}
+		arena: string(ix.arena), ends: ix.ends, session: ix.session, rows: ix.rows, tally: ix.next, tallied: ix.next.size()}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"reflect"
 	"testing"
@@ -144,12 +143,7 @@ func TestWrittenSummaryIsThatOfItsBytes(t *testing.T) {
 			if _, errs := New(c, "", withSummaries).EraseBatch(ctx, st, []deletion.Subject{deletiontest.NewSubject("acme", "cust-1")}); errs[0] != nil {
 				t.Fatal(errs[0])
 			}
-			obj, err := NewS3(c, testBucket).Get(ctx, key)
-			if err != nil {
-				t.Fatal(err)
-			}
-			data, _ := io.ReadAll(obj.Body)
-			obj.Body.Close()
+			obj, data := current(t, c, key)
 			sums := summaryObjects(t, c)
 			if len(sums) != 1 {
 				t.Fatalf("%d summaries stored; want 1", len(sums))

@@ -236,28 +236,30 @@ func mentionTokens(s string, fn func(string)) {
 	}
 }
 
-// collector gathers the raw values of one object while its summary is built; they never
-// leave the process (only their pseudonyms are stored).
+// collector gathers the raw values of one object while its summary is built, each with
+// how many times the object's rows hold it (a tally's counts, tally.go); they never leave
+// the process (only their pseudonyms are stored).
 type collector struct {
-	ids, sessions, mentions map[string]struct{}
+	ids, sessions, mentions map[string]int32
 	n                       int
 	over                    bool
 }
 
 func newCollector() *collector {
-	return &collector{ids: map[string]struct{}{}, sessions: map[string]struct{}{}, mentions: map[string]struct{}{}}
+	return &collector{ids: map[string]int32{}, sessions: map[string]int32{}, mentions: map[string]int32{}}
 }
 
-func (c *collector) add(set map[string]struct{}, v string) {
+func (c *collector) add(set map[string]int32, v string) {
 	if c.over {
 		return
 	}
-	n := len(set)
-	if set[v] = struct{}{}; len(set) > n {
+	n := set[v]
+	if n == 0 {
 		if c.n++; c.n > maxSummaryValues {
 			c.over = true
 		}
 	}
+	set[v] = n + 1
 }
 
 func (c *collector) mention(s string) { mentionTokens(s, func(t string) { c.add(c.mentions, t) }) }
@@ -300,30 +302,72 @@ func (s *summaries) build(key string, r io.Reader, tenant string, m *matcher) (e
 	if _, err := scanMentions(key, r, nil, cm, &finder{collect: c.mention}, ""); err != nil {
 		return entry{}, err
 	}
-	return s.entryOf(c, tenant, m)
+	e, _, err := s.entryOf(c, tenant, m, false)
+	return e, err
 }
 
-// entryOf is the summary of the values c collected for the tenant and columns of m.
-func (s *summaries) entryOf(c *collector, tenant string, m *matcher) (entry, error) {
+// entryOf is the summary of the values c collected for the tenant and columns of m and,
+// with counted, its tally.
+func (s *summaries) entryOf(c *collector, tenant string, m *matcher, counted bool) (entry, *tally, error) {
 	if c.over {
-		return entry{}, errTooLarge
+		return entry{}, nil, errTooLarge
 	}
-	set := func(kind byte, vals map[string]struct{}, prefix func(tenant, v string) uint64) []byte {
-		out := s.memo.prefixes(kind, tenant, vals, prefix)
+	ps, ns := s.prefixSets(c, tenant)
+	var t *tally
+	if counted {
+		t = &tally{}
+		for k := range ps {
+			t.counts[k] = make(map[uint64]int32, len(ps[k]))
+			for i, p := range ps[k] {
+				t.counts[k][p] += ns[k][i]
+			}
+		}
+	}
+	var sets [3][]byte
+	for k := range ps {
+		out := ps[k]
 		slices.Sort(out)
 		out = slices.Compact(out)
-		b := make([]byte, 8*len(out))
+		sets[k] = make([]byte, 8*len(out))
 		for i, v := range out {
-			binary.BigEndian.PutUint64(b[8*i:], v)
+			binary.BigEndian.PutUint64(sets[k][8*i:], v)
 		}
-		return b
 	}
-	return entry{
-		Scope:    s.scopeOf(tenant, m),
-		IDs:      set('p', c.ids, s.key.PseudonymPrefix),
-		Sessions: set('s', c.sessions, s.key.SessionPseudonymPrefix),
-		Mentions: set('p', c.mentions, s.key.PseudonymPrefix),
-	}, nil
+	if t != nil {
+		t.sets = sets
+	}
+	return s.entryWith(tenant, m, sets), t, nil
+}
+
+// entryAfter is the summary, and its tally, of the version a filter of base's version
+// wrote, from the values gone collected of the rows it dropped; base is spent.
+func (s *summaries) entryAfter(base *tally, gone *collector, tenant string, m *matcher) (entry, *tally, error) {
+	if gone.over {
+		return entry{}, nil, errTooLarge
+	}
+	t, err := base.minus(s.prefixSets(gone, tenant))
+	if err != nil {
+		return entry{}, nil, err
+	}
+	return s.entryWith(tenant, m, t.sets), t, nil
+}
+
+// entryWith is the summary entry of the tenant and columns of m with the sets of a tally's
+// order (subject values, session values, mention tokens).
+func (s *summaries) entryWith(tenant string, m *matcher, sets [3][]byte) entry {
+	return entry{Scope: s.scopeOf(tenant, m), IDs: sets[0], Sessions: sets[1], Mentions: sets[2]}
+}
+
+// prefixSets returns the pseudonym prefixes of the values c collected, per set in a
+// tally's order, each with the count c holds of its value.
+func (s *summaries) prefixSets(c *collector, tenant string) (ps [3][]uint64, ns [3][]int32) {
+	vals := [3]map[string]int32{c.ids, c.sessions, c.mentions}
+	kinds := [3]byte{'p', 's', 'p'}
+	prefix := [3]func(tenant, v string) uint64{s.key.PseudonymPrefix, s.key.SessionPseudonymPrefix, s.key.PseudonymPrefix}
+	for k := range vals {
+		ps[k], ns[k] = s.memo.prefixes(kinds[k], tenant, vals[k], prefix[k])
+	}
+	return ps, ns
 }
 
 // cached returns the cached entries of one summary.
@@ -406,6 +450,32 @@ func (s *summaries) indexOf(id string, ver Version, scope string, listed time.Ti
 		return nil
 	}
 	return x
+}
+
+// takeTally returns, for a rewrite of from, the current version of the object of summary
+// id, the tally of from's row index under scope, removing it from the index so that no
+// other rewrite spends it; nil when the process holds none. A rewrite that does not
+// spend it gives it back (giveBack).
+func (s *summaries) takeTally(id string, from *Object, scope string) (*tally, *rowIndex) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	x := s.rows[id]
+	if x == nil || x.tally == nil || x.scope != scope || x.versionID != normVersion(from.VersionID) || x.etag != normETag(from.Token) {
+		return nil, nil
+	}
+	t := x.tally
+	x.tally = nil
+	return t, x
+}
+
+// giveBack returns to x, the row index of summary id, the tally taken from it, unless x
+// has been replaced since.
+func (s *summaries) giveBack(id string, x *rowIndex, t *tally) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.rows[id] == x && x.tally == nil {
+		x.tally = t
+	}
 }
 
 // dropIndex forgets the row index of summary id; s.mu is held.

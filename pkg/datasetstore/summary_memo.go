@@ -24,18 +24,21 @@ func newPrefixMemo() *prefixMemo {
 	return &prefixMemo{seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}, m: map[[2]uint64]uint64{}}
 }
 
-// prefixes returns prefix(tenant, v) of every value of vals, computing only those the
-// memo does not hold; kind tells apart prefix functions (for one kind, one function).
-func (p *prefixMemo) prefixes(kind byte, tenant string, vals map[string]struct{}, prefix func(tenant, v string) uint64) []uint64 {
+// prefixes returns prefix(tenant, v) of every value v of vals, with vals[v] at the same
+// index of ns, computing only the prefixes the memo does not hold; kind tells apart prefix
+// functions (for one kind, one function).
+func (p *prefixMemo) prefixes(kind byte, tenant string, vals map[string]int32, prefix func(tenant, v string) uint64) (out []uint64, ns []int32) {
 	type value struct {
 		v   string
 		key [2]uint64
 	}
 	vs := make([]value, 0, len(vals))
-	for v := range vals {
+	ns = make([]int32, 0, len(vals))
+	for v, n := range vals {
 		vs = append(vs, value{v, [2]uint64{p.hash(0, kind, tenant, v), p.hash(1, kind, tenant, v)}})
+		ns = append(ns, n)
 	}
-	out := make([]uint64, len(vs))
+	out = make([]uint64, len(vs))
 	known := make([]bool, len(vs))
 	p.mu.Lock()
 	for i, x := range vs {
@@ -55,7 +58,7 @@ func (p *prefixMemo) prefixes(kind byte, tenant string, vals map[string]struct{}
 		p.m[x.key] = out[i]
 	}
 	p.mu.Unlock()
-	return out
+	return out, ns
 }
 
 func (p *prefixMemo) hash(seed int, kind byte, tenant, v string) uint64 {

@@ -17,12 +17,17 @@ func TestPrefixMemo(t *testing.T) {
 	}
 	check := func(kind byte, tenant string, vals []string, f func(tenant, v string) uint64, wantCalls int) {
 		t.Helper()
-		set := map[string]struct{}{}
-		for _, v := range vals {
-			set[v] = struct{}{}
+		set := map[string]int32{}
+		for i, v := range vals {
+			set[v] = int32(i + 1)
 		}
 		calls = 0
-		got := memo.prefixes(kind, tenant, set, counted(f))
+		got, ns := memo.prefixes(kind, tenant, set, counted(f))
+		for i, p := range got {
+			if n := set[vals[int(ns[i])-1]]; f(tenant, vals[int(ns[i])-1]) != p || n != ns[i] {
+				t.Errorf("kind %c tenant %s: prefix %016x is not paired with its value's count", kind, tenant, p)
+			}
+		}
 		want := map[uint64]bool{}
 		for _, v := range vals {
 			want[f(tenant, v)] = true

@@ -214,15 +214,19 @@ func (v *view) summarised(key string, obj *Object) bool {
 // of key, and the function to call once the write is over (with its error and what was
 // written): on success the summary of the new version is recorded. With ix, a CSV filter
 // may collect the kept rows' values itself (indexer.claim): the bytes written are then
-// not scanned again.
+// not scanned again, and when the process holds the tally of from, only the dropped rows'
+// values are collected.
 func (v *view) writer(key string, from *Object, w io.Writer, ix *indexer) (io.Writer, func(error, Written)) {
 	if v == nil {
 		return w, func(error, Written) {}
 	}
-	end := v.s.rewriting(v.cacheID(key), from.Token)
+	id := v.cacheID(key)
+	end := v.s.rewriting(id, from.Token)
 	bl := v.start(key)
+	var taken *rowIndex
 	if ix != nil {
 		ix.sum, bl.ix = newCollector(), ix
+		ix.base, taken = v.s.takeTally(id, from, v.scope)
 	}
 	return io.MultiWriter(w, bl), func(err error, wr Written) {
 		defer end()
@@ -230,8 +234,13 @@ func (v *view) writer(key string, from *Object, w io.Writer, ix *indexer) (io.Wr
 			err = errors.New("no etag")
 		}
 		e, err := bl.finish(err)
-		if err == nil && bl.claimed() {
-			e, err = v.s.entryOf(ix.sum, v.tenant, v.m)
+		switch {
+		case err == nil && bl.claimed() && ix.base != nil:
+			e, ix.next, err = v.s.entryAfter(ix.base, ix.sum, v.tenant, v.m)
+		case err == nil && bl.claimed():
+			e, ix.next, err = v.s.entryOf(ix.sum, v.tenant, v.m, true)
+		case ix != nil && ix.base != nil: // not spent
+			v.s.giveBack(id, taken, ix.base)
 		}
 		if err == nil {
 			e.VersionID, e.ETag = normVersion(wr.VersionID), normETag(wr.Token)
