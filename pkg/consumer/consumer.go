@@ -86,7 +86,20 @@ type Config struct {
 	// every record that was not done and possibly some that were (the at-least-once
 	// contract is unchanged).
 	InFlight int
+	// MaxInFlight bounds how many records run at once over all the partitions the
+	// consumer owns (InFlight each): a record beyond it waits, not running, until one
+	// ends. Without it a deleter owning 12 partitions runs 768 erasures side by side; held
+	// to a small CPU share (a pod's CPU limit), such a process starved its own group
+	// heartbeats, was dropped from the group again and again and cancelled its work each
+	// time. Default DefaultMaxInFlight; below 0: no bound.
+	MaxInFlight int
 }
+
+// DefaultMaxInFlight is Config.MaxInFlight unless set: twice the largest batch a deleter
+// hands a store by default, so that a batch can gather while the one before it runs. It
+// suits an instance with a core or more; one held to a fraction of a core needs far
+// fewer (LETHE_INFLIGHT_MAX; 32 for 50m, README).
+const DefaultMaxInFlight = 256
 
 // Run consumes cfg.Topics in cfg.Group until ctx is done.
 func Run(ctx context.Context, cfg Config, h Handler) error {
@@ -106,8 +119,14 @@ func Run(ctx context.Context, cfg Config, h Handler) error {
 		cfg.Grace = 10 * time.Second
 	}
 	cfg.InFlight = max(cfg.InFlight, 1)
+	if cfg.MaxInFlight == 0 {
+		cfg.MaxInFlight = DefaultMaxInFlight
+	}
 	cfg.Metrics = metrics.Or(cfg.Metrics)
 	r := &runner{cfg: cfg, h: h, parts: map[tp]*partition{}, lag: map[tp]int64{}}
+	if cfg.MaxInFlight > 0 {
+		r.slots = make(chan struct{}, cfg.MaxInFlight)
+	}
 	opts := append(cfg.Broker.Options(),
 		// A killed member is evicted after 10 s, and a rebalance waits at most 15 s for
 		// members to rejoin: with the defaults (45 s, 60 s), members killed and restarted
@@ -171,6 +190,7 @@ type runner struct {
 	mu    sync.Mutex // guards parts and lag: group callbacks may run outside the poll loop
 	parts map[tp]*partition
 	lag   map[tp]int64
+	slots chan struct{} // one token per running record (Config.MaxInFlight); nil: no bound
 }
 
 // setLag records a partition's lag (nil: the partition left) and updates the topic's gauge.
@@ -373,7 +393,35 @@ func (w *window) take(rec *kgo.Record) {
 }
 
 func (w *window) start(rec *kgo.Record) {
-	go func() { w.results <- outcome{rec, w.p.process(w.ctx, rec)} }()
+	go func() {
+		ok := w.p.admit(w.ctx)
+		if ok {
+			ok = w.p.process(w.ctx, rec)
+			w.p.release()
+		}
+		w.results <- outcome{rec, ok}
+	}()
+}
+
+// admit waits for one of the runner's slots (Config.MaxInFlight); false: ctx ended or the
+// partition stops first, and the record is stopped before it started.
+func (p *partition) admit(ctx context.Context) bool {
+	if p.r.slots == nil {
+		return true
+	}
+	select {
+	case p.r.slots <- struct{}{}:
+		return true
+	case <-ctx.Done():
+	case <-p.quit:
+	}
+	return false
+}
+
+func (p *partition) release() {
+	if p.r.slots != nil {
+		<-p.r.slots
+	}
 }
 
 // collect records one outcome, starts the next record of its key, and marks the done

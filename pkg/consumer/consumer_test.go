@@ -347,3 +347,30 @@ func TestInFlightKeepsEachKeyInOrder(t *testing.T) {
 	close(release)
 	waitFor(t, "a2 after a1", func() bool { mu.Lock(); defer mu.Unlock(); return slices.Contains(seen, "a2") })
 }
+
+// MaxInFlight bounds the records running at once over every partition, each of which
+// could run InFlight; every record still runs, and the bound is reached.
+func TestMaxInFlightBoundsEveryPartitionTogether(t *testing.T) {
+	cfg := cluster(t, "in")
+	var recs []*kgo.Record
+	for i := range 40 {
+		recs = append(recs, rec(int32(i%2), fmt.Sprint(i)))
+	}
+	produce(t, cfg, recs...)
+	ccfg := consumer.Config{Broker: cfg, Group: "g", Topics: []string{"in"}, InFlight: 8, MaxInFlight: 3}
+	var running, peak, done atomic.Int32
+	stop := consume(t, ccfg, func(ctx context.Context, r *kgo.Record) error {
+		n := running.Add(1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		time.Sleep(5 * time.Millisecond)
+		running.Add(-1)
+		done.Add(1)
+		return nil
+	})
+	defer stop()
+	waitFor(t, "all 40 records", func() bool { return done.Load() == 40 })
+	if p := peak.Load(); p != 3 {
+		t.Errorf("at most %d records ran at once; want 3 (MaxInFlight) out of 16 (InFlight over 2 partitions)", p)
+	}
+}

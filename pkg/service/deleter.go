@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/lethe-erasure/lethe/pkg/consumer"
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/discovery"
 	"github.com/lethe-erasure/lethe/pkg/event"
@@ -101,6 +102,21 @@ func InFlightFromEnv(getenv func(string) string) (int, error) {
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 || n > 1024 {
 		return 0, fmt.Errorf("LETHE_INFLIGHT %q: want a whole number from 1 to 1024", v)
+	}
+	return n, nil
+}
+
+// MaxInFlightFromEnv reads LETHE_INFLIGHT_MAX, how many records a service handles at once
+// over all the partitions it owns (consumer.Config.MaxInFlight); unset:
+// consumer.DefaultMaxInFlight.
+func MaxInFlightFromEnv(getenv func(string) string) (int, error) {
+	v := getenv("LETHE_INFLIGHT_MAX")
+	if v == "" {
+		return consumer.DefaultMaxInFlight, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 1<<16 {
+		return 0, fmt.Errorf("LETHE_INFLIGHT_MAX %q: want a whole number from 1 to 65536", v)
 	}
 	return n, nil
 }

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lethe-erasure/lethe/pkg/config"
+	"github.com/lethe-erasure/lethe/pkg/consumer"
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
@@ -129,6 +130,20 @@ func TestBatchingFromEnv(t *testing.T) {
 		got, inflight, err := BatchingFromEnv(func(k string) string { return env[k] })
 		if (err != nil) != tc.bad || !tc.bad && (got != tc.want || inflight != tc.wantInFlight) {
 			t.Errorf("max %q wait %q inflight %q running %q: %+v %d, %v", tc.max, tc.wait, tc.inflight, tc.running, got, inflight, err)
+		}
+	}
+}
+
+func TestMaxInFlightFromEnv(t *testing.T) {
+	for v, want := range map[string]int{"": consumer.DefaultMaxInFlight, "1": 1, "96": 96, "65536": 65536, "0": -1, "-5": -1, "65537": -1, "lots": -1} {
+		got, err := MaxInFlightFromEnv(func(k string) string {
+			if k == "LETHE_INFLIGHT_MAX" {
+				return v
+			}
+			return ""
+		})
+		if want < 0 && err == nil || want >= 0 && (err != nil || got != want) {
+			t.Errorf("LETHE_INFLIGHT_MAX %q: %d, %v; want %d", v, got, err, want)
 		}
 	}
 }

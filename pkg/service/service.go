@@ -85,6 +85,10 @@ func run(ctx context.Context, service string, build func(ctx context.Context, en
 	if err != nil {
 		return err
 	}
+	maxInFlight, err := MaxInFlightFromEnv(os.Getenv)
+	if err != nil {
+		return err
+	}
 	log, err := cfg.Logger()
 	if err != nil {
 		return err
@@ -118,7 +122,7 @@ func run(ctx context.Context, service string, build func(ctx context.Context, en
 	for _, grp := range spec.Groups {
 		h := registry.Reframe(schemareg.OwnTopics(), grp.Handler)
 		g.Go(func() error {
-			return consumer.Run(gctx, consumer.Config{Broker: cfg.Broker, Group: grp.Name, Topics: grp.Topics, Log: log, Metrics: env.Metrics, Redact: grp.Redact, InFlight: grp.InFlight}, h)
+			return consumer.Run(gctx, consumer.Config{Broker: cfg.Broker, Group: grp.Name, Topics: grp.Topics, Log: log, Metrics: env.Metrics, Redact: grp.Redact, InFlight: grp.InFlight, MaxInFlight: maxInFlight}, h)
 		})
 	}
 	if spec.Run != nil {
