@@ -42,6 +42,11 @@ var DefaultLatency = map[string]time.Duration{
 	"dynamodb": 2 * time.Millisecond,
 }
 
+// LimitedInFlight is LETHE_INFLIGHT_MAX for deleter instances held to a CPU share: at 50m,
+// 256 records in hand starved an instance's group heartbeats (it was dropped from its group
+// and its work cancelled), where a few records already keep its share of a core busy.
+const LimitedInFlight = 32
+
 // ScalingConfig configures Scaling. Zero values take the defaults.
 type ScalingConfig struct {
 	N         int                      // erasures per phase; default 240
@@ -53,7 +58,9 @@ type ScalingConfig struct {
 	// InstanceCPU, when above zero, confines each deleter instance to that share of one
 	// core (a cgroup CPU quota, as a container's CPU limit does), so that an instance is
 	// bound by its own CPU, as in a deployment where each runs in a pod with a CPU limit,
-	// and instances add CPU. It fails on a machine without a cgroup cpu controller.
+	// and instances add CPU. It fails on a machine without a cgroup cpu controller. Such
+	// instances run with LETHE_INFLIGHT_MAX=LimitedInFlight, as a pod with a fraction of a
+	// core should (README, "Scaling out over processes").
 	InstanceCPU float64
 	// Partitions of every topic; default 12, so that 1, 2, 3, 4 and 6 instances each get
 	// an equal share (with 6, four instances get 2, 2, 1 and 1: the busiest has a third
@@ -186,6 +193,7 @@ func Scaling(ctx context.Context, cfg ScalingConfig) (*ScalingResult, error) {
 		sys.mu.Lock()
 		sys.deleterCPU = l
 		sys.mu.Unlock()
+		sys.Setenv(fmt.Sprintf("LETHE_INFLIGHT_MAX=%d", LimitedInFlight))
 		defer func() {
 			// the instances' groups go with them, then the limiter's own (a failure leaves
 			// an empty group behind, which costs nothing)
@@ -530,7 +538,7 @@ func (r *ScalingResult) latencyNote() string {
 		note = "one-way latency " + strings.Join(parts, ", ")
 	}
 	if r.InstanceCPU > 0 {
-		note += "; each deleter instance limited to " + FormatCPU(r.InstanceCPU) + " CPU"
+		note += fmt.Sprintf("; each deleter instance limited to %s CPU and %d records in hand", FormatCPU(r.InstanceCPU), LimitedInFlight)
 	}
 	if r.Partitions > 0 {
 		note += fmt.Sprintf("; %d partitions per topic", r.Partitions)
