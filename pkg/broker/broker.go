@@ -15,6 +15,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -149,13 +150,26 @@ func (c Config) NewProducer(extra ...kgo.Opt) (*kgo.Client, error) {
 }
 
 // PrepareTopics makes sure topics exist before a service uses them: it creates the missing
-// ones when c.CreateTopics is set (EnsureTopics), else waits up to wait for them to be
-// provisioned (WaitTopics).
+// ones when c.CreateTopics is set (EnsureTopics), trying again for up to wait while no
+// broker can be reached (a service started during a broker restart rides it out), else
+// waits up to wait for them to be provisioned (WaitTopics).
 func (c Config) PrepareTopics(ctx context.Context, cl *kgo.Client, wait time.Duration, topics ...string) error {
-	if c.CreateTopics {
-		return EnsureTopics(ctx, cl, c.Partitions, topics...)
+	if !c.CreateTopics {
+		return WaitTopics(ctx, cl, wait, topics...)
 	}
-	return WaitTopics(ctx, cl, wait, topics...)
+	deadline := time.Now().Add(wait)
+	for {
+		err := EnsureTopics(ctx, cl, c.Partitions, topics...)
+		var unreachable *net.OpError
+		if err == nil || !errors.As(err, &unreachable) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // EnsureTopics creates the topics that do not exist yet, with partitions partitions and

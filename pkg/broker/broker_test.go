@@ -3,6 +3,8 @@ package broker_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -151,5 +153,40 @@ func TestPrepareTopicsWithCreationOff(t *testing.T) {
 	}()
 	if err := cfg.PrepareTopics(t.Context(), cl, 10*time.Second, "a", "b"); err != nil {
 		t.Fatalf("PrepareTopics once b was provisioned: %v", err)
+	}
+}
+
+// With topic creation on, a service started while no broker answers creates its topics
+// once one does, rather than failing at once.
+func TestPrepareTopicsRidesOutABrokerRestart(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close() // nothing listens there until the cluster starts
+	cfg := broker.Config{Brokers: []string{fmt.Sprintf("127.0.0.1:%d", port)}, CreateTopics: true, Partitions: 2}
+	cl := testenv.Producer(t, cfg)
+	started := make(chan *kfake.Cluster, 1)
+	go func() {
+		time.Sleep(1500 * time.Millisecond)
+		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(port))
+		if err != nil {
+			t.Error(err)
+		}
+		started <- c
+	}()
+	err = cfg.PrepareTopics(t.Context(), cl, 30*time.Second, "a")
+	if c := <-started; c != nil {
+		defer c.Close()
+	}
+	if err != nil {
+		t.Fatalf("PrepareTopics while the broker came up: %v", err)
+	}
+	if details, _ := kadm.NewClient(cl).ListTopics(t.Context(), "a"); details["a"].Err != nil || len(details["a"].Partitions) != 2 {
+		t.Fatalf("topic a after PrepareTopics: %+v", details["a"])
+	}
+	if err := cfg.PrepareTopics(t.Context(), testenv.Producer(t, broker.Config{Brokers: []string{"127.0.0.1:1"}, CreateTopics: true}), 0, "a"); err == nil {
+		t.Error("PrepareTopics with no broker and no time to wait succeeded")
 	}
 }
