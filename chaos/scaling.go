@@ -45,7 +45,7 @@ var DefaultLatency = map[string]time.Duration{
 // LimitedInFlight is LETHE_INFLIGHT_MAX for deleter instances held to a CPU share: at 50m,
 // 256 records in hand starved an instance's group heartbeats (it was dropped from its group
 // and its work cancelled), where a few records already keep its share of a core busy.
-const LimitedInFlight = 32
+const LimitedInFlight = 64
 
 // ScalingConfig configures Scaling. Zero values take the defaults.
 type ScalingConfig struct {
