@@ -98,7 +98,7 @@ type Config struct {
 // DefaultMaxInFlight is Config.MaxInFlight unless set: twice the largest batch a deleter
 // hands a store by default, so that a batch can gather while the one before it runs. It
 // suits an instance with a core or more; one held to a fraction of a core needs far
-// fewer (LETHE_INFLIGHT_MAX; 32 for 50m, README).
+// fewer (LETHE_INFLIGHT_MAX: the scaling runs give 50m instances 64, README).
 const DefaultMaxInFlight = 256
 
 // Run consumes cfg.Topics in cfg.Group until ctx is done.
