@@ -46,7 +46,8 @@ func TestTalliedSummaryIsThatOfItsBytes(t *testing.T) {
 					t.Fatal(errs[0])
 				}
 				obj, data := current(t, c, key)
-				x := store.sum.rows[testBucket+"\x00"+store.sum.nameOf(key)]
+				id := testBucket + "\x00" + store.sum.nameOf(key)
+				x := store.sum.rows[id]
 				if x == nil || x.tally == nil || x.versionID != normVersion(obj.VersionID) {
 					t.Fatalf("erasure %d: no tally kept for the version written", i+1)
 				}
@@ -55,7 +56,7 @@ func TestTalliedSummaryIsThatOfItsBytes(t *testing.T) {
 				}
 				prev = x.tally
 				var got *entry
-				for _, e := range store.sum.cached(testBucket + "\x00" + store.sum.nameOf(key)) {
+				for _, e := range store.sum.cached(id) {
 					if e.is(obj.VersionID, obj.Token, e.Scope) {
 						got = &e
 					}
