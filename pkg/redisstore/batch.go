@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/event"
@@ -79,40 +80,55 @@ type indexed struct {
 	owner, loc int
 }
 
+// indexSet is one index set of a subject of a batch, as one pipeline read it.
+type indexSet struct {
+	owner   int
+	index   string
+	members []string
+	notSet  bool // the key holds another type (WRONGTYPE)
+}
+
+// readIndexSets reads the index sets of every subject in use in one pipeline. An index
+// key that is not a set is returned with notSet; any other failure fails the read.
+func (r *Store) readIndexSets(ctx context.Context, plans []plan, use []int) ([]indexSet, error) {
+	pipe := r.client.Pipeline()
+	var sets []indexSet
+	var cmds []*redis.StringSliceCmd
+	for _, i := range use {
+		for _, idx := range plans[i].indexes {
+			sets = append(sets, indexSet{owner: i, index: idx})
+			cmds = append(cmds, pipe.SMembers(ctx, idx))
+		}
+	}
+	if len(cmds) == 0 {
+		return nil, nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		for _, c := range cmds {
+			if e := c.Err(); e != nil && !isWrongType(e) {
+				return nil, classify("read index", e)
+			}
+		}
+	}
+	for j, c := range cmds {
+		sets[j].members, sets[j].notSet = c.Val(), c.Err() != nil
+	}
+	return sets, nil
+}
+
 // eraseIndexedBatch reads the index sets of every subject in use in one pipeline and
 // unlinks the members their plans cover, in pipelines of unlinkBatch keys, removing them
 // from their index sets. Index keys that are not sets are left alone (Verify reports them).
 func (r *Store) eraseIndexedBatch(ctx context.Context, plans []plan, tallies []*tally, use []int) error {
-	pipe := r.client.Pipeline()
-	type read struct {
-		owner int
-		index string
-		cmd   *redis.StringSliceCmd
-	}
-	var reads []read
-	for _, i := range use {
-		for _, idx := range plans[i].indexes {
-			reads = append(reads, read{i, idx, pipe.SMembers(ctx, idx)})
-		}
-	}
-	if len(reads) == 0 {
-		return nil
-	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		for _, rd := range reads {
-			if e := rd.cmd.Err(); e != nil && !isWrongType(e) {
-				return classify("read index", e)
-			}
-		}
+	sets, err := r.readIndexSets(ctx, plans, use)
+	if err != nil {
+		return err
 	}
 	var keys []indexed
-	for _, rd := range reads {
-		if rd.cmd.Err() != nil {
-			continue // not a set
-		}
-		for _, m := range rd.cmd.Val() {
-			if loc := plans[rd.owner].match(m); loc >= 0 {
-				keys = append(keys, indexed{m, rd.index, rd.owner, loc})
+	for _, set := range sets {
+		for _, m := range set.members {
+			if loc := plans[set.owner].match(m); loc >= 0 {
+				keys = append(keys, indexed{m, set.index, set.owner, loc})
 			}
 		}
 	}
@@ -135,7 +151,136 @@ func (r *Store) eraseIndexedBatch(ctx context.Context, plans []plan, tallies []*
 	return nil
 }
 
-// VerifyBatch verifies each subject with Verify.
+// VerifyBatch verifies each subject as Verify does. The subjects st serves index_only
+// share one pipeline that reads every index set of the batch; the others are verified one
+// by one with Verify.
 func (r *Store) VerifyBatch(ctx context.Context, st inventory.Store, subjects []deletion.Subject) ([]event.Verification, []error) {
-	return deletion.VerifyEach(ctx, r, st, subjects)
+	vs := make([]event.Verification, len(subjects))
+	errs := make([]error, len(subjects))
+	plans, use, sets := r.indexOnlyBatch(ctx, st, subjects, errs, func(i int) { vs[i], errs[i] = r.Verify(ctx, st, subjects[i]) })
+	found := make(map[int]map[string]struct{}, len(use))
+	notSets := map[int]int{}
+	for _, set := range sets {
+		if set.notSet {
+			notSets[set.owner]++
+			continue
+		}
+		for _, m := range set.members {
+			if plans[set.owner].match(m) >= 0 {
+				if found[set.owner] == nil {
+					found[set.owner] = map[string]struct{}{}
+				}
+				found[set.owner][m] = struct{}{}
+			}
+		}
+	}
+	down := r.downShards(nil)
+	for _, i := range use {
+		vs[i] = verification(VerifyIndexMethod, plans[i], len(found[i]), notSets[i], true, down)
+	}
+	return vs, errs
+}
+
+var _ deletion.BatchFinder = (*Store)(nil)
+
+// FindBatch counts what Find counts for each subject. The subjects st serves index_only
+// share two pipelines, one reading every index set of the batch and one checking which of
+// the listed keys exist; the others are found one by one with Find.
+func (r *Store) FindBatch(ctx context.Context, st inventory.Store, subjects []deletion.Subject) ([][]event.LocationCount, []error) {
+	out := make([][]event.LocationCount, len(subjects))
+	errs := make([]error, len(subjects))
+	plans, use, sets := r.indexOnlyBatch(ctx, st, subjects, errs, func(i int) { out[i], errs[i] = r.Find(ctx, st, subjects[i]) })
+	found := make(map[int]map[string]int, len(use)) // subject -> listed key -> location
+	for _, set := range sets {
+		for _, m := range set.members {
+			if loc := plans[set.owner].match(m); loc >= 0 {
+				if found[set.owner] == nil {
+					found[set.owner] = map[string]int{}
+				}
+				found[set.owner][m] = loc
+			}
+		}
+	}
+	var keys []indexed
+	for _, i := range use {
+		for k, loc := range found[i] {
+			keys = append(keys, indexed{key: k, owner: i, loc: loc})
+		}
+	}
+	n := make(map[int][]int64, len(use))
+	for _, i := range use {
+		n[i] = make([]int64, len(plans[i].locations))
+	}
+	if err := r.countExisting(ctx, keys, func(k indexed, exists int64) { n[k.owner][k.loc] += exists }); err != nil {
+		for _, i := range use {
+			errs[i] = err
+		}
+		return out, errs
+	}
+	for _, i := range use {
+		out[i] = locationCounts(plans[i], n[i])
+	}
+	return out, errs
+}
+
+// indexOnlyBatch reads, in one pipeline, the index sets of the subjects st serves
+// index_only, and returns their plans (at their indexes in subjects), those indexes and
+// the sets read. Every other subject is handed to one (up to batchOthers at a time), its
+// outcome its own. A subject the
+// templates cannot serve, and every subject in use when the read fails, gets its error in
+// errs and is left out of use.
+func (r *Store) indexOnlyBatch(ctx context.Context, st inventory.Store, subjects []deletion.Subject, errs []error, one func(i int)) ([]plan, []int, []indexSet) {
+	plans := make([]plan, len(subjects))
+	var use []int
+	var others errgroup.Group
+	others.SetLimit(batchOthers)
+	defer func() { _ = others.Wait() }() // every outcome is one's to record
+	for i, s := range subjects {
+		if !indexOnly(st, s) {
+			others.Go(func() error { one(i); return nil })
+			continue
+		}
+		p, err := newPlan(st, s)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		plans[i] = p
+		use = append(use, i)
+	}
+	if len(use) == 0 {
+		return plans, nil, nil
+	}
+	sets, err := r.readIndexSets(ctx, plans, use)
+	if err != nil {
+		for _, i := range use {
+			errs[i] = err
+		}
+		return plans, nil, nil
+	}
+	return plans, use, sets
+}
+
+// batchOthers bounds the subjects of a batch found or verified one by one at a time.
+const batchOthers = 16
+
+// countExisting checks, in pipelines of unlinkBatch keys, which of keys exist, and calls
+// add with each key and 1 when it does, 0 when it does not.
+func (r *Store) countExisting(ctx context.Context, keys []indexed, add func(k indexed, exists int64)) error {
+	for len(keys) > 0 {
+		n := min(len(keys), unlinkBatch)
+		pipe := r.client.Pipeline()
+		cmds := make([]*redis.IntCmd, n)
+		for j, k := range keys[:n] {
+			cmds[j] = pipe.Exists(ctx, k.key)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return classify("count keys", err)
+		}
+		for j, c := range cmds {
+			add(keys[j], c.Val())
+		}
+		keys = keys[n:]
+	}
+	return nil
 }

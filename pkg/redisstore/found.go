@@ -59,27 +59,21 @@ func (r *Store) Find(ctx context.Context, st inventory.Store, s deletion.Subject
 		add(members)
 	}
 	n := make([]int64, len(p.locations))
-	keys := make([]string, 0, len(found))
-	for k := range found {
-		keys = append(keys, k)
+	keys := make([]indexed, 0, len(found))
+	for k, loc := range found {
+		keys = append(keys, indexed{key: k, loc: loc})
 	}
-	for start := 0; start < len(keys); start += unlinkBatch {
-		batch := keys[start:min(start+unlinkBatch, len(keys))]
-		pipe := r.client.Pipeline()
-		cmds := make([]*redis.IntCmd, len(batch))
-		for i, k := range batch {
-			cmds[i] = pipe.Exists(ctx, k)
-		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			return nil, classify("count keys", err)
-		}
-		for i, c := range cmds {
-			n[found[batch[i]]] += c.Val()
-		}
+	if err := r.countExisting(ctx, keys, func(k indexed, exists int64) { n[k.loc] += exists }); err != nil {
+		return nil, err
 	}
+	return locationCounts(p, n), nil
+}
+
+// locationCounts pairs p's locations with the counts n, one per location.
+func locationCounts(p plan, n []int64) []event.LocationCount {
 	locs := make([]event.LocationCount, len(p.locations))
 	for i, loc := range p.locations {
 		locs[i] = event.LocationCount{Location: loc, Deleted: n[i]}
 	}
-	return locs, nil
+	return locs
 }

@@ -143,12 +143,12 @@ func (r *Store) Verify(ctx context.Context, st inventory.Store, s deletion.Subje
 	var mu sync.Mutex
 	found := map[string]struct{}{}
 	down := map[string]bool{}
-	method := VerifyMethod
+	// index_only: no scan, but the templates still tell which listed members are s's
+	method, scans := VerifyMethod, p.patterns
 	if indexOnly(st, s) {
-		method = VerifyIndexMethod
-		p.patterns = nil
+		method, scans = VerifyIndexMethod, nil
 	}
-	for _, pt := range p.patterns {
+	for _, pt := range scans {
 		skipped, err := r.forEachPrimary(ctx, func(ctx context.Context, node redis.Cmdable) error {
 			return scan(ctx, node, pt.glob, "", func(keys []string) error {
 				mu.Lock()
@@ -165,14 +165,6 @@ func (r *Store) Verify(ctx context.Context, st inventory.Store, s deletion.Subje
 			return event.Verification{}, classify("scan "+p.locations[pt.loc], err)
 		}
 		for _, name := range skipped {
-			down[name] = true
-		}
-	}
-	if ring, ok := r.client.(*redis.Ring); ok {
-		// Also when nothing was scanned (index_only): the ring routes a down shard's index
-		// keys to another shard, where they read as empty.
-		_, names := ringShards(ring)
-		for _, name := range names {
 			down[name] = true
 		}
 	}
@@ -196,16 +188,40 @@ func (r *Store) Verify(ctx context.Context, st inventory.Store, s deletion.Subje
 			}
 		}
 	}
-	v := event.Verification{Method: method, Remaining: int64(len(found))}
+	return verification(method, p, len(found), notSets, indexOnly(st, s), r.downShards(down)), nil
+}
+
+// downShards returns, sorted, the names in scanned (shards a scan skipped) and, for a
+// ring, the names of its shards that are down now: also when nothing was scanned
+// (index_only), since the ring routes a down shard's index keys to another shard, where
+// they read as empty.
+func (r *Store) downShards(scanned map[string]bool) []string {
+	down := maps.Clone(scanned)
+	if ring, ok := r.client.(*redis.Ring); ok {
+		_, names := ringShards(ring)
+		for _, name := range names {
+			if down == nil {
+				down = map[string]bool{}
+			}
+			down[name] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(down))
+}
+
+// verification is what Verify reports for p: remaining keys found, notSets index keys
+// that are not sets, and the shards down whose keys were not read.
+func verification(method string, p plan, remaining, notSets int, indexOnly bool, down []string) event.Verification {
+	v := event.Verification{Method: method, Remaining: int64(remaining)}
 	if notSets > 0 {
 		v.Unexamined += int64(notSets)
-		v.UnexaminedItems = append(v.UnexaminedItems, p.notSetItem(notSets, indexOnly(st, s)))
+		v.UnexaminedItems = append(v.UnexaminedItems, p.notSetItem(notSets, indexOnly))
 	}
-	for _, name := range slices.Sorted(maps.Keys(down)) {
+	for _, name := range down {
 		v.Unexamined++
 		v.UnexaminedItems = append(v.UnexaminedItems, fmt.Sprintf("shard %s: down, its keys were not scanned", name))
 	}
-	return v, nil
+	return v
 }
 
 // errNotASet marks an index key that holds something other than a set (WRONGTYPE).

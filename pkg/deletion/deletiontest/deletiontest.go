@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -323,6 +324,7 @@ func checkBatch(t *testing.T, f Fixture) {
 	for _, id := range []string{"ab", "x", "a", `a\b`, "zo\u00e9"} {
 		keep[id] = f.Seed(t, NewSubject("acme", id), 2)
 	}
+	checkBatchReads(t, f, batch, want)
 	res, errs := bs.EraseBatch(ctx, f.Store, batch)
 	if len(res) != len(batch) || len(errs) != len(batch) {
 		t.Fatalf("EraseBatch of %d subjects returned %d results and %d errors", len(batch), len(res), len(errs))
@@ -349,6 +351,49 @@ func checkBatch(t *testing.T, f Fixture) {
 	for id, n := range keep {
 		if got := f.Count(t, NewSubject("acme", id)); got != n {
 			t.Errorf("bystander %q: %d items left of %d", id, got, n)
+		}
+	}
+}
+
+// checkBatchReads checks that, before anything is erased, VerifyBatch reports for each
+// subject of batch what Verify reports for it alone (a subject with want[i] items seeded
+// is not clean), and, for a deletion.BatchFinder, that FindBatch counts what Find counts.
+func checkBatchReads(t *testing.T, f Fixture, batch []deletion.Subject, want []int) {
+	t.Helper()
+	ctx := context.Background()
+	vs, errs := f.Impl.(deletion.BatchStore).VerifyBatch(ctx, f.Store, batch)
+	if len(vs) != len(batch) || len(errs) != len(batch) {
+		t.Fatalf("VerifyBatch of %d subjects returned %d verifications and %d errors", len(batch), len(vs), len(errs))
+	}
+	for i, s := range batch {
+		one, err := f.Impl.Verify(ctx, f.Store, s)
+		if errs[i] != nil || err != nil {
+			t.Errorf("subject %d: VerifyBatch: %v; Verify: %v", i, errs[i], err)
+			continue
+		}
+		if vs[i].Remaining != one.Remaining || vs[i].Unexamined != one.Unexamined || vs[i].Method != one.Method {
+			t.Errorf("subject %d: VerifyBatch %+v, Verify alone %+v", i, vs[i], one)
+		}
+		if want[i] > 0 && vs[i].Clean() {
+			t.Errorf("subject %d: VerifyBatch says clean with %d items seeded: %+v", i, want[i], vs[i])
+		}
+	}
+	bf, ok := f.Impl.(deletion.BatchFinder)
+	if !ok {
+		return
+	}
+	found, errs := bf.FindBatch(ctx, f.Store, batch)
+	if len(found) != len(batch) || len(errs) != len(batch) {
+		t.Fatalf("FindBatch of %d subjects returned %d counts and %d errors", len(batch), len(found), len(errs))
+	}
+	for i, s := range batch {
+		one, err := bf.Find(ctx, f.Store, s)
+		if errs[i] != nil || err != nil {
+			t.Errorf("subject %d: FindBatch: %v; Find: %v", i, errs[i], err)
+			continue
+		}
+		if got, alone := nonZero(found[i]), nonZero(one); !slices.Equal(got, alone) {
+			t.Errorf("subject %d: FindBatch counted %v, Find alone %v", i, got, alone)
 		}
 	}
 }
