@@ -3,6 +3,7 @@ package qdrantstore
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc/codes"
@@ -115,7 +116,100 @@ func (st *Store) EraseBatch(ctx context.Context, inv inventory.Store, subjects [
 // countLimit bounds the counts of one batch that run at a time.
 const countLimit = 16
 
-// VerifyBatch verifies each subject with Verify: the exact count is per subject.
+// VerifyBatch verifies each subject as Verify does. It first counts, exactly, the points
+// of each collection that pass the union of its subjects' filters (and, with text fields,
+// scrolls for mentions of any of their identifiers): where the union finds nothing, each
+// of its subjects finds nothing either, so a subject whose every collection found nothing
+// is verified clean by these shared reads. Every other subject — one whose collection
+// still holds something of the batch, a tenant-scope one, any subject of a store with
+// semantic read-back — is verified with Verify, its exact count its own.
 func (st *Store) VerifyBatch(ctx context.Context, inv inventory.Store, subjects []deletion.Subject) ([]event.Verification, []error) {
-	return deletion.VerifyEach(ctx, st, inv, subjects)
+	vs := make([]event.Verification, len(subjects))
+	errs := make([]error, len(subjects))
+	l, err := LocatorsOf(inv)
+	if err != nil || l.similar() != SimilarOff || len(subjects) < 2 {
+		return deletion.VerifyEach(ctx, st, inv, subjects)
+	}
+	type group struct {
+		subjects []deletion.Subject
+		owners   []int
+	}
+	groups := map[string]*group{}
+	var order []string
+	shared := make([]bool, len(subjects)) // verified by the shared reads unless a read finds something
+	for i, s := range subjects {
+		if s.TenantScope() {
+			continue
+		}
+		if _, err := subjectFilter(l, s); err != nil {
+			continue
+		}
+		shared[i] = true
+		for _, tmpl := range l.Collections {
+			for _, coll := range collections(tmpl, s) {
+				g := groups[coll]
+				if g == nil {
+					g = &group{}
+					groups[coll] = g
+					order = append(order, coll)
+				}
+				g.subjects = append(g.subjects, s)
+				g.owners = append(g.owners, i)
+			}
+		}
+	}
+	var mu sync.Mutex
+	var reads errgroup.Group
+	reads.SetLimit(countLimit)
+	for _, coll := range order {
+		g := groups[coll]
+		reads.Go(func() error {
+			if !st.noneOf(ctx, l, coll, g.subjects) {
+				mu.Lock()
+				for _, i := range g.owners {
+					shared[i] = false
+				}
+				mu.Unlock()
+			}
+			return nil
+		})
+	}
+	_ = reads.Wait()
+	method := MethodSubject
+	if len(l.TextFields) > 0 {
+		method += MethodMentions
+	}
+	var each errgroup.Group
+	each.SetLimit(countLimit)
+	for i, s := range subjects {
+		if shared[i] {
+			vs[i] = event.Verification{Method: method}
+			continue
+		}
+		each.Go(func() error {
+			vs[i], errs[i] = st.Verify(ctx, inv, s)
+			return nil
+		})
+	}
+	_ = each.Wait() // every outcome is in errs
+	return vs, errs
+}
+
+// noneOf reports whether coll holds no point of any of subjects, by the exact count of the
+// union of their filters and, with text fields, no mention of any of their identifiers.
+// A failed read reports false: the subjects are then verified one by one.
+func (st *Store) noneOf(ctx context.Context, l Locators, coll string, subjects []deletion.Subject) bool {
+	f, err := filterOf(l, subjects)
+	if err != nil {
+		return false
+	}
+	if n, err := st.count(ctx, coll, f); err != nil || n != 0 {
+		return false
+	}
+	var ids []string
+	for _, s := range subjects {
+		ids = append(ids, identifiers(s)...)
+	}
+	m, err := st.mentioning(ctx, l, coll, ids)
+	return err == nil && len(m) == 0
 }

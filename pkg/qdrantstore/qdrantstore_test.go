@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -353,5 +354,51 @@ func TestErrorClasses(t *testing.T) {
 	}
 	if _, err := e.store.Verify(ctx, e.inv, s); err == nil || retry.IsPermanent(err) {
 		t.Errorf("Verify with server down: %v, want transient", err)
+	}
+}
+
+// VerifyBatch proves a batch clean with one union count per collection, and never lets
+// that shortcut hide a subject's remaining points: when something of the batch is still
+// in a collection, each of its subjects is counted on its own, so the one whose points
+// remain is not clean and the others are.
+func TestVerifyBatchCountsEachSubjectWhereSomethingRemains(t *testing.T) {
+	e := newEnv(t)
+	e.inv.Locators = e.inv.Locators.With("similar", qdrantstore.SimilarOff) // with it, each subject's vectors are searched alone
+	ctx := context.Background()
+	e.ensureCollection(t, "acme")
+	var batch []deletion.Subject
+	for i := range 4 {
+		s := deletiontest.NewSubject("acme", fmt.Sprintf("cust-%d", i))
+		e.seed(t, s, 3)
+		batch = append(batch, s)
+	}
+	for _, s := range batch[:3] {
+		if _, err := e.store.Erase(ctx, e.inv, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	vs, errs := e.store.VerifyBatch(ctx, e.inv, batch)
+	for i, v := range vs {
+		if errs[i] != nil {
+			t.Fatalf("subject %d: %v", i, errs[i])
+		}
+		if want := map[bool]int64{true: 6, false: 0}[i == 3]; v.Remaining != want {
+			t.Errorf("subject %d: %d remaining, want %d", i, v.Remaining, want)
+		}
+	}
+	if _, err := e.store.Erase(ctx, e.inv, batch[3]); err != nil {
+		t.Fatal(err)
+	}
+	before := e.srv.Calls("Count")
+	vs, errs = e.store.VerifyBatch(ctx, e.inv, batch)
+	for i, v := range vs {
+		one, err := e.store.Verify(ctx, e.inv, batch[i])
+		if errs[i] != nil || err != nil || !v.Clean() || !reflect.DeepEqual(v, one) {
+			t.Errorf("subject %d after every erase: VerifyBatch %+v (%v), Verify %+v (%v)", i, v, errs[i], one, err)
+		}
+	}
+	// one union count for the batch, then one count per subject for the Verify calls above
+	if n := e.srv.Calls("Count") - before; n != 1+len(batch) {
+		t.Errorf("a clean batch and %d single verifications sent %d counts, want %d", len(batch), n, 1+len(batch))
 	}
 }

@@ -348,6 +348,7 @@ func checkBatch(t *testing.T, f Fixture) {
 			t.Errorf("subject %d: VerifyBatch %+v, %v", i, vs[i], errs[i])
 		}
 	}
+	checkBatchReads(t, f, batch, make([]int, len(batch)))
 	for id, n := range keep {
 		if got := f.Count(t, NewSubject("acme", id)); got != n {
 			t.Errorf("bystander %q: %d items left of %d", id, got, n)
@@ -355,8 +356,8 @@ func checkBatch(t *testing.T, f Fixture) {
 	}
 }
 
-// checkBatchReads checks that, before anything is erased, VerifyBatch reports for each
-// subject of batch what Verify reports for it alone (a subject with want[i] items seeded
+// checkBatchReads checks that VerifyBatch reports for each subject of batch what Verify
+// reports for it alone (a subject with want[i] items seeded
 // is not clean), and, for a deletion.BatchFinder, that FindBatch counts what Find counts.
 func checkBatchReads(t *testing.T, f Fixture, batch []deletion.Subject, want []int) {
 	t.Helper()
