@@ -284,7 +284,7 @@ func eraseCurrent(ctx context.Context, b Bucket, key string, m *matcher, sv *vie
 	}
 	defer obj.Body.Close()
 	var rows int
-	mi, ix := sv.indexing(m)
+	mi, ix := sv.indexing(m, key)
 	wr, err := rewriteObject(ctx, b, key, obj, sv, ix, func(r io.Reader, w io.Writer) (bool, error) {
 		var err error
 		rows, err = rewrite(key, r, w, mi)

@@ -1,6 +1,9 @@
 package datasetstore
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // A row index lets Find count the rows of a version this process wrote without reading
 // it. While a rewrite filters a CSV or TSV object, it records, for every row it keeps, the
@@ -72,12 +75,12 @@ func (x *rowIndex) count(m *matcher) int {
 // base, the tally of the version filtered, sum collects the values of the rows dropped
 // instead, and the summary is base without them.
 type indexer struct {
-	sum     *collector // the kept rows' values (with base: the dropped rows'), as the summary's scan collects them
-	base    *tally     // the version filtered's, taken from its row index
-	next    *tally     // the written version's, once its summary was made
-	csv     bool       // a CSV or TSV filter records into it (other formats' filters ask too, unrecorded)
-	claimed bool       // the filter collects into sum: the written bytes need no scan
-	arena   []byte
+	sum     *collector      // the kept rows' values (with base: the dropped rows'), as the summary's scan collects them
+	base    *tally          // the version filtered's, taken from its row index
+	next    *tally          // the written version's, once its summary was made
+	csv     bool            // a CSV or TSV filter records into it (other formats' filters ask too, unrecorded)
+	claimed bool            // the filter collects into sum: the written bytes need no scan
+	arena   strings.Builder // String does not copy: the row index keeps it as is
 	ends    []uint32
 	session []bool
 	rows    []uint32
@@ -85,6 +88,20 @@ type indexer struct {
 	sess    []bool   // idem, whether each was a session value
 	over    bool     // too many values: no index
 	done    bool     // the filter went through the whole object
+}
+
+// newIndexer returns an indexer sized for an object like like (nil: no hint), such as the
+// row index of the version a rewrite is about to filter, so that recording the written
+// version, which is about as large, does not grow its buffers step by step.
+func newIndexer(like *rowIndex) *indexer {
+	ix := &indexer{}
+	if like != nil {
+		ix.arena.Grow(len(like.arena))
+		ix.ends = make([]uint32, 0, len(like.ends))
+		ix.session = make([]bool, 0, len(like.session))
+		ix.rows = make([]uint32, 0, len(like.rows))
+	}
+	return ix
 }
 
 func (ix *indexer) ask(session bool, v string) {
@@ -106,13 +123,13 @@ func (ix *indexer) kept(fields []string, subj, sess []int) {
 	if ix.claimed && ix.base == nil {
 		ix.sum.row(fields, subj, sess)
 	}
-	if len(ix.ends)+len(ix.pending) > maxIndexValues || len(ix.arena) > maxIndexBytes {
+	if len(ix.ends)+len(ix.pending) > maxIndexValues || ix.arena.Len() > maxIndexBytes {
 		ix.over = true
 	}
 	if !ix.over {
 		for i, v := range ix.pending {
-			ix.arena = append(ix.arena, v...)
-			ix.ends = append(ix.ends, uint32(len(ix.arena)))
+			ix.arena.WriteString(v)
+			ix.ends = append(ix.ends, uint32(ix.arena.Len()))
 			ix.session = append(ix.session, ix.sess[i])
 		}
 		ix.rows = append(ix.rows, uint32(len(ix.ends)))
@@ -136,5 +153,5 @@ func (ix *indexer) index(w Written, scope string) *rowIndex {
 		return nil
 	}
 	return &rowIndex{versionID: normVersion(w.VersionID), etag: normETag(w.Token), scope: scope,
-		arena: string(ix.arena), ends: ix.ends, session: ix.session, rows: ix.rows, tally: ix.next, tallied: ix.next.size()}
+		arena: ix.arena.String(), ends: ix.ends, session: ix.session, rows: ix.rows, tally: ix.next, tallied: ix.next.size()}
 }

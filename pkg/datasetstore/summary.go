@@ -431,6 +431,14 @@ func (s *summaries) keepIndex(id string, x *rowIndex) {
 	s.indexed += x.values()
 }
 
+// heldIndex returns the row index the process holds for summary id, whatever its version
+// (a size hint), or nil.
+func (s *summaries) heldIndex(id string) *rowIndex {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rows[id]
+}
+
 // indexOf returns the row index of ver, the current version of the object of summary id
 // as listed at listed, when this process holds one for scope. An index of another version
 // is dropped when the listing is younger than the index: its version is no longer current.

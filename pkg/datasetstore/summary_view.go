@@ -448,13 +448,14 @@ func (v *view) dropSummary(ctx context.Context, key string) error {
 }
 
 // indexing returns m recording into a new indexer when v keeps summaries (the written
-// version's row index is then kept with indexed), else m and nil.
-func (v *view) indexing(m *matcher) (*matcher, *indexer) {
+// version's row index is then kept with indexed), else m and nil. The indexer is sized
+// after the row index the process holds for key, if any.
+func (v *view) indexing(m *matcher, key string) (*matcher, *indexer) {
 	if v == nil {
 		return m, nil
 	}
 	mi := *m
-	mi.ix = &indexer{}
+	mi.ix = newIndexer(v.s.heldIndex(v.cacheID(key)))
 	return &mi, mi.ix
 }
 

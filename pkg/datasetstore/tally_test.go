@@ -125,7 +125,7 @@ func TestUnspentTallyIsGivenBack(t *testing.T) {
 	}
 	m := newMatcher([]string{"customer_id"}, []string{"session_id"}, "cust-9", nil)
 	sv := locs[0].view(m, nil)
-	mi, ix := sv.indexing(m)
+	mi, ix := sv.indexing(m, key)
 	_, err = rewriteObject(ctx, locs[0].bucket, key, obj, sv, ix, func(r io.Reader, w io.Writer) (bool, error) {
 		if x.tally != nil {
 			t.Error("the rewrite did not take the tally")
