@@ -164,44 +164,71 @@ func (idx *fieldIndex) add(k pointKey, p *point) {
 }
 
 // indexedValues lists what the index holds for a point: every value at its path, and
-// every element of an array value there, that its type indexes — strings for keyword;
-// integers, and doubles with an integral value, for integer (index/field_index/utils.rs,
-// value_to_integer); strings that parse as a UUID for uuid (as 16 bytes). Other types
-// hold no values here.
+// every element of an array value there, that its type indexes (indexedValue).
 func (idx *fieldIndex) indexedValues(payload map[string]*qdrant.Value) []any {
 	var out []any
-	one := func(v *qdrant.Value) {
-		switch idx.typ {
-		case qdrant.FieldType_FieldTypeKeyword:
-			if s, ok := str(v); ok {
-				out = append(out, s)
+	idx.eachValue(payload, func(v *qdrant.Value) bool {
+		if x, ok := idx.indexedValue(v); ok {
+			out = append(out, x)
+		}
+		return false
+	})
+	return out
+}
+
+// indexedValue is what the index holds for v, a value at its path that is not an array:
+// a string for keyword; an integer, or a double with an integral value, for integer
+// (index/field_index/utils.rs, value_to_integer); a string that parses as a UUID for uuid
+// (as 16 bytes). Other types hold nothing here.
+func (idx *fieldIndex) indexedValue(v *qdrant.Value) (any, bool) {
+	switch idx.typ {
+	case qdrant.FieldType_FieldTypeKeyword:
+		if s, ok := str(v); ok {
+			return s, true
+		}
+	case qdrant.FieldType_FieldTypeInteger:
+		if n, ok := integer(v); ok {
+			return n, true
+		} else if d, ok := v.GetKind().(*qdrant.Value_DoubleValue); ok {
+			if n := int64(d.DoubleValue); float64(n) == d.DoubleValue {
+				return n, true
 			}
-		case qdrant.FieldType_FieldTypeInteger:
-			if n, ok := integer(v); ok {
-				out = append(out, n)
-			} else if d, ok := v.GetKind().(*qdrant.Value_DoubleValue); ok {
-				if n := int64(d.DoubleValue); float64(n) == d.DoubleValue {
-					out = append(out, n)
-				}
-			}
-		case qdrant.FieldType_FieldTypeUuid:
-			if s, ok := str(v); ok {
-				if u, err := parseUUID(s); err == nil {
-					out = append(out, u)
-				}
+		}
+	case qdrant.FieldType_FieldTypeUuid:
+		if s, ok := str(v); ok {
+			if u, err := parseUUID(s); err == nil {
+				return u, true
 			}
 		}
 	}
-	for _, v := range valuesAt(payload, idx.path) {
+	return nil, false
+}
+
+// eachValue calls fn with every value at idx's path, and every element of an array value
+// there, until fn returns true; it reports whether fn did. A plain key is read without
+// building a list of values: filters check it for every candidate point.
+func (idx *fieldIndex) eachValue(payload map[string]*qdrant.Value, fn func(*qdrant.Value) bool) bool {
+	one := func(v *qdrant.Value) bool {
 		if l := v.GetListValue(); l != nil {
 			for _, e := range l.GetValues() {
-				one(e)
+				if fn(e) {
+					return true
+				}
 			}
-			continue
+			return false
 		}
-		one(v)
+		return fn(v)
 	}
-	return out
+	if len(idx.path) == 1 && len(idx.path[0].idxs) == 0 {
+		v := payload[idx.path[0].key]
+		return v != nil && one(v)
+	}
+	for _, v := range valuesAt(payload, idx.path) {
+		if one(v) {
+			return true
+		}
+	}
+	return false
 }
 
 // candidates returns a superset of the points f can match, read from the keyword indexes

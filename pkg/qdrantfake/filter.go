@@ -361,13 +361,23 @@ func (idx *fieldIndex) match(m *qdrant.Match) func(map[string]*qdrant.Value) boo
 	if set == nil {
 		return nil
 	}
-	return func(p map[string]*qdrant.Value) bool {
-		for _, v := range idx.indexedValues(p) {
-			if set[v] != negate {
-				return true
-			}
+	if idx.typ == qdrant.FieldType_FieldTypeKeyword {
+		words := make(map[string]bool, len(set))
+		for k := range set {
+			words[k.(string)] = true
 		}
-		return false
+		return func(p map[string]*qdrant.Value) bool {
+			return idx.eachValue(p, func(v *qdrant.Value) bool {
+				s, ok := str(v)
+				return ok && words[s] != negate
+			})
+		}
+	}
+	return func(p map[string]*qdrant.Value) bool {
+		return idx.eachValue(p, func(v *qdrant.Value) bool {
+			x, ok := idx.indexedValue(v)
+			return ok && set[x] != negate
+		})
 	}
 }
 
