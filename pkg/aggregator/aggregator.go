@@ -41,7 +41,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"slices"
 	"strings"
 	"sync"
@@ -273,41 +272,65 @@ func validRequest(r *event.Requested) error {
 // completing serializes, within the process, the completion of one request across
 // Aggregator values: a request's record and its last report arrive on different topics
 // (different partitions, handled concurrently), and both must not find the receipt
-// unpublished and publish it.
-var completing [64]sync.Mutex
+// unpublished and publish it. Only the records of one request wait for each other: a
+// completion holds its lock through fsyncs and the broker's acknowledgements, and locks
+// shared by unrelated requests queued thousands of records behind a few completions
+// (seconds at 350 erasures/s on the embedded stack).
+var completing keyedLocks
 
 // chaining serializes, within the process, the links into one tenant's chain (receipts,
 // addenda): linkers of one process would only contend for the tenant's head, each lost
 // round costing three reads and a conditional write. Processes still race, which the
 // head's conditional swap settles. Taken after a request's completion lock, never before.
-var chaining [64]sync.Mutex
+var chaining keyedLocks
 
-func completionLock(requestID string) *sync.Mutex { return stripe(&completing, requestID) }
+// keyedLocks is one mutex per key in use, dropped when no one holds or waits for it.
+type keyedLocks struct {
+	mu    sync.Mutex
+	locks map[string]*keyedLock
+}
 
-func chainLock(tenant string) *sync.Mutex { return stripe(&chaining, tenant) }
+type keyedLock struct {
+	sync.Mutex
+	users int // holding or waiting
+}
 
-func stripe(locks *[64]sync.Mutex, key string) *sync.Mutex {
-	h := fnv.New32a()
-	h.Write([]byte(key))
-	return &locks[h.Sum32()%uint32(len(locks))]
+// lock locks key's mutex and returns the function that unlocks it.
+func (k *keyedLocks) lock(key string) (unlock func()) {
+	k.mu.Lock()
+	if k.locks == nil {
+		k.locks = map[string]*keyedLock{}
+	}
+	l := k.locks[key]
+	if l == nil {
+		l = &keyedLock{}
+		k.locks[key] = l
+	}
+	l.users++
+	k.mu.Unlock()
+	l.Lock()
+	return func() {
+		l.Unlock()
+		k.mu.Lock()
+		if l.users--; l.users == 0 {
+			delete(k.locks, key)
+		}
+		k.mu.Unlock()
+	}
 }
 
 // issue is auditlog.Issue under the tenant's chain lock, unless the store links receipts
 // itself (auditlog.Linker), where a tenant's receipts share fsyncs when linked together.
 func (a *Aggregator) issue(ctx context.Context, r event.Receipt) (event.Receipt, error) {
 	if _, ok := a.Store.(auditlog.Linker); !ok {
-		mu := chainLock(r.TenantID)
-		mu.Lock()
-		defer mu.Unlock()
+		defer chaining.lock(r.TenantID)()
 	}
 	return auditlog.Issue(ctx, a.Store, r)
 }
 
 // appendAddendum is auditlog.Append under the tenant's chain lock.
 func (a *Aggregator) appendAddendum(ctx context.Context, ad auditlog.Addendum) (auditlog.Addendum, bool, error) {
-	mu := chainLock(ad.TenantID)
-	mu.Lock()
-	defer mu.Unlock()
+	defer chaining.lock(ad.TenantID)()
 	return auditlog.Append(ctx, a.Store, ad)
 }
 
@@ -315,9 +338,7 @@ func (a *Aggregator) appendAddendum(ctx context.Context, ad auditlog.Addendum) (
 // and the receipt is not marked published yet; it marks it published after the broker's
 // acknowledgement.
 func (a *Aggregator) complete(ctx context.Context, requestID string) error {
-	mu := completionLock(requestID)
-	mu.Lock()
-	defer mu.Unlock()
+	defer completing.lock(requestID)()
 	st, err := a.Store.RequestState(ctx, requestID)
 	if errors.Is(err, auditlog.ErrNotFound) {
 		return nil // reports came before the request; its own record completes it
