@@ -43,7 +43,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -54,6 +53,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/envelope"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/keylock"
 	"github.com/lethe-erasure/lethe/pkg/metrics"
 	"github.com/lethe-erasure/lethe/pkg/retry"
 	"github.com/lethe-erasure/lethe/pkg/schemareg"
@@ -276,61 +276,26 @@ func validRequest(r *event.Requested) error {
 // completion holds its lock through fsyncs and the broker's acknowledgements, and locks
 // shared by unrelated requests queued thousands of records behind a few completions
 // (seconds at 350 erasures/s on the embedded stack).
-var completing keyedLocks
+var completing keylock.Locks
 
 // chaining serializes, within the process, the links into one tenant's chain (receipts,
 // addenda): linkers of one process would only contend for the tenant's head, each lost
 // round costing three reads and a conditional write. Processes still race, which the
 // head's conditional swap settles. Taken after a request's completion lock, never before.
-var chaining keyedLocks
-
-// keyedLocks is one mutex per key in use, dropped when no one holds or waits for it.
-type keyedLocks struct {
-	mu    sync.Mutex
-	locks map[string]*keyedLock
-}
-
-type keyedLock struct {
-	sync.Mutex
-	users int // holding or waiting
-}
-
-// lock locks key's mutex and returns the function that unlocks it.
-func (k *keyedLocks) lock(key string) (unlock func()) {
-	k.mu.Lock()
-	if k.locks == nil {
-		k.locks = map[string]*keyedLock{}
-	}
-	l := k.locks[key]
-	if l == nil {
-		l = &keyedLock{}
-		k.locks[key] = l
-	}
-	l.users++
-	k.mu.Unlock()
-	l.Lock()
-	return func() {
-		l.Unlock()
-		k.mu.Lock()
-		if l.users--; l.users == 0 {
-			delete(k.locks, key)
-		}
-		k.mu.Unlock()
-	}
-}
+var chaining keylock.Locks
 
 // issue is auditlog.Issue under the tenant's chain lock, unless the store links receipts
 // itself (auditlog.Linker), where a tenant's receipts share fsyncs when linked together.
 func (a *Aggregator) issue(ctx context.Context, r event.Receipt) (event.Receipt, error) {
 	if _, ok := a.Store.(auditlog.Linker); !ok {
-		defer chaining.lock(r.TenantID)()
+		defer chaining.Lock(r.TenantID)()
 	}
 	return auditlog.Issue(ctx, a.Store, r)
 }
 
 // appendAddendum is auditlog.Append under the tenant's chain lock.
 func (a *Aggregator) appendAddendum(ctx context.Context, ad auditlog.Addendum) (auditlog.Addendum, bool, error) {
-	defer chaining.lock(ad.TenantID)()
+	defer chaining.Lock(ad.TenantID)()
 	return auditlog.Append(ctx, a.Store, ad)
 }
 
@@ -338,7 +303,7 @@ func (a *Aggregator) appendAddendum(ctx context.Context, ad auditlog.Addendum) (
 // and the receipt is not marked published yet; it marks it published after the broker's
 // acknowledgement.
 func (a *Aggregator) complete(ctx context.Context, requestID string) error {
-	defer completing.lock(requestID)()
+	defer completing.Lock(requestID)()
 	st, err := a.Store.RequestState(ctx, requestID)
 	if errors.Is(err, auditlog.ErrNotFound) {
 		return nil // reports came before the request; its own record completes it

@@ -6,11 +6,11 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"sync"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/keylock"
 )
 
 // counts is what erasing or verifying one location did or found.
@@ -137,7 +137,7 @@ func eraseRows(ctx context.Context, l location, m *matcher) (c counts, err error
 		var superseded string
 		var wr Written
 		if !sv.skip(ctx, key, ls.current(key), false) {
-			unlock := objectLocks.lock(objectName(l, key))
+			unlock := objectLocks.Lock(objectName(l, key))
 			m.begin()
 			rows, superseded, wr, err = eraseCurrent(ctx, l.bucket, key, m, sv)
 			unlock()
@@ -526,38 +526,4 @@ func reason(err error) string {
 }
 
 // objectLocks serialises rewrites of one object within the process.
-var objectLocks keyedMutex
-
-type keyedMutex struct {
-	mu    sync.Mutex
-	locks map[string]*refMutex
-}
-
-type refMutex struct {
-	sync.Mutex
-	refs int
-}
-
-// lock locks the object named id and returns its unlock.
-func (k *keyedMutex) lock(id string) func() {
-	k.mu.Lock()
-	if k.locks == nil {
-		k.locks = map[string]*refMutex{}
-	}
-	m := k.locks[id]
-	if m == nil {
-		m = &refMutex{}
-		k.locks[id] = m
-	}
-	m.refs++
-	k.mu.Unlock()
-	m.Lock()
-	return func() {
-		m.Unlock()
-		k.mu.Lock()
-		if m.refs--; m.refs == 0 {
-			delete(k.locks, id)
-		}
-		k.mu.Unlock()
-	}
-}
+var objectLocks keylock.Locks

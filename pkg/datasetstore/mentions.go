@@ -365,7 +365,7 @@ func handleMentions(ctx context.Context, l location, m *matcher, f *finder, poli
 		var superseded string
 		var wr Written
 		if !sv.skip(ctx, key, ls.current(key), true) {
-			unlock := objectLocks.lock(objectName(l, key))
+			unlock := objectLocks.Lock(objectName(l, key))
 			n, superseded, wr, err = mentionCurrent(ctx, l.bucket, key, m, f, policy, sv)
 			unlock()
 			if err != nil && !errors.Is(err, errMalformed) {

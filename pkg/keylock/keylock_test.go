@@ -1,4 +1,4 @@
-package aggregator
+package keylock
 
 import (
 	"testing"
@@ -8,11 +8,11 @@ import (
 // Only holders of the same key wait for each other, and a key no one holds or waits for
 // is forgotten.
 func TestKeyedLocksSerializeOneKeyOnly(t *testing.T) {
-	var k keyedLocks
-	unlockA := k.lock("er_a")
+	var k Locks
+	unlockA := k.Lock("er_a")
 	otherDone := make(chan struct{})
 	go func() {
-		k.lock("er_b")()
+		k.Lock("er_b")()
 		close(otherDone)
 	}()
 	select {
@@ -22,7 +22,7 @@ func TestKeyedLocksSerializeOneKeyOnly(t *testing.T) {
 	}
 	sameDone := make(chan struct{})
 	go func() {
-		k.lock("er_a")()
+		k.Lock("er_a")()
 		close(sameDone)
 	}()
 	select {
@@ -36,9 +36,7 @@ func TestKeyedLocksSerializeOneKeyOnly(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the waiting lock did not get the key once it was unlocked")
 	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if len(k.locks) != 0 {
-		t.Errorf("%d keys kept after every lock was released", len(k.locks))
+	if n := k.held(); n != 0 {
+		t.Errorf("%d keys kept after every lock was released", n)
 	}
 }
