@@ -51,7 +51,7 @@ func Default() Config {
 		Small:    Size{Name: "small", RedisKeys: 10_000, QdrantPoints: 10_000, DatasetRows: 1_000},
 		Large:    Size{Name: "large", RedisKeys: 1_000_000, QdrantPoints: 1_000_000, DatasetRows: 200_000},
 		Subjects: 9, Rate: 200, LowRate: 10, Duration: 10 * time.Second, Drain: 150 * time.Second,
-		Throughput: 500, InFlight: 100_000, Burst: 1000, BurstDrain: 10 * time.Minute,
+		Throughput: 4000, InFlight: 100_000, Burst: 1000, BurstDrain: 10 * time.Minute,
 		E2E: Size{Name: "e2e", RedisKeys: 10_000, QdrantPoints: 10_000, DatasetRows: 1_000},
 	}
 }
