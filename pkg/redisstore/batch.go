@@ -132,23 +132,11 @@ func (r *Store) eraseIndexedBatch(ctx context.Context, plans []plan, tallies []*
 			}
 		}
 	}
-	for len(keys) > 0 {
-		n := min(len(keys), unlinkBatch)
-		pipe := r.client.Pipeline()
-		cmds := make([]*redis.IntCmd, n)
-		for j, k := range keys[:n] {
-			cmds[j] = pipe.Unlink(ctx, k.key)
-			pipe.SRem(ctx, k.index, k.key)
-		}
-		if all, err := pipe.Exec(ctx); err != nil {
-			return classify("unlink indexed keys", cause(all, err))
-		}
-		for j, c := range cmds {
-			tallies[keys[j].owner].add(keys[j].loc, c.Val())
-		}
-		keys = keys[n:]
-	}
-	return nil
+	return r.pipelined(ctx, keys, "unlink indexed keys", func(pipe redis.Pipeliner, k indexed) *redis.IntCmd {
+		unlink := pipe.Unlink(ctx, k.key)
+		pipe.SRem(ctx, k.index, k.key)
+		return unlink
+	}, func(k indexed, n int64) { tallies[k.owner].add(k.loc, n) })
 }
 
 // VerifyBatch verifies each subject as Verify does. The subjects st serves index_only
@@ -264,18 +252,27 @@ func (r *Store) indexOnlyBatch(ctx context.Context, st inventory.Store, subjects
 // batchOthers bounds the subjects of a batch found or verified one by one at a time.
 const batchOthers = 16
 
-// countExisting checks, in pipelines of unlinkBatch keys, which of keys exist, and calls
-// add with each key and 1 when it does, 0 when it does not.
+// countExisting checks which of keys exist and calls add with each key and 1 when it
+// does, 0 when it does not.
 func (r *Store) countExisting(ctx context.Context, keys []indexed, add func(k indexed, exists int64)) error {
+	return r.pipelined(ctx, keys, "count keys", func(pipe redis.Pipeliner, k indexed) *redis.IntCmd {
+		return pipe.Exists(ctx, k.key)
+	}, add)
+}
+
+// pipelined sends, in pipelines of unlinkBatch keys, the commands queue adds for each key,
+// and calls add with each key and the value of the command queue returned for it. A failed
+// pipeline stops there and returns its error, classified as what.
+func (r *Store) pipelined(ctx context.Context, keys []indexed, what string, queue func(redis.Pipeliner, indexed) *redis.IntCmd, add func(indexed, int64)) error {
 	for len(keys) > 0 {
 		n := min(len(keys), unlinkBatch)
 		pipe := r.client.Pipeline()
 		cmds := make([]*redis.IntCmd, n)
 		for j, k := range keys[:n] {
-			cmds[j] = pipe.Exists(ctx, k.key)
+			cmds[j] = queue(pipe, k)
 		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			return classify("count keys", err)
+		if all, err := pipe.Exec(ctx); err != nil {
+			return classify(what, cause(all, err))
 		}
 		for j, c := range cmds {
 			add(keys[j], c.Val())
