@@ -298,6 +298,73 @@ func (c *collection) condCandidates(cond *qdrant.Condition) (idSet, bool) {
 	return nil, false
 }
 
+// exactly appends to parts the index sets whose union is exactly the points f passes,
+// when the indexes alone answer f: f is one must condition or only should conditions, each
+// a has_id, a match alone (keyword, keywords, integer or integers) that fieldCandidates
+// serves from an index, or a nested filter of the same form. The predicate of such a
+// condition answers through the same index (fieldIndex.match), so checking each candidate
+// against f again would only repeat the lookup. ok is false for any other filter.
+// Callers hold mu.
+func (c *collection) exactly(f *qdrant.Filter, parts []idSet) ([]idSet, bool) {
+	if f == nil || len(f.GetMustNot()) > 0 || f.GetMinShould() != nil {
+		return nil, false
+	}
+	conds := f.GetShould()
+	switch {
+	case len(f.GetMust()) == 1 && len(conds) == 0:
+		conds = f.GetMust()
+	case len(f.GetMust()) > 0 || len(conds) == 0:
+		return nil, false
+	}
+	for _, cond := range conds {
+		var ok bool
+		switch v := cond.GetConditionOneOf().(type) {
+		case *qdrant.Condition_Filter:
+			if parts, ok = c.exactly(v.Filter, parts); !ok {
+				return nil, false
+			}
+			continue
+		case *qdrant.Condition_HasId:
+		case *qdrant.Condition_Field:
+			if !matchAlone(v.Field) {
+				return nil, false
+			}
+		default:
+			return nil, false
+		}
+		s, ok := c.condCandidates(cond)
+		if !ok {
+			return nil, false
+		}
+		parts = append(parts, s)
+	}
+	return parts, true
+}
+
+// matchAlone reports whether fc is a keyword, keywords, integer or integers match and
+// nothing else.
+func matchAlone(fc *qdrant.FieldCondition) bool {
+	if fc.GetRange() != nil || fc.GetGeoBoundingBox() != nil || fc.GetGeoRadius() != nil || fc.GetGeoPolygon() != nil ||
+		fc.GetValuesCount() != nil || fc.GetDatetimeRange() != nil || fc.IsEmpty != nil || fc.IsNull != nil {
+		return false
+	}
+	switch fc.GetMatch().GetMatchValue().(type) {
+	case *qdrant.Match_Keyword, *qdrant.Match_Keywords, *qdrant.Match_Integer, *qdrant.Match_Integers:
+		return true
+	}
+	return false
+}
+
+// inAny reports whether k is in one of sets.
+func inAny(sets []idSet, k pointKey) bool {
+	for _, s := range sets {
+		if _, ok := s[k]; ok {
+			return true
+		}
+	}
+	return false
+}
+
 // fieldCandidates reads the ids a match on an indexed key can pass from the index's
 // value map: keywords from a keyword index, integers from an integer index, UUIDs (any
 // spelling) from a uuid index. Anything else needs a scan.
@@ -380,6 +447,20 @@ func (idx *fieldIndex) queryStrings(ss []string) []any {
 // f when there are any, else every point. Callers hold mu.
 func (c *collection) matching(f *qdrant.Filter, p pred, withDeferred bool) []pointKey {
 	var out []pointKey
+	if parts, ok := c.exactly(f, nil); ok {
+		for i, ids := range parts {
+			for k := range ids {
+				if inAny(parts[:i], k) {
+					continue
+				}
+				c.examined.Add(1)
+				if pt, ok := c.points[k]; ok && (withDeferred || !pt.deferred) {
+					out = append(out, k)
+				}
+			}
+		}
+		return out
+	}
 	if ids, ok := c.candidates(f); ok {
 		c.examined.Add(uint64(len(ids)))
 		for k := range ids {
