@@ -60,7 +60,7 @@ func runBurst(ctx context.Context, cfg Config, key subject.Key, res *Results, lo
 	stopProgress := progress(10*time.Second, func() {
 		logf("  %d/%d receipts, %d rewrites of the dataset object so far", sys.receipts.count(), n, srv.puts.count()-seeded)
 	})
-	rate, done, err := sys.throughput(ctx, n, cfg.BurstDrain)
+	rate, done, _, err := sys.throughput(ctx, n, cfg.BurstDrain)
 	stopProgress()
 	if err != nil {
 		return err

@@ -158,11 +158,12 @@ func (s *system) take(n int) []Customer {
 
 // phase is what a fixed-rate phase measured: the latencies from submission to receipt,
 // each store's erasure durations, how many requests were submitted and how many receipts
-// arrived.
+// arrived, and the process's CPU time from the first submission to the last receipt.
 type phase struct {
 	latency    Durations
 	stores     map[string]Durations
 	sent, done int
+	cpu        time.Duration
 }
 
 // fixedRate submits rate requests per second for d, then waits up to drain for every
@@ -174,6 +175,7 @@ func (s *system) fixedRate(ctx context.Context, rate int, d, drain time.Duration
 	interval := time.Second / time.Duration(rate)
 	var wg sync.WaitGroup
 	var firstErr atomic.Value
+	cpu := processCPU()
 	start := time.Now()
 	for i, c := range cs {
 		if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
@@ -190,18 +192,21 @@ func (s *system) fixedRate(ctx context.Context, rate int, d, drain time.Duration
 		return phase{}, err
 	}
 	s.receipts.waitFor(before+len(cs), drain)
+	cpu = processCPU() - cpu
 	lat, stores := s.receipts.reset()
-	return phase{latency: lat, stores: stores, sent: len(cs), done: s.receipts.count() - before}, nil
+	return phase{latency: lat, stores: stores, sent: len(cs), done: s.receipts.count() - before, cpu: cpu}, nil
 }
 
 // throughput submits n requests as fast as 32 clients can and returns receipts per second
-// from the first submission to the last receipt (or to the drain deadline).
-func (s *system) throughput(ctx context.Context, n int, drain time.Duration) (float64, int, error) {
+// from the first submission to the last receipt (or to the drain deadline), the receipts
+// and the process's CPU time over that span.
+func (s *system) throughput(ctx context.Context, n int, drain time.Duration) (float64, int, time.Duration, error) {
 	before := s.receipts.count()
 	cs := s.take(n)
 	work := make(chan Customer)
 	var wg sync.WaitGroup
 	var firstErr atomic.Value
+	cpu := processCPU()
 	start := time.Now()
 	for range 32 {
 		wg.Go(func() {
@@ -218,10 +223,11 @@ func (s *system) throughput(ctx context.Context, n int, drain time.Duration) (fl
 	close(work)
 	wg.Wait()
 	if err, ok := firstErr.Load().(error); ok {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	s.receipts.waitFor(before+n, drain)
 	done := s.receipts.count() - before
+	rate, cpu := float64(done)/time.Since(start).Seconds(), processCPU()-cpu
 	s.receipts.reset()
-	return float64(done) / time.Since(start).Seconds(), done, nil
+	return rate, done, cpu, nil
 }

@@ -202,7 +202,8 @@ func runSystem(ctx context.Context, cfg Config, key subject.Key, res *Results, l
 		res.Add(ph.name+"/latency_p95", lat.Quantile(0.95), "ms", "")
 		res.Add(ph.name+"/latency_p99", lat.Quantile(0.99), "ms", "")
 		res.Add(ph.name+"/receipts_of_submitted", float64(got.done)/float64(max(got.sent, 1)), "fraction", "")
-		logf("  %d req/s: p50 %.1f ms p95 %.1f ms p99 %.1f ms (%d/%d receipts)", ph.rate, lat.Quantile(0.5), lat.Quantile(0.95), lat.Quantile(0.99), got.done, got.sent)
+		res.Add(ph.name+"/cpu_ms_per_erasure", cpuPerErasure(got.cpu, got.done), "ms", "CPU time of the process (every service and stand-in but redis-server) from the first submission to the last receipt, per receipt")
+		logf("  %d req/s: p50 %.1f ms p95 %.1f ms p99 %.1f ms (%d/%d receipts), %.2f ms CPU per erasure", ph.rate, lat.Quantile(0.5), lat.Quantile(0.95), lat.Quantile(0.99), got.done, got.sent, cpuPerErasure(got.cpu, got.done))
 		// where the time goes: each store's report, from its start to its finish
 		for _, name := range slices.Sorted(maps.Keys(got.stores)) {
 			d := got.stores[name]
@@ -222,7 +223,7 @@ func runSystem(ctx context.Context, cfg Config, key subject.Key, res *Results, l
 		if err != nil {
 			return err
 		}
-		t, done, err := s.throughput(ctx, cfg.Throughput, cfg.Drain)
+		t, done, cpu, err := s.throughput(ctx, cfg.Throughput, cfg.Drain)
 		bad := s.receipts.badCount()
 		s.stop()
 		if err != nil {
@@ -233,7 +234,8 @@ func runSystem(ctx context.Context, cfg Config, key subject.Key, res *Results, l
 		}
 		tput[instances] = t
 		res.Add(fmt.Sprintf("throughput/instances_%d", instances), t, "erasures/s", fmt.Sprintf("%d of %d receipts", done, cfg.Throughput))
-		logf("  throughput with %d instance(s) per deleter: %.1f erasures/s (%d/%d receipts)", instances, t, done, cfg.Throughput)
+		res.Add(fmt.Sprintf("throughput/instances_%d_cpu_ms_per_erasure", instances), cpuPerErasure(cpu, done), "ms", "")
+		logf("  throughput with %d instance(s) per deleter: %.1f erasures/s (%d/%d receipts), %.2f ms CPU per erasure", instances, t, done, cfg.Throughput, cpuPerErasure(cpu, done))
 	}
 	res.AddRatio("throughput/instances_3_over_1", tput[3], tput[1], "")
 
