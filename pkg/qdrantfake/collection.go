@@ -444,7 +444,8 @@ func (idx *fieldIndex) queryStrings(ss []string) []any {
 // matching returns the ids of the points passing p, in no particular order, deferred
 // points included only when withDeferred (a delete sees them, a count does not: Qdrant's
 // DeferredBehavior::WithDeferred and VisibleOnly). It checks only the index candidates of
-// f when there are any, else every point. Callers hold mu.
+// f when there are any, else every point; a filter the indexes answer alone (exactly) is
+// read from the index sets without a check. Callers hold mu.
 func (c *collection) matching(f *qdrant.Filter, p pred, withDeferred bool) []pointKey {
 	var out []pointKey
 	if parts, ok := c.exactly(f, nil); ok {
