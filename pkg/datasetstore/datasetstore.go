@@ -92,6 +92,7 @@ type Store struct {
 	dir    Bucket
 	sum    *summaries // nil: every object is read (WithSummaries)
 	listed *listings  // nil: every operation lists what it reads (see VerifyBatch)
+	hand   *handoff   // a find's listings for the erases that follow; nil in verifications
 }
 
 var _ deletion.Store = (*Store)(nil)
@@ -100,7 +101,7 @@ var _ deletion.Store = (*Store)(nil)
 // prefixes below the directory dirRoot. Either may be zero (nil, "") when the inventory has
 // no such prefix; a prefix without its backend fails permanently.
 func New(s3c *s3.Client, dirRoot string, opts ...Option) *Store {
-	s := &Store{s3: s3c}
+	s := &Store{s3: s3c, hand: newHandoff()}
 	if dirRoot != "" {
 		s.dir = NewDir(dirRoot)
 	}
@@ -120,6 +121,7 @@ type location struct {
 	tenant   string
 	sum      *summaries // nil: no summaries
 	listed   *listings  // nil: inventoryOf lists anew
+	hand     *handoff   // nil: no listing passes from a find to an erase
 }
 
 // display names key by its prefix template and the rest of its key, so that reports of
@@ -169,7 +171,7 @@ func (s *Store) locations(st inventory.Store, subj deletion.Subject) ([]location
 		if _, ok := l.bucket.(*s3Bucket); ok {
 			l.sum = s.sum
 		}
-		l.listed = s.listed
+		l.listed, l.hand = s.listed, s.hand
 		out = append(out, l)
 	}
 	return out, nil

@@ -119,10 +119,14 @@ func list(ctx context.Context, l location) (ls listing, err error) {
 }
 
 // eraseRows removes the rows m matches from every dataset of l, then deletes the older
-// versions that still hold such rows. Objects and versions it cannot read are left as they
+// versions that still hold such rows, working from the listing the find just before it
+// took when there is one (handoff). Objects and versions it cannot read are left as they
 // are (Verify reports them).
 func eraseRows(ctx context.Context, l location, m *matcher) (c counts, err error) {
-	ls, err := inventoryOf(ctx, l)
+	ls, handed := l.hand.take(l)
+	if !handed {
+		ls, err = inventoryOf(ctx, l)
+	}
 	c.versioned, c.excluded = ls.vb != nil, ls.excluded
 	if err != nil || m.empty() {
 		return c, err

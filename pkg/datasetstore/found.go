@@ -94,6 +94,7 @@ func findRows(ctx context.Context, l location, m *matcher) (c counts, err error)
 			return c, err
 		}
 	}
+	l.hand.put(l, ls, listed)
 	return c, nil
 }
 

@@ -51,6 +51,7 @@ func TestConformanceFormatsSummaries(t *testing.T) {
 type requests struct {
 	mu     sync.Mutex
 	counts map[string]int // "GET key", "PUT key@version"...
+	lists  map[string]int // listings per prefix
 }
 
 func (rq *requests) wrap(h http.Handler) http.Handler {
@@ -59,6 +60,10 @@ func (rq *requests) wrap(h http.Handler) http.Handler {
 		if q := r.URL.Query(); r.Method == http.MethodGet && (q.Has("versions") || q.Has("list-type")) {
 			rq.mu.Lock()
 			rq.counts["LIST "]++ // n("LIST", "")
+			if rq.lists == nil {
+				rq.lists = map[string]int{}
+			}
+			rq.lists[q.Get("prefix")]++
 			rq.mu.Unlock()
 		} else if err == nil && key != "" && key != r.URL.Path {
 			if id := r.URL.Query().Get("versionId"); id != "" {
@@ -96,10 +101,17 @@ func (rq *requests) total() int {
 	return n
 }
 
+// listed is the number of listings of prefix.
+func (rq *requests) listed(prefix string) int {
+	rq.mu.Lock()
+	defer rq.mu.Unlock()
+	return rq.lists[prefix]
+}
+
 func (rq *requests) reset() {
 	rq.mu.Lock()
 	defer rq.mu.Unlock()
-	rq.counts = map[string]int{}
+	rq.counts, rq.lists = map[string]int{}, nil
 }
 
 func countedS3(t *testing.T, versioned bool) (*s3.Client, *requests) {

@@ -32,6 +32,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	quick := fs.Bool("quick", false, "smoke run with tiny sizes (about a minute)")
 	out := fs.String("out", ".bench/results.json", "results file")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the end-to-end phases to this file")
+	memprofile := fs.String("memprofile", "", "write an allocation profile of the whole run to this file when it ends")
 	storesOnly := fs.Bool("stores-only", false, "measure the per-store figures only")
 	systemOnly := fs.Bool("system-only", false, "measure the end-to-end figures only")
 	semanticOnly := fs.Bool("semantic-only", false, "measure the semantic read-back figures only")
@@ -85,6 +86,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "benchrun: %v\n", err)
 		return 1
 	}
+	if *memprofile != "" {
+		if err := writeHeapProfile(*memprofile); err != nil {
+			fmt.Fprintf(stderr, "benchrun: %v\n", err)
+			return 1
+		}
+	}
 	res.PrintTable(stdout)
 	if err := res.WriteJSON(*out); err != nil {
 		fmt.Fprintf(stderr, "benchrun: %v\n", err)
@@ -92,4 +99,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "wrote %s in %s\n", *out, time.Since(start).Round(time.Second))
 	return 0
+}
+
+// writeHeapProfile writes the allocations of the run so far (pprof's alloc_space and
+// alloc_objects samples) to path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
