@@ -10,11 +10,11 @@ import (
 // that an erasure lists each location twice (erase, verify) instead of three times. A
 // listing is taken once and only within handoffAge of its making; older ones are dropped.
 //
-// An erase working from a listing a few milliseconds old misses nothing it would have
-// caught with its own: a version that became current in between makes the erase's
-// conditional rewrite fail or list the key again (dropHeldVersions), and an object or
-// version written after the listing that holds the subject is found by the verification,
-// which always lists anew, and the erasure is retried.
+// An erase working from a listing a few milliseconds old leaves nothing behind for good
+// that its own listing would have caught: a version that became current in between makes
+// the erase's conditional rewrite fail or list the key again (dropHeldVersions), and an
+// object written after the listing that holds the subject is reported by the
+// verification, which always lists anew, so the erasure is retried.
 type handoff struct {
 	mu sync.Mutex
 	m  map[string]handed // listingKey → the latest find's listing
