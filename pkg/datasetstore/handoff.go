@@ -16,8 +16,9 @@ import (
 // object written after the listing that holds the subject is reported by the
 // verification, which always lists anew, so the erasure is retried.
 type handoff struct {
-	mu sync.Mutex
-	m  map[string]handed // listingKey → the latest find's listing
+	mu    sync.Mutex
+	m     map[string]handed // listingKey → the latest find's listing
+	swept time.Time         // when put last dropped the listings past handoffAge
 }
 
 type handed struct {
@@ -29,13 +30,15 @@ const handoffAge = time.Second
 
 func newHandoff() *handoff { return &handoff{m: map[string]handed{}} }
 
-// listingKey names what a listing of l depends on: its bucket and prefix and the objects
-// it excludes.
+// listingKey names what a listing of l depends on: its expanded prefix (bucket and key
+// prefix) and the objects it excludes.
 func listingKey(l location) string {
-	return l.name + "\x00" + l.prefix + "\x00" + strings.Join(l.exclude, "\x00")
+	return l.name + "\x00" + strings.Join(l.exclude, "\x00")
 }
 
-// put hands ls, the listing of l taken at at, to the next erase of l; h may be nil.
+// put hands ls, the listing of l taken at at, to the next erase of l; h may be nil. Once
+// per handoffAge it drops the listings no erase took, so none is held much longer than
+// twice that.
 func (h *handoff) put(l location, ls listing, at time.Time) {
 	if h == nil {
 		return
@@ -43,10 +46,13 @@ func (h *handoff) put(l location, ls listing, at time.Time) {
 	now := time.Now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for k, e := range h.m {
-		if now.Sub(e.at) > handoffAge {
-			delete(h.m, k)
+	if now.Sub(h.swept) > handoffAge {
+		for k, e := range h.m {
+			if now.Sub(e.at) > handoffAge {
+				delete(h.m, k)
+			}
 		}
+		h.swept = now
 	}
 	h.m[listingKey(l)] = handed{ls: ls, at: at}
 }

@@ -60,9 +60,6 @@ func (rq *requests) wrap(h http.Handler) http.Handler {
 		if q := r.URL.Query(); r.Method == http.MethodGet && (q.Has("versions") || q.Has("list-type")) {
 			rq.mu.Lock()
 			rq.counts["LIST "]++ // n("LIST", "")
-			if rq.lists == nil {
-				rq.lists = map[string]int{}
-			}
 			rq.lists[q.Get("prefix")]++
 			rq.mu.Unlock()
 		} else if err == nil && key != "" && key != r.URL.Path {
@@ -111,11 +108,11 @@ func (rq *requests) listed(prefix string) int {
 func (rq *requests) reset() {
 	rq.mu.Lock()
 	defer rq.mu.Unlock()
-	rq.counts, rq.lists = map[string]int{}, nil
+	rq.counts, rq.lists = map[string]int{}, map[string]int{}
 }
 
 func countedS3(t *testing.T, versioned bool) (*s3.Client, *requests) {
-	rq := &requests{counts: map[string]int{}}
+	rq := &requests{counts: map[string]int{}, lists: map[string]int{}}
 	srv := testenv.S3With(t, testenv.S3Options{Unversioned: !versioned, Wrap: rq.wrap}, testBucket)
 	return srv.Client, rq
 }
