@@ -164,6 +164,7 @@ type phase struct {
 	stores     map[string]Durations
 	sent, done int
 	cpu        time.Duration
+	batches    map[string]float64 // mean subjects per batch, by "store/op"
 }
 
 // fixedRate submits rate requests per second for d, then waits up to drain for every
@@ -175,7 +176,7 @@ func (s *system) fixedRate(ctx context.Context, rate int, d, drain time.Duration
 	interval := time.Second / time.Duration(rate)
 	var wg sync.WaitGroup
 	var firstErr atomic.Value
-	cpu := processCPU()
+	cpu, bt := processCPU(), batches(s.Metrics.Registry)
 	start := time.Now()
 	for i, c := range cs {
 		if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
@@ -194,7 +195,8 @@ func (s *system) fixedRate(ctx context.Context, rate int, d, drain time.Duration
 	s.receipts.waitFor(before+len(cs), drain)
 	cpu = processCPU() - cpu
 	lat, stores := s.receipts.reset()
-	return phase{latency: lat, stores: stores, sent: len(cs), done: s.receipts.count() - before, cpu: cpu}, nil
+	return phase{latency: lat, stores: stores, sent: len(cs), done: s.receipts.count() - before, cpu: cpu,
+		batches: batches(s.Metrics.Registry).since(bt)}, nil
 }
 
 // throughput submits n requests as fast as 32 clients can and returns receipts per second

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/lethe-erasure/lethe/pkg/embedded"
@@ -211,6 +212,10 @@ func runSystem(ctx context.Context, cfg Config, key subject.Key, res *Results, l
 			res.Add(ph.name+"/store_"+name+"_p99", d.Quantile(0.99), "ms", "")
 			logf("    store %s: p50 %.1f ms p99 %.1f ms (%d reports)", name, d.Quantile(0.5), d.Quantile(0.99), len(d))
 		}
+		for _, k := range slices.Sorted(maps.Keys(got.batches)) {
+			res.Add(ph.name+"/batch_mean_"+strings.ReplaceAll(k, "/", "_"), got.batches[k], "subjects", "")
+		}
+		logf("    mean subjects per batch: %s", formatBatches(got.batches))
 	}
 	bad := sys.receipts.badCount()
 	sys.stop()
@@ -223,7 +228,9 @@ func runSystem(ctx context.Context, cfg Config, key subject.Key, res *Results, l
 		if err != nil {
 			return err
 		}
+		bt := batches(s.Metrics.Registry)
 		t, done, cpu, err := s.throughput(ctx, cfg.Throughput, cfg.Drain)
+		means := batches(s.Metrics.Registry).since(bt)
 		bad := s.receipts.badCount()
 		s.stop()
 		if err != nil {
@@ -236,6 +243,7 @@ func runSystem(ctx context.Context, cfg Config, key subject.Key, res *Results, l
 		res.Add(fmt.Sprintf("throughput/instances_%d", instances), t, "erasures/s", fmt.Sprintf("%d of %d receipts", done, cfg.Throughput))
 		res.Add(fmt.Sprintf("throughput/instances_%d_cpu_ms_per_erasure", instances), cpuPerErasure(cpu, done), "ms", "")
 		logf("  throughput with %d instance(s) per deleter: %.1f erasures/s (%d/%d receipts), %.2f ms CPU per erasure", instances, t, done, cfg.Throughput, cpuPerErasure(cpu, done))
+		logf("    mean subjects per batch: %s", formatBatches(means))
 	}
 	res.AddRatio("throughput/instances_3_over_1", tput[3], tput[1], "")
 

@@ -122,6 +122,9 @@ type Phase struct {
 	// CPUPerErasure is each process's CPU time in the phase divided by Erasures, in
 	// milliseconds, by service (all its instances together) and component.
 	CPUPerErasure map[string]float64
+	// EraseBatch is the mean subjects per erase batch of each deleter service, read off
+	// its instances' lethe_store_batch_subjects: how much of its work batching shared.
+	EraseBatch map[string]float64
 }
 
 // Bottleneck is the store whose reports came slowest.
@@ -230,8 +233,8 @@ func Scaling(ctx context.Context, cfg ScalingConfig) (*ScalingResult, error) {
 			}
 			ph.Batching, ph.Instances = batching, n
 			res.Phases = append(res.Phases, *ph)
-			logf("batch max %s, %d instances: %d erasures in %s, %.1f/s (bottleneck %s)",
-				orDefault(batching), n, ph.Erasures, ph.Wall.Round(time.Millisecond), ph.PerSecond, ph.Bottleneck())
+			logf("batch max %s, %d instances: %d erasures in %s, %.1f/s (bottleneck %s; subjects per erase batch: %s)",
+				orDefault(batching), n, ph.Erasures, ph.Wall.Round(time.Millisecond), ph.PerSecond, ph.Bottleneck(), formatMeans(ph.EraseBatch))
 		}
 	}
 	return res, nil
@@ -338,7 +341,7 @@ func (s *System) waitGroups(ctx context.Context, n int) error {
 // interleaved), waits for their receipts and measures the phase.
 func (s *System) burst(ctx context.Context, w *Watcher, subs []*Subject, deadline time.Duration) (*Phase, error) {
 	procs := s.cpuProcs()
-	before := cpuOf(procs)
+	before, batchesBefore := cpuOf(procs), s.eraseBatches(ctx)
 	ctx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
 	start := time.Now()
@@ -398,6 +401,7 @@ func (s *System) burst(ctx context.Context, w *Watcher, subs []*Subject, deadlin
 		}
 	}
 	after := cpuOf(procs)
+	ph.EraseBatch = s.eraseBatches(ctx).means(batchesBefore)
 	ph.Wall = last.Sub(start)
 	ph.PerSecond = float64(len(subs)) / ph.Wall.Seconds()
 	ph.AckedPerSecond = float64(len(subs)) / lastAck.Sub(start).Seconds()
@@ -508,6 +512,9 @@ func (r *ScalingResult) Figures() []Figure {
 			}
 			for _, name := range sortedKeys(ph.CPUPerErasure) {
 				out = append(out, Figure{p + "/cpu_ms_per_erasure/" + name, round3(ph.CPUPerErasure[name]), "ms", ""})
+			}
+			for _, name := range sortedKeys(ph.EraseBatch) {
+				out = append(out, Figure{p + "/subjects_per_erase_batch/" + name, round3(ph.EraseBatch[name]), "subjects", ""})
 			}
 		}
 		if one.PerSecond > 0 && most.Instances > one.Instances {

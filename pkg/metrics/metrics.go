@@ -20,22 +20,25 @@ import (
 
 // Metrics holds every Lethe metric family, registered on Registry.
 type Metrics struct {
-	Registry        *prometheus.Registry
-	Requests        *prometheus.CounterVec   // lethe_requests_total{tenant,regulation,source}
-	Rejected        *prometheus.CounterVec   // lethe_intake_rejected_total{reason}
-	StoreOutcomes   *prometheus.CounterVec   // lethe_store_outcomes_total{store,kind,status}
-	StoreDuration   *prometheus.HistogramVec // lethe_store_duration_seconds{store,kind}
-	StoreRetries    *prometheus.CounterVec   // lethe_store_retries_total{store,kind}
-	ConsumerRetries *prometheus.CounterVec   // lethe_consumer_retries_total{group,topic}
-	DLQRecords      *prometheus.CounterVec   // lethe_dlq_records_total{group,topic}
-	ConsumerLag     *prometheus.GaugeVec     // lethe_consumer_lag{group,topic}
-	Receipts        *prometheus.CounterVec   // lethe_receipts_total{tenant}
-	ErasureDuration prometheus.Histogram     // lethe_erasure_duration_seconds
-	Overdue         *prometheus.GaugeVec     // lethe_overdue_requests{tenant}
-	SLAThreshold    *prometheus.CounterVec   // lethe_sla_threshold_total{threshold,window}
-	MissingDataKeys prometheus.Counter       // lethe_missing_data_keys_total
-	Reappeared      *prometheus.CounterVec   // lethe_reappeared_total{store,kind,purpose}
-	Addenda         *prometheus.CounterVec   // lethe_addenda_total{type}
+	Registry      *prometheus.Registry
+	Requests      *prometheus.CounterVec   // lethe_requests_total{tenant,regulation,source}
+	Rejected      *prometheus.CounterVec   // lethe_intake_rejected_total{reason}
+	StoreOutcomes *prometheus.CounterVec   // lethe_store_outcomes_total{store,kind,status}
+	StoreDuration *prometheus.HistogramVec // lethe_store_duration_seconds{store,kind}
+	StoreRetries  *prometheus.CounterVec   // lethe_store_retries_total{store,kind}
+	// StoreBatch is lethe_store_batch_subjects{store,op}: the subjects of each batch a
+	// deleter handed a store that batches, by operation (find, erase, verify).
+	StoreBatch      *prometheus.HistogramVec
+	ConsumerRetries *prometheus.CounterVec // lethe_consumer_retries_total{group,topic}
+	DLQRecords      *prometheus.CounterVec // lethe_dlq_records_total{group,topic}
+	ConsumerLag     *prometheus.GaugeVec   // lethe_consumer_lag{group,topic}
+	Receipts        *prometheus.CounterVec // lethe_receipts_total{tenant}
+	ErasureDuration prometheus.Histogram   // lethe_erasure_duration_seconds
+	Overdue         *prometheus.GaugeVec   // lethe_overdue_requests{tenant}
+	SLAThreshold    *prometheus.CounterVec // lethe_sla_threshold_total{threshold,window}
+	MissingDataKeys prometheus.Counter     // lethe_missing_data_keys_total
+	Reappeared      *prometheus.CounterVec // lethe_reappeared_total{store,kind,purpose}
+	Addenda         *prometheus.CounterVec // lethe_addenda_total{type}
 	// InventoryUncovered is lethe_inventory_uncovered_locations{kind}: the locations the last
 	// discovery run found holding subject-shaped data outside the inventory.
 	InventoryUncovered *prometheus.GaugeVec
@@ -78,6 +81,8 @@ func New() *Metrics {
 	m.StoreDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "lethe_store_duration_seconds", Help: "Time to erase and verify one store.",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18)}, []string{"store", "kind"})
 	m.StoreRetries = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lethe_store_retries_total", Help: "Store erasures retried after a transient error."}, []string{"store", "kind"})
+	m.StoreBatch = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "lethe_store_batch_subjects", Help: "Subjects per batch handed to a store that batches, by operation.",
+		Buckets: prometheus.ExponentialBuckets(1, 2, 9)}, []string{"store", "op"})
 	m.ConsumerRetries = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lethe_consumer_retries_total", Help: "Records retried after a transient handler error."}, []string{"group", "topic"})
 	m.DLQRecords = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lethe_dlq_records_total", Help: "Records written to a dead-letter topic."}, []string{"group", "topic"})
 	m.ConsumerLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lethe_consumer_lag", Help: "Records behind the high watermark on this instance's partitions."}, []string{"group", "topic"})
@@ -95,7 +100,7 @@ func New() *Metrics {
 		Help: "Locations holding subject-shaped data that no inventory store covers, by kind, at the last discovery run."}, []string{"kind"})
 	m.DiscoveryLastRun = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lethe_inventory_discovery_last_run_timestamp_seconds",
 		Help: "When inventory discovery last ran, by kind."}, []string{"kind"})
-	for _, c := range []prometheus.Collector{m.Requests, m.Rejected, m.StoreOutcomes, m.StoreDuration, m.StoreRetries, m.ConsumerRetries,
+	for _, c := range []prometheus.Collector{m.Requests, m.Rejected, m.StoreOutcomes, m.StoreDuration, m.StoreRetries, m.StoreBatch, m.ConsumerRetries,
 		m.DLQRecords, m.ConsumerLag, m.Receipts, m.ErasureDuration, m.Overdue, m.SLAThreshold, m.MissingDataKeys, m.Reappeared, m.Addenda,
 		m.InventoryUncovered, m.DiscoveryLastRun} {
 		f(c)

@@ -10,6 +10,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/metrics"
 )
 
 // Batching configures how the worker gathers the erasures pending on its partitions for a
@@ -49,6 +50,11 @@ const (
 	opFind
 )
 
+// String is op's label in lethe_store_batch_subjects.
+func (op batchOp) String() string {
+	return [...]string{opErase: "erase", opVerify: "verify", opFind: "find"}[op]
+}
+
 type batchKey struct {
 	store string
 	op    batchOp
@@ -81,7 +87,10 @@ var errBatchShape = errors.New("worker: batch store returned outcomes for a diff
 // batched submits subj to the pending batch of (st, op), starting one if none is pending,
 // and waits for the batch: its outcome for subj is at index i of b's slices for op.
 func (w *Worker) batched(ctx context.Context, op batchOp, impl any, st inventory.Store, subj deletion.Subject) (b *batch, i int, err error) {
-	b, i = w.batches.join(batchKey{st.Name, op}, st, subj, ctx, w.Batching, func(b *batch) { runBatch(op, impl, b) })
+	b, i = w.batches.join(batchKey{st.Name, op}, st, subj, ctx, w.Batching, func(b *batch) {
+		metrics.Or(w.Metrics).StoreBatch.WithLabelValues(st.Name, op.String()).Observe(float64(len(b.subjects)))
+		runBatch(op, impl, b)
+	})
 	select {
 	case <-b.done:
 		return b, i, b.errs[i]
