@@ -304,6 +304,12 @@ func (a *Aggregator) appendAddendum(ctx context.Context, ad auditlog.Addendum) (
 // acknowledgement.
 func (a *Aggregator) complete(ctx context.Context, requestID string) error {
 	defer completing.Lock(requestID)()
+	if aw, ok := a.Store.(auditlog.Awaiter); ok {
+		// A report written concurrently, after this check, completes the request itself.
+		if waiting, err := aw.Awaiting(ctx, requestID); err != nil || waiting {
+			return err
+		}
+	}
 	st, err := a.Store.RequestState(ctx, requestID)
 	if errors.Is(err, auditlog.ErrNotFound) {
 		return nil // reports came before the request; its own record completes it

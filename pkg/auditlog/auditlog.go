@@ -193,3 +193,14 @@ func SortReceipts(rs []event.Receipt) {
 		return rs[i].RequestID < rs[j].RequestID
 	})
 }
+
+// Awaiter is a Store that tells cheaply whether a request is still waiting for reports,
+// without reading them (DirStore answers from memory; a remote store would pay the read it
+// saves, so the DynamoDB store does not implement it). The aggregator asks it before it
+// reads a request's state to see whether the request completes: of the records one
+// erasure brings, all but the last find it waiting.
+type Awaiter interface {
+	// Awaiting reports whether requestID cannot complete yet: it is not stored, or a store
+	// it expects has no report stored under that store's name.
+	Awaiting(ctx context.Context, requestID string) (bool, error)
+}

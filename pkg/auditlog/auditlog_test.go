@@ -335,3 +335,31 @@ func TestVerifyChainDetectsAlteredAddendum(t *testing.T) {
 		})
 	}
 }
+
+func TestAwaitingUntilEveryExpectedStoreReported(t *testing.T) {
+	ctx := context.Background()
+	s := openDir(t)
+	awaiting := func() bool {
+		t.Helper()
+		w, err := s.Awaiting(ctx, "r1")
+		must(t, err)
+		return w
+	}
+	if !awaiting() {
+		t.Fatal("a request that is not stored is not awaiting reports")
+	}
+	must(t, s.CreateReport(ctx, event.StoreDone{RequestID: "r1", Store: "qdrant", Attempt: 1, Status: event.StatusDeleted}))
+	must(t, s.PutRequest(ctx, auditlog.Request{RequestID: "r1", TenantID: "acme", Attempt: 1, ExpectedStores: []string{"qdrant", "redis"}}))
+	if !awaiting() {
+		t.Fatal("redis has not reported, yet the request is not awaiting")
+	}
+	// a report stored under another name (a find beside the store's report) does not count
+	must(t, s.CreateReport(ctx, event.StoreDone{RequestID: "r1", Store: "redis#found", Attempt: 1}))
+	if !awaiting() {
+		t.Fatal("a report under another store's name counted as redis's")
+	}
+	must(t, s.CreateReport(ctx, event.StoreDone{RequestID: "r1", Store: "redis", Attempt: 1, Status: event.StatusNothingFound}))
+	if awaiting() {
+		t.Fatal("every expected store reported, yet the request is awaiting")
+	}
+}

@@ -323,6 +323,23 @@ func (s *DirStore) RequestState(ctx context.Context, requestID string) (RequestS
 	return RequestState{Request: sr.copy(), Reports: s.reportsOf(requestID), Published: published}, ctx.Err()
 }
 
+// Awaiting implements Awaiter.
+func (s *DirStore) Awaiting(ctx context.Context, requestID string) (bool, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	sr, ok := s.requests[requestID]
+	if !ok {
+		return true, ctx.Err()
+	}
+	reports := s.reports[requestID]
+	for _, st := range sr.r.ExpectedStores {
+		if _, ok := reports[st]; !ok {
+			return true, ctx.Err()
+		}
+	}
+	return false, ctx.Err()
+}
+
 // GetReceipt returns the request's receipt or ErrNotFound.
 func (s *DirStore) GetReceipt(ctx context.Context, requestID string) (event.Receipt, error) {
 	if err := s.rlockSettled(item{op: opReceipt, a: requestID}); err != nil {
