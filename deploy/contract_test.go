@@ -81,6 +81,7 @@ var metricTypes = map[string]string{
 	"lethe_store_outcomes_total":                           "counter",
 	"lethe_store_duration_seconds":                         "histogram",
 	"lethe_store_retries_total":                            "counter",
+	"lethe_store_batch_subjects":                           "histogram",
 	"lethe_consumer_retries_total":                         "counter",
 	"lethe_dlq_records_total":                              "counter",
 	"lethe_consumer_lag":                                   "gauge",

@@ -8,9 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/metrics"
 	"github.com/lethe-erasure/lethe/pkg/retry"
 	"github.com/lethe-erasure/lethe/pkg/testenv"
 	"github.com/lethe-erasure/lethe/pkg/worker"
@@ -77,6 +81,7 @@ func TestConcurrentRequestsAreBatched(t *testing.T) {
 	fs := &batchStore{items: map[string]int64{}}
 	w, addrs := setup(t, map[string]deletion.Store{"redis": fs})
 	w.Batching = worker.Batching{Max: n, Wait: 2 * time.Second} // the erase batch fills long before
+	w.Metrics = metrics.New()
 	var wg sync.WaitGroup
 	for i := range n {
 		id := fmt.Sprintf("cust-%d", i)
@@ -95,6 +100,11 @@ func TestConcurrentRequestsAreBatched(t *testing.T) {
 	wg.Wait()
 	if len(fs.erases) != 1 || fs.erases[0] != n || fs.singles != 0 {
 		t.Errorf("erase calls: batches %v, single %d; want one batch of %d", fs.erases, fs.singles, n)
+	}
+	// lethe_store_batch_subjects saw that one batch of n (its sum over its count)
+	sum, count := batchHistogram(t, w.Metrics, "redis", "erase")
+	if count != 1 || sum != n {
+		t.Errorf("lethe_store_batch_subjects{store=redis,op=erase}: %v subjects in %d batches, want %d in 1", sum, count, n)
 	}
 	got := map[string]event.StoreDone{}
 	for _, r := range testenv.ReadTopic(t, addrs, event.TopicStoreDone) {
@@ -226,4 +236,14 @@ func TestFindsAreBatched(t *testing.T) {
 			t.Errorf("%s found %d, want %d", f.RequestID, f.Found(), i+1)
 		}
 	}
+}
+
+// batchHistogram is the sum and count of lethe_store_batch_subjects{store,op} in m.
+func batchHistogram(t *testing.T, m *metrics.Metrics, store, op string) (float64, uint64) {
+	t.Helper()
+	var out dto.Metric
+	if err := m.StoreBatch.WithLabelValues(store, op).(prometheus.Metric).Write(&out); err != nil {
+		t.Fatal(err)
+	}
+	return out.GetHistogram().GetSampleSum(), out.GetHistogram().GetSampleCount()
 }
