@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -20,6 +21,13 @@ func TestCPULimitConfinesAProcess(t *testing.T) {
 			t.Errorf("limiter's group left behind: %v", err)
 		}
 	}()
+	weight, want := "cpu.shares", "262144"
+	if l.v2 {
+		weight, want = "cpu.weight", "10000"
+	}
+	if b, err := os.ReadFile(l.root + "/" + weight); err != nil || strings.TrimSpace(string(b)) != want {
+		t.Errorf("the limiter's group %s = %q, %v; want %s, so that limited processes get their shares first", weight, b, err, want)
+	}
 	spin := func(limited bool) time.Duration {
 		p := &Proc{Name: "spin", Path: "/bin/sh", Args: []string{"-c", "while :; do :; done"}, Dir: t.TempDir()}
 		if limited {
