@@ -36,13 +36,15 @@ func (s *Store) OverwriteReceipt(ctx context.Context, r event.Receipt) error {
 	return s.put(ctx, "overwrite receipt", item, "", nil)
 }
 
-// counter counts DynamoDB Query calls on the wire.
+// counter counts DynamoDB calls on the wire: every call, and Query calls.
 type counter struct {
 	base    http.RoundTripper
+	calls   atomic.Int64
 	queries atomic.Int64
 }
 
 func (c *counter) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.calls.Add(1)
 	if r.Header.Get("X-Amz-Target") == "DynamoDB_20120810.Query" {
 		c.queries.Add(1)
 	}
@@ -127,6 +129,25 @@ func TestDynamo(t *testing.T) {
 		}
 		if st := deletion.StatusOf(deletion.Result{NoPIIByDesign: true}, v); st != event.StatusFailed {
 			t.Errorf("status %s, want FAILED", st)
+		}
+	})
+
+	// A request is recorded with two calls: its two index entries together, then the
+	// request; ListRequests finds it through either index.
+	t.Run("PutRequestInTwoCalls", func(t *testing.T) {
+		s := e.store(t)
+		r := auditlog.Request{RequestID: "req-calls", TenantID: "acme", SubjectHash: auditlogtest.Hash("calls"), RequestedAt: auditlogtest.T0, Attempt: 1}
+		before := e.wire.calls.Load()
+		must(t, s.PutRequest(ctx, r))
+		if n := e.wire.calls.Load() - before; n != 2 {
+			t.Errorf("PutRequest made %d calls, want 2", n)
+		}
+		for _, tenant := range []string{"acme", ""} {
+			rs, err := s.ListRequests(ctx, tenant)
+			must(t, err)
+			if len(rs) != 1 || rs[0].RequestID != r.RequestID {
+				t.Errorf("ListRequests(%q) = %v, want %s", tenant, rs, r.RequestID)
+			}
 		}
 	})
 

@@ -37,16 +37,16 @@ func requestIndexSK(r auditlog.Request) string {
 }
 
 // putRequestIndex writes r's index entries in the tenant's partition and in the partition
-// of all tenants. Rewriting them (a later attempt) is idempotent.
+// of all tenants, in one BatchWriteItem call. Rewriting them (a later attempt) is
+// idempotent.
 func (s *Store) putRequestIndex(ctx context.Context, r auditlog.Request) error {
+	var writes []types.WriteRequest
 	for _, pk := range []string{requestIndexPK(r.TenantID), allRequestsPK} {
 		item := key(pk, requestIndexSK(r))
 		item["request_id"] = str(r.RequestID)
-		if err := s.put(ctx, "put request index", item, "", nil); err != nil {
-			return err
-		}
+		writes = append(writes, types.WriteRequest{PutRequest: &types.PutRequest{Item: item}})
 	}
-	return nil
+	return s.batchWrite(ctx, "put request index", writes)
 }
 
 // ListRequests returns the tenant's requests ("" for every tenant) ordered by RequestedAt
