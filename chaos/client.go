@@ -16,7 +16,13 @@ import (
 // errRejected marks a submission refused with a 4xx answer: retrying cannot help.
 var errRejected = errors.New("rejected")
 
-var httpClient = &http.Client{Timeout: 10 * time.Second}
+// httpClient keeps an idle connection for each of the harness's concurrent submitters (16
+// in a scaling burst): with net/http's default of 2, most submissions opened a connection.
+var httpClient = &http.Client{Timeout: 10 * time.Second, Transport: func() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 32
+	return t
+}()}
 
 // Submit posts the erasure of sub with the Idempotency-Key key until the intake answers
 // 202, retrying connection errors and 5xx answers with the same key every 50–250 ms until

@@ -49,9 +49,15 @@ const LimitedInFlight = 64
 
 // ScalingConfig configures Scaling. Zero values take the defaults.
 type ScalingConfig struct {
-	N         int                      // erasures per phase; default 240
-	Instances []int                    // instances of every deleter, one phase each; default 1, 2, 4
-	Latency   map[string]time.Duration // per store (Stores); nil: DefaultLatency; a missing store: none
+	N         int   // erasures per phase; default 240
+	Instances []int // instances of each scaled deleter, one phase each; default 1, 2, 4
+	// Scale names the deleter services (values of Deleters) a phase runs Instances of; the
+	// others run Others instances in every phase, as when a platform team scales out the
+	// deleter that bounds throughput and gives the others what they need. Default: every
+	// deleter.
+	Scale   []string
+	Others  int                      // instances of each deleter Scale leaves out; default 1
+	Latency map[string]time.Duration // per store (Stores); nil: DefaultLatency; a missing store: none
 	// Batchings are the LETHE_BATCH_MAX values to run every instance count with, in order;
 	// "" is the default batching. Default: "" only.
 	Batchings []string
@@ -89,6 +95,9 @@ func (c *ScalingConfig) defaults() {
 	if c.Partitions <= 0 {
 		c.Partitions = 12
 	}
+	if c.Others <= 0 {
+		c.Others = 1
+	}
 	if c.PerTenant <= 0 {
 		c.PerTenant = 8
 	}
@@ -108,6 +117,7 @@ func (c *ScalingConfig) defaults() {
 type Phase struct {
 	Batching  string // LETHE_BATCH_MAX, "" for the default
 	Instances int
+	Deployed  map[string]int // instances of each deleter service during the phase
 	Erasures  int
 	Complete  int           // receipts with status COMPLETE
 	Other     int           // receipts with another status
@@ -143,6 +153,8 @@ type ScalingResult struct {
 	Latency     map[string]time.Duration
 	InstanceCPU float64 // each deleter instance's CPU limit in cores; 0: none
 	Partitions  int32
+	Scale       []string // the scaled deleters; nil: every deleter
+	Others      int      // instances of each deleter not scaled
 	Phases      []Phase
 }
 
@@ -187,7 +199,13 @@ func Scaling(ctx context.Context, cfg ScalingConfig) (*ScalingResult, error) {
 		}
 		p.SetLatency(d)
 	}
-	res := &ScalingResult{Latency: cfg.Latency, InstanceCPU: cfg.InstanceCPU, Partitions: cfg.Partitions}
+	for _, svc := range cfg.Scale {
+		if !isDeleter(svc) {
+			return nil, fmt.Errorf("chaos: cannot scale %q: not a deleter (%s)", svc, strings.Join(sortedDeleters(), ", "))
+		}
+	}
+	res := &ScalingResult{Latency: cfg.Latency, InstanceCPU: cfg.InstanceCPU, Partitions: cfg.Partitions, Scale: cfg.Scale, Others: cfg.Others}
+	none := func(string) int { return 0 }
 	if cfg.InstanceCPU > 0 {
 		l, err := newCPULimiter(cfg.InstanceCPU)
 		if err != nil {
@@ -200,10 +218,10 @@ func Scaling(ctx context.Context, cfg ScalingConfig) (*ScalingResult, error) {
 		defer func() {
 			// the instances' groups go with them, then the limiter's own (a failure leaves
 			// an empty group behind, which costs nothing)
-			_ = sys.scaleDeleters(context.WithoutCancel(ctx), 0)
+			_ = sys.scaleDeleters(context.WithoutCancel(ctx), none)
 			_ = l.Close()
 		}()
-		if err := sys.scaleDeleters(ctx, 0); err != nil { // restart them limited
+		if err := sys.scaleDeleters(ctx, none); err != nil { // restart them limited
 			return res, err
 		}
 	}
@@ -211,15 +229,21 @@ func Scaling(ctx context.Context, cfg ScalingConfig) (*ScalingResult, error) {
 	for _, batching := range cfg.Batchings {
 		if batching != "" {
 			sys.Setenv("LETHE_BATCH_MAX=" + batching)
-			if err := sys.scaleDeleters(ctx, 0); err != nil { // restart them with the new setting
+			if err := sys.scaleDeleters(ctx, none); err != nil { // restart them with the new setting
 				return res, err
 			}
 		}
 		for _, n := range cfg.Instances {
-			if err := sys.scaleDeleters(ctx, n); err != nil {
+			want := func(svc string) int {
+				if len(cfg.Scale) == 0 || slices.Contains(cfg.Scale, svc) {
+					return n
+				}
+				return cfg.Others
+			}
+			if err := sys.scaleDeleters(ctx, want); err != nil {
 				return res, err
 			}
-			if err := sys.waitGroups(ctx, n); err != nil {
+			if err := sys.waitGroups(ctx, want); err != nil {
 				return res, err
 			}
 			warm, rest := subs[:cfg.Warmup], subs[cfg.Warmup:]
@@ -231,7 +255,10 @@ func Scaling(ctx context.Context, cfg ScalingConfig) (*ScalingResult, error) {
 			if err != nil {
 				return res, fmt.Errorf("phase with %d instances: %w", n, err)
 			}
-			ph.Batching, ph.Instances = batching, n
+			ph.Batching, ph.Instances, ph.Deployed = batching, n, map[string]int{}
+			for _, svc := range sortedDeleters() {
+				ph.Deployed[svc] = len(sys.Instances(svc))
+			}
 			res.Phases = append(res.Phases, *ph)
 			logf("batch max %s, %d instances: %d erasures in %s, %.1f/s (bottleneck %s; subjects per erase batch: %s)",
 				orDefault(batching), n, ph.Erasures, ph.Wall.Round(time.Millisecond), ph.PerSecond, ph.Bottleneck(), formatMeans(ph.EraseBatch))
@@ -247,9 +274,11 @@ func orDefault(batching string) string {
 	return batching
 }
 
-// scaleDeleters starts or stops (SIGTERM) instances until every deleter has n.
-func (s *System) scaleDeleters(ctx context.Context, n int) error {
+// scaleDeleters starts or stops (SIGTERM) instances until every deleter has as many as
+// want says.
+func (s *System) scaleDeleters(ctx context.Context, want func(svc string) int) error {
 	for _, svc := range sortedDeleters() {
+		n := want(svc)
 		for len(s.Instances(svc)) > n {
 			if err := s.RemoveInstance(svc); err != nil {
 				return err
@@ -301,8 +330,9 @@ func (s *System) checkPartitions(ctx context.Context, n int32) error {
 	return nil
 }
 
-// waitGroups waits until every deleter's consumer group is stable with n members.
-func (s *System) waitGroups(ctx context.Context, n int) error {
+// waitGroups waits until every deleter's consumer group is stable with as many members as
+// want says.
+func (s *System) waitGroups(ctx context.Context, want func(svc string) int) error {
 	cl, err := kgo.NewClient(s.Broker.Options()...)
 	if err != nil {
 		return err
@@ -319,7 +349,7 @@ func (s *System) waitGroups(ctx context.Context, n int) error {
 		ready := err == nil
 		for _, g := range groups {
 			d, ok := described[g]
-			if !ok || d.Err != nil || d.State != "Stable" || len(d.Members) != n {
+			if !ok || d.Err != nil || d.State != "Stable" || len(d.Members) != want(strings.TrimPrefix(g, "lethe-")) {
 				ready = false
 			}
 		}
@@ -327,7 +357,7 @@ func (s *System) waitGroups(ctx context.Context, n int) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("chaos: consumer groups not stable with %d members after a minute: %v", n, err)
+			return fmt.Errorf("chaos: consumer groups not stable with the wanted members after a minute: %v", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -519,10 +549,18 @@ func (r *ScalingResult) Figures() []Figure {
 		}
 		if one.PerSecond > 0 && most.Instances > one.Instances {
 			out = append(out, Figure{fmt.Sprintf("%s/ratio_%d_over_%d", prefix, most.Instances, one.Instances),
-				round3(most.PerSecond / one.PerSecond), "x", "throughput with every deleter scaled out over one instance each"})
+				round3(most.PerSecond / one.PerSecond), "x", "throughput with " + r.scaledNote() + " scaled out over one instance each"})
 		}
 	}
 	return out
+}
+
+// scaledNote names the deleters the phases scaled.
+func (r *ScalingResult) scaledNote() string {
+	if len(r.Scale) == 0 {
+		return "every deleter"
+	}
+	return fmt.Sprintf("%s (the other deleters %d instance(s) each)", strings.Join(r.Scale, ", "), r.Others)
 }
 
 func (r *ScalingResult) batchings() []string {
@@ -580,7 +618,7 @@ func (r *ScalingResult) WriteJSON(path string) error {
 // erasure of every process.
 func (r *ScalingResult) PrintTable(out io.Writer) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "%s\n", r.latencyNote())
+	fmt.Fprintf(tw, "%s; scaled: %s\n", r.latencyNote(), r.scaledNote())
 	fmt.Fprintln(tw, "batch max\tinstances\terasures\tCOMPLETE\twall\terasures/s\tintake acks/s\tbottleneck (reports/s)\t")
 	for _, ph := range r.Phases {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%.1f\t%.1f\t%s (%.1f)\t\n", orDefault(ph.Batching), ph.Instances, ph.Erasures,

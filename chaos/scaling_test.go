@@ -11,12 +11,13 @@ import (
 )
 
 // TestScalingQuick runs the scaling measurement's quick path end to end (a few erasures,
-// one and two instances of every deleter, no latency): every receipt is COMPLETE, and the
-// figures are there and positive. It asserts no timing.
+// one and two instances of the dataset deleter, one of the others, no latency): every
+// receipt is COMPLETE, only the scaled deleter has two instances, and the figures are
+// there and positive. It asserts no timing.
 func TestScalingQuick(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	res, err := Scaling(ctx, ScalingConfig{N: 12, Instances: []int{1, 2}, Latency: map[string]time.Duration{}, Warmup: 6,
+	res, err := Scaling(ctx, ScalingConfig{N: 12, Instances: []int{1, 2}, Scale: []string{"dataset-deleter"}, Latency: map[string]time.Duration{}, Warmup: 6,
 		Dir: logDir(t), Log: tlog{t}})
 	if err != nil {
 		t.Fatal(err)
@@ -30,6 +31,15 @@ func TestScalingQuick(t *testing.T) {
 	for _, ph := range res.Phases {
 		if ph.Erasures != 12 || ph.Complete != ph.Erasures || ph.Other != 0 {
 			t.Errorf("%d instances: %d of %d receipts COMPLETE, %d other", ph.Instances, ph.Complete, ph.Erasures, ph.Other)
+		}
+		for _, svc := range sortedDeleters() {
+			want := 1
+			if svc == "dataset-deleter" {
+				want = ph.Instances
+			}
+			if ph.Deployed[svc] != want {
+				t.Errorf("%d instances: %s ran %d, want %d", ph.Instances, svc, ph.Deployed[svc], want)
+			}
 		}
 		if ph.PerSecond <= 0 || ph.AckedPerSecond <= 0 {
 			t.Errorf("%d instances: %.3f erasures/s, %.3f acks/s", ph.Instances, ph.PerSecond, ph.AckedPerSecond)

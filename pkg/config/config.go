@@ -57,6 +57,7 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/auditlog/dynamo"
+	"github.com/lethe-erasure/lethe/pkg/awsclient"
 	"github.com/lethe-erasure/lethe/pkg/broker"
 	"github.com/lethe-erasure/lethe/pkg/envelope"
 	"github.com/lethe-erasure/lethe/pkg/envelope/dynamokeys"
@@ -255,7 +256,7 @@ func (c *Config) Logger() (*zap.Logger, error) {
 }
 
 func (c *Config) aws(ctx context.Context) (aws.Config, error) {
-	return awsconfig.LoadDefaultConfig(ctx)
+	return awsconfig.LoadDefaultConfig(ctx, awsconfig.WithHTTPClient(awsclient.HTTPClient()))
 }
 
 // AuditStore opens the audit table: DynamoDB when AuditTable is set, else the embedded

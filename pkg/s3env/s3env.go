@@ -16,13 +16,15 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"go.uber.org/zap"
+
+	"github.com/lethe-erasure/lethe/pkg/awsclient"
 )
 
 // Client returns the S3 client the environment describes and logs its endpoint (no
 // credentials) on log, which may be nil.
 func Client(ctx context.Context, log *zap.Logger) (*s3.Client, error) {
 	endpoint := os.Getenv("LETHE_S3_ENDPOINT")
-	ac, err := awsconfig.LoadDefaultConfig(ctx)
+	ac, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithHTTPClient(awsclient.HTTPClient()))
 	if err != nil {
 		return nil, fmt.Errorf("s3env: aws: %w", err)
 	}

@@ -30,5 +30,8 @@ func ClientFromEnv(log *zap.Logger) (*http.Client, error) {
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = cfg
+	// one idle connection per erasure a deleter has in hand (LETHE_INFLIGHT_MAX's default),
+	// not net/http's 2: a TLS handshake per call otherwise
+	tr.MaxIdleConnsPerHost = 256
 	return &http.Client{Transport: tr}, nil
 }

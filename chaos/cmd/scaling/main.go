@@ -1,15 +1,17 @@
 // Command scaling measures how Lethe's throughput follows the number of deleter instances
 // when the stores answer with a realistic latency (package chaos, Scaling): the six
 // services as separate processes, a one-way delay injected in front of each store, and for
-// 1, 2 and 4 instances of every deleter a burst of erasures timed from the first
-// submission to the last receipt, with each process's CPU time per erasure. It prints a
-// table and writes the figures as JSON. With -instance-cpu every deleter instance is held
+// 1, 2 and 4 instances of every deleter (with -scale, of the named deleters only) a burst
+// of erasures timed from the first submission to the last receipt, with each process's
+// CPU time per erasure. It prints a table and writes the figures as JSON. With
+// -instance-cpu every deleter instance is held
 // to that share of a core (a cgroup CPU quota, as a pod's CPU limit), so that instances
 // bring CPU of their own as they do on separate nodes, which processes sharing this
 // machine's cores otherwise do not.
 //
 //	go run ./cmd/scaling -out ../.bench/scaling.json
 //	go run ./cmd/scaling -batch-max ',1' -instance-cpu 50m -out ../.bench/scaling-cpu-limited.json
+//	go run ./cmd/scaling -scale dataset-deleter -instances 1,4 -instance-cpu 50m
 //	go run ./cmd/scaling -quick
 package main
 
@@ -37,6 +39,11 @@ func run() (code int) {
 	lat := map[string]*time.Duration{}
 	flag.IntVar(&cfg.N, "n", 240, "erasures per phase")
 	flag.StringVar(&instances, "instances", "1,2,4", "instances of every deleter, one phase each")
+	flag.Func("scale", "deleter services to scale, comma-separated (default: every deleter; the others run one instance)", func(v string) error {
+		cfg.Scale = strings.Split(v, ",")
+		return nil
+	})
+	flag.IntVar(&cfg.Others, "others", 1, "with -scale, instances of each deleter it leaves out")
 	flag.StringVar(&batchings, "batch-max", ",1", "LETHE_BATCH_MAX values to run every phase with (empty: the default batching)")
 	for _, st := range chaos.Stores {
 		d := chaos.DefaultLatency[st]
