@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -339,17 +340,17 @@ func (s *System) waitGroups(ctx context.Context, want func(svc string) int) erro
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	var groups []string
+	members := map[string]int{} // group -> members wanted
 	for _, svc := range sortedDeleters() {
-		groups = append(groups, "lethe-"+svc)
+		members["lethe-"+svc] = want(svc)
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {
-		described, err := adm.DescribeGroups(ctx, groups...)
+		described, err := adm.DescribeGroups(ctx, slices.Collect(maps.Keys(members))...)
 		ready := err == nil
-		for _, g := range groups {
+		for g, n := range members {
 			d, ok := described[g]
-			if !ok || d.Err != nil || d.State != "Stable" || len(d.Members) != want(strings.TrimPrefix(g, "lethe-")) {
+			if !ok || d.Err != nil || d.State != "Stable" || len(d.Members) != n {
 				ready = false
 			}
 		}

@@ -4,10 +4,9 @@
 // 1, 2 and 4 instances of every deleter (with -scale, of the named deleters only) a burst
 // of erasures timed from the first submission to the last receipt, with each process's
 // CPU time per erasure. It prints a table and writes the figures as JSON. With
-// -instance-cpu every deleter instance is held
-// to that share of a core (a cgroup CPU quota, as a pod's CPU limit), so that instances
-// bring CPU of their own as they do on separate nodes, which processes sharing this
-// machine's cores otherwise do not.
+// -instance-cpu every deleter instance is held to that share of a core (a cgroup CPU
+// quota, as a pod's CPU limit), so that instances bring CPU of their own as they do on
+// separate nodes, which processes sharing this machine's cores otherwise do not.
 //
 //	go run ./cmd/scaling -out ../.bench/scaling.json
 //	go run ./cmd/scaling -batch-max ',1' -instance-cpu 50m -out ../.bench/scaling-cpu-limited.json
@@ -39,7 +38,7 @@ func run() (code int) {
 	lat := map[string]*time.Duration{}
 	flag.IntVar(&cfg.N, "n", 240, "erasures per phase")
 	flag.StringVar(&instances, "instances", "1,2,4", "instances of every deleter, one phase each")
-	flag.Func("scale", "deleter services to scale, comma-separated (default: every deleter; the others run one instance)", func(v string) error {
+	flag.Func("scale", "deleter services to scale, comma-separated (default: every deleter; the others run -others instances)", func(v string) error {
 		cfg.Scale = strings.Split(v, ",")
 		return nil
 	})
