@@ -124,6 +124,11 @@ type Phase struct {
 	Other     int           // receipts with another status
 	Wall      time.Duration // first submission to last receipt
 	PerSecond float64       // receipts per second over Wall
+	// SteadyPerSecond is the receipts per second between the tenth and the ninetieth
+	// percentile receipt: the rate while every instance has work, without the burst's
+	// start (the first batches' way through the pipeline) and its tail (the instance whose
+	// partitions drew the largest share of the burst's request ids finishing alone).
+	SteadyPerSecond float64
 	// AckedPerSecond is how fast the intake acknowledged the burst (first submission to
 	// last 202): when it is close to PerSecond, the intake bounds the phase.
 	AckedPerSecond float64
@@ -261,8 +266,8 @@ func Scaling(ctx context.Context, cfg ScalingConfig) (*ScalingResult, error) {
 				ph.Deployed[svc] = len(sys.Instances(svc))
 			}
 			res.Phases = append(res.Phases, *ph)
-			logf("batch max %s, %d instances: %d erasures in %s, %.1f/s (bottleneck %s; subjects per erase batch: %s)",
-				orDefault(batching), n, ph.Erasures, ph.Wall.Round(time.Millisecond), ph.PerSecond, ph.Bottleneck(), formatMeans(ph.EraseBatch))
+			logf("batch max %s, %d instances: %d erasures in %s, %.1f/s, steady %.1f/s (bottleneck %s; subjects per erase batch: %s)",
+				orDefault(batching), n, ph.Erasures, ph.Wall.Round(time.Millisecond), ph.PerSecond, ph.SteadyPerSecond, ph.Bottleneck(), formatMeans(ph.EraseBatch))
 		}
 	}
 	return res, nil
@@ -409,7 +414,7 @@ func (s *System) burst(ctx context.Context, w *Watcher, subs []*Subject, deadlin
 		return nil, firstErr
 	}
 	ph := &Phase{Erasures: len(subs), StoreRate: map[string]float64{}, CPUPerErasure: map[string]float64{}}
-	var last time.Time
+	var ats []time.Time
 	for id := range ids {
 		for {
 			status, at, ok := w.Receipt(id)
@@ -419,9 +424,7 @@ func (s *System) burst(ctx context.Context, w *Watcher, subs []*Subject, deadlin
 				} else {
 					ph.Other++
 				}
-				if at.After(last) {
-					last = at
-				}
+				ats = append(ats, at)
 				break
 			}
 			select {
@@ -433,7 +436,7 @@ func (s *System) burst(ctx context.Context, w *Watcher, subs []*Subject, deadlin
 	}
 	after := cpuOf(procs)
 	ph.EraseBatch = s.eraseBatches(ctx).means(batchesBefore)
-	ph.Wall = last.Sub(start)
+	ph.Wall, ph.SteadyPerSecond = rates(start, ats)
 	ph.PerSecond = float64(len(subs)) / ph.Wall.Seconds()
 	ph.AckedPerSecond = float64(len(subs)) / lastAck.Sub(start).Seconds()
 	for st, at := range w.LastReports(ids) {
@@ -445,6 +448,22 @@ func (s *System) burst(ctx context.Context, w *Watcher, subs []*Subject, deadlin
 		}
 	}
 	return ph, nil
+}
+
+// rates returns the time from start to the last of the receipts' times ats and the
+// receipts per second between the tenth and the ninetieth percentile receipt (0 with fewer
+// than ten receipts or no time between them).
+func rates(start time.Time, ats []time.Time) (wall time.Duration, steady float64) {
+	if len(ats) == 0 {
+		return 0, 0
+	}
+	slices.SortFunc(ats, func(a, b time.Time) int { return a.Compare(b) })
+	wall = ats[len(ats)-1].Sub(start)
+	lo, hi := len(ats)/10, len(ats)*9/10
+	if d := ats[hi].Sub(ats[lo]); len(ats) >= 10 && d > 0 {
+		steady = float64(hi-lo) / d.Seconds()
+	}
+	return wall, steady
 }
 
 // interleave orders subs round-robin by tenant (one of each tenant in turn), so requests
@@ -537,6 +556,7 @@ func (r *ScalingResult) Figures() []Figure {
 			out = append(out,
 				Figure{p + "/erasures_per_s", round3(ph.PerSecond), "1/s", fmt.Sprintf("%d erasures in %s, %d COMPLETE; bottleneck %s; %s",
 					ph.Erasures, ph.Wall.Round(time.Millisecond), ph.Complete, ph.Bottleneck(), lat)},
+				Figure{p + "/steady_erasures_per_s", round3(ph.SteadyPerSecond), "1/s", "receipts per second from the tenth to the ninetieth percentile receipt"},
 				Figure{p + "/intake_acks_per_s", round3(ph.AckedPerSecond), "1/s", ""})
 			for _, st := range sortedKeys(ph.StoreRate) {
 				out = append(out, Figure{p + "/reports_per_s/" + st, round3(ph.StoreRate[st]), "1/s", ""})
@@ -551,6 +571,10 @@ func (r *ScalingResult) Figures() []Figure {
 		if one.PerSecond > 0 && most.Instances > one.Instances {
 			out = append(out, Figure{fmt.Sprintf("%s/ratio_%d_over_%d", prefix, most.Instances, one.Instances),
 				round3(most.PerSecond / one.PerSecond), "x", "throughput with " + r.scaledNote() + " scaled out over one instance each"})
+			if one.SteadyPerSecond > 0 && most.SteadyPerSecond > 0 {
+				out = append(out, Figure{fmt.Sprintf("%s/steady_ratio_%d_over_%d", prefix, most.Instances, one.Instances),
+					round3(most.SteadyPerSecond / one.SteadyPerSecond), "x", "steady throughput (tenth to ninetieth percentile receipt) with " + r.scaledNote() + " scaled out over one instance each"})
+			}
 		}
 	}
 	return out
@@ -620,10 +644,10 @@ func (r *ScalingResult) WriteJSON(path string) error {
 func (r *ScalingResult) PrintTable(out io.Writer) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "%s; scaled: %s\n", r.latencyNote(), r.scaledNote())
-	fmt.Fprintln(tw, "batch max\tinstances\terasures\tCOMPLETE\twall\terasures/s\tintake acks/s\tbottleneck (reports/s)\t")
+	fmt.Fprintln(tw, "batch max\tinstances\terasures\tCOMPLETE\twall\terasures/s\tsteady/s\tintake acks/s\tbottleneck (reports/s)\t")
 	for _, ph := range r.Phases {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%.1f\t%.1f\t%s (%.1f)\t\n", orDefault(ph.Batching), ph.Instances, ph.Erasures,
-			ph.Complete, ph.Wall.Round(time.Millisecond), ph.PerSecond, ph.AckedPerSecond, ph.Bottleneck(), ph.StoreRate[ph.Bottleneck()])
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%.1f\t%.1f\t%.1f\t%s (%.1f)\t\n", orDefault(ph.Batching), ph.Instances, ph.Erasures,
+			ph.Complete, ph.Wall.Round(time.Millisecond), ph.PerSecond, ph.SteadyPerSecond, ph.AckedPerSecond, ph.Bottleneck(), ph.StoreRate[ph.Bottleneck()])
 	}
 	tw.Flush()
 	names := map[string]bool{}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -78,7 +79,7 @@ func TestScalingQuick(t *testing.T) {
 		names[f.Name] = f.Value
 	}
 	for _, n := range []string{"scaling/batch_max=default/instances=1/erasures_per_s", "scaling/batch_max=default/instances=2/erasures_per_s",
-		"scaling/batch_max=default/ratio_2_over_1"} {
+		"scaling/batch_max=default/ratio_2_over_1", "scaling/batch_max=default/instances=1/steady_erasures_per_s"} {
 		if names[n] <= 0 {
 			t.Errorf("figure %s = %v in %s", n, names[n], b)
 		}
@@ -95,5 +96,30 @@ func TestStatCPU(t *testing.T) {
 	}
 	if _, err := statCPU("4242 (short) S 1 2"); err == nil {
 		t.Fatal("a short line parsed")
+	}
+}
+
+// rates leaves the burst's first and last tenth out of the steady rate: a slow tail (one
+// instance finishing its share alone) lengthens the wall time but not the steady rate.
+func TestRates(t *testing.T) {
+	start := time.Unix(1000, 0)
+	var ats []time.Time
+	for i := range 100 {
+		at := start.Add(time.Duration(i+1) * 10 * time.Millisecond)
+		if i > 90 {
+			at = start.Add(5 * time.Second)
+		}
+		ats = append(ats, at)
+	}
+	slices.Reverse(ats) // rates sorts them
+	wall, steady := rates(start, ats)
+	if wall != 5*time.Second {
+		t.Errorf("wall = %s, want 5s", wall)
+	}
+	if steady < 99.9 || steady > 100.1 {
+		t.Errorf("steady = %.2f/s, want 100/s (80 receipts in 800ms)", steady)
+	}
+	if _, s := rates(start, ats[:5]); s != 0 {
+		t.Errorf("steady rate of 5 receipts = %v, want 0", s)
 	}
 }
