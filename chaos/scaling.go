@@ -450,18 +450,17 @@ func (s *System) burst(ctx context.Context, w *Watcher, subs []*Subject, deadlin
 	return ph, nil
 }
 
-// rates returns the time from start to the last of the receipts' times ats and the
-// receipts per second between the tenth and the ninetieth percentile receipt (0 with fewer
-// than ten receipts or no time between them).
+// rates returns the time from start to the last of the receipts' times ats (which it
+// sorts in place) and the receipts per second between the tenth and the ninetieth
+// percentile receipt (0 with fewer than ten receipts or no time between them).
 func rates(start time.Time, ats []time.Time) (wall time.Duration, steady float64) {
 	if len(ats) == 0 {
 		return 0, 0
 	}
-	slices.SortFunc(ats, func(a, b time.Time) int { return a.Compare(b) })
+	slices.SortFunc(ats, time.Time.Compare)
 	wall = ats[len(ats)-1].Sub(start)
-	lo, hi := len(ats)/10, len(ats)*9/10
-	if d := ats[hi].Sub(ats[lo]); len(ats) >= 10 && d > 0 {
-		steady = float64(hi-lo) / d.Seconds()
+	if lo, hi := len(ats)/10, len(ats)*9/10; len(ats) >= 10 && ats[hi].After(ats[lo]) {
+		steady = float64(hi-lo) / ats[hi].Sub(ats[lo]).Seconds()
 	}
 	return wall, steady
 }
