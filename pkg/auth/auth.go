@@ -65,6 +65,12 @@ type Principal struct {
 // scope offboarding) in its tenants, never its own.
 const RoleApprover = "approver"
 
+// RoleHolds may place and release legal holds in its tenants.
+const RoleHolds = "holds"
+
+// RoleLift may lift the suppression of identifiers in its tenants.
+const RoleLift = "lift"
+
 // Has reports whether p holds role.
 func (p Principal) Has(role string) bool { return slices.Contains(p.Roles, role) }
 

@@ -20,7 +20,9 @@ import (
 const (
 	acmeToken   = "lt_acme-token-0123456789abcdefghijklmnopqrstuv"
 	globexToken = "lt_globex-token-0123456789abcdefghijklmnopqrst"
-	opsToken    = "lt_operator-token-0123456789abcdefghijklmnopq"
+	// privacyToken is acme's privacy team: it may lift suppressions and hold stores.
+	privacyToken = "lt_acme-privacy-token-0123456789abcdefghijklm"
+	opsToken     = "lt_operator-token-0123456789abcdefghijklmnopq"
 )
 
 func secured(t *testing.T) *env {
@@ -29,7 +31,8 @@ func secured(t *testing.T) *env {
 	a, err := auth.New(auth.Config{Tokens: []auth.Token{
 		{Name: "shopbot", SHA256: auth.HashToken(acmeToken), Tenants: []string{"acme"}},
 		{Name: "globex-portal", SHA256: auth.HashToken(globexToken), Tenants: []string{"globex"}},
-		{Name: "ops", SHA256: auth.HashToken(opsToken), Tenants: []string{auth.Wildcard}},
+		{Name: "ops", SHA256: auth.HashToken(opsToken), Tenants: []string{auth.Wildcard}, Roles: []string{auth.RoleApprover}},
+		{Name: "acme-privacy", SHA256: auth.HashToken(privacyToken), Tenants: []string{"acme"}, Roles: []string{auth.RoleLift, auth.RoleHolds}},
 	}})
 	if err != nil {
 		t.Fatal(err)

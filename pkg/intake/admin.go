@@ -108,6 +108,8 @@ func (s *Service) handleRetry(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such request")
 	case errors.Is(err, ErrInvalid):
 		s.reject(w, http.StatusBadRequest, metrics.ReasonInvalid, err.Error())
+	case errors.Is(err, ErrState):
+		writeError(w, http.StatusConflict, err.Error())
 	case errors.Is(err, ErrUnavailable):
 		s.reject(w, http.StatusServiceUnavailable, metrics.ReasonUnavailable, UnavailableReason(err))
 	case err != nil:

@@ -21,6 +21,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/subject"
 	"github.com/lethe-erasure/lethe/pkg/testenv"
+	"github.com/lethe-erasure/lethe/pkg/workflow"
 )
 
 // FuzzSubmit posts arbitrary bodies to POST /v1/erasures of one intake service (a kfake
@@ -202,8 +203,12 @@ func fuzzService(f *testing.F) (*intake.Service, *countingStore) {
 		f.Fatal(err)
 	}
 	store := &countingStore{Store: dir}
+	wf, err := workflow.OpenFile("") // in memory: TENANT scope needs a workflow store
+	if err != nil {
+		f.Fatal(err)
+	}
 	return &intake.Service{
 		Key: key, Inventory: inventory.Reference(), Producer: cl, Store: store,
-		Policy: intake.DefaultPolicy(), Now: func() time.Time { return start },
+		Policy: intake.DefaultPolicy(), Now: func() time.Time { return start }, Workflow: wf,
 	}, store
 }

@@ -59,8 +59,8 @@ func (s *Service) PlaceHold(ctx context.Context, p auth.Principal, in HoldReques
 			return workflow.Hold{}, fmt.Errorf("%w: store %q is not in inventory %s", ErrInvalid, in.Store, s.Inventory.Version)
 		}
 	}
-	if s.Auth != nil && !p.May(in.TenantID) {
-		return workflow.Hold{}, fmt.Errorf("%w: the token may not act for this tenant", ErrForbidden)
+	if err := s.mayHold(p, in.TenantID); err != nil {
+		return workflow.Hold{}, err
 	}
 	h := workflow.Hold{
 		ID: "hold_" + strings.ReplaceAll(uuid.NewString(), "-", ""), TenantID: in.TenantID, Store: in.Store,
@@ -95,6 +95,9 @@ func (s *Service) ReleaseHold(ctx context.Context, p auth.Principal, id string) 
 		return ReleaseResponse{}, fmt.Errorf("%w: no such hold", errNoHold)
 	}
 	h := holds[i]
+	if err := s.mayHold(p, h.TenantID); err != nil {
+		return ReleaseResponse{}, err
+	}
 	if !h.Active() {
 		return ReleaseResponse{}, fmt.Errorf("%w: the hold is released", ErrState)
 	}
@@ -138,6 +141,20 @@ func (s *Service) ReleaseHold(ctx context.Context, p auth.Principal, id string) 
 
 var errNoHold = errors.New("not found")
 
+// mayHold checks that p may place and release holds in tenant: it acts for the tenant and
+// holds auth.RoleHolds (when authentication is on).
+func (s *Service) mayHold(p auth.Principal, tenant string) error {
+	switch {
+	case s.Auth == nil || s.Auth.Disabled():
+		return nil
+	case !p.May(tenant):
+		return fmt.Errorf("%w: the token may not act for this tenant", ErrForbidden)
+	case !p.Has(auth.RoleHolds):
+		return fmt.Errorf("%w: legal holds need the %s role", ErrForbidden, auth.RoleHolds)
+	}
+	return nil
+}
+
 // heldBy returns the stores of requestID that reported EXEMPT under hold id.
 func (s *Service) heldBy(ctx context.Context, requestID, id string) ([]string, error) {
 	reports, err := s.Store.Reports(ctx, requestID)
@@ -164,11 +181,10 @@ func (s *Service) redriveHeld(ctx context.Context, rec workflow.Record, stores [
 		return req, s.unavailable(ErrStateStoreUnavailable, rec.TenantID, err)
 	}
 	req.OnlyStores, req.Attempt, req.DryRun = stores, prev.Attempt+1, false
-	if err := s.exempt(ctx, &req); err != nil {
-		return req, err
-	}
-	if len(req.Exempt) == len(stores) {
+	if err := s.admit(ctx, &req, &rec); errors.Is(err, ErrState) && len(req.Exempt) == len(stores) {
 		return req, nil // still held by another hold
+	} else if err != nil {
+		return req, err
 	}
 	if err := s.publish(ctx, &req); err != nil {
 		return req, err

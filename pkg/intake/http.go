@@ -206,6 +206,8 @@ func (s *Service) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		s.reject(w, http.StatusBadRequest, metrics.ReasonInvalid, err.Error())
 	case errors.Is(err, ErrConflict):
 		s.reject(w, http.StatusConflict, metrics.ReasonConflict, err.Error())
+	case errors.Is(err, ErrForbidden):
+		s.reject(w, http.StatusForbidden, metrics.ReasonForbidden, err.Error())
 	case errors.Is(err, ErrUnavailable):
 		s.reject(w, http.StatusServiceUnavailable, metrics.ReasonUnavailable, UnavailableReason(err))
 	case err != nil:

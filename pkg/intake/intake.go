@@ -288,7 +288,8 @@ func (s *Service) publish(ctx context.Context, req *event.Requested) error {
 // store or only the named ones. The raw identifiers must be supplied again: Lethe keeps
 // none outside erasure.requested. It fails with an error wrapping auditlog.ErrNotFound for
 // an unknown request, ErrInvalid when the identifiers are invalid or are not the request's
-// subject's (a TENANT request takes none) or a store is not one the request expects, and
+// subject's (a TENANT request takes none) or a store is not one the request expects,
+// ErrState when a gate holds the request (see admit), and
 // ErrUnavailable (naming the component) when the state store could not be read or the
 // event could not be published.
 func (s *Service) Redrive(ctx context.Context, requestID string, ids event.Identifiers, stores []string) (event.Requested, error) {
@@ -317,6 +318,9 @@ func (s *Service) Redrive(ctx context.Context, requestID string, ids event.Ident
 	}
 	if prev.Scope == event.ScopeSubject && s.Key.Pseudonym(prev.TenantID, ids.SubjectID) != prev.SubjectHash {
 		return event.Requested{}, fmt.Errorf("%w: the identifiers do not match the request's subject", ErrInvalid)
+	}
+	if err := s.admit(ctx, &req, nil); err != nil {
+		return event.Requested{}, err
 	}
 	if err := s.publish(ctx, &req); err != nil {
 		return event.Requested{}, err
@@ -387,7 +391,7 @@ func (s *Service) HandleIntake(ctx context.Context, rec *kgo.Record) error {
 		in.Source = p.Name // the authenticated producer, not what the record claims
 	}
 	_, err = s.Submit(ctx, in)
-	if errors.Is(err, ErrInvalid) || errors.Is(err, ErrConflict) {
+	if errors.Is(err, ErrInvalid) || errors.Is(err, ErrConflict) || errors.Is(err, ErrForbidden) {
 		return retry.Permanent(err)
 	}
 	return err

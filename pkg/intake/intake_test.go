@@ -45,6 +45,7 @@ type env struct {
 	cluster *kfake.Cluster
 	addrs   []string
 	key     subject.Key
+	holdID  string // a hold placed by the test, if any
 
 	mu  sync.Mutex
 	now time.Time
@@ -79,6 +80,7 @@ func setup(t *testing.T) *env {
 		Store:     e.store,
 		Policy:    intake.DefaultPolicy(),
 		Now:       e.clock,
+		Workflow:  openWorkflow(t, ""), // in memory: TENANT scope needs a workflow store
 	}
 	e.srv = httptest.NewServer(e.svc.Handler())
 	t.Cleanup(e.srv.Close)

@@ -373,6 +373,10 @@ func (s *Service) authorizeLift(w http.ResponseWriter, r *http.Request, tenant s
 		s.reject(w, http.StatusForbidden, metrics.ReasonForbidden, "forbidden: lifting a suppression needs a token scoped to this tenant by name")
 		return auth.Principal{}, false
 	}
+	if !p.Has(auth.RoleLift) {
+		s.reject(w, http.StatusForbidden, metrics.ReasonForbidden, "forbidden: lifting a suppression needs the "+auth.RoleLift+" role")
+		return auth.Principal{}, false
+	}
 	return p, true
 }
 

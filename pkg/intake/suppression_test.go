@@ -49,6 +49,11 @@ func (e *env) erase(t *testing.T, token string, body map[string]any) event.Recei
 	t.Helper()
 	b, _ := json.Marshal(body)
 	acc := e.submit(t, string(b), bearer(token)...)
+	if acc.State == intake.StateAwaitingApproval {
+		if code, b := e.do(t, "POST", "/v1/erasures/"+acc.RequestID+"/approve", "", bearer(opsToken)...); code != http.StatusOK {
+			t.Fatalf("approve: %d %s", code, b)
+		}
+	}
 	reqs := e.of(t, acc.RequestID)
 	agg := &aggregator.Aggregator{Store: e.store.Store, Producer: e.svc.Producer, Now: e.clock}
 	ctx := context.Background()
@@ -235,10 +240,11 @@ func TestSuppressionLift(t *testing.T) {
 	}{
 		{"another tenant's token", globexToken, valid(nil), http.StatusForbidden},
 		{"an operator's wildcard token", opsToken, valid(nil), http.StatusForbidden},
+		{"the tenant's app token, without the lift role", acmeToken, valid(nil), http.StatusForbidden},
 		{"no token", "", valid(nil), http.StatusUnauthorized},
-		{"another basis", acmeToken, valid(func(m map[string]any) { m["basis"] = "legitimate_interest" }), http.StatusBadRequest},
-		{"no reason", acmeToken, valid(func(m map[string]any) { m["reason"] = " " }), http.StatusBadRequest},
-		{"a reason naming the subject", acmeToken, valid(func(m map[string]any) { m["reason"] = "consent of " + subj }), http.StatusBadRequest},
+		{"another basis", privacyToken, valid(func(m map[string]any) { m["basis"] = "legitimate_interest" }), http.StatusBadRequest},
+		{"no reason", privacyToken, valid(func(m map[string]any) { m["reason"] = " " }), http.StatusBadRequest},
+		{"a reason naming the subject", privacyToken, valid(func(m map[string]any) { m["reason"] = "consent of " + subj }), http.StatusBadRequest},
 	} {
 		if code, _ := lift(tc.token, tc.body); code != tc.want {
 			t.Errorf("%s: %d, want %d", tc.name, code, tc.want)
@@ -249,7 +255,7 @@ func TestSuppressionLift(t *testing.T) {
 	}
 
 	e.setNow(start.Add(time.Hour))
-	code, res := lift(acmeToken, valid(nil))
+	code, res := lift(privacyToken, valid(nil))
 	if code != http.StatusOK || res.Subjects[0].Outcome != intake.LiftLifted || res.Subjects[1].Outcome != intake.LiftNotSuppressed || res.Subjects[0].LiftEventID == "" {
 		t.Fatalf("lift: %d %+v", code, res)
 	}
@@ -258,7 +264,7 @@ func TestSuppressionLift(t *testing.T) {
 	if err != nil || len(evs) != 1 {
 		t.Fatalf("audit events of the lifted pseudonym: %+v, %v; want one", evs, err)
 	}
-	if ev := evs[0]; ev.Type != auditlog.TypeSuppressionLifted || ev.Actor != "shopbot" || ev.EventID != res.Subjects[0].LiftEventID ||
+	if ev := evs[0]; ev.Type != auditlog.TypeSuppressionLifted || ev.Actor != "acme-privacy" || ev.EventID != res.Subjects[0].LiftEventID ||
 		ev.Reason != "consent record CR-2291 of 2026-12-01" || !ev.At.Equal(start.Add(time.Hour)) {
 		t.Errorf("lift event %+v", ev)
 	}
@@ -266,7 +272,7 @@ func TestSuppressionLift(t *testing.T) {
 	if got.Subjects[0].Suppressed || !got.Subjects[0].Lifted || !got.Sessions[0].Suppressed {
 		t.Errorf("after lifting the subject: %+v; want the subject lifted, its session still suppressed", got)
 	}
-	if _, again := lift(acmeToken, valid(nil)); again.Subjects[0].Outcome != intake.LiftAlreadyLifted || again.Subjects[0].LiftEventID != res.Subjects[0].LiftEventID {
+	if _, again := lift(privacyToken, valid(nil)); again.Subjects[0].Outcome != intake.LiftAlreadyLifted || again.Subjects[0].LiftEventID != res.Subjects[0].LiftEventID {
 		t.Errorf("second lift: %+v", again)
 	}
 	if evs, _ := e.store.Events(ctx, "acme", pseudonym); len(evs) != 1 {
@@ -288,7 +294,7 @@ func TestSuppressionLift(t *testing.T) {
 			latest = s
 		}
 	}
-	if latest.State != event.Lifted || latest.LiftedBy != "shopbot" || latest.LiftEventID != res.Subjects[0].LiftEventID {
+	if latest.State != event.Lifted || latest.LiftedBy != "acme-privacy" || latest.LiftEventID != res.Subjects[0].LiftEventID {
 		t.Errorf("latest record of the lifted pseudonym: %+v", latest)
 	}
 }
@@ -370,7 +376,7 @@ func TestSuppressionLiftFollowsFraming(t *testing.T) {
 	e.erase(t, acmeToken, map[string]any{"tenant_id": "acme", "subject_id": subj, "regulation": "GDPR"})
 	e.setNow(start.Add(time.Hour))
 	b, _ := json.Marshal(map[string]any{"tenant_id": "acme", "subject_ids": []string{subj}, "basis": "consent", "reason": "consent record CR-2291"})
-	if code, _ := e.do(t, "POST", "/v1/suppressions/lift", string(b), bearer(acmeToken)...); code != http.StatusOK {
+	if code, _ := e.do(t, "POST", "/v1/suppressions/lift", string(b), bearer(privacyToken)...); code != http.StatusOK {
 		t.Fatalf("lift: %d", code)
 	}
 	lifts := 0

@@ -84,14 +84,14 @@ func (s *Service) gate(ctx context.Context, req *event.Requested, actor string, 
 		if opts.DryRun {
 			return true, fmt.Errorf("%w: dry runs are not enabled", ErrInvalid)
 		}
-		return false, nil
+		return false, s.admit(ctx, req, nil)
 	}
 	now := s.now()
 	rec := workflow.Record{
 		RequestID: req.RequestID, TenantID: req.TenantID, SubjectHash: req.SubjectHash, Scope: req.Scope,
 		Regulation: req.Regulation, SubmittedBy: actor, SubmittedAt: now, DueAt: req.DueAt,
 		Window:        s.Windows.For(req.TenantID, req.Regulation),
-		NeedsApproval: s.RequireApproval && req.Scope == event.ScopeTenant,
+		NeedsApproval: s.needsApproval(req),
 	}
 	if opts.DryRun {
 		req.DryRun = true
@@ -116,7 +116,8 @@ func (s *Service) gate(ctx context.Context, req *event.Requested, actor string, 
 	}
 	next := rec.Next()
 	if next == workflow.Released {
-		return false, s.exempt(ctx, req)
+		rec.State = workflow.Released
+		return false, s.admit(ctx, req, &rec)
 	}
 	if err := s.seal(ctx, req); err != nil {
 		return true, err
@@ -221,7 +222,7 @@ func (s *Service) release(ctx context.Context, rec workflow.Record, action workf
 		return rec, fmt.Errorf("intake: decode kept request: %w", err)
 	}
 	req.DryRun, req.Attempt = false, max(attempt, req.Attempt)
-	if err := s.exempt(ctx, &req); err != nil {
+	if err := s.admit(ctx, &req, &moved); err != nil {
 		return rec, err
 	}
 	if err := s.publish(ctx, &req); err != nil {

@@ -31,7 +31,7 @@ func gated(t *testing.T, windows intake.Windows) (*env, string) {
 	e := setup(t)
 	a, err := auth.New(auth.Config{Tokens: []auth.Token{
 		{Name: "shopbot", SHA256: auth.HashToken(acmeToken), Tenants: []string{"acme"}},
-		{Name: "dpo-1", SHA256: auth.HashToken(dpo1Token), Tenants: []string{"acme"}, Roles: []string{auth.RoleApprover}},
+		{Name: "dpo-1", SHA256: auth.HashToken(dpo1Token), Tenants: []string{"acme"}, Roles: []string{auth.RoleApprover, auth.RoleHolds}},
 		{Name: "dpo-2", SHA256: auth.HashToken(dpo2Token), Tenants: []string{"acme"}, Roles: []string{auth.RoleApprover}},
 		{Name: "dpo-globex", SHA256: auth.HashToken(dpoGlobex), Tenants: []string{"globex"}, Roles: []string{auth.RoleApprover}},
 	}})
@@ -244,7 +244,11 @@ func TestApproval(t *testing.T) {
 // re-drives the held store of every request whose report was EXEMPT under it.
 func TestHoldExemptsAndReleaseRedrives(t *testing.T) {
 	e, _ := gated(t, nil)
-	code, b := e.do(t, "POST", "/v1/holds", `{"tenant_id": "acme", "subject_id": "`+subj+`", "store": "dataset", "reason": "litigation 2026-17", "legal_basis": "GDPR Art. 17(3)(e)"}`, bearer(acmeToken)...)
+	hold := `{"tenant_id": "acme", "subject_id": "` + subj + `", "store": "dataset", "reason": "litigation 2026-17", "legal_basis": "GDPR Art. 17(3)(e)"}`
+	if code, _ := e.do(t, "POST", "/v1/holds", hold, bearer(acmeToken)...); code != http.StatusForbidden {
+		t.Errorf("a hold by the app token, without the holds role: %d, want 403", code)
+	}
+	code, b := e.do(t, "POST", "/v1/holds", hold, bearer(dpo1Token)...)
 	if code != http.StatusCreated {
 		t.Fatalf("hold: %d %s", code, b)
 	}
@@ -269,7 +273,10 @@ func TestHoldExemptsAndReleaseRedrives(t *testing.T) {
 		Status: event.StatusExempt, Attempt: 1, Verification: event.Verification{Method: "legal hold: GDPR Art. 17(3)(e) (hold " + h.ID + ")"}}); err != nil {
 		t.Fatal(err)
 	}
-	code, b = e.do(t, "POST", "/v1/holds/"+h.ID+"/release", "", bearer(acmeToken)...)
+	if code, _ := e.do(t, "POST", "/v1/holds/"+h.ID+"/release", "", bearer(acmeToken)...); code != http.StatusForbidden {
+		t.Errorf("a release by the app token, without the holds role: %d, want 403", code)
+	}
+	code, b = e.do(t, "POST", "/v1/holds/"+h.ID+"/release", "", bearer(dpo1Token)...)
 	if code != http.StatusOK {
 		t.Fatalf("release: %d %s", code, b)
 	}
@@ -283,7 +290,7 @@ func TestHoldExemptsAndReleaseRedrives(t *testing.T) {
 	if opened(t, e.svc.Sealer, pub[1]).SubjectID != subj {
 		t.Error("re-drive lost the identifiers")
 	}
-	if code, _ := e.do(t, "POST", "/v1/holds/"+h.ID+"/release", "", bearer(acmeToken)...); code != http.StatusConflict {
+	if code, _ := e.do(t, "POST", "/v1/holds/"+h.ID+"/release", "", bearer(dpo1Token)...); code != http.StatusConflict {
 		t.Errorf("second release: %d, want 409", code)
 	}
 }
