@@ -274,6 +274,7 @@ func TestKubernetesContract(t *testing.T) {
 		t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+secrets["token"])
+	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", "k8s-contract")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

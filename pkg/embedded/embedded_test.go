@@ -35,6 +35,7 @@ func start(t *testing.T) *embedded.System {
 func submit(t *testing.T, sys *embedded.System, body, idem string) intake.Accepted {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, sys.BaseURL+"/v1/erasures", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
 	if idem != "" {
 		req.Header.Set("Idempotency-Key", idem)
 	}

@@ -38,18 +38,20 @@ import (
 
 // Options configure Start. Key is required; the rest have defaults.
 type Options struct {
-	Key       subject.Key
-	DataDir   string               // audit store, redis files and datasets; default a new temporary directory, removed by Stop
-	HTTPAddr  string               // intake listen address; default 127.0.0.1:0
-	Inventory *inventory.Inventory // default the reference inventory
-	Policy    intake.Policy        // default intake.DefaultPolicy()
-	Log       *zap.Logger          // default no logging
-	Instances int                  // consumer instances per deleter group; default 1
-	Auth      *auth.Authenticator  // intake authentication; nil: none
-	Limiter   *auth.Limiter        // per-tenant submission rate; nil: unlimited
-	KEK       *envelope.KEK        // seals identifiers on erasure.requested (keys under DataDir/keys); nil: a throwaway one
-	Addrs     Addrs                // where the embedded components listen; empty: free ports
-	External  External             // running components to use instead of embedded ones
+	Key      subject.Key
+	DataDir  string // audit store, redis files and datasets; default a new temporary directory, removed by Stop
+	HTTPAddr string // intake listen address; default 127.0.0.1:0; loopback only without Auth
+	// AllowedHosts and AllowedOrigins: see intake.Service.
+	AllowedHosts, AllowedOrigins []string
+	Inventory                    *inventory.Inventory // default the reference inventory
+	Policy                       intake.Policy        // default intake.DefaultPolicy()
+	Log                          *zap.Logger          // default no logging
+	Instances                    int                  // consumer instances per deleter group; default 1
+	Auth                         *auth.Authenticator  // intake authentication; nil: none
+	Limiter                      *auth.Limiter        // per-tenant submission rate; nil: unlimited
+	KEK                          *envelope.KEK        // seals identifiers on erasure.requested (keys under DataDir/keys); nil: a throwaway one
+	Addrs                        Addrs                // where the embedded components listen; empty: free ports
+	External                     External             // running components to use instead of embedded ones
 	// Framings says how the records Lethe writes are framed (default single-object
 	// encoding everywhere); every consumer reads both framings whatever it says.
 	Framings schemareg.Framings
@@ -205,6 +207,10 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 		}
 	}
 
+	if err := intake.CheckBind(o.HTTPAddr, o.Auth); err != nil {
+		return nil, err
+	}
+	sys.Intake.AllowedHosts, sys.Intake.AllowedOrigins = o.AllowedHosts, o.AllowedOrigins
 	l, err := net.Listen("tcp", o.HTTPAddr)
 	if err != nil {
 		return nil, fmt.Errorf("intake listener: %w", err)
@@ -212,12 +218,13 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 	sys.BaseURL = "http://" + l.Addr().String()
 	mux := http.NewServeMux()
 	mux.Handle("/", sys.Intake.Handler())
-	mux.Handle("/discovery", sys.Discovery.Handler())
+	mux.Handle("/discovery", sys.Intake.Operator(sys.Discovery.Handler()))
 	health := m.Handler(metrics.Check{Name: "kafka", Fn: prod.Ping},
 		metrics.Check{Name: "redis", Fn: func(ctx context.Context) error { return st.Redis.Ping(ctx).Err() }},
 		metrics.Check{Name: "qdrant", Fn: func(ctx context.Context) error { _, err := st.Qdrant.HealthCheck(ctx); return err }},
 		service.AuditCheck(st.Audit))
-	for _, p := range []string{"GET /metrics", "GET /readyz", "GET /healthz"} {
+	mux.Handle("GET /metrics", sys.Intake.Operator(health))
+	for _, p := range []string{"GET /readyz", "GET /healthz"} {
 		mux.Handle(p, health)
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}

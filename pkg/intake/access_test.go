@@ -175,6 +175,7 @@ func TestRateLimit(t *testing.T) {
 	}
 	req, _ := http.NewRequest("POST", e.srv.URL+"/v1/erasures", strings.NewReader(body(t, nil)))
 	req.Header.Set("Authorization", "Bearer "+acmeToken)
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := e.srv.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -41,7 +41,10 @@ func FuzzSubmit(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		puts := store.puts.Load()
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/erasures", bytes.NewReader(body)))
+		post := httptest.NewRequest(http.MethodPost, "/v1/erasures", bytes.NewReader(body))
+		post.Host = "127.0.0.1:8080"
+		post.Header.Set("Content-Type", "application/json")
+		h.ServeHTTP(rec, post)
 		code, resp := rec.Code, rec.Body.Bytes()
 
 		switch code {

@@ -134,7 +134,7 @@ func (s *Service) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/suppressions/lift", s.authenticate(s.handleLift))
 	s.routeWorkflow(mux)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
-	return mux
+	return s.guard(mux)
 }
 
 // decodeBody reads one JSON object of at most MaxBodyBytes with only the fields of v, or

@@ -30,7 +30,13 @@ func (e *env) do(t *testing.T, method, path, body string, header ...string) (int
 	if err != nil {
 		t.Fatal(err)
 	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	for i := 0; i+1 < len(header); i += 2 {
+		if header[i] == "Host" {
+			req.Host = header[i+1]
+		}
 		req.Header.Set(header[i], header[i+1])
 	}
 	resp, err := e.srv.Client().Do(req)

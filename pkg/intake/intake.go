@@ -155,6 +155,12 @@ type Service struct {
 	RequireApproval bool
 	// DeadLetters, when set, serves the dead letters of the caller's tenants.
 	DeadLetters *DeadLetters
+
+	// AllowedHosts are the Host names the API answers; empty: any with authentication on,
+	// loopback names only without (see guard).
+	AllowedHosts []string
+	// AllowedOrigins are the browser origins besides the API's own that may change state.
+	AllowedOrigins []string
 }
 
 // Validate checks in and normalises its regulation and scope.

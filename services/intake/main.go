@@ -42,6 +42,10 @@ func main() {
 		if err := configureWorkflow(svc, env, authn); err != nil {
 			return service.Spec{}, err
 		}
+		if err := intake.CheckBind(env.Config.HTTPAddr, authn); err != nil {
+			return service.Spec{}, err
+		}
+		svc.AllowedHosts, svc.AllowedOrigins = intake.AccessFromEnv()
 		serve := func(ctx context.Context) error {
 			go svc.RunSchedule(ctx, time.Second)
 			srv := &http.Server{Addr: env.Config.HTTPAddr, Handler: svc.Handler(), ReadHeaderTimeout: 5 * time.Second}

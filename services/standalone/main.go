@@ -171,9 +171,10 @@ func start(ctx context.Context, o options, stderr io.Writer) (*app, error) {
 			return nil, err
 		}
 	}
+	hosts, origins := intake.AccessFromEnv()
 	sys, err := embedded.Start(ctx, embedded.Options{Key: key, DataDir: o.dataDir, HTTPAddr: o.httpAddr, Inventory: inv, Policy: policy, Log: log,
 		Auth: authn, Limiter: limiter, KEK: kek, Sweeps: sweeps, Retain: retain, Windows: windows, RequireApproval: authn != nil && !authn.Disabled(),
-		Discovery: dopts, Addrs: o.addrs, Framings: framings})
+		Discovery: dopts, Addrs: o.addrs, Framings: framings, AllowedHosts: hosts, AllowedOrigins: origins})
 	if err != nil {
 		return nil, err
 	}
@@ -199,11 +200,25 @@ func loadKey(stderr io.Writer) (subject.Key, error) {
 	if os.Getenv("LETHE_HMAC_KEY") != "" || os.Getenv("LETHE_HMAC_KEY_FILE") != "" {
 		return subject.KeyFromEnv()
 	}
+	key, err := ephemeralKey(rand.Reader)
+	if err == nil {
+		fmt.Fprintf(stderr, "lethe standalone: no LETHE_HMAC_KEY set; generated a throwaway pseudonym key %q (pseudonyms will not match after a restart)\n", key.ID())
+	}
+	return key, err
+}
+
+// ephemeralKey draws a key's id and its secret separately from r: the id is printed and
+// stored in receipts, so it holds nothing of the secret.
+func ephemeralKey(r io.Reader) (subject.Key, error) {
+	var id [4]byte
 	secret := make([]byte, 32)
-	rand.Read(secret)
-	id := fmt.Sprintf("ephemeral-%x", secret[:4])
-	fmt.Fprintf(stderr, "lethe standalone: no LETHE_HMAC_KEY set; generated a throwaway pseudonym key %q (pseudonyms will not match after a restart)\n", id)
-	return subject.NewKey(id, secret)
+	if _, err := io.ReadFull(r, id[:]); err != nil {
+		return subject.Key{}, err
+	}
+	if _, err := io.ReadFull(r, secret); err != nil {
+		return subject.Key{}, err
+	}
+	return subject.NewKey(fmt.Sprintf("ephemeral-%x", id), secret)
 }
 
 func newLogger(o options, stderr io.Writer) (*zap.Logger, error) {

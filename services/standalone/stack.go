@@ -94,7 +94,7 @@ func printStack(w io.Writer, sys *embedded.System, examples bool) {
 		return
 	}
 	fmt.Fprintf(w, `try:
-  curl -s -X POST %s/v1/erasures -d '{"tenant_id":"%s","subject_id":"anna.schmidt@example.de","regulation":"GDPR"}'
+  curl -s -X POST %s/v1/erasures -H 'Content-Type: application/json' -d '{"tenant_id":"%s","subject_id":"anna.schmidt@example.de","regulation":"GDPR"}'
   echo '{"tenant_id":"%s","subject_id":"anna.schmidt@example.de","regulation":"GDPR"}' | kcat -P -b %s -t erasure.intake -k %s -H content-type=application/json
   kcat -C -b %s -t erasure.completed -o beginning -e
   redis-cli -h %s -p %s --scan --pattern 'session:%s:*'
