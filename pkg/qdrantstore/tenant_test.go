@@ -243,3 +243,24 @@ func TestTenantEraseKeepsPointsWithoutTheTenant(t *testing.T) {
 		t.Errorf("%d points left, %v; want 3", n, err)
 	}
 }
+
+// TestTenantFieldMatchesEveryFormOfTheTenant: the tenant field matches the tenant as an
+// identifier matches (a decimal tenant id as a string and as an integer), exactly.
+func TestTenantFieldMatchesEveryFormOfTheTenant(t *testing.T) {
+	ctx := context.Background()
+	e := newSharedEnv(t, nil)
+	e.put(t,
+		map[string]any{"tenant_id": "42", "customer_id": "a"},
+		map[string]any{"tenant_id": 42, "customer_id": "a"},
+		map[string]any{"tenant_id": "042", "customer_id": "a"},
+		map[string]any{"tenant_id": 420, "customer_id": "a"},
+	)
+	s := deletion.Subject{Tenant: "42", ID: "a"}
+	if res, err := e.store.Erase(ctx, e.inv, s); err != nil || res.Deleted() != 2 {
+		t.Fatalf("Erase = %+v, %v; want the tenant's 2 points", res, err)
+	}
+	n, err := e.client.Count(ctx, &qdrant.CountPoints{CollectionName: sharedColl, Exact: qdrant.PtrOf(true)})
+	if err != nil || n != 2 {
+		t.Errorf("%d points left, %v; want the other tenants' 2", n, err)
+	}
+}
