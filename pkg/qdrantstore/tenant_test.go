@@ -153,14 +153,19 @@ func (e *sharedEnv) fixture() deletiontest.Fixture {
 	}
 }
 
-// TestCrossTenantSharedCollection: tenants share one collection and the store names
-// their tenant field. Erasing a subject of acme, a batch mixing tenants, or the tenant
-// acme never removes a point of globex or acme-eu whose ids and sessions equal acme's; the
-// tenant erasure deletes acme's points and keeps the collection. With semantic read-back
-// on (erasure one by one) and off (one delete per collection and tenant).
-func TestCrossTenantSharedCollection(t *testing.T) {
+// TestCrossTenant: erasing a subject of acme, a batch mixing tenants, or the tenant acme
+// never removes a point of globex or acme-eu whose ids and sessions equal acme's. Over the
+// reference store (a collection per tenant on one Qdrant), and over one collection the
+// tenants share, whose store names their tenant field: there the tenant erasure deletes
+// acme's points and keeps the collection, with semantic read-back on (erasure one by one)
+// and off (one delete per collection and tenant).
+func TestCrossTenant(t *testing.T) {
+	t.Run("collection per tenant", func(t *testing.T) {
+		e := newEnv(t)
+		deletiontest.CrossTenant(t, deletiontest.Fixture{Impl: e.store, Store: e.inv, Seed: e.seed, Count: e.countOf})
+	})
 	for _, similar := range []string{"report", "off"} {
-		t.Run("similar="+similar, func(t *testing.T) {
+		t.Run("shared collection similar="+similar, func(t *testing.T) {
 			e := newSharedEnv(t, map[string]any{"similar": similar})
 			deletiontest.CrossTenant(t, e.fixture())
 			ok, err := e.client.CollectionExists(context.Background(), sharedColl)
