@@ -139,7 +139,7 @@ func TestWrittenSummaryIsThatOfItsBytes(t *testing.T) {
 			}
 			key := "acme/" + fc.key
 			putPlain(t, c, key, fc.codec.encode(t, rows))
-			st := testInventory("s3://" + testBucket + "/acme/")
+			st := testInventory("s3://" + testBucket + "/{tenant}/")
 			if _, errs := New(c, "", withSummaries).EraseBatch(ctx, st, []deletion.Subject{deletiontest.NewSubject("acme", "cust-1")}); errs[0] != nil {
 				t.Fatal(errs[0])
 			}

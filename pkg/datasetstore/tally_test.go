@@ -38,7 +38,7 @@ func TestTalliedSummaryIsThatOfItsBytes(t *testing.T) {
 			}
 			key := "acme/" + fc.key
 			putPlain(t, c, key, fc.codec.encode(t, rows))
-			st := testInventory("s3://" + testBucket + "/acme/")
+			st := testInventory("s3://" + testBucket + "/{tenant}/")
 			store := New(c, "", withSummaries)
 			var prev *tally
 			for i, id := range []string{"cust-1", "cust-2", "cust-3"} {
@@ -103,7 +103,7 @@ func TestUnspentTallyIsGivenBack(t *testing.T) {
 	c := newS3Client(t)
 	const key = "acme/d.csv"
 	putPlain(t, c, key, renderCSV(t, []row{{Customer: "cust-1", Text: "mine"}, {Customer: "by-1", Text: "kept"}}))
-	st := testInventory("s3://" + testBucket + "/acme/")
+	st := testInventory("s3://" + testBucket + "/{tenant}/")
 	store := New(c, "", withSummaries)
 	if _, errs := store.EraseBatch(ctx, st, []deletion.Subject{deletiontest.NewSubject("acme", "cust-1")}); errs[0] != nil {
 		t.Fatal(errs[0])

@@ -3,7 +3,9 @@
 // A Store erases one data subject from one inventory store of its kind and verifies, by
 // reading back, what remains. Implementations are safe for concurrent use, idempotent (a
 // second Erase finds nothing and returns zero counts), honour ctx, and never touch data of
-// any other subject: identifiers are matched exactly, never as patterns. They classify their
+// any other subject: identifiers are matched exactly, never as patterns. Nor of any other
+// tenant: every locator holds {tenant} or names a tenant field or column that every query
+// requires, and a tenant-scope Erase removes that tenant's data only. They classify their
 // errors once, with package retry: retry.Permanent for errors that repeating cannot fix (an
 // inventory entry the store cannot serve, a refused filter, a malformed item), anything else
 // is transient and the runtime retries it.
@@ -54,8 +56,8 @@ type Store interface {
 
 // Validator is an optional capability of a Store, found by type assertion as in
 // database/sql/driver: it checks the locators of one inventory store of its kind (decoding
-// them with inventory.Locators.Decode and checking each template with
-// inventory.CheckTemplate) and names the field at fault. A deleter validates every store of
+// them with inventory.Locators.Decode, checking each template with inventory.CheckTemplate,
+// refusing any that does not scope to one tenant) and names the field at fault. A deleter validates every store of
 // its kind before it consumes anything and refuses to start on an error. Validate touches no
 // backend, is cheap and safe for concurrent use.
 type Validator interface {

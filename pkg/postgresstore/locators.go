@@ -68,8 +68,16 @@ func Validate(st inventory.Store) error {
 // Validate is the package's Validate; it implements deletion.Validator.
 func (*Store) Validate(st inventory.Store) error { return Validate(st) }
 
-// decode decodes and validates st's locators.
+// decode decodes and validates st's locators; its errors name the store.
 func decode(st inventory.Store) (Locators, error) {
+	l, err := decodeTables(st)
+	if err != nil {
+		err = fmt.Errorf("postgresstore: store %q: %w", st.Name, err)
+	}
+	return l, err
+}
+
+func decodeTables(st inventory.Store) (Locators, error) {
 	var l Locators
 	if err := st.Locators.Decode(&l); err != nil {
 		return l, err
@@ -111,7 +119,7 @@ func (tb Table) validate() error {
 	if tb.TenantColumn != "" {
 		cols = append(cols, tb.TenantColumn)
 	} else if !inventory.Uses(tb.Table, inventory.Tenant) {
-		return fmt.Errorf("tenant_column: table %q is shared by tenants (its name has no {tenant}): name its tenant column", tb.Table)
+		return fmt.Errorf("tenant_column: table %q is shared by tenants (its name has no {tenant}): name its tenant column, or one tenant's erasure would delete another's rows", tb.Table)
 	}
 	seen := map[string]bool{}
 	for _, c := range cols {

@@ -17,9 +17,9 @@ import (
 
 var _ deletion.BatchStore = (*Store)(nil)
 
-// EraseBatch erases subjects from st with one delete per collection: it counts each
-// subject's points exactly, as Erase does, then deletes, with wait=true, the points
-// passing the union of the subjects' filters. A subject whose filter is refused (no
+// EraseBatch erases subjects from st with one delete per collection and tenant: it counts
+// each subject's points exactly, as Erase does, then deletes, with wait=true, the points
+// passing the union of the filters of that tenant's subjects. A subject whose filter is refused (no
 // identifier to match) fails alone and is left out of the delete; a failed delete fails
 // every subject whose points were in that collection. Tenant-scope subjects, and every
 // subject of a store with semantic read-back, are erased one by one with Erase.
@@ -34,9 +34,10 @@ func (st *Store) EraseBatch(ctx context.Context, inv inventory.Store, subjects [
 		return results, errs
 	}
 	type target struct {
-		subjects []deletion.Subject
-		owners   []int
-		loc      string
+		coll, tenant string
+		subjects     []deletion.Subject
+		owners       []int
+		loc          string
 	}
 	// Each subject's points are counted exactly, as Erase counts them: the counts of the
 	// batch's subjects run side by side (countLimit at a time), so the batch waits about
@@ -79,25 +80,26 @@ func (st *Store) EraseBatch(ctx context.Context, inv inventory.Store, subjects [
 		}
 		for _, tmpl := range l.Collections {
 			for _, coll := range collections(tmpl, s) {
-				t := targets[coll]
+				k := coll + "\x00" + s.Tenant
+				t := targets[k]
 				if t == nil {
-					t = &target{loc: location(tmpl, s.Tenant)}
-					targets[coll] = t
-					order = append(order, coll)
+					t = &target{coll: coll, tenant: s.Tenant, loc: location(tmpl, s.Tenant)}
+					targets[k] = t
+					order = append(order, k)
 				}
 				t.subjects = append(t.subjects, s)
 				t.owners = append(t.owners, i)
 			}
 		}
 	}
-	for _, coll := range order {
-		t := targets[coll]
-		f, err := filterOf(l, t.subjects)
+	for _, k := range order {
+		t := targets[k]
+		f, err := filterOf(l, t.tenant, t.subjects)
 		if err == nil {
-			err = st.deletePoints(ctx, coll, f)
+			err = st.deletePoints(ctx, t.coll, f)
 		}
 		if err != nil && status.Code(err) != codes.NotFound {
-			err = fmt.Errorf("qdrant: delete from %s: %w", t.loc, redact(classify(err), coll, t.loc))
+			err = fmt.Errorf("qdrant: delete from %s: %w", t.loc, redact(classify(err), t.coll, t.loc))
 			for _, i := range t.owners {
 				if errs[i] == nil {
 					errs[i] = err
@@ -117,8 +119,9 @@ func (st *Store) EraseBatch(ctx context.Context, inv inventory.Store, subjects [
 const countLimit = 16
 
 // VerifyBatch verifies each subject as Verify does. It first counts, exactly, the points
-// of each collection that pass the union of its subjects' filters (and, with text fields,
-// scrolls for mentions of any of their identifiers): where the union finds nothing, each
+// of each collection that pass the union of the filters of its subjects of one tenant
+// (and, with text fields, scrolls for mentions of any of their identifiers among that
+// tenant's points): where the union finds nothing, each
 // of its subjects finds nothing either, so a subject whose every collection found nothing
 // is verified clean by these shared reads. Every other subject — one whose collection
 // still holds something of the batch, a tenant-scope one, any subject of a store with
@@ -131,8 +134,9 @@ func (st *Store) VerifyBatch(ctx context.Context, inv inventory.Store, subjects 
 		return deletion.VerifyEach(ctx, st, inv, subjects)
 	}
 	type group struct {
-		subjects []deletion.Subject
-		owners   []int
+		coll, tenant string
+		subjects     []deletion.Subject
+		owners       []int
 	}
 	groups := map[string]*group{}
 	var order []string
@@ -147,11 +151,12 @@ func (st *Store) VerifyBatch(ctx context.Context, inv inventory.Store, subjects 
 		shared[i] = true
 		for _, tmpl := range l.Collections {
 			for _, coll := range collections(tmpl, s) {
-				g := groups[coll]
+				k := coll + "\x00" + s.Tenant
+				g := groups[k]
 				if g == nil {
-					g = &group{}
-					groups[coll] = g
-					order = append(order, coll)
+					g = &group{coll: coll, tenant: s.Tenant}
+					groups[k] = g
+					order = append(order, k)
 				}
 				g.subjects = append(g.subjects, s)
 				g.owners = append(g.owners, i)
@@ -161,10 +166,10 @@ func (st *Store) VerifyBatch(ctx context.Context, inv inventory.Store, subjects 
 	var mu sync.Mutex
 	var reads errgroup.Group
 	reads.SetLimit(countLimit)
-	for _, coll := range order {
-		g := groups[coll]
+	for _, k := range order {
+		g := groups[k]
 		reads.Go(func() error {
-			if !st.noneOf(ctx, l, coll, g.subjects) {
+			if !st.noneOf(ctx, l, g.coll, g.tenant, g.subjects) {
 				mu.Lock()
 				for _, i := range g.owners {
 					shared[i] = false
@@ -195,11 +200,12 @@ func (st *Store) VerifyBatch(ctx context.Context, inv inventory.Store, subjects 
 	return vs, errs
 }
 
-// noneOf reports whether coll holds no point of any of subjects, by the exact count of the
-// union of their filters and, with text fields, no mention of any of their identifiers.
-// A failed read reports false: the subjects are then verified one by one.
-func (st *Store) noneOf(ctx context.Context, l Locators, coll string, subjects []deletion.Subject) bool {
-	f, err := filterOf(l, subjects)
+// noneOf reports whether coll holds no point of any of subjects, all of tenant, by the
+// exact count of the union of their filters and, with text fields, no mention of any of
+// their identifiers. A failed read reports false: the subjects are then verified one by
+// one.
+func (st *Store) noneOf(ctx context.Context, l Locators, coll, tenant string, subjects []deletion.Subject) bool {
+	f, err := filterOf(l, tenant, subjects)
 	if err != nil {
 		return false
 	}
@@ -210,6 +216,6 @@ func (st *Store) noneOf(ctx context.Context, l Locators, coll string, subjects [
 	for _, s := range subjects {
 		ids = append(ids, identifiers(s)...)
 	}
-	m, err := st.mentioning(ctx, l, coll, ids)
+	m, err := st.mentioning(ctx, l, coll, tenant, ids)
 	return err == nil && len(m) == 0
 }

@@ -15,7 +15,8 @@ var _ deletion.Counter = (*Store)(nil)
 
 // Count says, per collection template, how many points an Erase of s would delete: an
 // exact count with the filter Erase uses, or for a tenant-scope s every point of the
-// tenant's collections. It writes nothing; errors are classified as Verify's.
+// tenant (by its tenant field, or in its own collections). It writes nothing; errors are
+// classified as Verify's.
 func (st *Store) Count(ctx context.Context, inv inventory.Store, s deletion.Subject) (deletion.Result, error) {
 	l, err := LocatorsOf(inv)
 	if err != nil {
@@ -24,6 +25,9 @@ func (st *Store) Count(ctx context.Context, inv inventory.Store, s deletion.Subj
 	var f *qdrant.Filter
 	if s.TenantScope() {
 		if err := tenantTemplates(l); err != nil {
+			return deletion.Result{}, err
+		}
+		if f, err = tenantFilter(l, s.Tenant); err != nil {
 			return deletion.Result{}, err
 		}
 	} else {

@@ -40,7 +40,7 @@ func TestDiscoverReportsOnlyUncoveredCollections(t *testing.T) {
 
 	inv := &inventory.Inventory{Version: "1", Stores: []inventory.Store{
 		{Name: "qdrant", Kind: qdrantstore.Kind, Locators: inventory.Locators{"collections": []string{"shopbot_{tenant}"}, "subject_fields": []string{"customer_id"}}},
-		{Name: "memory", Kind: qdrantstore.Kind, Locators: inventory.Locators{"collections": []string{"mem_{subject}_v2"}, "subject_fields": []string{"user_id"}}},
+		{Name: "memory", Kind: qdrantstore.Kind, Locators: inventory.Locators{"collections": []string{"mem_{subject}_v2"}, "subject_fields": []string{"user_id"}, "tenant_field": "tenant_id"}},
 		{Name: "cache", Kind: "redis", Locators: inventory.Locators{"keys": []string{"x"}}},
 	}}
 	st := qdrantstore.New(client)

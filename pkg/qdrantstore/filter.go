@@ -14,7 +14,8 @@ import (
 )
 
 // subjectFilter is the one filter that finds s: should = subject fields match the id,
-// hash fields match the pseudonym, session fields match any of the sessions. Each
+// hash fields match the pseudonym, session fields match any of the sessions; with a
+// tenant field, must = the tenant field matches the tenant (tenantMust). Each
 // identifier is matched in every form the payload may hold it in: as a keyword; as an
 // integer too when it is a decimal integer in canonical form ("424242", "-7"; not "007"
 // or "+7", which name another string than the number does); and in its lower- and
@@ -22,15 +23,24 @@ import (
 // every spelling anyway). Empty identifiers are left out; with none left there is no safe
 // filter (an empty one matches every point), which is a permanent error.
 func subjectFilter(l Locators, s deletion.Subject) (*qdrant.Filter, error) {
-	return filterOf(l, []deletion.Subject{s})
+	return filterOf(l, s.Tenant, []deletion.Subject{s})
 }
 
-// filterOf is the filter that finds any of ss: subjectFilter's conditions with the
-// identifiers of every subject matched at once (one match-any per field and form, however
-// many subjects), so a batch's delete costs Qdrant a few conditions, not a few per subject.
-func filterOf(l Locators, ss []deletion.Subject) (*qdrant.Filter, error) {
+// filterOf is the filter that finds any of ss, subjects of tenant: subjectFilter's
+// conditions with the identifiers of every subject matched at once (one match-any per
+// field and form, however many subjects), so a batch's delete costs Qdrant a few
+// conditions, not a few per subject. Subjects of another tenant are refused: one filter
+// requires one tenant.
+func filterOf(l Locators, tenant string, ss []deletion.Subject) (*qdrant.Filter, error) {
+	must, err := tenantMust(l, tenant)
+	if err != nil {
+		return nil, err
+	}
 	var ids, hashes, sessions []string
 	for _, s := range ss {
+		if s.Tenant != tenant {
+			return nil, retry.Permanent(errors.New("qdrant: subjects of several tenants in one filter"))
+		}
 		if s.ID != "" {
 			ids = append(ids, s.ID)
 		}
@@ -57,7 +67,39 @@ func filterOf(l Locators, ss []deletion.Subject) (*qdrant.Filter, error) {
 	if len(should) == 0 {
 		return nil, retry.Permanent(errors.New("qdrant: the subject has no identifier that the inventory's payload fields can match"))
 	}
-	f := &qdrant.Filter{Should: should}
+	f := &qdrant.Filter{Must: must, Should: should}
+	if err := checkFilter(f); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// tenantMust is the must clause of every filter of a store with a tenant field: the field
+// equals the tenant, in every form an identifier matches in (matchAny). It is nil for a
+// store without a tenant field, whose collections are per tenant. An empty tenant has no
+// safe filter and is a permanent error.
+func tenantMust(l Locators, tenant string) ([]*qdrant.Condition, error) {
+	if l.TenantField == "" {
+		return nil, nil
+	}
+	if tenant == "" {
+		return nil, retry.Permanent(errors.New("qdrant: the request has no tenant for the tenant field to match"))
+	}
+	conds := matchAny(l.TenantField, []string{tenant})
+	if len(conds) == 1 {
+		return conds, nil
+	}
+	return []*qdrant.Condition{qdrant.NewFilterAsCondition(&qdrant.Filter{Should: conds})}, nil
+}
+
+// tenantFilter is the filter of a tenant-scope request: every point of tenant for a store
+// with a tenant field, nil (every point of the tenant's own collections) without one.
+func tenantFilter(l Locators, tenant string) (*qdrant.Filter, error) {
+	must, err := tenantMust(l, tenant)
+	if err != nil || must == nil {
+		return nil, err
+	}
+	f := &qdrant.Filter{Must: must}
 	if err := checkFilter(f); err != nil {
 		return nil, err
 	}

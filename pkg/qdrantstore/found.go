@@ -13,7 +13,7 @@ var _ deletion.Finder = (*Store)(nil)
 
 // Find counts, exactly and per collection template as Erase reports them, the points of s
 // that Erase would delete now; it changes nothing. A tenant-scope s counts every point of
-// the tenant's collections.
+// the tenant (by its tenant field, or in its own collections).
 func (st *Store) Find(ctx context.Context, inv inventory.Store, s deletion.Subject) ([]event.LocationCount, error) {
 	l, err := LocatorsOf(inv)
 	if err != nil {
@@ -24,9 +24,13 @@ func (st *Store) Find(ctx context.Context, inv inventory.Store, s deletion.Subje
 		if err := tenantTemplates(l); err != nil {
 			return nil, err
 		}
+		f, err := tenantFilter(l, s.Tenant)
+		if err != nil {
+			return nil, err
+		}
 		for _, tmpl := range l.Collections {
 			name := location(tmpl, s.Tenant)
-			n, err := st.count(ctx, name, nil)
+			n, err := st.count(ctx, name, f)
 			if err != nil {
 				return nil, fmt.Errorf("qdrant: count %s: %w", name, err)
 			}

@@ -187,7 +187,7 @@ func TestBatchFilterStaysSmall(t *testing.T) {
 	for i := range 128 {
 		ss = append(ss, deletion.Subject{Tenant: "acme", ID: strconv.Itoa(424200 + i), Hash: fmt.Sprintf("h%03d", i), Sessions: []string{fmt.Sprintf("s%03d", i)}})
 	}
-	f, err := filterOf(l, ss)
+	f, err := filterOf(l, "acme", ss)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,8 +23,8 @@ type KeptIndex struct {
 	Type              qdrant.PayloadSchemaType
 }
 
-// EnsureIndexes creates a payload index on every subject, hash and session field of st
-// in each of tenant's collections that has none, so that erasure filters read indexes
+// EnsureIndexes creates a payload index on every subject, hash, session and tenant field
+// of st in each of tenant's collections that has none, so that erasure filters read indexes
 // instead of scanning (and pass Qdrant's strict mode). It never replaces an index that
 // exists, whatever its type: Qdrant would drop and rebuild it, changing the customer's
 // own searches. A field indexed with another type than keyword is kept, logged at warn
@@ -47,6 +47,9 @@ func (st *Store) EnsureIndexesReport(ctx context.Context, inv inventory.Store, t
 		return nil, err
 	}
 	fields := append(append(append([]string{}, l.SubjectFields...), l.HashFields...), l.SessionFields...)
+	if l.TenantField != "" {
+		fields = append(fields, l.TenantField)
+	}
 	var kept []KeptIndex
 	for _, tmpl := range l.Collections {
 		if inventory.Uses(tmpl, inventory.Subject) || inventory.Uses(tmpl, inventory.SubjectHash) || inventory.Uses(tmpl, inventory.Session) {

@@ -19,11 +19,17 @@ const Kind = "qdrant"
 // (placeholders {tenant}, {subject}, {subject_hash}, {session}) and the payload fields that
 // hold the subject id, its keyed pseudonym, or (legacy chunks) a session id. A field is a
 // payload key in Qdrant's grammar, e.g. metadata.customer_id.
+//
+// TenantField is the payload field holding the tenant id in collections that tenants
+// share: every filter the store sends then requires it to equal the request's tenant, and
+// a tenant-scope erasure deletes the points of the tenant instead of dropping collections.
+// A store without one must name {tenant} in every collection template.
 type Locators struct {
 	Collections   []string `yaml:"collections"`
 	SubjectFields []string `yaml:"subject_fields"`
 	HashFields    []string `yaml:"hash_fields"`
 	SessionFields []string `yaml:"session_fields"`
+	TenantField   string   `yaml:"tenant_field"`
 
 	// Semantic read-back (see semantic.go). Vectors names the vectors whose values are read
 	// before the erasure and searched for after it (empty: every vector of a point).
@@ -119,8 +125,9 @@ func (l Locators) redaction() string {
 var _ deletion.Validator = (*Store)(nil)
 
 // Validate checks the locators of inv: known fields only, at least one collection, at
-// least one payload field, every field within Qdrant's key grammar, and only known
-// placeholders in collection templates. It touches no backend.
+// least one payload field, every field within Qdrant's key grammar, only known
+// placeholders in collection templates, and either a tenant field or {tenant} in every
+// collection template. It touches no backend.
 func (st *Store) Validate(inv inventory.Store) error { return Validate(inv) }
 
 // Validate is Store.Validate without a Store, for tools that check an inventory offline.
@@ -142,6 +149,8 @@ func (l Locators) check() error {
 	for _, c := range l.Collections {
 		if err := inventory.CheckTemplate(c, inventory.Tenant, inventory.Subject, inventory.SubjectHash, inventory.Session); err != nil {
 			errs = append(errs, fmt.Errorf("locators.collections: %w", err))
+		} else if l.TenantField == "" && !inventory.Uses(c, inventory.Tenant) {
+			errs = append(errs, fmt.Errorf("locators.collections: collection %q names no {tenant} and the store has no tenant_field: tenants sharing it would erase each other's points; put {tenant} in the name or name the payload field holding the tenant in tenant_field", c))
 		}
 	}
 	if len(l.SubjectFields)+len(l.HashFields)+len(l.SessionFields) == 0 {
@@ -152,6 +161,14 @@ func (l Locators) check() error {
 			if err := qdrantkey.Check(f); err != nil {
 				errs = append(errs, fmt.Errorf("locators.%s: %w", name, err))
 			}
+			if f == l.TenantField {
+				errs = append(errs, fmt.Errorf("locators.tenant_field: %q is also one of %s", f, name))
+			}
+		}
+	}
+	if l.TenantField != "" {
+		if err := qdrantkey.Check(l.TenantField); err != nil {
+			errs = append(errs, fmt.Errorf("locators.tenant_field: %w", err))
 		}
 	}
 	errs = append(errs, l.checkReadBack()...)

@@ -52,10 +52,14 @@ type mentioned struct {
 	payload map[string]*qdrant.Value
 }
 
-// mentioning returns the points of coll whose text fields mention one of ids.
-func (st *Store) mentioning(ctx context.Context, l Locators, coll string, ids []string) ([]mentioned, error) {
+// mentioning returns the points of tenant in coll whose text fields mention one of ids.
+func (st *Store) mentioning(ctx context.Context, l Locators, coll, tenant string, ids []string) ([]mentioned, error) {
 	if len(l.TextFields) == 0 || len(ids) == 0 {
 		return nil, nil
+	}
+	must, err := tenantMust(l, tenant)
+	if err != nil {
+		return nil, err
 	}
 	var should []*qdrant.Condition
 	for _, f := range l.TextFields {
@@ -73,8 +77,8 @@ func (st *Store) mentioning(ctx context.Context, l Locators, coll string, ids []
 		}
 	}
 	var out []mentioned
-	err := st.scrollAll(ctx, &qdrant.ScrollPoints{
-		CollectionName: coll, Filter: &qdrant.Filter{Should: should}, WithPayload: qdrant.NewWithPayloadInclude(include...),
+	err = st.scrollAll(ctx, &qdrant.ScrollPoints{
+		CollectionName: coll, Filter: &qdrant.Filter{Must: must, Should: should}, WithPayload: qdrant.NewWithPayloadInclude(include...),
 	}, func(p *qdrant.RetrievedPoint) {
 		if mentionsIn(p.GetPayload(), l.TextFields, ids) {
 			out = append(out, mentioned{id: p.GetId(), payload: p.GetPayload()})
@@ -189,7 +193,7 @@ func (st *Store) handleMentions(ctx context.Context, l Locators, coll string, s 
 		return 0, nil
 	}
 	ids := identifiers(s)
-	pts, err := st.mentioning(ctx, l, coll, ids)
+	pts, err := st.mentioning(ctx, l, coll, s.Tenant, ids)
 	if err != nil || len(pts) == 0 {
 		return 0, err
 	}

@@ -9,11 +9,17 @@
 // upper-case spellings too. On an array field any element matches. Every filter is checked
 // before it is sent so that it can never be one Qdrant reads as matching every point.
 //
+// A collection is the tenant's own ({tenant} in its name) or shared by tenants; a store
+// over shared collections names the payload field holding the tenant (Locators
+// TenantField), and every filter it sends — erasure, count, verification, mentions,
+// semantic search — also requires that field to equal the request's tenant.
+//
 // Erase counts the matches exactly, then always deletes by filter with wait=true — a count
 // can miss points a delete still removes (points written with wait=false and not yet
 // applied, or deferred until optimized), so a count of 0 never skips the delete — and
 // reports the count as what matched before the delete. A write Qdrant answers with any
 // status but Completed is a transient failure. Verify counts again. A tenant-scope erasure
+// deletes the points of the tenant field's tenant when the store has one, and otherwise
 // drops the tenant's collections, resolving a name that is an alias to the collection it
 // names. Call EnsureIndexes once per tenant so the filters read payload indexes rather
 // than scanning.
@@ -39,8 +45,9 @@ import (
 
 // Verification methods reported by Verify.
 const (
-	MethodSubject = "qdrant exact count by filter"
-	MethodTenant  = "qdrant collection dropped or exact count 0"
+	MethodSubject      = "qdrant exact count by filter"
+	MethodTenant       = "qdrant collection dropped or exact count 0"
+	MethodTenantFilter = "qdrant exact count by tenant field"
 )
 
 // Defaults for the FailedPrecondition retries of a Store.
@@ -79,7 +86,8 @@ var errNotCompleted = errors.New("qdrant: write not completed")
 // Erase deletes every point of s from every collection of st and reports, per collection
 // (its name with the tenant filled in), the exact count that matched before the delete;
 // the delete itself is always sent, with wait=true. A missing collection holds nothing and
-// counts 0. For a tenant-scope s it drops the collections. Errors retrying cannot fix
+// counts 0. For a tenant-scope s it deletes the tenant's points by the tenant field, or
+// drops the tenant's collections in a store without one. Errors retrying cannot fix
 // (InvalidArgument, PermissionDenied, Unimplemented) are retry.Permanent, all others
 // transient, FailedPrecondition after st's own retries; a subject with no identifier to
 // match, or a filter that could match every point, is a permanent error sent to no one.
@@ -88,6 +96,9 @@ func (st *Store) Erase(ctx context.Context, inv inventory.Store, s deletion.Subj
 	l, err := LocatorsOf(inv)
 	if err != nil {
 		return deletion.Result{}, err
+	}
+	if s.TenantScope() && l.TenantField != "" {
+		return st.eraseTenantPoints(ctx, l, s)
 	}
 	if s.TenantScope() {
 		return st.eraseTenant(ctx, l, s)
@@ -207,22 +218,21 @@ func (st *Store) retry(ctx context.Context, call func() error) error {
 }
 
 // Verify counts, exactly and with the filter Erase uses, the points of s that remain in
-// st's collections (for a tenant-scope s, every point of the tenant's collections).
+// st's collections (for a tenant-scope s, every point of the tenant: those of its tenant
+// field, or every point of its own collections).
 func (st *Store) Verify(ctx context.Context, inv inventory.Store, s deletion.Subject) (event.Verification, error) {
 	l, err := LocatorsOf(inv)
 	if err != nil {
 		return event.Verification{}, err
 	}
-	method, f := MethodTenant, (*qdrant.Filter)(nil)
-	if !s.TenantScope() {
-		if f, err = subjectFilter(l, s); err != nil {
-			return event.Verification{}, err
-		}
-		method = MethodSubject
-	} else if err := tenantTemplates(l); err != nil {
+	if s.TenantScope() {
+		return st.verifyTenant(ctx, l, s)
+	}
+	f, err := subjectFilter(l, s)
+	if err != nil {
 		return event.Verification{}, err
 	}
-	v := event.Verification{Method: method}
+	v := event.Verification{Method: MethodSubject}
 	for _, tmpl := range l.Collections {
 		for _, coll := range collections(tmpl, s) {
 			n, err := st.count(ctx, coll, f)
@@ -231,19 +241,13 @@ func (st *Store) Verify(ctx context.Context, inv inventory.Store, s deletion.Sub
 				return event.Verification{}, fmt.Errorf("qdrant: verify %s: %w", loc, redact(err, coll, loc))
 			}
 			v.Remaining += n
-			if f == nil {
-				continue
-			}
-			m, err := st.mentioning(ctx, l, coll, identifiers(s))
+			m, err := st.mentioning(ctx, l, coll, s.Tenant, identifiers(s))
 			if err != nil {
 				loc := location(tmpl, s.Tenant)
 				return event.Verification{}, fmt.Errorf("qdrant: verify mentions in %s: %w", loc, redact(err, coll, loc))
 			}
 			v.Mentions += int64(len(m))
 		}
-	}
-	if f == nil {
-		return v, nil
 	}
 	if len(l.TextFields) > 0 {
 		v.Method += MethodMentions
@@ -265,6 +269,57 @@ func (st *Store) Verify(ctx context.Context, inv inventory.Store, s deletion.Sub
 		st.pending.forget(key)
 	}
 	return v, nil
+}
+
+// verifyTenant counts every point of the tenant that remains: by the tenant field, or in
+// the tenant's own collections.
+func (st *Store) verifyTenant(ctx context.Context, l Locators, s deletion.Subject) (event.Verification, error) {
+	if err := tenantTemplates(l); err != nil {
+		return event.Verification{}, err
+	}
+	f, err := tenantFilter(l, s.Tenant)
+	if err != nil {
+		return event.Verification{}, err
+	}
+	v := event.Verification{Method: MethodTenant}
+	if f != nil {
+		v.Method = MethodTenantFilter
+	}
+	for _, tmpl := range l.Collections {
+		name := location(tmpl, s.Tenant)
+		n, err := st.count(ctx, name, f)
+		if err != nil {
+			return event.Verification{}, fmt.Errorf("qdrant: verify %s: %w", name, err)
+		}
+		v.Remaining += n
+	}
+	return v, nil
+}
+
+// eraseTenantPoints deletes, with wait=true, every point whose tenant field holds the
+// tenant from each collection of a store with a tenant field, and reports the exact count
+// that matched before the delete. It drops nothing: other tenants share the collections.
+func (st *Store) eraseTenantPoints(ctx context.Context, l Locators, s deletion.Subject) (deletion.Result, error) {
+	if err := tenantTemplates(l); err != nil {
+		return deletion.Result{}, err
+	}
+	f, err := tenantFilter(l, s.Tenant)
+	if err != nil {
+		return deletion.Result{}, err
+	}
+	var res deletion.Result
+	for _, tmpl := range l.Collections {
+		name := location(tmpl, s.Tenant)
+		n, err := st.count(ctx, name, f)
+		if err != nil {
+			return res, fmt.Errorf("qdrant: count %s: %w", name, err)
+		}
+		if err := st.deletePoints(ctx, name, f); err != nil && status.Code(err) != codes.NotFound {
+			return res, fmt.Errorf("qdrant: delete from %s: %w", name, classify(err))
+		}
+		res.Locations = append(res.Locations, event.LocationCount{Location: name, Deleted: n})
+	}
+	return res, nil
 }
 
 // eraseTenant drops the tenant's collections. A name that is an alias is resolved to the
@@ -339,12 +394,17 @@ func (st *Store) dropCollection(ctx context.Context, coll string) error {
 	return classify(err)
 }
 
-// tenantTemplates refuses tenant erasure over collection templates that name a subject:
-// the tenant's collections cannot be enumerated from them.
+// tenantTemplates refuses tenant erasure over collection templates that name a subject
+// (the tenant's collections cannot be enumerated from them) and, in a store without a
+// tenant field, over a collection that is not the tenant's own (no {tenant} in its name:
+// dropping it, or counting all its points, would reach other tenants).
 func tenantTemplates(l Locators) error {
 	for _, tmpl := range l.Collections {
 		if inventory.Uses(tmpl, inventory.Subject) || inventory.Uses(tmpl, inventory.SubjectHash) || inventory.Uses(tmpl, inventory.Session) {
 			return retry.Permanent(fmt.Errorf("qdrant: collection template %q names a subject: tenant erasure cannot enumerate its collections", tmpl))
+		}
+		if l.TenantField == "" && !inventory.Uses(tmpl, inventory.Tenant) {
+			return retry.Permanent(fmt.Errorf("qdrant: collection %q names no {tenant} and the store has no tenant_field: tenant erasure would reach other tenants", tmpl))
 		}
 	}
 	return nil

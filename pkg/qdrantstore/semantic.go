@@ -22,8 +22,8 @@ import (
 // by the subject's footprint and never capped); after deleting, it and Verify search each
 // collection with those vectors — one nearest query per vector (HNSW, or a full scan with
 // similar_search: exact), sent in batches of queryBatch, each returning at most
-// SimilarLimit points — for points that carry none of the subject's tags (must_not the
-// erasure filter's conditions) and score
+// SimilarLimit points — for points of the tenant (the erasure filter's must clause) that
+// carry none of the subject's tags (must_not its should conditions) and score
 // above Similarity (cosine, dot: score > t) or under MaxDistance (euclid, manhattan:
 // distance < t), Qdrant's strict thresholds. Those are probable untagged copies: Verify
 // lists their ids in Verification.Similar; with similar: erase, Erase deletes them too
@@ -261,8 +261,9 @@ func similarMethod(l Locators) string {
 	return MethodSimilarIndexed
 }
 
-// similar searches coll with vs for points passing none of f's conditions and above l's
-// threshold, and returns their ids by their string form. Each query returns at most
+// similar searches coll with vs for points passing f's must clause (the tenant) and none
+// of its should conditions, above l's threshold, and returns their ids by their string
+// form. Each query returns at most
 // SimilarLimit points; a query that returns that many sets *truncated, since more may
 // lie beyond. Its cost is one query per vector: an HNSW search, or with similar_search:
 // exact a scan of the collection's points that pass the filter.
@@ -279,7 +280,7 @@ func (st *Store) similar(ctx context.Context, l Locators, coll string, f *qdrant
 		return nil, err
 	}
 	limit := uint64(l.similarLimit())
-	notSubject := &qdrant.Filter{MustNot: f.GetShould()}
+	notSubject := &qdrant.Filter{Must: f.GetMust(), MustNot: f.GetShould()} // the tenant's points only
 	var qs []*qdrant.QueryPoints
 	for _, v := range vs {
 		dist, ok := dists[v.name]

@@ -11,8 +11,9 @@ import (
 )
 
 // TestLangGraphCheckpointerExample erases one thread's checkpoint, blob and write keys, as
-// LangGraph's Redis checkpointer writes them, with the shipped example inventory; a thread
-// whose id extends the erased one keeps every key.
+// LangGraph's Redis checkpointer writes them with the tenant in its key prefixes, with the
+// shipped example inventory; a thread whose id extends the erased one keeps every key, and
+// so does the same thread of another tenant.
 func TestLangGraphCheckpointerExample(t *testing.T) {
 	inv, err := inventory.Load("../../deploy/examples/inventory-langgraph-redis.yaml")
 	if err != nil {
@@ -24,21 +25,22 @@ func TestLangGraphCheckpointerExample(t *testing.T) {
 	}
 	c := realRedis(t)
 	ctx := context.Background()
-	keys := func(thread string) []string {
+	keys := func(tenant, thread string) []string {
 		return []string{
-			"checkpoint:" + thread + "::1ef4f797-8335-6428-8001-8a1503f9b875",
-			"checkpoint:" + thread + ":inner:1ef4f797-8335-6428-8001-8a1503f9b876",
-			"checkpoint_blob:" + thread + "::messages:00000000000000000000000000000002.0.243",
-			"checkpoint_write:" + thread + "::1ef4f797-8335-6428-8001-8a1503f9b875:task-1:0",
+			"checkpoint:" + tenant + ":" + thread + "::1ef4f797-8335-6428-8001-8a1503f9b875",
+			"checkpoint:" + tenant + ":" + thread + ":inner:1ef4f797-8335-6428-8001-8a1503f9b876",
+			"checkpoint_blob:" + tenant + ":" + thread + "::messages:00000000000000000000000000000002.0.243",
+			"checkpoint_write:" + tenant + ":" + thread + "::1ef4f797-8335-6428-8001-8a1503f9b875:task-1:0",
 		}
 	}
-	for _, thread := range []string{"thread-7", "thread-70"} {
-		for _, k := range keys(thread) {
+	for _, k := range [][2]string{{"acme", "thread-7"}, {"acme", "thread-70"}, {"globex", "thread-7"}} {
+		for _, k := range keys(k[0], k[1]) {
 			if err := c.Set(ctx, k, "state", 0).Err(); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
+	want := append(keys("acme", "thread-70"), keys("globex", "thread-7")...)
 	s := deletion.Subject{Tenant: "acme", ID: "cust-7", Sessions: []string{"thread-7"}}
 	store := redisstore.New(c)
 	res, err := store.Erase(ctx, st, s)
@@ -56,9 +58,8 @@ func TestLangGraphCheckpointerExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	slices.Sort(left)
-	want := keys("thread-70")
 	slices.Sort(want)
 	if !slices.Equal(left, want) {
-		t.Errorf("keys left %q, want the other thread's %q", left, want)
+		t.Errorf("keys left %q, want the other thread's and the other tenant's %q", left, want)
 	}
 }

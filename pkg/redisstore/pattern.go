@@ -101,11 +101,13 @@ func (s *Store) Validate(st inventory.Store) error { return Validate(st) }
 
 // Validate checks that st's locators are redis locators whose key and index templates this
 // package can match exactly: known fields only, at least one key template, only known
-// placeholders, each template naming the subject, its hash or a session, and each
-// placeholder followed by the delimiter ':' or ending the template, so that a
+// placeholders, each template naming the tenant and the subject, its hash or a session,
+// and each placeholder followed by the delimiter ':' or ending the template, so that a
 // KeyPart-encoded value (which holds no ':') fills exactly one part of the key.
 // "session:{tenant}:{subject}:*" passes; "session:{tenant}:{subject}*" fails because
-// subject "a" would match subject "ab". Validate is cheap and side-effect free.
+// subject "a" would match subject "ab"; "session:{subject}:*" fails because keys without
+// the tenant are shared by tenants, and one tenant's erasure would reach another's keys.
+// Validate is cheap and side-effect free.
 func Validate(st inventory.Store) error {
 	_, err := LocatorsOf(st)
 	return err
@@ -154,6 +156,9 @@ func (l Locators) check() error {
 				off = end
 			}
 		}
+		if !inventory.Uses(t, inventory.Tenant) {
+			return fmt.Errorf("%s: template %q names no {tenant}: tenants sharing this Redis would erase each other's keys; put {tenant} in every key and index template", field, t)
+		}
 	}
 	return nil
 }
@@ -162,6 +167,46 @@ func (l Locators) check() error {
 type pattern struct {
 	glob string
 	loc  int
+	// tmpl and tenant are set for a tenant-scope pattern: there every placeholder but
+	// {tenant} became '*', which also matches ':', so a key must also pass inTenant.
+	tmpl, tenant string
+}
+
+// matches reports whether key is one of pt's keys.
+func (pt pattern) matches(key string) bool {
+	return globMatch(pt.glob, key) && (pt.tmpl == "" || inTenant(pt.tmpl, pt.tenant, key))
+}
+
+// inTenant reports whether key follows tmpl part by part with tenant (KeyPart-encoded) in
+// every {tenant} part: as many parts as tmpl (at least as many when tmpl ends with '*'),
+// each the template's literal text followed by one value (no ':') where the template has
+// a placeholder. "s:{session}:{tenant}:*" thus keeps the key "s:x:globex:acme:1" out of
+// tenant acme, which the glob "s:*:acme:*" alone would let in.
+func inTenant(tmpl, tenant, key string) bool {
+	body, star := strings.CutSuffix(tmpl, "*")
+	tparts := strings.Split(body, string(Delimiter))
+	kparts := strings.SplitN(key, string(Delimiter), len(tparts))
+	if len(kparts) < len(tparts) || !star && strings.Contains(kparts[len(kparts)-1], string(Delimiter)) {
+		return false
+	}
+	for i, tp := range tparts {
+		lit, ph := tp, ""
+		for _, p := range placeholders {
+			if l, ok := strings.CutSuffix(tp, p); ok {
+				lit, ph = l, p
+			}
+		}
+		rest, ok := strings.CutPrefix(kparts[i], lit)
+		switch {
+		case !ok:
+			return false
+		case star && i == len(tparts)-1:
+			return ph == "" // the trailing '*' takes the rest
+		case ph == "" && rest != "", ph == inventory.Tenant && rest != tenant:
+			return false
+		}
+	}
+	return true
 }
 
 // plan is what an erasure or a verification of one subject in one store touches.
@@ -202,7 +247,7 @@ func newPlan(st inventory.Store, s deletion.Subject) (plan, error) {
 	for i, tmpl := range l.Keys {
 		p.locations = append(p.locations, strings.ReplaceAll(tmpl, inventory.Tenant, s.Tenant))
 		if s.TenantScope() {
-			p.patterns = append(p.patterns, pattern{glob: tenantPattern(tmpl, s.Tenant), loc: i})
+			p.patterns = append(p.patterns, pattern{glob: tenantPattern(tmpl, s.Tenant), loc: i, tmpl: tmpl, tenant: KeyPart(s.Tenant)})
 			continue
 		}
 		vs, err := expansions(tmpl, s)
@@ -258,7 +303,7 @@ func expansions(tmpl string, s deletion.Subject) ([]inventory.Vars, error) {
 // match returns the location of the first pattern of p that key matches, or -1.
 func (p plan) match(key string) int {
 	for _, pt := range p.patterns {
-		if globMatch(pt.glob, key) {
+		if pt.matches(key) {
 			return pt.loc
 		}
 	}

@@ -121,3 +121,32 @@ func FuzzPattern(f *testing.F) {
 		}
 	})
 }
+
+func TestInTenant(t *testing.T) {
+	for _, tc := range []struct {
+		tmpl, key string
+		want      bool
+	}{
+		{"s:{tenant}:{subject}:*", "s:acme:x:1", true},
+		{"s:{tenant}:{subject}:*", "s:acme:x:", true},
+		{"s:{tenant}:{subject}:*", "s:acme:x", false},
+		{"s:{tenant}:{subject}:*", "s:globex:x:1", false},
+		{"s:{tenant}:{subject}:*", "s:acme-eu:x:1", false},
+		{"s:{session}:{tenant}:*", "s:x:acme:1:2", true},
+		{"s:{session}:{tenant}:*", "s:x:globex:acme:1", false},
+		{"s:{session}:{tenant}:q*", "s:x:acme:q1", true},
+		{"s:{session}:{tenant}:q*", "s:x:acme:r1", false},
+		{"fp:{subject_hash}:{tenant}", "fp:h:acme", true},
+		{"fp:{subject_hash}:{tenant}", "fp:h:acme:x", false},
+		{"fp:{subject_hash}:{tenant}", "fp:h:x:acme", false},
+		{"t{tenant}:{subject}", "tacme:x", true},
+		{"t{tenant}:{subject}", "acme:x", false},
+		{"a:{tenant}:{subject}:b", "a:acme:x:b", true},
+		{"a:{tenant}:{subject}:b", "a:acme:x:c", false},
+		{"{tenant}:{session}", "acme:x", true},
+	} {
+		if got := inTenant(tc.tmpl, "acme", tc.key); got != tc.want {
+			t.Errorf("inTenant(%q, acme, %q) = %v, want %v", tc.tmpl, tc.key, got, tc.want)
+		}
+	}
+}

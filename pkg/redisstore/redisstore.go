@@ -4,6 +4,8 @@
 // # Key contract
 //
 // Key templates such as "session:{tenant}:{subject}:*" name where a subject's keys live.
+// Every key and index template holds {tenant} (Validate): a key without the tenant is
+// shared by tenants, and one tenant's erasure would reach another tenant's keys.
 // Applications write keys with every identifier encoded by KeyPart (or built with Key),
 // which percent-encodes the delimiter ':' and '%'. Every placeholder of a template is
 // followed by ':' or ends the template (Validate), so an encoded identifier fills exactly
@@ -30,7 +32,9 @@
 // batches. The counts are the sum of UNLINK replies per key template, so they are exact
 // even though SCAN may return a key twice. Erasing is idempotent. For a tenant-scope
 // request every subject placeholder becomes a wildcard and every index set of the tenant
-// is pruned the same way.
+// is pruned the same way; a key is the tenant's only when its parts follow the template's
+// and its {tenant} part is the tenant, so "s:{session}:{tenant}:*" never reaches another
+// tenant's "s:x:globex:acme:1".
 //
 // # Verify
 //
@@ -431,7 +435,7 @@ func (r *Store) scanDelete(ctx context.Context, p plan, pt pattern, t *tally) ([
 			for _, k := range keys {
 				// A key SCAN returns twice within a batch is unlinked once; across batches the
 				// second UNLINK replies 0, so the count stays exact either way.
-				if seen[k] || !globMatch(pt.glob, k) {
+				if seen[k] || !pt.matches(k) {
 					continue
 				}
 				seen[k] = true

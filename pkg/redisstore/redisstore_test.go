@@ -229,6 +229,10 @@ func TestValidate(t *testing.T) {
 		{[]string{"session:{tenant}:*"}, "", false},
 		{[]string{"session:{tenant}:{subject}:*"}, "idx:{tenant}:{subject}*", false},
 		{[]string{"session:{tenant}:{subject}:*"}, "idx:{tenant}", false},
+		{[]string{"s:{subject}:{tenant}:*"}, "i:{subject}:{tenant}", true},
+		{[]string{"message_store:{session}"}, "", false},
+		{[]string{"session:{tenant}:{subject}:*", "cache:{subject}:*"}, "", false},
+		{[]string{"session:{tenant}:{subject}:*"}, "idx:{subject}", false},
 		{nil, "", false},
 	} {
 		st := inventory.Store{Name: "s", Kind: redisstore.Kind, Locators: inventory.Locators{"keys": tc.keys, "index": tc.index}}

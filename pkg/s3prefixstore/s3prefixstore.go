@@ -13,7 +13,10 @@
 // the reason, so such an erasure ends FAILED, never clean.
 //
 // Identifiers are written into keys with Encode and every placeholder ends at "/", so an
-// identifier matches only its own prefix. Reports name templates, never an identifier.
+// identifier matches only its own prefix. Every template holds "{tenant}/" before its
+// first identifier (Locators), so each tenant's objects lie under a prefix of their own and
+// an erasure of one tenant never lists another's. Reports name templates, never an
+// identifier.
 // Errors are classified once here: a missing bucket, an invalid bucket name or a refused
 // request (AccessDenied) is permanent; anything else (the service down, throttling,
 // internal errors) is transient. A Store is safe for concurrent use.

@@ -19,6 +19,11 @@
 // reports the request failed are permanent. A verify answer that breaks the contract is no
 // error: the store is reported unexamined. Identifiers travel only in the body, never in a
 // URL, a header or an error.
+//
+// One processor may hold the data of every tenant: scoping to the tenant is the
+// processor's. Every request names the tenant and the scope in the signed body, and the
+// processor matches the tenant exactly on every item it erases, counts or verifies, for a
+// subject and for a whole tenant.
 package webhookstore
 
 import (

@@ -10,7 +10,8 @@
 // cancelled context, and checks how errors are classified: a backend that is down gives a
 // transient error, an item the store cannot process a permanent one (or an unexamined
 // report). What a store cannot be put through (it has no remote backend, no item it could
-// fail on, no tenant scope) its fixture says explicitly, with the reason.
+// fail on, no tenant scope) its fixture says explicitly, with the reason. CrossTenant runs
+// erasures of one tenant over a backend tenants share.
 package deletiontest
 
 import (
