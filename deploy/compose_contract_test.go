@@ -143,6 +143,9 @@ type composeRun struct {
 	receipt   *event.Receipt
 	redis     *redis.Client
 	seededKey string
+	intake    *proc  // the intake process
+	intakeURL string // its published port's address
+	token     string // the example request's bearer token
 }
 
 // runCompose runs doc (a rendered compose file) on stand-ins: the topics one-shot, then
@@ -212,6 +215,9 @@ func runCompose(t *testing.T, doc map[string]any, curl string) composeRun {
 		env := r.env(sv.name, composeEnv(t, c))
 		p := start(t, sv.name, filepath.Join(bin, sv.name), nil, env, writableDir(t), nil)
 		p.waitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/readyz", r.ports[9090]))
+		if sv.name == "intake" {
+			run.intake = p
+		}
 		for _, pub := range list(c, "ports") {
 			hostPort, target := fmt.Sprint(get(pub, "published")), fmt.Sprint(get(pub, "target")) // Compose v2's long form
 			if s, ok := pub.(string); ok {                                                        // v1's host_ip:published:target/proto
@@ -250,7 +256,8 @@ func runCompose(t *testing.T, doc map[string]any, curl string) composeRun {
 	if token == nil {
 		t.Fatal("the example request sends no bearer token")
 	}
-	run.st = awaitOutcome(t, "http://"+intakeURL, token[1], acc.RequestID)
+	run.intakeURL, run.token = "http://"+intakeURL, token[1]
+	run.st = awaitOutcome(t, run.intakeURL, run.token, acc.RequestID)
 	var rc event.Receipt
 	if getJSON(t, "http://"+intakeURL+"/v1/erasures/"+acc.RequestID+"/receipt", token[1], &rc) == 200 {
 		run.receipt = &rc
@@ -261,7 +268,8 @@ func runCompose(t *testing.T, doc map[string]any, curl string) composeRun {
 // TestComposeContract runs docker-compose.yml's Lethe services as processes with exactly
 // the environment Compose gives them (backing services replaced by local stand-ins, see
 // rewriter), after the topics one-shot, and sends the file's documented curl example: it
-// must end in a COMPLETE receipt that erased the seeded Redis key.
+// must end in a COMPLETE receipt that erased the seeded Redis key. The intake keeps its
+// workflow in the audit table with approval on: a TENANT request waits for approval.
 func TestComposeContract(t *testing.T) {
 	exports, curl := composeHeader(t)
 	doc, _ := composeConfig(t, exports)
@@ -277,6 +285,8 @@ func TestComposeContract(t *testing.T) {
 	if n, err := run.redis.Exists(t.Context(), run.seededKey).Result(); err != nil || n != 0 {
 		t.Errorf("the seeded key: exists %d, %v; want erased", n, err)
 	}
+	table := str(doc, "services", "intake", "environment", "LETHE_AUDIT_TABLE")
+	checkApproval(t, run.intake, table, run.intakeURL, run.token, "vastralaya", run.intakeURL)
 }
 
 // TestComposeContractWithoutSharedKeyTable removes LETHE_KEYS_TABLE from redis-deleter in a

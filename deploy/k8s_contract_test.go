@@ -217,7 +217,9 @@ func prepare(t *testing.T, o objects, name string, pod any, hosts, extra map[str
 // Secrets (placeholders replaced, backing services mapped to stand-ins, the cluster's AWS
 // identity replaced by dynalite's and gofakes3's endpoints). Each container's startup,
 // liveness and readiness probes must answer, and an erasure submitted to the intake with a
-// token of LETHE_TOKENS must end in a COMPLETE receipt.
+// token of LETHE_TOKENS must end in a COMPLETE receipt. A second intake replica then
+// starts from the same Deployment: a TENANT request submitted to one waits for approval,
+// and both report it so (the workflow lives in the audit table they share).
 func TestKubernetesContract(t *testing.T) {
 	o := build(t, "k8s/overlays/example")
 	secrets := replacePlaceholders(t, o)
@@ -246,7 +248,10 @@ func TestKubernetesContract(t *testing.T) {
 	start(t, job.name, job.bin, job.args, job.env, job.dir, job.cred).wait(t, 30*time.Second)
 	checkTopics(t, s.kafka, job.args)
 
-	var intakeURL string
+	var (
+		intakeURL  string
+		intakeProc *proc
+	)
 	for _, sv := range services {
 		name := "lethe-" + sv.name
 		ct := prepare(t, o, name, get(o["Deployment"][name], "spec", "template", "spec"), hosts, extra)
@@ -263,7 +268,7 @@ func TestKubernetesContract(t *testing.T) {
 			p.waitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d%s", port, str(g, "path")))
 		}
 		if sv.name == "intake" {
-			intakeURL = fmt.Sprintf("http://127.0.0.1:%d", ct.ports["http"])
+			intakeURL, intakeProc = fmt.Sprintf("http://127.0.0.1:%d", ct.ports["http"]), p
 		}
 		t.Cleanup(func() { untouched(t, name, ct.dir) })
 	}
@@ -294,6 +299,14 @@ func TestKubernetesContract(t *testing.T) {
 		rc.Status != event.ReceiptComplete {
 		t.Fatalf("status %+v, receipt %+v; want COMPLETE", st, rc)
 	}
+
+	name := "lethe-intake-2"
+	ct := prepare(t, o, name, get(o["Deployment"]["lethe-intake"], "spec", "template", "spec"), hosts, extra)
+	p := start(t, name, ct.bin, ct.args, ct.env, ct.dir, ct.cred)
+	p.waitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d%s", ct.ports[str(ct.spec, "readinessProbe", "httpGet", "port")], str(ct.spec, "readinessProbe", "httpGet", "path")))
+	t.Cleanup(func() { untouched(t, name, ct.dir) })
+	second := fmt.Sprintf("http://127.0.0.1:%d", ct.ports["http"])
+	checkApproval(t, intakeProc, cfg("LETHE_AUDIT_TABLE"), intakeURL, secrets["token"], "vastralaya", intakeURL, second)
 }
 
 // untouched fails t if the read-only working directory dir holds anything.

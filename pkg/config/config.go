@@ -25,6 +25,7 @@
 //	LETHE_AUDIT_DIR          embedded audit store directory           ./data/audit
 //	LETHE_AUDIT_CREATE_TABLE create the DynamoDB table if missing     false
 //	LETHE_DYNAMODB_ENDPOINT  DynamoDB endpoint (DynamoDB Local, tests) none
+//	LETHE_WORKFLOW_FILE      workflow log directory, one intake only  none (then the audit table's, if DynamoDB)
 //	LETHE_LOG_LEVEL          debug, info, warn, error                 info
 //
 // The intake's credentials are read by auth.ConfigFromEnv: LETHE_TOKENS[_FILE] and, for
@@ -65,6 +66,8 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/pii"
 	"github.com/lethe-erasure/lethe/pkg/subject"
 	"github.com/lethe-erasure/lethe/pkg/wal"
+	"github.com/lethe-erasure/lethe/pkg/workflow"
+	wfdynamo "github.com/lethe-erasure/lethe/pkg/workflow/dynamo"
 )
 
 // Config is a service's configuration.
@@ -83,13 +86,14 @@ type Config struct {
 	AuditDir         string
 	AuditCreateTable bool
 	DynamoDBEndpoint string
+	WorkflowFile     string
 	LogLevel         string
 
-	opened []io.Closer // stores opened by AuditStore and Sealer, closed by Close
+	opened []io.Closer // stores opened by AuditStore, Sealer and WorkflowStore, closed by Close
 }
 
-// Close closes the stores AuditStore and Sealer opened (the directory stores hold a lock
-// and flush their log).
+// Close closes the stores AuditStore, Sealer and WorkflowStore opened (the directory
+// stores hold a lock and flush their log).
 func (c *Config) Close() error {
 	var errs []error
 	for _, o := range c.opened {
@@ -119,6 +123,7 @@ func FromEnv(service string) (*Config, error) {
 		KeysTable:        os.Getenv("LETHE_KEYS_TABLE"),
 		KeysDir:          env("LETHE_KEYS_DIR", "data/keys"),
 		DynamoDBEndpoint: os.Getenv("LETHE_DYNAMODB_ENDPOINT"),
+		WorkflowFile:     os.Getenv("LETHE_WORKFLOW_FILE"),
 		LogLevel:         env("LETHE_LOG_LEVEL", "info"),
 	}
 	var err error
@@ -282,4 +287,40 @@ func (c *Config) AuditStore(ctx context.Context) (auditlog.Store, error) {
 		}
 	}
 	return store, nil
+}
+
+// WorkflowStore opens the store of the privacy team's workflow (gated requests and legal
+// holds): the log directory WorkflowFile when it is set (one process owns it), else the
+// DynamoDB audit table when AuditTable is set (every intake replica shares it). Without
+// either it returns nil: no workflow. Call it after AuditStore, which creates the table.
+func (c *Config) WorkflowStore(ctx context.Context) (workflow.Store, error) {
+	switch {
+	case c.WorkflowFile != "":
+		s, err := workflow.OpenFile(c.WorkflowFile)
+		if err != nil {
+			return nil, err
+		}
+		c.track(s)
+		c.logRepairs("workflow", s.Repairs())
+		return s, nil
+	case c.AuditTable != "":
+		client, err := c.dynamo(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return wfdynamo.New(client, c.AuditTable), nil
+	}
+	return nil, nil
+}
+
+// WorkflowName names the store WorkflowStore opens: "dir:<path>", "dynamodb:<table>" or
+// "none".
+func (c *Config) WorkflowName() string {
+	switch {
+	case c.WorkflowFile != "":
+		return "dir:" + c.WorkflowFile
+	case c.AuditTable != "":
+		return "dynamodb:" + c.AuditTable
+	}
+	return "none"
 }

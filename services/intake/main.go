@@ -39,7 +39,7 @@ func main() {
 		env.Log.Info("access", zap.Stringer("auth", authn), zap.Stringer("rate_limit", limiter))
 		svc := &intake.Service{Key: env.Config.Key, Inventory: env.Config.Inventory, Producer: env.Producer, Store: store,
 			Policy: policy, Log: env.Log, Metrics: env.Metrics, Auth: authn, Limiter: limiter, Sealer: env.Sealer, Registry: env.Registry}
-		if err := configureWorkflow(svc, env, authn); err != nil {
+		if err := configureWorkflow(ctx, svc, env, authn); err != nil {
 			return service.Spec{}, err
 		}
 		if err := intake.CheckBind(env.Config.HTTPAddr, authn); err != nil {

@@ -1,34 +1,41 @@
 package main
 
 import (
-	"os"
+	"context"
+
+	"go.uber.org/zap"
 
 	"github.com/lethe-erasure/lethe/pkg/auth"
 	"github.com/lethe-erasure/lethe/pkg/intake"
 	"github.com/lethe-erasure/lethe/pkg/service"
-	"github.com/lethe-erasure/lethe/pkg/wal"
-	"github.com/lethe-erasure/lethe/pkg/workflow"
 )
 
-// configureWorkflow enables dry runs, cancellation windows ($LETHE_CANCEL_WINDOW),
-// approvals of TENANT requests and legal holds when $LETHE_WORKFLOW_FILE names the store
-// that keeps them (a write-ahead log directory, one intake process owning it; a JSON file
-// of earlier versions there is migrated), and the console's dead letters.
-func configureWorkflow(svc *intake.Service, env service.Env, authn *auth.Authenticator) error {
+// configureWorkflow gives the intake the console's dead letters and, when the
+// configuration names a workflow store (config.WorkflowStore: the DynamoDB audit table,
+// shared by every replica, or $LETHE_WORKFLOW_FILE, one process owning it), dry runs,
+// cancellation windows ($LETHE_CANCEL_WINDOW), approvals of TENANT requests whenever
+// authentication is on, and legal holds. It logs which store it chose.
+func configureWorkflow(ctx context.Context, svc *intake.Service, env service.Env, authn *auth.Authenticator) error {
 	svc.DeadLetters = &intake.DeadLetters{Brokers: env.Config.Broker, Registry: env.Registry}
-	path := os.Getenv("LETHE_WORKFLOW_FILE")
-	if path == "" {
-		return nil
-	}
-	wf, err := workflow.OpenFile(path)
+	wf, err := env.Config.WorkflowStore(ctx)
 	if err != nil {
 		return err
 	}
-	wal.LogRepairs(env.Log, "workflow", wf.Repairs())
-	windows, err := intake.WindowsFromEnv()
-	if err != nil {
-		return err
+	if wf != nil {
+		windows, err := intake.WindowsFromEnv()
+		if err != nil {
+			return err
+		}
+		svc.Workflow, svc.Windows, svc.RequireApproval = wf, windows, authn != nil && !authn.Disabled()
 	}
-	svc.Workflow, svc.Windows, svc.RequireApproval = wf, windows, authn != nil && !authn.Disabled()
+	store := env.Config.WorkflowName()
+	env.Log.Info("workflow", zap.String("store", store), zap.Bool("approval", svc.RequireApproval))
+	switch {
+	case wf == nil:
+		env.Log.Warn("no workflow store: no dry runs, cancellation windows, approvals or legal holds; set LETHE_AUDIT_TABLE or LETHE_WORKFLOW_FILE")
+	case env.Config.WorkflowFile != "" && env.Config.AuditTable != "":
+		env.Log.Warn("workflow file beside a DynamoDB audit table: run one intake process, or unset LETHE_WORKFLOW_FILE to keep the workflow in the audit table",
+			zap.String("store", store))
+	}
 	return nil
 }

@@ -17,7 +17,8 @@
 //	TEN#<tenant>                     RCPT#<seq, 20 digits>#<request id>   receipt index entry
 //	SUP#<tenant>#<pseudonym>         SUPPRESSION               a suppression entry (version)
 //
-// Addenda and the aggregator's schedule have items of their own (addenda.go).
+// Addenda and the aggregator's schedule have items of their own (addenda.go), and so has
+// the privacy team's workflow, under WF#REC and WF#HOLD (pkg/workflow/dynamo).
 //
 // Key components are escaped with url.PathEscape, so '#' and '%' inside ids cannot make
 // two keys collide.
