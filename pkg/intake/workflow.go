@@ -207,8 +207,10 @@ func (s *Service) keepHeld(ctx context.Context, req *event.Requested, actor stri
 	}
 }
 
-// release publishes the kept event of rec (a re-drive of only when set, at attempt),
-// records it and moves rec to RELEASED by action.
+// release moves rec to RELEASED by action and publishes its kept event at attempt. It
+// claims the record before it publishes (a conditional write), so two replicas never
+// both release it and a cancellation cannot race it; a publish that fails leaves the
+// record RELEASED and unpublished, and Sweep publishes it again.
 func (s *Service) release(ctx context.Context, rec workflow.Record, action workflow.Action, actor string, attempt int) (workflow.Record, error) {
 	moved, err := rec.Move(action, workflow.Released, actor, s.now())
 	if err != nil {
@@ -225,24 +227,61 @@ func (s *Service) release(ctx context.Context, rec workflow.Record, action workf
 	if err := s.admit(ctx, &req, &moved); err != nil {
 		return rec, err
 	}
-	if err := s.publish(ctx, &req); err != nil {
-		return rec, err
+	if moved.Event, err = event.Request.Encode(&req); err != nil { // with its exemptions
+		return rec, fmt.Errorf("intake: encode: %w", err)
 	}
-	if err := s.Store.PutRequest(ctx, auditlog.RequestOf(&req)); err != nil {
-		s.log().Warn("request state not recorded", zap.String("request_id", req.RequestID), zap.Error(err))
+	moved.Unpublished = true
+	claimed, err := s.Workflow.Swap(ctx, moved)
+	if errors.Is(err, workflow.ErrConflict) {
+		return rec, fmt.Errorf("%w: the request changed meanwhile", ErrState)
 	}
-	if b, err := s.keepable(&req); err == nil {
-		moved.Event = b // with its exemptions
-	}
-	out, err := s.Workflow.Swap(ctx, moved)
 	if err != nil {
-		// Published: a retry publishes again under the same id, which the pipeline absorbs.
 		return rec, s.unavailable(ErrStateStoreUnavailable, rec.TenantID, fmt.Errorf("record release: %w", err))
 	}
 	s.log().Info("erasure released", zap.String("request_id", rec.RequestID), zap.String("tenant", rec.TenantID),
 		zap.String("action", string(action)), zap.Int("exempt_stores", len(req.Exempt)))
+	return s.publishReleased(ctx, claimed, &req)
+}
+
+// publishReleased publishes req, the event of the claimed record rec, records it and
+// clears rec's Unpublished mark.
+func (s *Service) publishReleased(ctx context.Context, rec workflow.Record, req *event.Requested) (workflow.Record, error) {
+	if err := s.publish(ctx, req); err != nil {
+		return rec, err
+	}
+	if err := s.Store.PutRequest(ctx, auditlog.RequestOf(req)); err != nil {
+		s.log().Warn("request state not recorded", zap.String("request_id", req.RequestID), zap.Error(err))
+	}
+	rec.Unpublished = false
+	out, err := s.Workflow.Swap(ctx, rec)
+	if err != nil {
+		// Published: a later sweep publishes it again, which the pipeline absorbs.
+		s.log().Warn("release not marked published", zap.String("request_id", rec.RequestID), zap.Error(err))
+		return rec, nil
+	}
 	return out, nil
 }
+
+// republish publishes again a record released more than a grace period ago whose
+// publish was never acknowledged.
+func (s *Service) republish(ctx context.Context, rec workflow.Record) error {
+	if n := len(rec.History); n > 0 && s.now().Sub(rec.History[n-1].At) < republishGrace {
+		return nil // its releaser is probably publishing it now
+	}
+	var req event.Requested
+	if err := event.Request.Decode(rec.Event, &req); err != nil {
+		return fmt.Errorf("intake: decode kept request: %w", err)
+	}
+	if err := s.admit(ctx, &req, &rec); err != nil {
+		return err
+	}
+	_, err := s.publishReleased(ctx, rec, &req)
+	return err
+}
+
+// republishGrace is how long a released record may stay unpublished before a sweep
+// publishes it.
+const republishGrace = 30 * time.Second
 
 // gated returns the workflow record of requestID, authorised for p.
 func (s *Service) gated(ctx context.Context, p auth.Principal, requestID string) (workflow.Record, error) {
@@ -374,10 +413,10 @@ func (s *Service) Decide(ctx context.Context, p auth.Principal, requestID string
 	return s.release(ctx, rec, workflow.Approve, p.Name, 1)
 }
 
-// Sweep releases every SCHEDULED request whose window has ended. The schedule is the
-// workflow store, so a restarted intake releases what came due while it was down.
-// Releasing publishes before it records, so a crash between them publishes the request
-// again on the next sweep (the pipeline is idempotent).
+// Sweep releases every SCHEDULED request whose window has ended, and publishes again a
+// released request whose publish was not acknowledged. The schedule is the workflow
+// store, so a restarted intake releases what came due while it was down; replicas
+// sharing the store release each request once.
 func (s *Service) Sweep(ctx context.Context) error {
 	if s.Workflow == nil {
 		return nil
@@ -389,10 +428,17 @@ func (s *Service) Sweep(ctx context.Context) error {
 	now := s.now()
 	var errs []error
 	for _, r := range recs {
-		if r.State == workflow.Scheduled && !now.Before(r.ExecuteAt) {
-			if _, err := s.release(ctx, r, workflow.Due, "scheduler", 1); err != nil {
-				errs = append(errs, err)
+		var err error
+		switch {
+		case r.State == workflow.Scheduled && !now.Before(r.ExecuteAt):
+			if _, err = s.release(ctx, r, workflow.Due, "scheduler", 1); errors.Is(err, ErrState) {
+				err = nil // another replica released or cancelled it
 			}
+		case r.State == workflow.Released && r.Unpublished:
+			err = s.republish(ctx, r)
+		}
+		if err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)

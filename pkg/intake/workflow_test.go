@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -292,5 +293,54 @@ func TestHoldExemptsAndReleaseRedrives(t *testing.T) {
 	}
 	if code, _ := e.do(t, "POST", "/v1/holds/"+h.ID+"/release", "", bearer(dpo1Token)...); code != http.StatusConflict {
 		t.Errorf("second release: %d, want 409", code)
+	}
+}
+
+// Two replicas sharing the workflow store sweep the same due request: it is published
+// once. A release whose publish fails stays RELEASED and unpublished, and a later sweep
+// publishes it.
+func TestReplicasReleaseOnce(t *testing.T) {
+	e, _ := gated(t, intake.Windows{"GDPR": time.Minute})
+	acc := e.submit(t, body(t, nil), bearer(acmeToken)...)
+	replica := *e.svc
+	e.setNow(start.Add(time.Minute))
+	var wg sync.WaitGroup
+	for _, svc := range []*intake.Service{e.svc, &replica} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := svc.Sweep(context.Background()); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if pub := e.of(t, acc.RequestID); len(pub) != 1 {
+		t.Fatalf("published %d times, want once", len(pub))
+	}
+
+	second := e.submit(t, body(t, func(m map[string]any) { m["subject_id"] = "bob" }), bearer(acmeToken)...)
+	e.setNow(start.Add(2 * time.Minute))
+	down := *e.svc
+	down.Producer = failingProducer{}
+	if err := down.Sweep(context.Background()); err == nil {
+		t.Fatal("a sweep whose publish failed reported no error")
+	}
+	rec, err := e.svc.Workflow.Get(context.Background(), second.RequestID)
+	if err != nil || rec.State != workflow.Released || !rec.Unpublished {
+		t.Fatalf("after a failed publish: %+v %v", rec, err)
+	}
+	if err := e.svc.Sweep(context.Background()); err != nil || len(e.of(t, second.RequestID)) != 0 {
+		t.Fatalf("published within the grace period (%v)", err)
+	}
+	e.setNow(start.Add(3 * time.Minute))
+	if err := e.svc.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if pub := e.of(t, second.RequestID); len(pub) != 1 || pub[0].DryRun {
+		t.Fatalf("republished: %+v", pub)
+	}
+	if rec, _ := e.svc.Workflow.Get(context.Background(), second.RequestID); rec.Unpublished {
+		t.Error("still marked unpublished")
 	}
 }

@@ -118,6 +118,9 @@ type Record struct {
 	// identifiers sealed; nil when the identifiers could not be kept (no sealer) and must
 	// be supplied again.
 	Event []byte `json:"event,omitempty"`
+	// Unpublished marks a RELEASED record whose event the broker has not acknowledged yet:
+	// a release claims the record first, then publishes, so replicas never both publish.
+	Unpublished bool `json:"unpublished,omitempty"`
 	// Version counts the record's writes; Swap compares it.
 	Version int64 `json:"version"`
 }
