@@ -47,20 +47,17 @@ func external(t *testing.T) embedded.External {
 	return x
 }
 
-// The switches to real backends, proven without Docker: Kafka (a kfake cluster on its own
-// port), S3 (gofakes3 over HTTP) and Qdrant (the emulator) are started apart from Lethe's
-// stack and named in LETHE_TEST_KAFKA_BROKERS, LETHE_TEST_S3_ENDPOINT (with AWS
-// credentials) and LETHE_TEST_QDRANT_ADDR. An erasure through start's system then reaches
-// a COMPLETE receipt with the subject's point and dataset row gone from those servers, its
-// records on that cluster's topics, and the bystander's data intact; when the test ends
-// the topics, consumer groups and bucket it created there are gone.
+// The switches to real backends, proven without Docker: Kafka (a cluster of its own:
+// Apache Kafka, or kfake on its own port when the tests run on kfake), S3 (gofakes3 over
+// HTTP) and Qdrant (the emulator) are started apart from Lethe's stack and named in
+// LETHE_TEST_KAFKA_BROKERS, LETHE_TEST_S3_ENDPOINT (with AWS credentials) and
+// LETHE_TEST_QDRANT_ADDR. An erasure through start's system then reaches a COMPLETE receipt
+// with the subject's point and dataset row gone from those servers, its records on that
+// cluster's topics, and the bystander's data intact; when the test ends the topics,
+// consumer groups and bucket it created there are gone.
 func TestRealBackendSwitches(t *testing.T) {
 	ctx := context.Background()
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kc.Close()
+	brokers := ownCluster(t)
 	s3srv := httptest.NewServer(gofakes3.New(s3mem.New()).Server())
 	defer s3srv.Close()
 	s3c := testenv.S3Client(s3srv.URL)
@@ -74,7 +71,8 @@ func TestRealBackendSwitches(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer qc.Close()
-	t.Setenv(testenv.EnvKafka, strings.Join(kc.ListenAddrs(), ","))
+	t.Setenv(testenv.EnvBroker, "kafka")
+	t.Setenv(testenv.EnvKafka, strings.Join(brokers, ","))
 	t.Setenv(testenv.EnvS3, s3srv.URL)
 	t.Setenv("AWS_ACCESS_KEY_ID", "lethe")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "lethe-secret")
@@ -119,7 +117,7 @@ func TestRealBackendSwitches(t *testing.T) {
 		// (erasure.completed follows the receipt, so it may take a moment.)
 		for _, topic := range []string{event.TopicRequested, event.TopicStoreDone, event.TopicCompleted} {
 			deadline := time.Now().Add(10 * time.Second)
-			for len(testenv.ReadTopic(t, kc.ListenAddrs(), topic)) == 0 {
+			for len(testenv.ReadTopic(t, brokers, topic)) == 0 {
 				if time.Now().After(deadline) {
 					t.Errorf("%s on the external cluster holds no record", topic)
 					break
@@ -167,7 +165,7 @@ func TestRealBackendSwitches(t *testing.T) {
 	}
 
 	// What the test created on the external servers is gone.
-	adm := kadm.NewClient(mustClient(t, kc.ListenAddrs()))
+	adm := kadm.NewClient(mustClient(t, brokers))
 	topics, err := adm.ListTopics(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -191,6 +189,21 @@ func TestRealBackendSwitches(t *testing.T) {
 	if len(lb.Buckets) != 0 {
 		t.Errorf("%d buckets left on the external S3, %s among them", len(lb.Buckets), aws.ToString(lb.Buckets[0].Name))
 	}
+}
+
+// ownCluster starts a Kafka cluster for t alone: Apache Kafka, or kfake when the tests run
+// on kfake.
+func ownCluster(t *testing.T) []string {
+	t.Helper()
+	if testenv.ExternalKafka() {
+		return testenv.KafkaProcesses(t, testenv.KafkaOptions{}).Brokers()
+	}
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kc.Close)
+	return kc.ListenAddrs()
 }
 
 func mustClient(t *testing.T, brokers []string) *kgo.Client {

@@ -15,13 +15,22 @@ import (
 	"time"
 )
 
-// The variables that switch a component from the in-process stand-in to a real server.
-// Unset, the stand-ins run as they always do (CI runs those); set, the tests talk to the
-// server named and clean up what they created on it. LETHE_TEST_QDRANT_ADDR, the fourth,
-// is read by pkg/qdrantfake/qdranttest.
+// The variables that choose the components under test. EnvBroker chooses between Apache
+// Kafka and kfake. The others name a real server in place of the in-process stand-in (or,
+// for Kafka, of the broker testenv starts); unset, the stand-ins run as they always do;
+// set, the tests talk to the server named and clean up what they created on it.
+// LETHE_TEST_QDRANT_ADDR, the fifth, is read by pkg/qdrantfake/qdranttest.
 const (
-	// EnvKafka holds the seed brokers of a real Kafka, comma-separated host:port.
+	// EnvBroker chooses the Kafka under test: "kafka" (the default) is Apache Kafka, the
+	// cluster of EnvKafka or else one testenv starts (StartKafka) once per test process;
+	// "kfake" is franz-go's in-process kfake, a cluster per call.
+	EnvBroker = "LETHE_TEST_BROKER"
+	// EnvKafka holds the seed brokers of a running Kafka, comma-separated host:port.
 	EnvKafka = "LETHE_TEST_KAFKA_BROKERS"
+	// EnvKafkaSASL holds the SASL_PLAINTEXT (SCRAM) listeners of EnvKafka's cluster, on
+	// which an authorizer applies while EnvKafka's clients are super users; kafkabroker
+	// sets it. Without it the SASL tests start a cluster of their own.
+	EnvKafkaSASL = "LETHE_TEST_KAFKA_SASL_BROKERS"
 	// EnvS3 holds the endpoint URL of a real S3 (MinIO, say), addressed path-style with
 	// the credentials and region of AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_REGION
 	// (or AWS_DEFAULT_REGION; default us-east-1).
@@ -30,8 +39,9 @@ const (
 	EnvDynamoDB = "LETHE_TEST_DYNAMODB_ENDPOINT"
 )
 
-// ExternalKafka reports whether Kafka tests run against the brokers of EnvKafka.
-func ExternalKafka() bool { return os.Getenv(EnvKafka) != "" }
+// ExternalKafka reports whether Kafka tests run against Apache Kafka (EnvBroker is not
+// kfake): the brokers of EnvKafka or those testenv starts, outside the test's process.
+func ExternalKafka() bool { return os.Getenv(EnvBroker) != "kfake" }
 
 // ExternalS3 reports whether S3 tests run against the endpoint of EnvS3.
 func ExternalS3() bool { return os.Getenv(EnvS3) != "" }

@@ -21,27 +21,37 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/testenv"
 )
 
-// With LETHE_TEST_KAFKA_BROKERS naming a cluster started apart (kfake on its own port),
-// Kafka replaces a topic a crashed run left (its records gone), creates the others with
-// the partitions asked, lets the same test call it again, and when the test ends deletes
-// the topics and the consumer groups that appeared, keeping what was there before.
+// With LETHE_TEST_KAFKA_BROKERS naming a cluster started apart (Apache Kafka, or kfake on
+// its own port when the tests run on kfake), Kafka replaces a topic a crashed run left
+// (its records gone), creates the others with the partitions asked, lets the same test
+// call it again, and when the test ends deletes the topics and the consumer groups that
+// appeared, keeping what was there before.
 func TestKafkaSwitch(t *testing.T) {
 	ctx := context.Background()
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "leftover", "unrelated"))
-	if err != nil {
-		t.Fatal(err)
+	var brokers []string
+	if testenv.ExternalKafka() {
+		brokers = testenv.KafkaProcesses(t, testenv.KafkaOptions{}).Brokers()
+	} else {
+		kc, err := kfake.NewCluster(kfake.NumBrokers(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer kc.Close()
+		brokers = kc.ListenAddrs()
 	}
-	defer kc.Close()
-	brokers := kc.ListenAddrs()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.MetadataMinAge(10*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopics(ctx, 1, -1, nil, "leftover", "unrelated"); err != nil {
+		t.Fatal(err)
+	}
 	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "leftover", Value: []byte("old")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
+	t.Setenv(testenv.EnvBroker, "kafka")
 	t.Setenv(testenv.EnvKafka, strings.Join(brokers, ","))
 
 	t.Run("test", func(t *testing.T) {

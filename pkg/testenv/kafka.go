@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,25 +19,150 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/broker"
 )
 
-// Kafka starts an in-process kfake broker with topics of the given partitions and returns
-// its configuration. It is stopped when t ends.
+// Kafka returns a Kafka cluster on which topics exist, empty, with the given partitions
+// and the cluster's default replication, for the rest of t.
 //
-// With EnvKafka set it uses that cluster instead: it takes a machine-wide lock on it for
-// the rest of t (topic and group names are fixed, so tests on one cluster take turns),
-// deletes topics of these names a crashed run left, creates them with the partitions and
-// the broker's default replication, and when t ends deletes them and every consumer group
-// that appeared meanwhile.
+// On Apache Kafka (EnvBroker unset or "kafka") the cluster is EnvKafka's, or else one
+// started once per test process (StartKafka) and killed when the process exits. testenv
+// takes a machine-wide lock on the cluster for the rest of t (topic and group names are
+// fixed, so tests on one cluster take turns), deletes topics of these names a crashed run
+// left, creates them, and when t ends deletes them and every consumer group that appeared
+// meanwhile. With EnvBroker "kfake" it starts an in-process kfake cluster with the topics,
+// stopped when t ends.
 func Kafka(t testing.TB, partitions int32, topics ...string) broker.Config {
 	t.Helper()
-	if b := os.Getenv(EnvKafka); b != "" {
-		return externalKafka(t, strings.Split(b, ","), partitions, topics)
+	if kfakeMode(t) {
+		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, topics...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return broker.Config{Brokers: c.ListenAddrs()}
 	}
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, topics...))
+	return externalKafka(t, kafkaBrokers(t, 1), partitions, topics)
+}
+
+// KafkaEmpty returns a Kafka cluster of at least nodes brokers on which none of the topics
+// names exists, for t to create them (the code under test provisions its topics). On Apache
+// Kafka it is Kafka's cluster (a cluster of nodes started once per test process when
+// EnvKafka's has fewer brokers), locked and cleaned up as there, the topics deleted when t
+// ends; with EnvBroker "kfake", a kfake cluster of nodes brokers.
+func KafkaEmpty(t testing.TB, nodes int, names ...string) broker.Config {
+	t.Helper()
+	if kfakeMode(t) {
+		c, err := kfake.NewCluster(kfake.NumBrokers(max(nodes, 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return broker.Config{Brokers: c.ListenAddrs()}
+	}
+	return externalKafka(t, kafkaBrokers(t, nodes), 0, names)
+}
+
+// KafkaSASL returns an Apache Kafka cluster, as KafkaEmpty does with the topics names
+// (clients of plain are super users), and the addresses of its SASL_PLAINTEXT listeners,
+// where SCRAM users (KafkaUser) authenticate and the cluster's authorizer grants them what
+// their ACLs allow. The cluster is EnvKafka's when EnvKafkaSASL names its SASL listeners,
+// else one started once per test process. On kfake it fails t: kfake's SASL is set up when
+// its cluster is created.
+func KafkaSASL(t testing.TB, names ...string) (plain broker.Config, sasl []string) {
+	t.Helper()
+	if kfakeMode(t) {
+		t.Fatal("testenv: KafkaSASL needs Apache Kafka")
+	}
+	brokers, saslBrokers := os.Getenv(EnvKafka), os.Getenv(EnvKafkaSASL)
+	if brokers == "" || saslBrokers == "" {
+		c := processCluster(t, 1)
+		brokers, saslBrokers = strings.Join(c.Brokers(), ","), strings.Join(c.SASLBrokers(), ",")
+	}
+	return externalKafka(t, strings.Split(brokers, ","), 0, names), strings.Split(saslBrokers, ",")
+}
+
+// kfakeMode reports whether EnvBroker chooses kfake, failing t on a value it does not know.
+func kfakeMode(t testing.TB) bool {
+	t.Helper()
+	switch v := os.Getenv(EnvBroker); v {
+	case "", "kafka":
+		return false
+	case "kfake":
+		return true
+	default:
+		t.Fatalf("testenv: %s=%q: want kafka or kfake", EnvBroker, v)
+		return false
+	}
+}
+
+// kafkaBrokers returns the seed brokers of an Apache Kafka cluster of at least nodes
+// brokers: EnvKafka's, unless it has fewer, else one this process started.
+func kafkaBrokers(t testing.TB, nodes int) []string {
+	t.Helper()
+	if b := os.Getenv(EnvKafka); b != "" {
+		brokers := strings.Split(b, ",")
+		for _, addr := range brokers {
+			reachable(t, EnvKafka, addr)
+		}
+		if nodes <= 1 || clusterSize(t, brokers) >= nodes {
+			return brokers
+		}
+	}
+	return processCluster(t, nodes).Brokers()
+}
+
+// clusterSize returns the number of brokers the cluster's metadata lists.
+func clusterSize(t testing.TB, brokers []string) int {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
+		t.Fatalf("testenv: %s: %v", EnvKafka, err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m, err := kadm.NewClient(cl).BrokerMetadata(ctx)
+	if err != nil {
+		t.Fatalf("testenv: metadata of %s: %v", brokers, err)
+	}
+	return len(m.Brokers)
+}
+
+// clusters are the clusters this test process started, by number of nodes. They live as
+// long as the process: the kernel kills their nodes when it exits (procAttr).
+var clusters struct {
+	sync.Mutex
+	started map[int]*KafkaCluster
+	failed  map[int]error
+}
+
+// processCluster returns this process's cluster of nodes nodes, starting it on first use;
+// it fails t when the cluster cannot start (and every later caller with the same error).
+func processCluster(t testing.TB, nodes int) *KafkaCluster {
+	t.Helper()
+	clusters.Lock()
+	defer clusters.Unlock()
+	for n, c := range clusters.started {
+		if n >= nodes {
+			return c
+		}
+	}
+	if err := clusters.failed[nodes]; err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(c.Close)
-	return broker.Config{Brokers: c.ListenAddrs()}
+	began := time.Now()
+	c, err := StartKafka(KafkaOptions{Nodes: nodes})
+	if err != nil {
+		if clusters.failed == nil {
+			clusters.failed = map[int]error{}
+		}
+		clusters.failed[nodes] = err
+		t.Fatal(err)
+	}
+	if clusters.started == nil {
+		clusters.started = map[int]*KafkaCluster{}
+	}
+	clusters.started[nodes] = c
+	t.Logf("testenv: Apache Kafka %s (KRaft, %d node(s)) on %s, started in %.1fs", c.Version, nodes, strings.Join(c.Brokers(), ","), time.Since(began).Seconds())
+	return c
 }
 
 // Producer returns a producing client of b with the extra options, closed when t ends.
@@ -51,7 +177,8 @@ func Producer(t testing.TB, b broker.Config, extra ...kgo.Opt) *kgo.Client {
 }
 
 // ReadTopic returns every record of topic up to its end offsets at the time of the call
-// (records acknowledged before it are all there), failing t after 5 s.
+// (records acknowledged before it are all there), failing t after 5 s. A partition is read
+// to its end offset, not to a count of records: a compacted topic has gaps.
 func ReadTopic(t testing.TB, brokers []string, topic string) []*kgo.Record {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -66,15 +193,29 @@ func ReadTopic(t testing.TB, brokers []string, topic string) []*kgo.Record {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var n int64
-	ends.Each(func(o kadm.ListedOffset) { n += o.Offset })
+	if err := ends.Error(); err != nil {
+		t.Fatal(err)
+	}
+	left := map[int32]int64{} // partition -> end offset, for partitions not read to the end
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			left[o.Partition] = o.Offset
+		}
+	})
 	var out []*kgo.Record
-	for int64(len(out)) < n {
+	for len(left) > 0 {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
-			t.Fatalf("read %d of %d records of %s", len(out), n, topic)
+			t.Fatalf("read %d records of %s; partitions not read to their end offsets: %v", len(out), topic, left)
 		}
-		out = append(out, fs.Records()...)
+		fs.EachRecord(func(r *kgo.Record) {
+			if end, ok := left[r.Partition]; ok && r.Offset < end {
+				out = append(out, r)
+				if r.Offset+1 >= end {
+					delete(left, r.Partition)
+				}
+			}
+		})
 	}
 	return out
 }
@@ -105,9 +246,11 @@ func externalKafka(t testing.TB, brokers []string, partitions int32, topics []st
 		cl.Close()
 		t.Fatalf("testenv: delete leftover topics: %v", err)
 	}
-	if err := createTopics(ctx, adm, partitions, topics); err != nil {
-		cl.Close()
-		t.Fatalf("testenv: create topics on %s: %v", brokers, err)
+	if partitions > 0 {
+		if err := createTopics(ctx, adm, partitions, topics); err != nil {
+			cl.Close()
+			t.Fatalf("testenv: create topics on %s: %v", brokers, err)
+		}
 	}
 	t.Cleanup(func() {
 		defer cl.Close()
@@ -122,18 +265,8 @@ func externalKafka(t testing.TB, brokers []string, partitions int32, topics []st
 					fresh = append(fresh, g)
 				}
 			}
-			if len(fresh) > 0 {
-				res, err := adm.DeleteGroups(ctx, fresh...)
-				if err == nil {
-					for g, r := range res {
-						if r.Err != nil && !errors.Is(r.Err, kerr.GroupIDNotFound) {
-							err = errors.Join(err, fmt.Errorf("group %s: %w", g, r.Err))
-						}
-					}
-				}
-				if err != nil {
-					t.Errorf("testenv: delete consumer groups: %v", err)
-				}
+			if err := deleteGroups(ctx, adm, fresh); err != nil {
+				t.Errorf("testenv: delete consumer groups: %v", err)
 			}
 		}
 		if err := deleteTopics(ctx, adm, topics); err != nil {
@@ -141,6 +274,37 @@ func externalKafka(t testing.TB, brokers []string, partitions int32, topics []st
 		}
 	})
 	return broker.Config{Brokers: brokers}
+}
+
+// deleteGroups deletes the consumer groups, waiting while one still has members (a member
+// that was killed stays until its session times out).
+func deleteGroups(ctx context.Context, adm *kadm.Client, groups []string) error {
+	for len(groups) > 0 {
+		res, err := adm.DeleteGroups(ctx, groups...)
+		if err != nil {
+			return err
+		}
+		groups = nil
+		var errs []error
+		for g, r := range res {
+			switch {
+			case r.Err == nil || errors.Is(r.Err, kerr.GroupIDNotFound):
+			case errors.Is(r.Err, kerr.NonEmptyGroup):
+				groups = append(groups, g)
+			default:
+				errs = append(errs, fmt.Errorf("group %s: %w", g, r.Err))
+			}
+		}
+		if err := errors.Join(errs...); err != nil {
+			return err
+		}
+		if len(groups) > 0 {
+			if err := pause(ctx); err != nil {
+				return fmt.Errorf("groups %v still have members: %w", groups, err)
+			}
+		}
+	}
+	return nil
 }
 
 // deleteTopics deletes topics (those that do not exist are fine) and waits until the
@@ -235,4 +399,53 @@ func pause(ctx context.Context) error {
 	case <-time.After(100 * time.Millisecond):
 		return nil
 	}
+}
+
+// KafkaUser creates the SCRAM user (SCRAM-SHA-256) with pass on the cluster of admin (a
+// KafkaSASL cluster) and the ACLs of acls with the user as their principal (acls may be
+// nil: no ACL), and removes both when t ends.
+func KafkaUser(t testing.TB, admin broker.Config, user, pass string, acls *kadm.ACLBuilder) {
+	t.Helper()
+	cl := Producer(t, admin)
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: user, Mechanism: kadm.ScramSha256, Iterations: 4096, Password: pass}})
+	if err == nil {
+		err = res.Error()
+	}
+	if err != nil {
+		t.Fatalf("testenv: SCRAM user %s: %v", user, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		res, err := adm.AlterUserSCRAMs(ctx, []kadm.DeleteSCRAM{{User: user, Mechanism: kadm.ScramSha256}}, nil)
+		if err == nil {
+			err = res.Error()
+		}
+		if err != nil {
+			t.Errorf("testenv: delete SCRAM user %s: %v", user, err)
+		}
+	})
+	if acls == nil {
+		return
+	}
+	acls = acls.Allow("User:" + user).AllowHosts("*").ResourcePatternType(kadm.ACLPatternLiteral)
+	created, err := adm.CreateACLs(ctx, acls)
+	if err == nil {
+		for _, c := range created {
+			err = errors.Join(err, c.Err)
+		}
+	}
+	if err != nil {
+		t.Fatalf("testenv: ACLs of %s: %v", user, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := adm.DeleteACLs(ctx, acls); err != nil {
+			t.Errorf("testenv: delete ACLs of %s: %v", user, err)
+		}
+	})
 }
