@@ -112,7 +112,9 @@ type TopicChange struct {
 // more partitions (never fewer) and the planned configs. With dryRun it changes nothing and
 // returns what it would do. A replication factor that differs is reported as a problem
 // (changing it is a partition reassignment) and makes the error non-nil, as does any
-// refused change.
+// refused change. It returns once the brokers' metadata shows the changes (a broker learns
+// of them from the controller a moment after the controller accepted them), so that the
+// next reader sees them.
 func ApplyTopics(ctx context.Context, adm *kadm.Client, specs []TopicSpec, dryRun bool) ([]TopicChange, error) {
 	names := make([]string, len(specs))
 	for i, s := range specs {
@@ -194,7 +196,78 @@ func ApplyTopics(ctx context.Context, adm *kadm.Client, specs []TopicSpec, dryRu
 		}
 		changes = append(changes, ch)
 	}
-	return changes, errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil || dryRun {
+		return changes, err
+	}
+	var changed []TopicSpec
+	for _, ch := range changes {
+		if ch.Action == TopicCreate || ch.Action == TopicUpdate {
+			changed = append(changed, ch.Spec)
+		}
+	}
+	return changes, awaitTopics(ctx, adm, changed)
+}
+
+// awaitTopics waits until the cluster's metadata shows every spec: its partitions (at
+// least), each with a leader, and its configs.
+func awaitTopics(ctx context.Context, adm *kadm.Client, specs []TopicSpec) error {
+	for len(specs) > 0 {
+		names := make([]string, len(specs))
+		for i, s := range specs {
+			names[i] = s.Name
+		}
+		details, err := listFresh(ctx, adm, names)
+		if err != nil {
+			return fmt.Errorf("broker: list topics: %w", err)
+		}
+		configs, err := adm.DescribeTopicConfigs(ctx, names...)
+		if err != nil {
+			return fmt.Errorf("broker: describe topic configs: %w", err)
+		}
+		var pending []TopicSpec
+		for _, s := range specs {
+			if !shows(details[s.Name], configs, s) {
+				pending = append(pending, s)
+			}
+		}
+		if specs = pending; len(specs) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("broker: the cluster does not show topic %s as applied yet: %w", specs[0].Name, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// shows reports whether d and configs show s: its partitions, each led, and its configs.
+func shows(d kadm.TopicDetail, configs kadm.ResourceConfigs, s TopicSpec) bool {
+	if d.Err != nil || int32(len(d.Partitions)) < s.Partitions {
+		return false
+	}
+	for _, p := range d.Partitions {
+		if p.Err != nil || p.Leader < 0 {
+			return false
+		}
+	}
+	rc, err := configs.On(s.Name, nil)
+	if err != nil || rc.Err != nil {
+		return false
+	}
+	for k, want := range s.Configs {
+		have := ""
+		for _, c := range rc.Configs {
+			if c.Key == k && c.Value != nil {
+				have = *c.Value
+			}
+		}
+		if have != want {
+			return false
+		}
+	}
+	return true
 }
 
 // listFresh lists topics with a metadata request of its own: kadm otherwise answers from

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/lethe-erasure/lethe/pkg/broker"
 	"github.com/lethe-erasure/lethe/pkg/event"
@@ -112,13 +111,12 @@ func TestPlan(t *testing.T) {
 // apply finds nothing to do; a drifted config is put back; a topic with another
 // replication factor is reported as a problem.
 func TestApplyTopics(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(3))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	adm := kadm.NewClient(testenv.Producer(t, broker.Config{Brokers: c.ListenAddrs()}))
 	specs := broker.Plan(broker.DefaultProvisioning(45 * 24 * time.Hour))
+	var names []string
+	for _, s := range specs {
+		names = append(names, s.Name)
+	}
+	adm := kadm.NewClient(testenv.Producer(t, testenv.KafkaEmpty(t, 3, append(names, "single")...)))
 
 	changes, err := broker.ApplyTopics(t.Context(), adm, specs, true)
 	if err != nil {
