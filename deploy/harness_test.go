@@ -27,12 +27,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog/dynamo"
 	"github.com/lethe-erasure/lethe/pkg/envelope/dynamokeys"
 	"github.com/lethe-erasure/lethe/pkg/intake"
 	"github.com/lethe-erasure/lethe/pkg/qdrantfake"
+	lethe "github.com/lethe-erasure/lethe/pkg/service"
 	"github.com/lethe-erasure/lethe/pkg/testenv"
 )
 
@@ -87,16 +87,13 @@ type standIns struct {
 	s3     string   // endpoint URL
 }
 
-// startStandIns starts a kfake cluster of brokers brokers, the Qdrant emulator, a
+// startStandIns starts a Kafka cluster of at least brokers brokers on which Lethe's topics
+// do not exist yet (testenv.KafkaEmpty: Apache Kafka, or kfake), the Qdrant emulator, a
 // redis-server with the extra arguments (ACL users), dynalite and gofakes3 with the
 // versioned buckets.
 func startStandIns(t *testing.T, brokers int, redisArgs []string, buckets ...string) *standIns {
 	t.Helper()
-	kc, err := kfake.NewCluster(kfake.NumBrokers(brokers))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(kc.Close)
+	kafka := testenv.KafkaEmpty(t, brokers, lethe.Topics...)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +103,7 @@ func startStandIns(t *testing.T, brokers int, redisArgs []string, buckets ...str
 	t.Cleanup(q.Close)
 	s3 := testenv.S3(t, buckets...)
 	return &standIns{
-		kafka:  kc.ListenAddrs(),
+		kafka:  kafka.Brokers,
 		qdrant: l.Addr().String(),
 		redis:  testenv.RedisArgs(t, redisArgs...),
 		dynamo: testenv.Dynalite(t),
@@ -210,8 +207,15 @@ func start(t *testing.T, name, bin string, args, env []string, dir string, cred 
 	}
 	go func() { p.cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
-		p.cmd.Process.Kill()
-		<-p.done
+		// Stopped as Kubernetes stops a pod (a service leaves its consumer groups), killed
+		// after 5 s.
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(5 * time.Second):
+			p.cmd.Process.Kill()
+			<-p.done
+		}
 		if t.Failed() {
 			t.Logf("%s output:\n%s", name, p.output())
 		}

@@ -16,10 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
-
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/intake"
+	lethe "github.com/lethe-erasure/lethe/pkg/service"
 	"github.com/lethe-erasure/lethe/pkg/testenv"
 )
 
@@ -61,12 +60,7 @@ stores:
 		t.Fatalf("lethectl inventory validate: %v\n%s", err, out)
 	}
 
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(kc.Close)
-	s := &standIns{kafka: kc.ListenAddrs(), dynamo: testenv.Dynalite(t)}
+	s := &standIns{kafka: testenv.KafkaEmpty(t, 1, lethe.Topics...).Brokers, dynamo: testenv.Dynalite(t)}
 	s.createTables(t, "lethe-audit", "lethe-keys")
 	const token = "open-kinds-token"
 	sum := sha256.Sum256([]byte(token))

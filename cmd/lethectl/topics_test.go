@@ -6,23 +6,22 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/lethe-erasure/lethe/pkg/broker"
 	"github.com/lethe-erasure/lethe/pkg/service"
+	"github.com/lethe-erasure/lethe/pkg/testenv"
 )
 
-// topicsCLI runs lethectl against the brokers of c.
-func topicsCLI(t *testing.T, c *kfake.Cluster, args ...string) result {
+// topicsCLI runs lethectl against the cluster of b.
+func topicsCLI(t *testing.T, b broker.Config, args ...string) result {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	b := broker.Config{Brokers: c.ListenAddrs()}
 	cl := &cli{getenv: func(string) string { return "" }, stdin: strings.NewReader(""), isTTY: func() bool { return false },
 		stdout: &stdout, stderr: &stderr, brokers: &b}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -36,17 +35,8 @@ func topicsCLI(t *testing.T, c *kfake.Cluster, args ...string) result {
 // min.insync.replicas, retention and cleanup policy (read back with kadm); a second run
 // finds every topic as planned.
 func TestTopicsApply(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(3))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	kc, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kc.Close()
-	adm := kadm.NewClient(kc)
+	c := testenv.KafkaEmpty(t, 3, service.Topics...)
+	adm := kadm.NewClient(testenv.Producer(t, c))
 	list := func() kadm.TopicDetails {
 		d, err := adm.ListTopics(kadm.WithAuthorizedOps(t.Context()), service.Topics...)
 		if err != nil {
@@ -128,16 +118,16 @@ func TestTopicsApply(t *testing.T) {
 }
 
 func TestTopicsApplyRefusesBadSettings(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	c := testenv.KafkaEmpty(t, 1, service.Topics...)
+	m, err := kadm.NewClient(testenv.Producer(t, c)).BrokerMetadata(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
 	wantCode(t, topicsCLI(t, c, "topics", "apply", "--replication-factor", "1", "--min-insync-replicas", "2"), exitUsage)
-	// Three replicas on a one-broker cluster: the create is refused, the exit says so.
-	r := topicsCLI(t, c, "topics", "apply")
+	// More replicas than the cluster has brokers: the create is refused, the exit says so.
+	r := topicsCLI(t, c, "topics", "apply", "--replication-factor", strconv.Itoa(len(m.Brokers)+1))
 	if r.code != exitError || !strings.Contains(r.stderr, "INVALID_REPLICATION_FACTOR") {
-		t.Errorf("replication 3 on one broker: %s", r)
+		t.Errorf("replication %d on %d brokers: %s", len(m.Brokers)+1, len(m.Brokers), r)
 	}
 	wantCode(t, topicsCLI(t, c, "topics", "apply", "--replication-factor", "1", "--min-insync-replicas", "1"), exitOK)
 }

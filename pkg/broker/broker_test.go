@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -51,19 +52,56 @@ func TestFromEnv(t *testing.T) {
 	}
 }
 
-// A SASL-protected cluster accepts Lethe's producer with the right credentials only.
-func TestSASL(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-256", "lethe", "right-password"), kfake.SeedTopics(1, "t"))
+// saslCluster returns a cluster with the topics (of one partition), on which the
+// SCRAM-SHA-256 user lethe (password right-password) may do the operations ops on the
+// topics named allowed and nothing else, an admin's config (a super user) and the brokers
+// the user authenticates to: Apache Kafka's SASL listener and its authorizer, or a kfake
+// cluster with SASL and ACLs.
+func saslCluster(t *testing.T, allowed []string, ops []kadm.ACLOperation, topics ...string) (admin broker.Config, user []string) {
+	t.Helper()
+	if testenv.ExternalKafka() {
+		admin, user = testenv.KafkaSASL(t, append(slices.Clone(allowed), topics...)...)
+		testenv.KafkaUser(t, admin, "lethe", "right-password", kadm.NewACLs().Topics(allowed...).Operations(ops...))
+		if len(topics) > 0 {
+			res, err := kadm.NewClient(testenv.Producer(t, admin)).CreateTopics(t.Context(), 1, -1, nil, topics...)
+			if err == nil {
+				err = res.Error()
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		return admin, user
+	}
+	var seeded []kfake.ACL
+	for _, name := range allowed {
+		for _, op := range ops {
+			seeded = append(seeded, kfake.ACL{Resource: kmsg.ACLResourceTypeTopic, Name: name,
+				Pattern: kmsg.ACLResourcePatternTypeLiteral, Operation: kmsg.ACLOperation(op), Allow: true})
+		}
+	}
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.EnableSASL(), kfake.EnableACLs(), kfake.SeedTopics(1, topics...),
+		kfake.Superuser("SCRAM-SHA-256", "admin", "admin-password"), kfake.User("SCRAM-SHA-256", "lethe", "right-password", seeded...))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(c.Close)
+	mech, err := broker.Mechanism("SCRAM-SHA-256", "admin", "admin-password")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return broker.Config{Brokers: c.ListenAddrs(), SASL: mech}, c.ListenAddrs()
+}
+
+// A SASL-protected cluster accepts Lethe's producer with the right credentials only.
+func TestSASL(t *testing.T) {
+	_, brokers := saslCluster(t, []string{"t"}, []kadm.ACLOperation{kadm.OpWrite, kadm.OpDescribe}, "t")
 	produce := func(pass string) error {
 		mech, err := broker.Mechanism("SCRAM-SHA-256", "lethe", pass)
 		if err != nil {
 			t.Fatal(err)
 		}
-		cl, err := broker.Config{Brokers: c.ListenAddrs(), SASL: mech}.NewProducer(kgo.RecordDeliveryTimeout(2 * time.Second))
+		cl, err := broker.Config{Brokers: brokers, SASL: mech}.NewProducer(kgo.RecordDeliveryTimeout(2 * time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -94,33 +132,15 @@ func TestFromEnvCreateTopics(t *testing.T) {
 	}
 }
 
-// refuseCreates makes the cluster refuse every topic creation as a cluster with ACLs
-// refuses a principal without CREATE permission.
-func refuseCreates(c *kfake.Cluster) {
-	c.ControlKey(int16(kmsg.CreateTopics), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		r := req.(*kmsg.CreateTopicsRequest)
-		resp := r.ResponseKind().(*kmsg.CreateTopicsResponse)
-		for _, rt := range r.Topics {
-			st := kmsg.NewCreateTopicsResponseTopic()
-			st.Topic = rt.Topic
-			st.ErrorCode = kerr.TopicAuthorizationFailed.Code
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
-	})
-}
-
-// With creation refused, EnsureTopics succeeds for topics that exist and fails naming a
-// missing one.
+// With creation refused (a principal the cluster's ACLs let describe topics but not create
+// them), EnsureTopics succeeds for topics that exist and fails naming a missing one.
 func TestEnsureTopicsToleratesRefusedCreate(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "exists"))
+	admin, brokers := saslCluster(t, []string{"exists", "absent"}, []kadm.ACLOperation{kadm.OpDescribe}, "exists")
+	mech, err := broker.Mechanism("SCRAM-SHA-256", "lethe", "right-password")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	refuseCreates(c)
-	cl := testenv.Producer(t, broker.Config{Brokers: c.ListenAddrs()})
+	cl := testenv.Producer(t, broker.Config{Brokers: brokers, SASL: mech})
 	if err := broker.EnsureTopics(t.Context(), cl, 3, "exists"); err != nil {
 		t.Fatalf("EnsureTopics of an existing topic with creation refused: %v", err)
 	}
@@ -128,19 +148,19 @@ func TestEnsureTopicsToleratesRefusedCreate(t *testing.T) {
 	if !errors.Is(err, kerr.TopicAuthorizationFailed) || !strings.Contains(err.Error(), "absent") || strings.Contains(err.Error(), "topic exists") {
 		t.Fatalf("EnsureTopics with a missing topic and creation refused = %v, want the refusal naming absent", err)
 	}
+	if details, _ := kadm.NewClient(testenv.Producer(t, admin)).ListTopics(t.Context(), "absent"); details["absent"].Err == nil {
+		t.Fatal("the refused create created absent")
+	}
 }
 
 // With topic creation off a service waits for its topics and fails naming the missing
 // ones.
 func TestPrepareTopicsWithCreationOff(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "a"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	cfg := broker.Config{Brokers: c.ListenAddrs(), CreateTopics: false}
+	cfg := testenv.Kafka(t, 1, "a")
+	testenv.KafkaEmpty(t, 1, "b")
+	cfg.CreateTopics = false
 	cl := testenv.Producer(t, cfg)
-	err = cfg.PrepareTopics(t.Context(), cl, 10*time.Millisecond, "a", "b")
+	err := cfg.PrepareTopics(t.Context(), cl, 10*time.Millisecond, "a", "b")
 	if err == nil || !strings.Contains(err.Error(), "b do not exist") {
 		t.Fatalf("PrepareTopics with b missing = %v, want an error naming b", err)
 	}
@@ -149,7 +169,9 @@ func TestPrepareTopicsWithCreationOff(t *testing.T) {
 	}
 	go func() {
 		time.Sleep(300 * time.Millisecond)
-		c.CreateTopic("b", 1, nil)
+		if _, err := kadm.NewClient(cl).CreateTopic(context.Background(), 1, -1, nil, "b"); err != nil {
+			t.Errorf("provision b: %v", err)
+		}
 	}()
 	if err := cfg.PrepareTopics(t.Context(), cl, 10*time.Second, "a", "b"); err != nil {
 		t.Fatalf("PrepareTopics once b was provisioned: %v", err)
@@ -167,18 +189,14 @@ func TestPrepareTopicsRidesOutABrokerRestart(t *testing.T) {
 	l.Close() // nothing listens there until the cluster starts
 	cfg := broker.Config{Brokers: []string{fmt.Sprintf("127.0.0.1:%d", port)}, CreateTopics: true, Partitions: 2}
 	cl := testenv.Producer(t, cfg)
-	started := make(chan *kfake.Cluster, 1)
+	started := make(chan func(), 1)
 	go func() {
 		time.Sleep(1500 * time.Millisecond)
-		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(port))
-		if err != nil {
-			t.Error(err)
-		}
-		started <- c
+		started <- startBrokerOn(t, port)
 	}()
-	err = cfg.PrepareTopics(t.Context(), cl, 30*time.Second, "a")
-	if c := <-started; c != nil {
-		defer c.Close()
+	err = cfg.PrepareTopics(t.Context(), cl, 2*time.Minute, "a")
+	if stop := <-started; stop != nil {
+		defer stop()
 	}
 	if err != nil {
 		t.Fatalf("PrepareTopics while the broker came up: %v", err)
@@ -189,4 +207,23 @@ func TestPrepareTopicsRidesOutABrokerRestart(t *testing.T) {
 	if err := cfg.PrepareTopics(t.Context(), testenv.Producer(t, broker.Config{Brokers: []string{"127.0.0.1:1"}, CreateTopics: true}), 0, "a"); err == nil {
 		t.Error("PrepareTopics with no broker and no time to wait succeeded")
 	}
+}
+
+// startBrokerOn starts a broker of its own listening on port (Apache Kafka, whose listener
+// opens before the broker serves, or kfake) and returns its stop, or nil after t.Error.
+func startBrokerOn(t *testing.T, port int) func() {
+	if testenv.ExternalKafka() {
+		c, err := testenv.StartKafka(testenv.KafkaOptions{Ports: []int{port}})
+		if err != nil {
+			t.Error(err)
+			return nil
+		}
+		return c.Stop
+	}
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(port))
+	if err != nil {
+		t.Error(err)
+		return nil
+	}
+	return c.Close
 }

@@ -16,9 +16,11 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/aggregator"
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
+	"github.com/lethe-erasure/lethe/pkg/broker"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/intake"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/testenv"
 )
 
 // subj is the raw subject id of the tests; no answer may contain it.
@@ -220,13 +222,14 @@ func TestSubmitTooLarge(t *testing.T) {
 	}
 }
 
-// The answer waits for the broker: with the broker down it is 503 naming the broker, the
-// refusal is logged without identifiers, and nothing is recorded.
+// The answer waits for the broker: with the broker down (nothing listens where the producer
+// looks for it) it is 503 naming the broker, the refusal is logged without identifiers, and
+// nothing is recorded.
 func TestSubmitBrokerDown(t *testing.T) {
 	e := setup(t)
 	core, logs := observer.New(zap.InfoLevel)
 	e.svc.Log = zap.New(core)
-	e.cluster.Close()
+	e.svc.Producer = brokerProducer(t, broker.Config{Brokers: []string{fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))}})
 	begin := time.Now()
 	code, resp := e.do(t, "POST", "/v1/erasures", body(t, nil), "Idempotency-Key", "k-1")
 	if code != http.StatusServiceUnavailable {

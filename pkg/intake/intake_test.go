@@ -14,7 +14,6 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/retry"
 	"github.com/lethe-erasure/lethe/pkg/testenv"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
@@ -39,13 +38,12 @@ func (c *countingStore) PutRequest(ctx context.Context, r auditlog.Request) erro
 }
 
 type env struct {
-	svc     *intake.Service
-	srv     *httptest.Server
-	store   *countingStore
-	cluster *kfake.Cluster
-	addrs   []string
-	key     subject.Key
-	holdID  string // a hold placed by the test, if any
+	svc    *intake.Service
+	srv    *httptest.Server
+	store  *countingStore
+	addrs  []string
+	key    subject.Key
+	holdID string // a hold placed by the test, if any
 
 	mu  sync.Mutex
 	now time.Time
@@ -53,17 +51,8 @@ type env struct {
 
 func setup(t *testing.T) *env {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, event.TopicRequested, event.TopicCompleted, event.TopicSuppressions))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	// A produce the broker cannot take fails after a second, not the default 15.
-	cl, err := broker.Config{Brokers: c.ListenAddrs()}.NewProducer(kgo.RecordDeliveryTimeout(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
+	b := testenv.Kafka(t, 3, event.TopicRequested, event.TopicCompleted, event.TopicSuppressions)
+	cl := brokerProducer(t, b)
 	dir, err := auditlog.OpenDir(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +61,7 @@ func setup(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{store: &countingStore{Store: dir}, cluster: c, addrs: c.ListenAddrs(), key: key, now: start}
+	e := &env{store: &countingStore{Store: dir}, addrs: b.Brokers, key: key, now: start}
 	e.svc = &intake.Service{
 		Key:       key,
 		Inventory: inventory.Reference(),
@@ -85,6 +74,18 @@ func setup(t *testing.T) *env {
 	e.srv = httptest.NewServer(e.svc.Handler())
 	t.Cleanup(e.srv.Close)
 	return e
+}
+
+// brokerProducer is intake's producer of b: a produce the broker cannot take fails after a
+// second, not the default 15.
+func brokerProducer(t *testing.T, b broker.Config) *kgo.Client {
+	t.Helper()
+	cl, err := b.NewProducer(kgo.RecordDeliveryTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
 }
 
 func (e *env) clock() time.Time {

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/lethe-erasure/lethe/pkg/metrics"
@@ -33,12 +32,8 @@ func setEnv(t *testing.T, brokers string) string {
 // A service serves metrics and health, creates its topics, runs its groups and stops on
 // cancel.
 func TestRunServesHealthAndRunsGroups(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	addr := setEnv(t, strings.Join(c.ListenAddrs(), ","))
+	b := testenv.KafkaEmpty(t, 1, Topics...)
+	addr := setEnv(t, strings.Join(b.Brokers, ","))
 	got := make(chan string, 1)
 	var storeUp atomic.Bool
 	ctx, cancel := context.WithCancel(context.Background())
@@ -89,7 +84,7 @@ func TestRunServesHealthAndRunsGroups(t *testing.T) {
 		t.Errorf("/metrics: %.200s", body)
 	}
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Brokers...))
 	if err != nil {
 		t.Fatal(err)
 	}
