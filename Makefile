@@ -8,7 +8,13 @@ GOTEST_FLAGS ?= -count=1 -timeout 10m
 # which -race's slowdown would fail).
 RACE ?= -race
 
-.PHONY: run serve test vet lint build-modules tools browser-test fuzz bench bench-storage chaos chaos-short clean
+# The Kafka under test (pkg/testenv): kafka, Apache Kafka from .tools/kafka, one broker for
+# the whole run unless LETHE_TEST_KAFKA_BROKERS names one; or kfake, in process.
+LETHE_TEST_BROKER ?= kafka
+export LETHE_TEST_BROKER
+KAFKA := .tools/kafka/libs/.resolved
+
+.PHONY: run serve test test-modules vet lint build-modules tools browser-test fuzz bench bench-storage chaos chaos-short clean
 
 ## run: erase one demo customer from all five stores on embedded components; prints the receipt
 run:
@@ -21,8 +27,14 @@ serve:
 ## test: vet, build every module on its own, and run every module's tests (needs redis-server and node);
 ## the fault-injection module last and verbose, so its figures print
 test: tools vet build-modules
-	@set -e; for m in $(filter-out $(CURDIR)/chaos,$(MODULES)); do echo "== go test $${m#$(CURDIR)/}"; race="$(RACE)"; case $$m in */bench) race=;; esac; (cd $$m && go test $(GOTEST_FLAGS) $$race ./...); done
+	@if [ "$$LETHE_TEST_BROKER" = kafka ] && [ -z "$$LETHE_TEST_KAFKA_BROKERS" ]; then \
+	  cd pkg && go build -o ../.tools/bin/kafkabroker ./testenv/cmd/kafkabroker && cd .. && \
+	  .tools/bin/kafkabroker -- $(MAKE) --no-print-directory test-modules; \
+	else $(MAKE) --no-print-directory test-modules; fi
 	@echo "== go test chaos"; $(MAKE) --no-print-directory chaos-short
+
+test-modules:
+	@set -e; for m in $(filter-out $(CURDIR)/chaos,$(MODULES)); do echo "== go test $${m#$(CURDIR)/}"; race="$(RACE)"; case $$m in */bench) race=;; esac; (cd $$m && go test $(GOTEST_FLAGS) $$race ./...); done
 
 vet:
 	@set -e; for m in $(MODULES); do (cd $$m && go vet ./...); done
@@ -36,9 +48,15 @@ lint:
 build-modules:
 	@set -e; for m in $(MODULES); do (cd $$m && GOWORK=off go build -o /dev/null ./... ); done
 
-## tools: install dynalite (DynamoDB for tests) and playwright-core (the console's browser test, with Debian's chromium) into .tools
+## tools: install dynalite (DynamoDB for tests), playwright-core (the console's browser test, with Debian's chromium)
+## and Apache Kafka's jars (tools/kafka/pom.xml, with Maven; the test broker) into .tools
 PLAYWRIGHT := .tools/node_modules/playwright-core/package.json
-tools: $(DYNALITE) $(PLAYWRIGHT)
+tools: $(DYNALITE) $(PLAYWRIGHT) $(KAFKA)
+$(KAFKA): tools/kafka/pom.xml tools/kafka/log4j2.properties
+	rm -rf .tools/kafka && mkdir -p .tools/kafka
+	mvn -q -B -f tools/kafka/pom.xml dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(CURDIR)/.tools/kafka/libs
+	cp tools/kafka/log4j2.properties .tools/kafka/
+	touch $@
 $(DYNALITE):
 	npm install --prefix .tools --no-audit --no-fund --silent dynalite@4.0.0
 $(PLAYWRIGHT):
@@ -49,7 +67,9 @@ browser-test: $(PLAYWRIGHT)
 	cd pkg && go test $(GOTEST_FLAGS) -run TestConsoleInBrowser -v ./console
 
 ## fuzz: run each fuzz target for FUZZTIME executions (a count: a duration trips a race in Go 1.26's fuzz coordinator, go.dev/issue/75804)
+## (FuzzSubmit's intake publishes to kfake: a real broker per fuzzing worker process would cost a JVM each)
 FUZZTIME ?= 50000x
+fuzz: LETHE_TEST_BROKER = kfake
 fuzz:
 	@set -e; cd pkg; for p in $$(grep -rl '^func Fuzz' --include='*_test.go' . | xargs -n1 dirname | sort -u); do \
 	  for f in $$(grep -h '^func Fuzz' $$p/*_test.go | sed 's/func \(Fuzz[A-Za-z0-9_]*\).*/\1/'); do \
