@@ -41,7 +41,17 @@ type Config struct {
 	// CreateTopics makes PrepareTopics create missing topics; false: wait for them to be
 	// provisioned (lethectl topics apply).
 	CreateTopics bool
+	// GroupProtocol is the consumer groups' rebalance protocol: GroupClassic (the default:
+	// the members assign partitions, cooperative-sticky) or GroupConsumer (KIP-848: the
+	// broker's group coordinator assigns them; Kafka 4.0 or later, 4.3 or later advised).
+	GroupProtocol string
 }
+
+// Consumer group protocols of Config.GroupProtocol.
+const (
+	GroupClassic  = "classic"
+	GroupConsumer = "consumer"
+)
 
 // FromEnv reads the cluster settings from the environment:
 //
@@ -52,6 +62,9 @@ type Config struct {
 //	LETHE_KAFKA_SASL_MECHANISM  PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512
 //	LETHE_KAFKA_SASL_USERNAME, LETHE_KAFKA_SASL_PASSWORD[_FILE]
 //	LETHE_CREATE_TOPICS         "false": never create topics, wait for them (default true)
+//	LETHE_KAFKA_GROUP_PROTOCOL  classic (default) or consumer (KIP-848: the broker assigns
+//	                            partitions; its group.consumer.session.timeout.ms then
+//	                            applies in place of the consumers' own 10 s)
 func FromEnv(clientID string) (Config, error) {
 	c := Config{Brokers: []string{"127.0.0.1:9092"}, ClientID: clientID, Partitions: 6, CreateTopics: true}
 	switch v := os.Getenv("LETHE_CREATE_TOPICS"); v {
@@ -60,6 +73,12 @@ func FromEnv(clientID string) (Config, error) {
 		c.CreateTopics = false
 	default:
 		return c, fmt.Errorf("broker: LETHE_CREATE_TOPICS must be true or false, not %q", v)
+	}
+	switch v := os.Getenv("LETHE_KAFKA_GROUP_PROTOCOL"); v {
+	case "", GroupClassic, GroupConsumer:
+		c.GroupProtocol = v
+	default:
+		return c, fmt.Errorf("broker: LETHE_KAFKA_GROUP_PROTOCOL must be classic or consumer, not %q", v)
 	}
 	if b := os.Getenv("LETHE_KAFKA_BROKERS"); b != "" {
 		c.Brokers = strings.Split(b, ",")
@@ -142,6 +161,14 @@ func (c Config) Options() []kgo.Opt {
 		opts = append(opts, kgo.SASL(c.SASL))
 	}
 	return opts
+}
+
+// GroupOptions are the consumer group options of c.GroupProtocol.
+func (c Config) GroupOptions() []kgo.Opt {
+	if c.GroupProtocol == GroupConsumer {
+		return []kgo.Opt{kgo.ServerSideBalancer()}
+	}
+	return nil
 }
 
 // NewProducer returns a producing client.

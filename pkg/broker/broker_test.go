@@ -27,11 +27,13 @@ func TestFromEnv(t *testing.T) {
 	t.Setenv("LETHE_KAFKA_SASL_MECHANISM", "SCRAM-SHA-512")
 	t.Setenv("LETHE_KAFKA_SASL_USERNAME", "lethe")
 	t.Setenv("LETHE_KAFKA_SASL_PASSWORD", "s3cret-password")
+	t.Setenv("LETHE_KAFKA_GROUP_PROTOCOL", "consumer")
 	c, err := broker.FromEnv("x")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.Brokers) != 2 || c.Partitions != 12 || c.TLS == nil || c.SASL == nil || c.SASL.Name() != "SCRAM-SHA-512" {
+	if len(c.Brokers) != 2 || c.Partitions != 12 || c.TLS == nil || c.SASL == nil || c.SASL.Name() != "SCRAM-SHA-512" ||
+		c.GroupProtocol != broker.GroupConsumer || len(c.GroupOptions()) != 1 {
 		t.Errorf("config %+v", c)
 	}
 	if s := c.String(); strings.Contains(s, "s3cret") || !strings.Contains(s, "tls") {
@@ -42,6 +44,7 @@ func TestFromEnv(t *testing.T) {
 		"bad mechanism":  {"LETHE_KAFKA_SASL_MECHANISM", "GSSAPI"},
 		"no password":    {"LETHE_KAFKA_SASL_PASSWORD", ""},
 		"missing CA":     {"LETHE_KAFKA_TLS_CA_FILE", "/nonexistent/ca.pem"},
+		"bad protocol":   {"LETHE_KAFKA_GROUP_PROTOCOL", "eager"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Setenv(env[0], env[1])

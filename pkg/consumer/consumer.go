@@ -145,7 +145,7 @@ func Run(ctx context.Context, cfg Config, h Handler) error {
 		// topics, partitions, groups and members, never record contents.
 		kgo.WithLogger(kzap.New(cfg.Log.Named("kgo").WithOptions(zap.AddStacktrace(zap.FatalLevel)), kzap.Level(kgo.LogLevelInfo))),
 	)
-	cl, err := kgo.NewClient(opts...)
+	cl, err := kgo.NewClient(append(opts, cfg.Broker.GroupOptions()...)...)
 	if err != nil {
 		return fmt.Errorf("consumer: %w", err)
 	}

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/lethe-erasure/lethe/pkg/broker"
@@ -152,47 +154,51 @@ func TestRetryDLQAndPartitionIsolation(t *testing.T) {
 }
 
 // Offsets are committed only for records whose handler returned: a new member of the
-// group resumes after the last handled record and receives the unhandled one again.
+// group resumes after the last handled record and receives the unhandled one again, with
+// either group protocol.
 func TestCommitsOnlyHandledRecords(t *testing.T) {
-	cfg := cluster(t, "in")
-	produce(t, cfg, rec(0, "a"), rec(0, "b"), rec(0, "c"))
-	got := make(chan string, 10)
-	ccfg := consumer.Config{Broker: cfg, Group: "g", Topics: []string{"in"}, Backoff: retry.Backoff{Base: time.Millisecond, Max: time.Millisecond}, Grace: 20 * time.Millisecond}
-	stop := consume(t, ccfg, func(ctx context.Context, r *kgo.Record) error {
-		if string(r.Value) == "c" {
-			<-ctx.Done() // crash in the middle of "c"
-			return ctx.Err()
+	protocols(t, func(t *testing.T, protocol string) {
+		cfg := cluster(t, "in")
+		cfg.GroupProtocol = protocol
+		produce(t, cfg, rec(0, "a"), rec(0, "b"), rec(0, "c"))
+		got := make(chan string, 10)
+		ccfg := consumer.Config{Broker: cfg, Group: "g", Topics: []string{"in"}, Backoff: retry.Backoff{Base: time.Millisecond, Max: time.Millisecond}, Grace: 20 * time.Millisecond}
+		stop := consume(t, ccfg, func(ctx context.Context, r *kgo.Record) error {
+			if string(r.Value) == "c" {
+				<-ctx.Done() // crash in the middle of "c"
+				return ctx.Err()
+			}
+			got <- string(r.Value)
+			return nil
+		})
+		for _, want := range []string{"a", "b"} {
+			if v := <-got; v != want {
+				t.Fatalf("got %q, want %q", v, want)
+			}
 		}
-		got <- string(r.Value)
-		return nil
-	})
-	for _, want := range []string{"a", "b"} {
-		if v := <-got; v != want {
-			t.Fatalf("got %q, want %q", v, want)
-		}
-	}
-	stop()
+		stop()
 
-	var again []string
-	var mu sync.Mutex
-	stop = consume(t, ccfg, func(ctx context.Context, r *kgo.Record) error {
-		mu.Lock()
-		again = append(again, string(r.Value))
-		mu.Unlock()
-		return nil
-	})
-	defer stop()
-	waitFor(t, "redelivery of c", func() bool {
+		var again []string
+		var mu sync.Mutex
+		stop = consume(t, ccfg, func(ctx context.Context, r *kgo.Record) error {
+			mu.Lock()
+			again = append(again, string(r.Value))
+			mu.Unlock()
+			return nil
+		})
+		defer stop()
+		waitFor(t, "redelivery of c", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(again) >= 1
+		})
+		time.Sleep(50 * time.Millisecond)
 		mu.Lock()
 		defer mu.Unlock()
-		return len(again) >= 1
+		if fmt.Sprint(again) != "[c]" {
+			t.Errorf("second member got %v, want [c]", again)
+		}
 	})
-	time.Sleep(50 * time.Millisecond)
-	mu.Lock()
-	defer mu.Unlock()
-	if fmt.Sprint(again) != "[c]" {
-		t.Errorf("second member got %v, want [c]", again)
-	}
 }
 
 func TestOversizedRecordIsDeadLettered(t *testing.T) {
@@ -214,40 +220,44 @@ func TestOversizedRecordIsDeadLettered(t *testing.T) {
 }
 
 // Stopping lets the record in hand finish within the grace period: its effect is done
-// and its offset committed, so the next member does not get it again.
+// and its offset committed, so the next member does not get it again, with either group
+// protocol.
 func TestStopFinishesTheRecordInHand(t *testing.T) {
-	cfg := cluster(t, "in")
-	produce(t, cfg, rec(0, "slow"), rec(0, "next"))
-	started := make(chan struct{})
-	var finished atomic.Bool
-	ccfg := consumer.Config{Broker: cfg, Group: "g", Topics: []string{"in"}, Grace: 5 * time.Second}
-	stop := consume(t, ccfg, func(ctx context.Context, r *kgo.Record) error {
-		if string(r.Value) != "slow" {
-			return nil
+	protocols(t, func(t *testing.T, protocol string) {
+		cfg := cluster(t, "in")
+		cfg.GroupProtocol = protocol
+		produce(t, cfg, rec(0, "slow"), rec(0, "next"))
+		started := make(chan struct{})
+		var finished atomic.Bool
+		ccfg := consumer.Config{Broker: cfg, Group: "g", Topics: []string{"in"}, Grace: 5 * time.Second}
+		stop := consume(t, ccfg, func(ctx context.Context, r *kgo.Record) error {
+			if string(r.Value) != "slow" {
+				return nil
+			}
+			close(started)
+			select {
+			case <-time.After(200 * time.Millisecond):
+				finished.Store(true)
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+		<-started
+		stop()
+		if !finished.Load() {
+			t.Fatal("the record in hand was cancelled instead of finished")
 		}
-		close(started)
-		select {
-		case <-time.After(200 * time.Millisecond):
-			finished.Store(true)
+		got := make(chan string, 2)
+		stop = consume(t, ccfg, func(ctx context.Context, r *kgo.Record) error {
+			got <- string(r.Value)
 			return nil
-		case <-ctx.Done():
-			return ctx.Err()
+		})
+		defer stop()
+		if v := <-got; v != "next" {
+			t.Errorf("next member got %q first, want the record after the finished one", v)
 		}
 	})
-	<-started
-	stop()
-	if !finished.Load() {
-		t.Fatal("the record in hand was cancelled instead of finished")
-	}
-	got := make(chan string, 2)
-	stop = consume(t, ccfg, func(ctx context.Context, r *kgo.Record) error {
-		got <- string(r.Value)
-		return nil
-	})
-	defer stop()
-	if v := <-got; v != "next" {
-		t.Errorf("next member got %q first, want the record after the finished one", v)
-	}
 }
 
 // With InFlight above 1, records of one partition run concurrently, and an offset is
@@ -371,4 +381,130 @@ func TestMaxInFlightBoundsEveryPartitionTogether(t *testing.T) {
 	if p := peak.Load(); p != 3 {
 		t.Errorf("at most %d records ran at once; want 3 (MaxInFlight) out of 16 (InFlight over 2 partitions)", p)
 	}
+}
+
+// protocols runs f once per consumer group protocol: the classic one (cooperative-sticky,
+// the members assign) and KIP-848's (the broker assigns).
+func protocols(t *testing.T, f func(t *testing.T, protocol string)) {
+	for _, p := range []string{broker.GroupClassic, broker.GroupConsumer} {
+		t.Run(p, func(t *testing.T) { f(t, p) })
+	}
+}
+
+// assignments returns the number of partitions each member of group g holds, as the
+// group's coordinator describes it.
+func assignments(t *testing.T, adm *kadm.Client, protocol string) []int {
+	var out []int
+	if protocol == broker.GroupConsumer {
+		gs, err := adm.DescribeConsumerGroups(t.Context(), "g")
+		if err != nil {
+			return nil
+		}
+		for _, m := range gs["g"].Members {
+			n := 0
+			for _, ps := range m.Assignment {
+				n += len(ps)
+			}
+			out = append(out, n)
+		}
+		return out
+	}
+	gs, err := adm.DescribeGroups(t.Context(), "g")
+	if err != nil {
+		return nil
+	}
+	for _, m := range gs["g"].Members {
+		n := 0
+		if c, ok := m.Assigned.AsConsumer(); ok {
+			for _, tp := range c.Topics {
+				n += len(tp.Partitions)
+			}
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// A second member joins a group at work: each partition moves between the members only
+// after the record in hand finished and the offsets handled were committed, so every
+// record is handled once, in order within its partition, none lost and none twice; when
+// the first member leaves, the second takes its partitions from the committed offsets.
+func TestRebalanceHandsOverCommittedWork(t *testing.T) {
+	protocols(t, func(t *testing.T, protocol string) {
+		cfg := cluster(t, "in")
+		cfg.GroupProtocol = protocol
+		const perPartition = 20
+		var (
+			mu      sync.Mutex
+			handled = map[string][]string{} // member -> values, in the order handled
+			seen    = map[string]int{}      // value -> times handled
+		)
+		joined := make(chan struct{}) // closed once the group has its second member
+		member := func(name string) consumer.Handler {
+			return func(ctx context.Context, r *kgo.Record) error {
+				if name == "a" && strings.HasSuffix(string(r.Value), "-005") {
+					select { // in hand when the rebalance begins
+					case <-joined:
+						time.Sleep(100 * time.Millisecond)
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				handled[name] = append(handled[name], string(r.Value))
+				seen[string(r.Value)]++
+				return nil
+			}
+		}
+		count := func() (all, byB int) {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(seen), len(handled["b"])
+		}
+		batch := func(from, to int) {
+			var recs []*kgo.Record
+			for i := from; i < to; i++ {
+				recs = append(recs, rec(0, fmt.Sprintf("0-%03d", i)), rec(1, fmt.Sprintf("1-%03d", i)))
+			}
+			produce(t, cfg, recs...)
+		}
+		ccfg := consumer.Config{Broker: cfg, Group: "g", Topics: []string{"in"}, Grace: 5 * time.Second}
+		batch(0, perPartition)
+		stopA := sync.OnceFunc(consume(t, ccfg, member("a")))
+		t.Cleanup(stopA)
+		waitFor(t, "the first member at work", func() bool { n, _ := count(); return n >= 10 })
+		stopB := sync.OnceFunc(consume(t, ccfg, member("b")))
+		t.Cleanup(stopB)
+		adm := kadm.NewClient(testenv.Producer(t, cfg))
+		waitFor(t, "the second member in the group", func() bool { return len(assignments(t, adm, protocol)) == 2 })
+		close(joined)
+		waitFor(t, "a partition for each member", func() bool {
+			a := assignments(t, adm, protocol)
+			return len(a) == 2 && a[0] == 1 && a[1] == 1
+		})
+		batch(perPartition, 2*perPartition)
+		waitFor(t, "both members at work", func() bool { n, b := count(); return n == 4*perPartition && b > 0 })
+		stopA()
+		batch(2*perPartition, 2*perPartition+5)
+		waitFor(t, "the records after the first member left", func() bool { n, _ := count(); return n == 2*(2*perPartition+5) })
+		stopB()
+
+		mu.Lock()
+		defer mu.Unlock()
+		for v, n := range seen {
+			if n != 1 {
+				t.Errorf("%s handled %d times", v, n)
+			}
+		}
+		for name, vs := range handled {
+			last := map[byte]string{}
+			for _, v := range vs {
+				if p := v[0]; v < last[p] {
+					t.Errorf("member %s handled %s after %s", name, v, last[p])
+				}
+				last[v[0]] = v
+			}
+		}
+	})
 }
