@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
@@ -18,6 +19,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/aggregator"
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/auth"
+	"github.com/lethe-erasure/lethe/pkg/broker"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/intake"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
@@ -396,4 +398,97 @@ func TestSuppressionLiftFollowsFraming(t *testing.T) {
 	if lifts != 1 {
 		t.Fatalf("%d lift records, want 1", lifts)
 	}
+}
+
+// erasure.suppressions is compacted (lethectl topics apply provisions it so): the log
+// cleaner keeps the latest record of each tenant and pseudonym, an erasure's or a lift's
+// (a lift is an updated entry, never a tombstone), so that a consumer reading the topic
+// late learns each entry's current state and nothing older.
+func TestSuppressionTopicCompactsToTheLatestEntry(t *testing.T) {
+	e, _ := suppressing(t)
+	ctx := context.Background()
+	cl := testenv.Producer(t, broker.Config{Brokers: e.addrs}, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	adm := kadm.NewClient(cl)
+	// Compacted, its segments rolled after 100 ms and cleaned at once.
+	set := map[string]string{"cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01", "min.compaction.lag.ms": "0"}
+	var alter []kadm.AlterConfig
+	for k, v := range set {
+		alter = append(alter, kadm.AlterConfig{Op: kadm.SetConfig, Name: k, Value: kadm.StringPtr(v)})
+	}
+	if res, err := adm.AlterTopicConfigs(ctx, alter, event.TopicSuppressions); err != nil || res[0].Err != nil {
+		t.Fatalf("compact %s: %v %v", event.TopicSuppressions, err, res)
+	}
+
+	body := map[string]any{"tenant_id": "acme", "subject_id": subj, "session_ids": []string{sessA}, "regulation": "GDPR"}
+	e.erase(t, acmeToken, body)
+	b, _ := json.Marshal(map[string]any{"tenant_id": "acme", "subject_ids": []string{subj}, "basis": "consent", "reason": "consent record CR-2291"})
+	if code, resp := e.do(t, "POST", "/v1/suppressions/lift", string(b), bearer(privacyToken)...); code != http.StatusOK {
+		t.Fatalf("lift: %d %s", code, resp)
+	}
+	e.setNow(start.Add(time.Hour))
+	e.erase(t, acmeToken, body) // erased again: suppressed again
+
+	latest := map[string][]byte{} // key -> value of its last record
+	var states []string
+	for _, r := range testenv.ReadTopic(t, e.addrs, event.TopicSuppressions) {
+		latest[string(r.Key)] = r.Value
+		var s event.Suppression
+		if err := event.Suppressions.Decode(r.Value, &s); err != nil {
+			t.Fatal(err)
+		}
+		if s.Pseudonym == e.key.Pseudonym("acme", subj) {
+			states = append(states, s.State)
+		}
+	}
+	if want := []string{event.Suppressed, event.Lifted, event.Suppressed}; !slices.Equal(states, want) {
+		t.Fatalf("the subject's records before compaction: %v, want %v", states, want)
+	}
+	// Each partition's last segment, which the cleaner leaves alone, gets a record of
+	// another tenant once the segments holding acme's records are due to roll.
+	time.Sleep(200 * time.Millisecond)
+	parts, err := adm.ListTopics(ctx, event.TopicSuppressions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range parts[event.TopicSuppressions].Partitions.Numbers() {
+		s := event.Suppression{TenantID: "globex", Pseudonym: fmt.Sprintf("filler-%d", p), Kind: event.SuppressSubject, State: event.Suppressed, Version: 1}
+		v, err := event.Suppressions.Encode(&s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: event.TopicSuppressions, Partition: p,
+			Key: event.SuppressionKey(s.TenantID, s.Pseudonym), Value: v}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		got := map[string][][]byte{}
+		for _, r := range testenv.ReadTopic(t, e.addrs, event.TopicSuppressions) {
+			if _, acme := latest[string(r.Key)]; acme {
+				got[string(r.Key)] = append(got[string(r.Key)], r.Value)
+			}
+		}
+		compacted := len(got) == len(latest)
+		for k, vs := range got {
+			compacted = compacted && len(vs) == 1 && bytes.Equal(vs[0], latest[k])
+		}
+		if compacted {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("acme's records on %s after 60 s: %d keys, %v records each; want %d keys, one record each, the latest",
+				event.TopicSuppressions, len(got), recordCounts(got), len(latest))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func recordCounts(m map[string][][]byte) []int {
+	var out []int
+	for _, vs := range m {
+		out = append(out, len(vs))
+	}
+	return out
 }

@@ -32,7 +32,7 @@ import (
 func Kafka(t testing.TB, partitions int32, topics ...string) broker.Config {
 	t.Helper()
 	if kfakeMode(t) {
-		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, topics...))
+		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, topics...), kfakeCleaner)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -50,7 +50,7 @@ func Kafka(t testing.TB, partitions int32, topics ...string) broker.Config {
 func KafkaEmpty(t testing.TB, nodes int, names ...string) broker.Config {
 	t.Helper()
 	if kfakeMode(t) {
-		c, err := kfake.NewCluster(kfake.NumBrokers(max(nodes, 1)))
+		c, err := kfake.NewCluster(kfake.NumBrokers(max(nodes, 1)), kfakeCleaner)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -78,6 +78,10 @@ func KafkaSASL(t testing.TB, names ...string) (plain broker.Config, sasl []strin
 	}
 	return externalKafka(t, strings.Split(brokers, ","), 0, names), strings.Split(saslBrokers, ",")
 }
+
+// kfakeCleaner has kfake compact topics (and apply retention) every half second, as
+// StartKafka's brokers do.
+var kfakeCleaner = kfake.BrokerConfigs(map[string]string{"log.cleaner.backoff.ms": "500"})
 
 // kfakeMode reports whether EnvBroker chooses kfake, failing t on a value it does not know.
 func kfakeMode(t testing.TB) bool {

@@ -349,6 +349,7 @@ func kafkaProperties(n *kafkaNode, controller int, data string, voters []string)
 		"num.recovery.threads.per.data.dir=1",
 		"log.cleaner.threads=1",
 		"log.cleaner.dedupe.buffer.size=8388608",
+		"log.cleaner.backoff.ms=500", // a compacted topic is cleaned within a second
 		// Groups: no wait for more members before the first assignment, session timeouts as
 		// short as tests need (classic groups choose theirs within these bounds; KIP-848
 		// groups get the broker's), KIP-848 heartbeats every half second.
