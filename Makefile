@@ -13,6 +13,7 @@ RACE ?= -race
 LETHE_TEST_BROKER ?= kafka
 export LETHE_TEST_BROKER
 KAFKA := .tools/kafka/libs/.resolved
+KAFKA_CDS := .tools/kafka/kafka.jsa
 
 .PHONY: run serve test test-modules vet lint build-modules tools browser-test fuzz bench bench-storage chaos chaos-short clean
 
@@ -49,14 +50,16 @@ build-modules:
 	@set -e; for m in $(MODULES); do (cd $$m && GOWORK=off go build -o /dev/null ./... ); done
 
 ## tools: install dynalite (DynamoDB for tests), playwright-core (the console's browser test, with Debian's chromium)
-## and Apache Kafka's jars (tools/kafka/pom.xml, with Maven; the test broker) into .tools
+## and Apache Kafka's jars (tools/kafka/pom.xml, with Maven; the test broker, started once to archive its classes) into .tools
 PLAYWRIGHT := .tools/node_modules/playwright-core/package.json
-tools: $(DYNALITE) $(PLAYWRIGHT) $(KAFKA)
+tools: $(DYNALITE) $(PLAYWRIGHT) $(KAFKA) $(KAFKA_CDS)
 $(KAFKA): tools/kafka/pom.xml tools/kafka/log4j2.properties
 	rm -rf .tools/kafka && mkdir -p .tools/kafka
 	mvn -q -B -f tools/kafka/pom.xml dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(CURDIR)/.tools/kafka/libs
 	cp tools/kafka/log4j2.properties .tools/kafka/
 	touch $@
+$(KAFKA_CDS): $(KAFKA)
+	cd pkg && go run ./testenv/cmd/kafkabroker -archive ../$@
 $(DYNALITE):
 	npm install --prefix .tools --no-audit --no-fund --silent dynalite@4.0.0
 $(PLAYWRIGHT):
