@@ -387,10 +387,30 @@ func createTopics(ctx context.Context, adm *kadm.Client, partitions int32, topic
 			}
 		}
 		if ready == len(topics) {
-			return nil
+			return awaitOffsets(ctx, adm, topics)
 		}
 		if err := pause(ctx); err != nil {
 			return fmt.Errorf("%d of %d topics ready: %w", ready, len(topics), err)
+		}
+	}
+}
+
+// awaitOffsets waits until every partition of topics answers a ListOffsets request: a
+// topic deleted and created again is in the metadata, with its leaders, a moment before
+// its leader hosts the new partitions (UNKNOWN_TOPIC_OR_PARTITION meanwhile), and a
+// consumer that meets that error retries a second later, while its fetch of the other
+// partitions waits out FetchMaxWait (5 s) before the retried ones join it.
+func awaitOffsets(ctx context.Context, adm *kadm.Client, topics []string) error {
+	for {
+		offsets, err := adm.ListStartOffsets(ctx, topics...)
+		if err == nil {
+			err = offsets.Error()
+		}
+		if err == nil {
+			return nil
+		}
+		if err := pause(ctx); err != nil {
+			return fmt.Errorf("list offsets of %v: %w", topics, err)
 		}
 	}
 }
