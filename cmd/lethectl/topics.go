@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-
 	"github.com/lethe-erasure/lethe/pkg/broker"
 	"github.com/lethe-erasure/lethe/pkg/intake"
 )
@@ -74,7 +72,7 @@ lethectl topics apply --replication-factor 1 --min-insync-replicas 1   # a one-b
 			defer cl.Close()
 			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			changes, applyErr := broker.ApplyTopics(ctx, kadm.NewClient(cl), broker.Plan(p), dryRun)
+			changes, applyErr := broker.ApplyTopics(ctx, cl, broker.Plan(p), dryRun)
 			if changes == nil && applyErr != nil {
 				return brokerErr(ctx, cfg, timeout, applyErr)
 			}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/lethe-erasure/lethe/pkg/event"
 )
@@ -112,10 +114,11 @@ type TopicChange struct {
 // more partitions (never fewer) and the planned configs. With dryRun it changes nothing and
 // returns what it would do. A replication factor that differs is reported as a problem
 // (changing it is a partition reassignment) and makes the error non-nil, as does any
-// refused change. It returns once the brokers' metadata shows the changes (a broker learns
-// of them from the controller a moment after the controller accepted them), so that the
-// next reader sees them.
-func ApplyTopics(ctx context.Context, adm *kadm.Client, specs []TopicSpec, dryRun bool) ([]TopicChange, error) {
+// refused change. It returns once every broker shows the changes (a broker learns of them
+// from the controller a moment after the controller accepted them, each at its own pace),
+// so that the next reader sees them, whichever broker it asks.
+func ApplyTopics(ctx context.Context, cl *kgo.Client, specs []TopicSpec, dryRun bool) ([]TopicChange, error) {
+	adm := kadm.NewClient(cl)
 	names := make([]string, len(specs))
 	for i, s := range specs {
 		names[i] = s.Name
@@ -205,69 +208,92 @@ func ApplyTopics(ctx context.Context, adm *kadm.Client, specs []TopicSpec, dryRu
 			changed = append(changed, ch.Spec)
 		}
 	}
-	return changes, awaitTopics(ctx, adm, changed)
+	return changes, awaitTopics(ctx, cl, changed)
 }
 
-// awaitTopics waits until the cluster's metadata shows every spec: its partitions (at
+// awaitTopics waits until every broker of the cluster shows every spec: its partitions (at
 // least), each with a leader, and its configs.
-func awaitTopics(ctx context.Context, adm *kadm.Client, specs []TopicSpec) error {
-	for len(specs) > 0 {
-		names := make([]string, len(specs))
-		for i, s := range specs {
-			names[i] = s.Name
-		}
-		details, err := listFresh(ctx, adm, names)
-		if err != nil {
-			return fmt.Errorf("broker: list topics: %w", err)
-		}
-		configs, err := adm.DescribeTopicConfigs(ctx, names...)
-		if err != nil {
-			return fmt.Errorf("broker: describe topic configs: %w", err)
-		}
-		var pending []TopicSpec
-		for _, s := range specs {
-			if !shows(details[s.Name], configs, s) {
-				pending = append(pending, s)
+func awaitTopics(ctx context.Context, cl *kgo.Client, specs []TopicSpec) error {
+	if len(specs) == 0 {
+		return nil
+	}
+	meta, err := kadm.NewClient(cl).BrokerMetadata(ctx)
+	if err != nil {
+		return fmt.Errorf("broker: list brokers: %w", err)
+	}
+	for _, b := range meta.Brokers {
+		for {
+			pending, err := notShown(ctx, cl.Broker(int(b.NodeID)), specs)
+			if err != nil {
+				return fmt.Errorf("broker: read topics back from broker %d: %w", b.NodeID, err)
 			}
-		}
-		if specs = pending; len(specs) == 0 {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("broker: the cluster does not show topic %s as applied yet: %w", specs[0].Name, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
+			if pending == "" {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("broker: broker %d does not show topic %s as applied yet: %w", b.NodeID, pending, ctx.Err())
+			case <-time.After(100 * time.Millisecond):
+			}
 		}
 	}
 	return nil
 }
 
-// shows reports whether d and configs show s: its partitions, each led, and its configs.
-func shows(d kadm.TopicDetail, configs kadm.ResourceConfigs, s TopicSpec) bool {
-	if d.Err != nil || int32(len(d.Partitions)) < s.Partitions {
-		return false
+// notShown returns the first spec whose partitions, leaders or configs broker b does not
+// show yet, "" when it shows them all.
+func notShown(ctx context.Context, b *kgo.Broker, specs []TopicSpec) (string, error) {
+	mreq := kmsg.NewPtrMetadataRequest()
+	creq := kmsg.NewPtrDescribeConfigsRequest()
+	for _, s := range specs {
+		t := kmsg.NewMetadataRequestTopic()
+		t.Topic = kmsg.StringPtr(s.Name)
+		mreq.Topics = append(mreq.Topics, t)
+		r := kmsg.NewDescribeConfigsRequestResource()
+		r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeTopic, s.Name
+		creq.Resources = append(creq.Resources, r)
 	}
-	for _, p := range d.Partitions {
-		if p.Err != nil || p.Leader < 0 {
-			return false
-		}
+	mresp, err := mreq.RequestWith(ctx, b)
+	if err != nil {
+		return "", err
 	}
-	rc, err := configs.On(s.Name, nil)
-	if err != nil || rc.Err != nil {
-		return false
+	cresp, err := creq.RequestWith(ctx, b)
+	if err != nil {
+		return "", err
 	}
-	for k, want := range s.Configs {
-		have := ""
-		for _, c := range rc.Configs {
-			if c.Key == k && c.Value != nil {
-				have = *c.Value
+	led := map[string]int32{} // topic -> partitions with a leader
+	for _, t := range mresp.Topics {
+		if t.Topic != nil && t.ErrorCode == 0 {
+			for _, p := range t.Partitions {
+				if p.ErrorCode == 0 && p.Leader >= 0 {
+					led[*t.Topic]++
+				}
 			}
 		}
-		if have != want {
-			return false
+	}
+	configs := map[string]map[string]string{}
+	for _, r := range cresp.Resources {
+		if r.ErrorCode == 0 {
+			configs[r.ResourceName] = map[string]string{}
+			for _, c := range r.Configs {
+				if c.Value != nil {
+					configs[r.ResourceName][c.Name] = *c.Value
+				}
+			}
 		}
 	}
-	return true
+	for _, s := range specs {
+		have, ok := configs[s.Name]
+		if led[s.Name] < s.Partitions || !ok {
+			return s.Name, nil
+		}
+		for k, v := range s.Configs {
+			if have[k] != v {
+				return s.Name, nil
+			}
+		}
+	}
+	return "", nil
 }
 
 // listFresh lists topics with a metadata request of its own: kadm otherwise answers from

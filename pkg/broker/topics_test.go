@@ -116,9 +116,10 @@ func TestApplyTopics(t *testing.T) {
 	for _, s := range specs {
 		names = append(names, s.Name)
 	}
-	adm := kadm.NewClient(testenv.Producer(t, testenv.KafkaEmpty(t, 3, append(names, "single")...)))
+	cl := testenv.Producer(t, testenv.KafkaEmpty(t, 3, append(names, "single")...))
+	adm := kadm.NewClient(cl)
 
-	changes, err := broker.ApplyTopics(t.Context(), adm, specs, true)
+	changes, err := broker.ApplyTopics(t.Context(), cl, specs, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +132,7 @@ func TestApplyTopics(t *testing.T) {
 		t.Fatalf("the dry run created %d topics", len(got))
 	}
 
-	if _, err := broker.ApplyTopics(t.Context(), adm, specs, false); err != nil {
+	if _, err := broker.ApplyTopics(t.Context(), cl, specs, false); err != nil {
 		t.Fatalf("apply: %v", err)
 	}
 	got := readBack(t, adm, specs)
@@ -140,7 +141,7 @@ func TestApplyTopics(t *testing.T) {
 			t.Errorf("%s read back as %+v, want %+v", s.Name, got[s.Name], s)
 		}
 	}
-	changes, err = broker.ApplyTopics(t.Context(), adm, specs, false)
+	changes, err = broker.ApplyTopics(t.Context(), cl, specs, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +154,7 @@ func TestApplyTopics(t *testing.T) {
 	if _, err := adm.AlterTopicConfigs(t.Context(), []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "retention.ms", Value: kadm.StringPtr("1000")}}, event.TopicRequested); err != nil {
 		t.Fatal(err)
 	}
-	changes, err = broker.ApplyTopics(t.Context(), adm, specs, false)
+	changes, err = broker.ApplyTopics(t.Context(), cl, specs, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +175,7 @@ func TestApplyTopics(t *testing.T) {
 		t.Fatal(err)
 	}
 	odd := []broker.TopicSpec{{Name: "single", Partitions: 6, ReplicationFactor: 3, Configs: map[string]string{}}}
-	changes, err = broker.ApplyTopics(t.Context(), adm, odd, false)
+	changes, err = broker.ApplyTopics(t.Context(), cl, odd, false)
 	if err == nil || changes[0].Action != broker.TopicProblem {
 		t.Errorf("topic with replication factor 1 planned for 3: %v, %v; want a problem and an error", changes, err)
 	}
