@@ -8,14 +8,14 @@ GOTEST_FLAGS ?= -count=1 -timeout 10m
 # which -race's slowdown would fail).
 RACE ?= -race
 
-# The Kafka under test (pkg/testenv): kafka, Apache Kafka from .tools/kafka, one broker for
-# the whole run unless LETHE_TEST_KAFKA_BROKERS names one; or kfake, in process.
+# The Kafka under test (pkg/testenv): kafka, Apache Kafka from .tools/kafka (each test
+# package starts its broker, unless LETHE_TEST_KAFKA_BROKERS names one), or kfake, in process.
 LETHE_TEST_BROKER ?= kafka
 export LETHE_TEST_BROKER
 KAFKA := .tools/kafka/libs/.resolved
 KAFKA_CDS := .tools/kafka/kafka.jsa
 
-.PHONY: run serve test test-modules vet lint build-modules tools browser-test fuzz bench bench-storage chaos chaos-short clean
+.PHONY: run serve test vet lint build-modules tools browser-test fuzz bench bench-storage chaos chaos-short clean
 
 ## run: erase one demo customer from all five stores on embedded components; prints the receipt
 run:
@@ -27,15 +27,12 @@ serve:
 
 ## test: vet, build every module on its own, and run every module's tests (needs redis-server and node);
 ## the fault-injection module last and verbose, so its figures print
+## (Apache Kafka: a broker per test package, as packages run in parallel and one shared broker would
+## serialise them; a broker started first prints its version and fails the run early if none can start)
 test: tools vet build-modules
-	@if [ "$$LETHE_TEST_BROKER" = kafka ] && [ -z "$$LETHE_TEST_KAFKA_BROKERS" ]; then \
-	  cd pkg && go build -o ../.tools/bin/kafkabroker ./testenv/cmd/kafkabroker && cd .. && \
-	  .tools/bin/kafkabroker -- $(MAKE) --no-print-directory test-modules; \
-	else $(MAKE) --no-print-directory test-modules; fi
-	@echo "== go test chaos"; $(MAKE) --no-print-directory chaos-short
-
-test-modules:
+	@if [ "$$LETHE_TEST_BROKER" = kafka ] && [ -z "$$LETHE_TEST_KAFKA_BROKERS" ]; then cd pkg && go run ./testenv/cmd/kafkabroker -- true; fi
 	@set -e; for m in $(filter-out $(CURDIR)/chaos,$(MODULES)); do echo "== go test $${m#$(CURDIR)/}"; race="$(RACE)"; case $$m in */bench) race=;; esac; (cd $$m && go test $(GOTEST_FLAGS) $$race ./...); done
+	@echo "== go test chaos"; $(MAKE) --no-print-directory chaos-short
 
 vet:
 	@set -e; for m in $(MODULES); do (cd $$m && go vet ./...); done

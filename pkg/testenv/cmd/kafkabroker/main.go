@@ -2,7 +2,7 @@
 // suites, runs a command with LETHE_TEST_KAFKA_BROKERS (and LETHE_TEST_KAFKA_SASL_BROKERS)
 // naming it, stops the broker and exits with the command's status:
 //
-//	kafkabroker [-nodes 1] -- make test-modules
+//	kafkabroker [-nodes 1] -- go test ./...
 //
 // Without a command it prints the variables and runs until interrupted. The broker dies
 // with this process, however it ends. With -archive it starts a broker, has it serve
