@@ -73,7 +73,7 @@ func run() int {
 	go func() {
 		for s := range sigs {
 			if s == syscall.SIGTERM {
-				cmd.Process.Signal(s)
+				_ = cmd.Process.Signal(s) // it may have exited already
 			}
 		}
 	}()
