@@ -1,6 +1,7 @@
 // Package testenv starts the real components that integration tests run against: a
-// redis-server and a dynalite (DynamoDB) server on free loopback ports, an in-process kfake
-// broker, and gofakes3 (S3, versioning on) over HTTP. A component that cannot be started
+// redis-server and a dynalite (DynamoDB) server on free loopback ports, Apache Kafka
+// brokers as processes (kfake in process with EnvBroker=kfake), and gofakes3 (S3,
+// versioning on) over HTTP. A component that cannot be started
 // fails the test; it is never skipped, so a missing prerequisite cannot pass unnoticed in
 // CI.
 //
