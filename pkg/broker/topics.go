@@ -144,59 +144,38 @@ func ApplyTopics(ctx context.Context, cl *kgo.Client, specs []TopicSpec, dryRun 
 	var changes []TopicChange
 	var errs []error
 	for _, s := range specs {
-		ch := TopicChange{Spec: s, Action: TopicOK}
 		d, exists := details[s.Name]
+		rc, rcErr := configs.On(s.Name, nil)
+		if exists && d.Err == nil && (rcErr != nil || rc.Err != nil) {
+			// Listed by one broker, its configs asked of another that has not learnt of it yet.
+			var err error
+			if d, rc, err = describeTopic(ctx, adm, s.Name); err != nil {
+				errs = append(errs, err)
+				changes = append(changes, TopicChange{Spec: s, Action: TopicProblem})
+				continue
+			}
+		}
 		if !exists || d.Err != nil {
-			ch.Action = TopicCreate
-			if !dryRun {
-				errs = append(errs, createTopic(ctx, adm, s))
+			if dryRun {
+				changes = append(changes, TopicChange{Spec: s, Action: TopicCreate})
+				continue
 			}
-			changes = append(changes, ch)
-			continue
-		}
-		var alter []kadm.AlterConfig
-		rc, _ := configs.On(s.Name, nil)
-		for _, k := range sortedKeys(s.Configs) {
-			have := ""
-			for _, c := range rc.Configs {
-				if c.Key == k && c.Value != nil {
-					have = *c.Value
-				}
+			err := createTopic(ctx, adm, s)
+			if !errors.Is(err, kerr.TopicAlreadyExists) {
+				errs = append(errs, err)
+				changes = append(changes, TopicChange{Spec: s, Action: TopicCreate})
+				continue
 			}
-			if have != s.Configs[k] {
-				ch.Detail = append(ch.Detail, fmt.Sprintf("%s %s -> %s", k, orNone(have), s.Configs[k]))
-				alter = append(alter, kadm.AlterConfig{Op: kadm.SetConfig, Name: k, Value: kadm.StringPtr(s.Configs[k])})
+			// It exists after all: created meanwhile, or listed by a broker that had not
+			// learnt of it yet. Compare it as an existing topic.
+			if d, rc, err = describeTopic(ctx, adm, s.Name); err != nil {
+				errs = append(errs, err)
+				changes = append(changes, TopicChange{Spec: s, Action: TopicCreate})
+				continue
 			}
 		}
-		parts := int32(len(d.Partitions))
-		if parts < s.Partitions {
-			ch.Detail = append(ch.Detail, fmt.Sprintf("partitions %d -> %d", parts, s.Partitions))
-		} else if parts > s.Partitions {
-			ch.Detail = append(ch.Detail, fmt.Sprintf("partitions %d, more than the planned %d: kept (partitions never shrink)", parts, s.Partitions))
-		}
-		if len(ch.Detail) > 0 {
-			ch.Action = TopicUpdate
-		}
-		if rf := d.Partitions.NumReplicas(); rf != int(s.ReplicationFactor) {
-			ch.Action = TopicProblem
-			ch.Detail = append(ch.Detail, fmt.Sprintf("replication factor %d, want %d: reassign its partitions", rf, s.ReplicationFactor))
-			errs = append(errs, fmt.Errorf("broker: topic %s has replication factor %d, want %d", s.Name, rf, s.ReplicationFactor))
-		}
-		if !dryRun {
-			if len(alter) > 0 {
-				resp, err := adm.AlterTopicConfigs(ctx, alter, s.Name)
-				errs = append(errs, alterErr(s.Name, resp, err))
-			}
-			if parts < s.Partitions {
-				resp, err := adm.UpdatePartitions(ctx, int(s.Partitions), s.Name)
-				if err == nil {
-					err = resp.Error()
-				}
-				if err != nil {
-					errs = append(errs, fmt.Errorf("broker: add partitions to %s: %w", s.Name, err))
-				}
-			}
-		}
+		ch, err := reconcile(ctx, adm, s, d, rc, dryRun)
+		errs = append(errs, err)
 		changes = append(changes, ch)
 	}
 	if err := errors.Join(errs...); err != nil || dryRun {
@@ -209,6 +188,81 @@ func ApplyTopics(ctx context.Context, cl *kgo.Client, specs []TopicSpec, dryRun 
 		}
 	}
 	return changes, awaitTopics(ctx, cl, changed)
+}
+
+// reconcile compares the existing topic d, with its configs rc, to s and, unless dryRun,
+// alters its configs and adds partitions to match.
+func reconcile(ctx context.Context, adm *kadm.Client, s TopicSpec, d kadm.TopicDetail, rc kadm.ResourceConfig, dryRun bool) (TopicChange, error) {
+	ch := TopicChange{Spec: s, Action: TopicOK}
+	var errs []error
+	var alter []kadm.AlterConfig
+	for _, k := range sortedKeys(s.Configs) {
+		have := ""
+		for _, c := range rc.Configs {
+			if c.Key == k && c.Value != nil {
+				have = *c.Value
+			}
+		}
+		if have != s.Configs[k] {
+			ch.Detail = append(ch.Detail, fmt.Sprintf("%s %s -> %s", k, orNone(have), s.Configs[k]))
+			alter = append(alter, kadm.AlterConfig{Op: kadm.SetConfig, Name: k, Value: kadm.StringPtr(s.Configs[k])})
+		}
+	}
+	parts := int32(len(d.Partitions))
+	if parts < s.Partitions {
+		ch.Detail = append(ch.Detail, fmt.Sprintf("partitions %d -> %d", parts, s.Partitions))
+	} else if parts > s.Partitions {
+		ch.Detail = append(ch.Detail, fmt.Sprintf("partitions %d, more than the planned %d: kept (partitions never shrink)", parts, s.Partitions))
+	}
+	if len(ch.Detail) > 0 {
+		ch.Action = TopicUpdate
+	}
+	if rf := d.Partitions.NumReplicas(); rf != int(s.ReplicationFactor) {
+		ch.Action = TopicProblem
+		ch.Detail = append(ch.Detail, fmt.Sprintf("replication factor %d, want %d: reassign its partitions", rf, s.ReplicationFactor))
+		errs = append(errs, fmt.Errorf("broker: topic %s has replication factor %d, want %d", s.Name, rf, s.ReplicationFactor))
+	}
+	if !dryRun {
+		if len(alter) > 0 {
+			resp, err := adm.AlterTopicConfigs(ctx, alter, s.Name)
+			errs = append(errs, alterErr(s.Name, resp, err))
+		}
+		if parts < s.Partitions {
+			resp, err := adm.UpdatePartitions(ctx, int(s.Partitions), s.Name)
+			if err == nil {
+				err = resp.Error()
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("broker: add partitions to %s: %w", s.Name, err))
+			}
+		}
+	}
+	return ch, errors.Join(errs...)
+}
+
+// describeTopic waits until the cluster lists the topic name and returns its detail and
+// configs.
+func describeTopic(ctx context.Context, adm *kadm.Client, name string) (kadm.TopicDetail, kadm.ResourceConfig, error) {
+	for {
+		details, err := listFresh(ctx, adm, []string{name})
+		if err != nil {
+			return kadm.TopicDetail{}, kadm.ResourceConfig{}, fmt.Errorf("broker: list topic %s: %w", name, err)
+		}
+		if d := details[name]; d.Err == nil {
+			configs, err := adm.DescribeTopicConfigs(ctx, name)
+			if err != nil {
+				return d, kadm.ResourceConfig{}, fmt.Errorf("broker: describe topic configs of %s: %w", name, err)
+			}
+			if rc, err := configs.On(name, nil); err == nil && rc.Err == nil {
+				return d, rc, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return kadm.TopicDetail{}, kadm.ResourceConfig{}, fmt.Errorf("broker: topic %s exists but is not listed: %w", name, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // awaitTopics waits until every broker of the cluster shows every spec: its partitions (at
