@@ -367,7 +367,8 @@ func validRedrive(prev auditlog.Request, ids event.Identifiers, stores []string)
 // or Avro in either framing (ContentTypeHeader). Invalid requests, undecodable records and
 // registry ids the registry does not know are permanent errors: the consumer dead-letters
 // them with the reason, and with the name of the producer the record's credential
-// authenticated (consumer.WithPrincipal).
+// authenticated (consumer.WithPrincipal). A replayed record (dlq.HeaderReplayedFrom) that
+// names a placeholder of a redacted dead letter as an identifier is invalid.
 func (s *Service) HandleIntake(ctx context.Context, rec *kgo.Record) error {
 	in, err := s.decodeRecord(ctx, rec)
 	if err != nil {
@@ -389,6 +390,9 @@ func (s *Service) HandleIntake(ctx context.Context, rec *kgo.Record) error {
 			return consumer.WithPrincipal(retry.Permanent(fmt.Errorf("intake: record refused: %w", err)), producer)
 		}
 		in.Source = p.Name // the authenticated producer, not what the record claims
+	}
+	if err := refusePlaceholders(rec, in); err != nil {
+		return consumer.WithPrincipal(retry.Permanent(err), producer)
 	}
 	_, err = s.Submit(ctx, in)
 	if errors.Is(err, ErrInvalid) || errors.Is(err, ErrConflict) {

@@ -2,6 +2,7 @@ package intake_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -9,7 +10,9 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/auth"
 	"github.com/lethe-erasure/lethe/pkg/consumer"
+	"github.com/lethe-erasure/lethe/pkg/dlq"
 	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/intake"
 	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
@@ -31,7 +34,7 @@ func TestRedact(t *testing.T) {
 			t.Errorf("%s: redacted %t, value %q; want %t and no identifier", tc.name, redacted, v, tc.redacted)
 		}
 		var in event.IntakeRequest
-		if tc.name == "subject" && (event.Intake.Decode(v, &in) != nil || !strings.HasPrefix(in.SubjectID, "pseudonym:") || !strings.HasPrefix(in.SessionIDs[0], "pseudonym:")) {
+		if tc.name == "subject" && (event.Intake.Decode(v, &in) != nil || !dlq.IsPlaceholder(in.SubjectID) || !dlq.IsPlaceholder(in.SessionIDs[0])) {
 			t.Errorf("subject: redacted to %+v, want placeholders", in)
 		}
 	}
@@ -63,5 +66,43 @@ func TestIntakeRefusalNamesTheProducer(t *testing.T) {
 		if !retry.IsPermanent(err) || consumer.PrincipalOf(err) != tc.principal || strings.Contains(err.Error(), tc.token) {
 			t.Errorf("%s: %v naming %q, want a permanent error naming %q", tc.name, err, consumer.PrincipalOf(err), tc.principal)
 		}
+	}
+}
+
+// A replayed record whose subject or session is a placeholder of a redacted dead letter
+// is refused by the intake: erasing it would erase nothing and spend the producer's
+// idempotency key. The same identifier on a record that is not a replay is a request
+// like any other.
+func TestIntakeRefusesReplayedPlaceholder(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	placeholder := dlq.PlaceholderPrefix + e.key.Pseudonym("acme", subj)
+	replayed := func(in event.IntakeRequest) *kgo.Record {
+		r := encodeIntake(t, in)
+		r.Headers = []kgo.RecordHeader{{Key: dlq.HeaderReplayedFrom, Value: []byte("erasure.intake.dlq/0/3")}}
+		return r
+	}
+	base := event.IntakeRequest{TenantID: "acme", SessionIDs: []string{}, Regulation: "GDPR", Scope: event.ScopeSubject, IdempotencyKey: "order-7", SubmittedAt: start}
+	subject, session := base, base
+	subject.SubjectID = placeholder
+	session.SubjectID, session.SessionIDs = subj, []string{"s-1", placeholder}
+	for name, in := range map[string]event.IntakeRequest{"subject": subject, "session": session} {
+		err := e.svc.HandleIntake(ctx, replayed(in))
+		if !retry.IsPermanent(err) || !errors.Is(err, intake.ErrInvalid) || !strings.Contains(err.Error(), "placeholder") {
+			t.Errorf("replayed placeholder %s: %v, want a permanent ErrInvalid naming the placeholder", name, err)
+		}
+	}
+	if n := len(e.published(t)); n != 0 {
+		t.Fatalf("%d requests published for placeholders", n)
+	}
+	// The producer's own resubmission is not a conflict: the key was not spent.
+	fixed := base
+	fixed.SubjectID = subj
+	if err := e.svc.HandleIntake(ctx, encodeIntake(t, fixed)); err != nil {
+		t.Fatalf("resubmission: %v", err)
+	}
+	if err := e.svc.HandleIntake(ctx, encodeIntake(t, event.IntakeRequest{TenantID: "acme", SubjectID: placeholder, SessionIDs: []string{},
+		Regulation: "GDPR", Scope: event.ScopeSubject, SubmittedAt: start})); err != nil {
+		t.Errorf("a record that is not a replay: %v", err)
 	}
 }
