@@ -6,9 +6,17 @@
 // of its headers only an allow-list: content-type (its media type, with the record's own
 // value), lethe.replayed-from and lethe.replayed-by. A producer's credential
 // (authorization) is never kept; lethe.dlq.principal names the principal it
-// authenticated, when it did. List shows dead letters without their payload; Replay
-// publishes chosen ones back to their source topic once the cause is fixed, and
-// remembers in a consumer group what it replayed.
+// authenticated, when it did. List shows dead letters without their payload.
+//
+// Replay publishes chosen ones back to their source topic once the cause is fixed, and
+// remembers in a consumer group what it replayed. A replayed record carries the dead
+// letter's key, value and content-type header, lethe.replayed-from and lethe.replayed-by
+// (the replaying principal), so it holds no credential: a record of erasure.intake, whose
+// producers authenticate by a record header, is therefore never written back to its topic
+// but handed to the intake (Options.Intake), which authorises the replaying principal
+// and validates, gates and submits the request as it does any other. A redacted dead
+// letter (lethe.dlq.redacted, or identifiers of the form "pseudonym:<hex>") is refused:
+// replaying it would erase the placeholder, so the producer must resubmit.
 package dlq
 
 import (
