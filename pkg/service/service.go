@@ -62,7 +62,7 @@ type Group struct {
 	Name    string // consumer group id
 	Topics  []string
 	Handler consumer.Handler
-	Redact  func(*kgo.Record) []byte // the dead-letter value of a record; nil: the record's own
+	Redact  func(*kgo.Record) ([]byte, bool) // the dead-letter value of a record and whether it is redacted (consumer.Config.Redact); nil: the record's own
 	// InFlight is how many records of one partition the group handles at once
 	// (consumer.Config.InFlight); 0 or 1: one at a time, in order.
 	InFlight int
