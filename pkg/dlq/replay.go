@@ -59,6 +59,10 @@ type Options struct {
 	// the run goes on; any other error ends it. Without Intake such records are refused
 	// (ErrNeedsIntake).
 	Intake func(ctx context.Context, r *kgo.Record) error
+	// Requested, when set, takes each chosen record of erasure.requested in place of its
+	// topic, as Intake does: the intake passes it through its gates (workflow state, holds
+	// in force now) before it publishes it. Without Requested such records are written back.
+	Requested func(ctx context.Context, r *kgo.Record) error
 }
 
 // Result is what Replay did.
@@ -146,8 +150,8 @@ func Replay(ctx context.Context, brokers broker.Config, reg *schemareg.Codec, dl
 			return false, fmt.Errorf("%w: record %d/%d not replayed", ErrProgressFull, r.Partition, r.Offset)
 		}
 		out := &kgo.Record{Topic: e.SourceTopic, Key: r.Key, Value: r.Value, Headers: replayHeaders(dlqTopic, r, opts.By)}
-		if e.SourceTopic == event.TopicIntake {
-			err := opts.Intake(ctx, out)
+		if submit := opts.submitter(e.SourceTopic); submit != nil {
+			err := submit(ctx, out)
 			if errors.Is(err, ErrRefused) {
 				return refuse(err)
 			}
@@ -174,6 +178,17 @@ func Replay(ctx context.Context, brokers broker.Config, reg *schemareg.Codec, dl
 		return res, fmt.Errorf("dlq: replay %s: %w", dlqTopic, err)
 	}
 	return res, nil
+}
+
+// submitter is the hook that takes records of topic in place of the topic, if any.
+func (o Options) submitter(topic string) func(context.Context, *kgo.Record) error {
+	switch topic {
+	case event.TopicIntake:
+		return o.Intake
+	case event.TopicRequested:
+		return o.Requested
+	}
+	return nil
 }
 
 // replayHeaders are r's content-type header, the only one of the record's own headers a

@@ -142,8 +142,9 @@ func (s *Service) handleReplay(w http.ResponseWriter, r *http.Request) {
 			mayAct := s.Auth == nil || (tenant == "" && p.May("*")) || (tenant != "" && p.May(tenant))
 			return mayAct && e.Partition == body.Partition && e.Offset == body.Offset
 		},
-		By:     p.Name,
-		Intake: s.replayIntake(p),
+		By:        p.Name,
+		Intake:    s.replayIntake(p),
+		Requested: s.replayRequested(p),
 	})
 	var limited rateLimited
 	switch {
@@ -174,7 +175,7 @@ func refusalStatus(err error) int {
 	switch {
 	case errors.Is(err, auth.ErrForbidden), errors.Is(err, ErrForbidden):
 		return http.StatusForbidden
-	case errors.Is(err, ErrConflict):
+	case errors.Is(err, ErrConflict), errors.Is(err, ErrState):
 		return http.StatusConflict
 	}
 	return http.StatusUnprocessableEntity
@@ -223,6 +224,35 @@ func (s *Service) replayIntake(p auth.Principal) func(context.Context, *kgo.Reco
 			return refused(err)
 		}
 		return err
+	}
+}
+
+// replayRequested returns the replay of p's dead letters of erasure.requested: each
+// passes the gate (admit) with the holds in force now before it is published again.
+func (s *Service) replayRequested(p auth.Principal) func(context.Context, *kgo.Record) error {
+	return func(ctx context.Context, rec *kgo.Record) error {
+		var req event.Requested
+		if err := s.Registry.Decode(ctx, event.Request, rec.Value, &req); err != nil {
+			return refused(err)
+		}
+		if s.Auth != nil {
+			if err := p.Authorize(req.TenantID); err != nil {
+				return refused(err)
+			}
+		}
+		switch _, err := s.Store.GetReceipt(ctx, req.RequestID); {
+		case err == nil:
+			return refused(fmt.Errorf("%w: the request is complete", ErrState))
+		case !errors.Is(err, auditlog.ErrNotFound):
+			return s.unavailable(ErrStateStoreUnavailable, req.TenantID, err)
+		}
+		if err := s.admit(ctx, &req, nil); err != nil {
+			if errors.Is(err, ErrUnavailable) {
+				return err
+			}
+			return refused(err)
+		}
+		return s.publish(ctx, &req)
 	}
 }
 

@@ -147,3 +147,38 @@ func headerParts(r *kgo.Record) [][]byte {
 	}
 	return out
 }
+
+// A dead letter of erasure.requested replayed from the console passes the gate with the
+// holds in force now: a store held since it was dead-lettered is exempt, and a request
+// whose receipt exists is refused.
+func TestReplayOfRequestedDeadLetterPassesTheGate(t *testing.T) {
+	e, _ := gated(t, nil)
+	ctx := context.Background()
+	brokers := broker.Config{Brokers: e.addrs}
+	dlqTopic := event.DLQ(event.TopicRequested)
+	if _, err := kadm.NewClient(testenv.Producer(t, brokers)).CreateTopics(ctx, 1, 1, nil, dlqTopic); err != nil {
+		t.Fatal(err)
+	}
+	e.svc.DeadLetters = &intake.DeadLetters{Brokers: brokers, Topics: []string{dlqTopic}}
+	acc := e.submit(t, body(t, nil), bearer(acmeToken)...)
+	var orig *kgo.Record
+	for _, r := range testenv.ReadTopic(t, e.addrs, event.TopicRequested) {
+		if string(r.Key) == acc.RequestID {
+			orig = r
+		}
+	}
+	letter := &kgo.Record{Topic: dlqTopic, Key: orig.Key, Value: orig.Value, Headers: []kgo.RecordHeader{
+		{Key: consumer.HeaderTopic, Value: []byte(event.TopicRequested)}, {Key: consumer.HeaderReason, Value: []byte("store failed")}}}
+	if err := testenv.Producer(t, brokers).ProduceSync(ctx, letter).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	e.expect(t, "POST", "/v1/holds", `{"tenant_id": "acme", "store": "dataset", "legal_basis": "GDPR Art. 17(3)(e)"}`, dpo1Token, http.StatusCreated)
+	e.expect(t, "POST", "/v1/dead-letters/replay", `{"topic":"`+dlqTopic+`","partition":0,"offset":0}`, acmeToken, http.StatusOK)
+	pub := e.of(t, acc.RequestID)
+	if len(pub) != 2 {
+		t.Fatalf("published %d records, want the request and its replay", len(pub))
+	}
+	if _, held := pub[1].ExemptionOf("dataset"); !held {
+		t.Errorf("the replay erases a store held since: exempt %+v", pub[1].Exempt)
+	}
+}
