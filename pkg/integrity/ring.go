@@ -81,10 +81,11 @@ func NewRing(current string, secrets map[string][]byte) (*Ring, error) {
 // It returns nil and no error when neither name nor name_FILE is set; errors name the
 // variable, never its value.
 func FromEnv(name, defaultID string) (*Ring, error) {
-	return fromEnv(os.Getenv, name, defaultID)
+	return FromGetenv(os.Getenv, name, defaultID)
 }
 
-func fromEnv(getenv func(string) string, name, defaultID string) (*Ring, error) {
+// FromGetenv is FromEnv reading the variables through getenv.
+func FromGetenv(getenv func(string) string, name, defaultID string) (*Ring, error) {
 	val, file := getenv(name), getenv(name+"_FILE")
 	var cur []byte
 	switch {

@@ -103,7 +103,7 @@ func TestFromEnv(t *testing.T) {
 		{name: "old duplicate", env: map[string]string{"K": string(secret1), "K_OLD": "d1:" + string(secret2)}, fail: "appears twice"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			r, err := fromEnv(func(k string) string { return c.env[k] }, "K", "d1")
+			r, err := FromGetenv(func(k string) string { return c.env[k] }, "K", "d1")
 			if c.fail != "" {
 				if err == nil || !strings.Contains(err.Error(), c.fail) {
 					t.Fatalf("error %v, want one saying %q", err, c.fail)
