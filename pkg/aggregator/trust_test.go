@@ -167,3 +167,25 @@ func TestReceiptCarriesChainMAC(t *testing.T) {
 		t.Errorf("keyed verification: %+v, %v", v, err)
 	}
 }
+
+// A chain whose head fails its MAC (here linked under another secret with the same key
+// id, as a forger would) is never extended: the report that completes the request is
+// refused permanently, so it is dead-lettered with the reason, and no receipt is issued.
+func TestForgedChainHeadStopsReceipts(t *testing.T) {
+	k := ring(t, "chain1", chainSecret)
+	e := setup(t)
+	e.agg.ChainKey = k
+	forged := auditlog.Chain{Store: e.store, Key: ring(t, "chain1", otherSecret)}
+	if _, err := forged.Issue(context.Background(), event.Receipt{ReceiptID: "rc_0", RequestID: "er_0", TenantID: "acme", Status: event.ReceiptComplete}); err != nil {
+		t.Fatal(err)
+	}
+	recs := append([]*kgo.Record{reqRec(t, request("er_1", "acme", 1))}, doneRecs(t, success("er_1", "acme", 1)...)...)
+	e.handle(t, recs[:len(recs)-1]...)
+	err := e.agg.Handle(context.Background(), recs[len(recs)-1])
+	if !errors.Is(err, auditlog.ErrChainBroken) || !retry.IsPermanent(err) {
+		t.Fatalf("completing report after a forged head: %v, want a permanent ErrChainBroken", err)
+	}
+	if _, err := e.store.GetReceipt(context.Background(), "er_1"); !errors.Is(err, auditlog.ErrNotFound) {
+		t.Errorf("a receipt linked after a forged head: %v", err)
+	}
+}
