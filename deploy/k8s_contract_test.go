@@ -91,6 +91,8 @@ func replacePlaceholders(t *testing.T, o objects) map[string]string {
 	values := map[string]string{
 		"LETHE_HMAC_KEY":       base64.StdEncoding.EncodeToString(random(32)),
 		"LETHE_KEK":            base64.StdEncoding.EncodeToString(random(32)),
+		"LETHE_MAC_KEY":        base64.StdEncoding.EncodeToString(random(32)),
+		"LETHE_CHAIN_KEY":      base64.StdEncoding.EncodeToString(random(32)),
 		"LETHE_TOKENS":         "contract-test:" + hex.EncodeToString(sum[:]) + ":vastralaya",
 		"LETHE_QDRANT_API_KEY": hex.EncodeToString(random(16)),
 		"LETHE_REDIS_PASSWORD": hex.EncodeToString(random(16)),

@@ -75,6 +75,7 @@ stores:
 		"LETHE_INVENTORY=" + inv,
 		"LETHE_HMAC_KEY=" + hex.EncodeToString(randomBytes(t, 32)),
 		"LETHE_KEK=" + base64.StdEncoding.EncodeToString(randomBytes(t, 32)),
+		"LETHE_MAC_KEY=" + base64.StdEncoding.EncodeToString(randomBytes(t, 32)),
 		"LETHE_AUDIT_TABLE=lethe-audit", "LETHE_KEYS_TABLE=lethe-keys", "LETHE_DYNAMODB_ENDPOINT=" + s.dynamo,
 		"AWS_ACCESS_KEY_ID=contract", "AWS_SECRET_ACCESS_KEY=contract", "AWS_REGION=us-east-1", "AWS_EC2_METADATA_DISABLED=true",
 		"LETHE_LOG_LEVEL=info",
@@ -103,7 +104,7 @@ stores:
 
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	in, inMetrics := run("intake", "LETHE_HTTP_ADDR="+httpAddr, "LETHE_TOKENS=acceptance:"+hex.EncodeToString(sum[:])+":acme")
-	agg, aggMetrics := run("aggregator")
+	agg, aggMetrics := run("aggregator", "LETHE_CHAIN_KEY="+base64.StdEncoding.EncodeToString(randomBytes(t, 32)))
 	del, delMetrics := run("helpdesk-deleter")
 	in.waitHTTP(t, "http://"+inMetrics+"/readyz")
 	agg.waitHTTP(t, "http://"+aggMetrics+"/readyz")

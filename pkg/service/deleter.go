@@ -30,6 +30,10 @@ type Open func(ctx context.Context, env Env) (deletion.Store, []metrics.Check, e
 // store of kind is not an error: a deleter is deployed before its stores are added to the
 // inventory, and reports nothing until they are.
 //
+// The worker erases only requests that carry a valid MAC under LETHE_MAC_KEY and, unless
+// LETHE_ALLOW_UNSEALED=true (development only, logged as a warning at start), whose
+// identifiers are sealed; it signs its reports (see package worker).
+//
 // When the store is a deletion.Discoverer, the deleter also runs inventory discovery (package
 // discovery: every LETHE_DISCOVERY_INTERVAL, off by default, and on POST /discovery), serves
 // the last report on GET /discovery of its metrics address, exports
@@ -62,15 +66,21 @@ func DeleterSpec(name, kind string, open Open) func(ctx context.Context, env Env
 		if err != nil {
 			return Spec{}, fmt.Errorf("%s: %w", name, err)
 		}
+		if env.Config.AllowUnsealed {
+			env.Log.Warn("INSECURE: LETHE_ALLOW_UNSEALED=true: this deleter erases requests whose identifiers travel in the clear; for development only",
+				zap.String("deleter", name))
+		}
 		w := &worker.Worker{
-			Inventory: inv,
-			Stores:    map[string]deletion.Store{kind: store},
-			Producer:  env.Producer,
-			Log:       env.Log,
-			Metrics:   env.Metrics,
-			Sealer:    env.Sealer,
-			Registry:  env.Registry,
-			Batching:  batching,
+			Inventory:     inv,
+			Stores:        map[string]deletion.Store{kind: store},
+			Producer:      env.Producer,
+			Log:           env.Log,
+			Metrics:       env.Metrics,
+			Sealer:        env.Sealer,
+			AllowUnsealed: env.Config.AllowUnsealed,
+			MAC:           env.Config.MAC,
+			Registry:      env.Registry,
+			Batching:      batching,
 		}
 		spec := Spec{
 			Groups: []Group{{

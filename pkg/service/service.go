@@ -30,7 +30,7 @@ import (
 var Topics = []string{
 	event.TopicIntake, event.TopicRequested, event.TopicStoreDone, event.TopicCompleted, event.TopicOverdue,
 	event.TopicSuppressions, event.TopicReappeared, event.TopicStoreFound,
-	event.DLQ(event.TopicIntake), event.DLQ(event.TopicRequested), event.DLQ(event.TopicStoreDone),
+	event.DLQ(event.TopicIntake), event.DLQ(event.TopicRequested), event.DLQ(event.TopicStoreDone), event.DLQ(event.TopicStoreFound),
 }
 
 // topicWait is how long a service with topic creation off waits for its topics: the
