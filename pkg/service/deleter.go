@@ -3,12 +3,14 @@ package service
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"strconv"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/lethe-erasure/lethe/pkg/auth"
 	"github.com/lethe-erasure/lethe/pkg/consumer"
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/discovery"
@@ -94,7 +96,11 @@ func DeleterSpec(name, kind string, open Open) func(ctx context.Context, env Env
 		if r := discovery.For(kind, store, inv, dopts, env.Metrics, env.Log); r != nil {
 			set := discovery.Set{r}
 			w.Discovery = set
-			metrics.Or(env.Metrics).Handle("/discovery", set.Handler())
+			h, err := discoveryHandler(set, env.Config.MetricsAddr)
+			if err != nil {
+				return Spec{}, fmt.Errorf("%s: %w", name, err)
+			}
+			metrics.Or(env.Metrics).Handle("/discovery", h)
 			spec.Run = set.Run
 		}
 		return spec, nil
@@ -164,4 +170,25 @@ func BatchingFromEnv(getenv func(string) string) (worker.Batching, int, error) {
 		b.Running = n
 	}
 	return b, inflight, nil
+}
+
+// discoveryHandler serves set's reports on the metrics address. POST /discovery scans
+// backends: with credentials configured (auth.FromEnvIfSet) only operators may call it,
+// and without them only a loopback listener serves it.
+func discoveryHandler(set discovery.Set, addr string) (http.Handler, error) {
+	authn, err := auth.FromEnvIfSet()
+	if err != nil {
+		return nil, err
+	}
+	h := set.Handler()
+	if authn != nil || auth.LoopbackAddr(addr) {
+		return authn.Operators(h), nil
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			auth.WriteError(w, http.StatusForbidden, "forbidden: POST /discovery on a non-loopback listener needs operator credentials (LETHE_TOKENS or JWT settings)")
+			return
+		}
+		h.ServeHTTP(w, r)
+	}), nil
 }

@@ -53,7 +53,7 @@ func deleterEnv(t *testing.T, doc string) Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Env{Config: &config.Config{Inventory: inv}, Log: zap.NewNop()}
+	return Env{Config: &config.Config{Inventory: inv, MetricsAddr: "127.0.0.1:9090"}, Log: zap.NewNop()}
 }
 
 func TestDeleterSpec(t *testing.T) {

@@ -190,13 +190,11 @@ func start(ctx context.Context, o options, stderr io.Writer) (*app, error) {
 // loadAuth configures authentication from the environment when credentials are
 // configured there; otherwise the standalone intake accepts every caller and says so.
 func loadAuth(stderr io.Writer) (*auth.Authenticator, error) {
-	for _, v := range []string{"LETHE_TOKENS", "LETHE_TOKENS_FILE", "LETHE_JWKS_FILE", "LETHE_JWKS_URL", "LETHE_JWT_HS256_SECRET", "LETHE_JWT_HS256_SECRET_FILE", "LETHE_AUTH_DISABLED"} {
-		if os.Getenv(v) != "" {
-			return auth.FromEnv()
-		}
+	a, err := auth.FromEnvIfSet()
+	if a == nil && err == nil {
+		fmt.Fprintln(stderr, "lethe standalone: no LETHE_TOKENS or JWT settings; the intake accepts unauthenticated requests on loopback only")
 	}
-	fmt.Fprintln(stderr, "lethe standalone: no LETHE_TOKENS or JWT settings; the intake accepts unauthenticated requests")
-	return nil, nil
+	return a, err
 }
 
 // loadIntegrity reads the record MAC key and the receipt chain key from the environment
