@@ -2,7 +2,6 @@ package datasetstore
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/csv"
 	"encoding/json"
@@ -96,7 +95,7 @@ func (s *Store) Discover(ctx context.Context, inv *inventory.Inventory, opts del
 			if slices.ContainsFunc(covers, func(re *regexp.Regexp) bool { return re.MatchString(name) }) {
 				continue
 			}
-			reasons, err := sampleDataset(ctx, b, key, opts)
+			reasons, err := sampleDataset(ctx, b, key, opts, s.lim)
 			if err != nil {
 				return nil, err
 			}
@@ -131,6 +130,33 @@ func mapKeys(m map[string]bool) func(func(string) bool) {
 			}
 		}
 	}
+}
+
+// sampleParquet reads the column names and up to opts.Sample rows' strings of the first
+// row group of a Parquet dataset.
+func sampleParquet(r io.Reader, opts deletion.DiscoverOptions, lim Limits) (fields, values []string, err error) {
+	defer recovered(&err)
+	pf, err := openParquet(r, lim)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, p := range pf.Schema().Columns() {
+		fields = append(fields, strings.Join(p, "."))
+	}
+	if groups := pf.RowGroups(); len(groups) > 0 {
+		rows := make([]parquet.Row, opts.Sample)
+		r := groups[0].Rows()
+		n, _ := r.ReadRows(rows)
+		r.Close()
+		for _, row := range rows[:n] {
+			for _, v := range row {
+				if v.Kind() == parquet.ByteArray {
+					values = append(values, string(v.ByteArray()))
+				}
+			}
+		}
+	}
+	return fields, values, nil
 }
 
 // bucketsOf returns the prefix p with its bucket name filled in for each known tenant
@@ -207,9 +233,13 @@ func keyShape(key string, opts deletion.DiscoverOptions) string {
 	return strings.Join(parts, "/")
 }
 
-// sampleDataset reads up to opts.Sample rows of the object key and says why they look
-// like personal data; an object that is no dataset gives no reason.
-func sampleDataset(ctx context.Context, b Bucket, key string, opts deletion.DiscoverOptions) ([]string, error) {
+// sampleBytes bounds what discovery reads of a text dataset's content: its first rows.
+const sampleBytes = 1 << 20
+
+// sampleDataset reads up to opts.Sample rows of the object key, within its first
+// sampleBytes (a Parquet object: within lim), and says why they look like personal data;
+// an object that is no dataset gives no reason.
+func sampleDataset(ctx context.Context, b Bucket, key string, opts deletion.DiscoverOptions, lim Limits) ([]string, error) {
 	obj, err := b.Get(ctx, key)
 	if errors.Is(err, ErrNotFound) {
 		return nil, nil
@@ -218,11 +248,12 @@ func sampleDataset(ctx context.Context, b Bucket, key string, opts deletion.Disc
 		return nil, err
 	}
 	defer obj.Body.Close()
-	f, in, _, release, err := open(key, obj.Body)
+	f, content, _, release, err := open(key, obj.Body, lim)
 	defer release()
 	if err != nil {
 		return nil, nil // not a dataset this store reads
 	}
+	in := io.LimitReader(content, min(sampleBytes, lim.Record))
 	var fields, values []string
 	switch f {
 	case formatCSV, formatTSV:
@@ -244,8 +275,9 @@ func sampleDataset(ctx context.Context, b Bucket, key string, opts deletion.Disc
 		}
 	case formatJSONL:
 		br := bufio.NewReader(in)
+		var line []byte
 		for n := 0; n < opts.Sample; n++ {
-			line, err := br.ReadBytes('\n')
+			line, err = readLine(br, line, n+1, lim)
 			var doc any
 			if json.Unmarshal(line, &doc) == nil {
 				f, v := deletion.Walk(doc)
@@ -268,30 +300,12 @@ func sampleDataset(ctx context.Context, b Bucket, key string, opts deletion.Disc
 			}
 		}
 	case formatParquet:
-		data, err := io.ReadAll(io.LimitReader(in, maxWhole+1))
-		if err != nil || len(data) > maxWhole {
-			return nil, err
-		}
-		pf, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
-		if err != nil {
-			return nil, nil
-		}
-		for _, p := range pf.Schema().Columns() {
-			fields = append(fields, strings.Join(p, "."))
-		}
-		rows := make([]parquet.Row, opts.Sample)
-		for _, rg := range pf.RowGroups() {
-			r := rg.Rows()
-			n, _ := r.ReadRows(rows)
-			r.Close()
-			for _, row := range rows[:n] {
-				for _, v := range row {
-					if v.Kind() == parquet.ByteArray {
-						values = append(values, string(v.ByteArray()))
-					}
-				}
+		var err error
+		if fields, values, err = sampleParquet(content, opts, lim); err != nil {
+			if errors.Is(err, errMalformed) {
+				return nil, nil
 			}
-			break
+			return nil, err
 		}
 	}
 	var named []string // the last part of each field path only: a map key above may be a value

@@ -295,11 +295,11 @@ func (s *summaries) nameOf(key string) string {
 	return summaryRoot + s.key.Fingerprint("dataset-summary-name", key, "", "")[:40] + ".json"
 }
 
-// build summarises the dataset key read from r for the tenant and columns of m.
-func (s *summaries) build(key string, r io.Reader, tenant string, m *matcher) (entry, error) {
+// build summarises the dataset key read from r for the tenant and columns of m, within lim.
+func (s *summaries) build(key string, r io.Reader, tenant string, m *matcher, lim Limits) (entry, error) {
 	c := newCollector()
 	cm := &matcher{subjectCols: m.subjectCols, sessionCols: m.sessionCols, collect: c}
-	if _, err := scanMentions(key, r, nil, cm, &finder{collect: c.mention}, ""); err != nil {
+	if _, err := scanMentions(key, r, nil, cm, &finder{collect: c.mention}, "", lim); err != nil {
 		return entry{}, err
 	}
 	e, _, err := s.entryOf(c, tenant, m, false)

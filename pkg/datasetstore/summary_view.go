@@ -24,6 +24,7 @@ type view struct {
 	ids, sessions, mentions []uint64
 	mentionsOK              bool // every identifier can be told absent by the token set
 	docs                    map[string]*loaded
+	lim                     Limits
 	readOnly                bool // summaries built are kept in the process only, never stored
 }
 
@@ -43,7 +44,7 @@ func (l location) view(m *matcher, f *finder) *view {
 		return nil
 	}
 	k := l.sum.key
-	v := &view{s: l.sum, b: b, tenant: l.tenant, m: m, scope: l.sum.scopeOf(l.tenant, m), docs: map[string]*loaded{}}
+	v := &view{s: l.sum, b: b, tenant: l.tenant, m: m, scope: l.sum.scopeOf(l.tenant, m), docs: map[string]*loaded{}, lim: l.lim}
 	if m.batch != nil {
 		for id := range m.batch.ids {
 			v.ids = append(v.ids, k.PseudonymPrefix(l.tenant, id))
@@ -268,7 +269,7 @@ func (v *view) start(key string) *building {
 	bl := &building{pw: pw, done: make(chan struct{})}
 	go func() {
 		defer close(bl.done)
-		bl.e, bl.err = v.s.build(key, pr, v.tenant, v.m)
+		bl.e, bl.err = v.s.build(key, pr, v.tenant, v.m, v.lim)
 		if n, _ := io.Copy(io.Discard, pr); n > 0 && bl.err == nil {
 			bl.err = errors.New("bytes after the dataset")
 		}
