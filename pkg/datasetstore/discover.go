@@ -35,9 +35,9 @@ var errEnough = errors.New("enough objects listed")
 // rows (opts.Sample of them) have identity-like columns or fields, or values of a pii
 // pattern. A dataset is an object of a known extension or whose content is one (CSV, TSV,
 // JSONL, JSON arrays, Parquet, gzip-compressed or not); objects that are no datasets are
-// skipped. Objects are reported grouped by shape: the bucket, then the key with known
-// tenants replaced by {tenant} and every part holding digits or a pii pattern by {id}
-// (extensions kept), so no identifier reaches a report.
+// skipped. Objects are reported grouped by shape: the bucket, then the key with its file
+// name replaced by {id} (a known extension kept), known tenants by {tenant} and every
+// directory holding digits or a pii pattern by {id}, so no file name reaches a report.
 func (s *Store) Discover(ctx context.Context, inv *inventory.Inventory, opts deletion.DiscoverOptions) ([]deletion.Uncovered, error) {
 	opts = opts.Defaults()
 	var covers []*regexp.Regexp
@@ -213,21 +213,20 @@ func coverRE(p string) *regexp.Regexp {
 	return regexp.MustCompile(b.String())
 }
 
-// keyShape replaces the parts of key that may identify someone by placeholders.
+// keyShape replaces the parts of key that may identify someone by placeholders: the file
+// name always ({id} with its known extension, deletion.KnownExtension), a directory named
+// after a known tenant by {tenant}, one holding digits, '@', '+' or a pii pattern (or
+// longer than 40 bytes) by {id}.
 func keyShape(key string, opts deletion.DiscoverOptions) string {
 	parts := strings.Split(key, "/")
 	for i, p := range parts {
-		stem, ext := p, ""
-		if i == len(parts)-1 {
-			if j := strings.IndexByte(p, '.'); j > 0 {
-				stem, ext = p[:j], p[j:]
-			}
-		}
 		switch {
-		case slices.Contains(opts.Tenants, stem):
-			parts[i] = "{tenant}" + ext
-		case strings.ContainsAny(stem, "0123456789@+") || deletion.PersonalValue(stem) || len(stem) > 40:
-			parts[i] = "{id}" + ext
+		case i == len(parts)-1:
+			parts[i] = "{id}" + deletion.KnownExtension(p)
+		case slices.Contains(opts.Tenants, p):
+			parts[i] = "{tenant}"
+		case strings.ContainsAny(p, "0123456789@+") || deletion.PersonalValue(p) || len(p) > 40:
+			parts[i] = "{id}"
 		}
 	}
 	return strings.Join(parts, "/")
