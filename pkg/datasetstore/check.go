@@ -38,16 +38,16 @@ func Check(client *s3.Client, inv *inventory.Inventory) metrics.Check {
 	}}
 }
 
-// OptionsFromEnv returns the Store's options from the environment: WithLimits of
-// LimitsFromEnv, and WithSummaries(key) unless LETHE_DATASET_SUMMARIES is "off" (summaries
-// are on by default; off, every erasure reads every object and version). A malformed
-// setting is an error.
+// OptionsFromEnv returns the Store's options from the environment: WithKey(key),
+// WithLimits of LimitsFromEnv, and WithSummaries(key) unless LETHE_DATASET_SUMMARIES is
+// "off" (summaries are on by default; off, every erasure reads every object and version).
+// A malformed setting is an error.
 func OptionsFromEnv(key subject.Key) ([]Option, error) {
 	lim, err := LimitsFromEnv()
 	if err != nil {
 		return nil, err
 	}
-	opts := []Option{WithLimits(lim)}
+	opts := []Option{WithKey(key), WithLimits(lim)}
 	if os.Getenv("LETHE_DATASET_SUMMARIES") != "off" {
 		opts = append(opts, WithSummaries(key))
 	}

@@ -17,9 +17,10 @@
 // array when it starts with '[' and JSONL when it starts with '{'. An object that cannot be
 // read or decoded (an unknown format, a parse error, a corrupt or truncated stream,
 // content past the Limits) is unexamined: Erase never rewrites or deletes it, and Verify
-// counts it in Unexamined and names it in UnexaminedItems as its prefix template and the
-// rest of its key, with the reason, so the store ends FAILED until it is fixed or
-// excluded.
+// counts it in Unexamined and names it in UnexaminedItems, with the reason, so the store
+// ends FAILED until it is fixed or excluded. Reports name an object by its prefix
+// template, the shape of the rest of its key and a keyed reference (WithKey), never by its
+// name, which may hold identifiers; reasons hold no content.
 //
 // CSV, TSV, JSONL and JSON arrays stream: memory holds one row (one array element), at
 // most Limits.Record, and the buffers, whatever the object's size, and gzip is
@@ -96,6 +97,7 @@ type Store struct {
 	listed *listings  // nil: every operation lists what it reads (see VerifyBatch)
 	hand   *handoff   // a find's listings for the erases that follow; nil in verifications
 	lim    Limits
+	names  deletion.ItemNames // how reports name objects (WithKey)
 }
 
 var _ deletion.Store = (*Store)(nil)
@@ -126,12 +128,23 @@ type location struct {
 	listed   *listings  // nil: inventoryOf lists anew
 	hand     *handoff   // nil: no listing passes from a find to an erase
 	lim      Limits
+	names    deletion.ItemNames
 }
 
-// display names key by its prefix template and the rest of its key, so that reports of
-// single objects name no tenant.
+// display names key in a report: its prefix template, the shape of the rest of its key
+// and its keyed reference (deletion.ItemNames), so that a report names no tenant and no
+// object.
 func (l location) display(key string) string {
-	return l.template + strings.TrimPrefix(key, l.prefix)
+	return l.names.Name(l.template, strings.TrimPrefix(key, l.prefix), l.fullName(key))
+}
+
+// fullName is the name of key that its keyed reference is computed from: "s3://bucket/key"
+// or "file://key" (key relative to the dataset root).
+func (l location) fullName(key string) string {
+	if b, ok := l.bucket.(*s3Bucket); ok {
+		return "s3://" + b.name + "/" + key
+	}
+	return "file://" + key
 }
 
 // excludes reports whether an exclude pattern matches key: a pattern without a slash
@@ -175,7 +188,7 @@ func (s *Store) locations(st inventory.Store, subj deletion.Subject) ([]location
 		if _, ok := l.bucket.(*s3Bucket); ok {
 			l.sum = s.sum
 		}
-		l.listed, l.hand, l.lim = s.listed, s.hand, s.lim
+		l.listed, l.hand, l.lim, l.names = s.listed, s.hand, s.lim, s.names
 		out = append(out, l)
 	}
 	return out, nil

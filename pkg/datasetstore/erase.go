@@ -11,6 +11,7 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/keylock"
+	"github.com/lethe-erasure/lethe/pkg/pii"
 )
 
 // counts is what erasing or verifying one location did or found.
@@ -257,7 +258,8 @@ func dropHeldVersions(ctx context.Context, ls listing, key, superseded string, w
 	return err
 }
 
-// objectName names key as its location and the rest of its key, for error messages.
+// objectName names key as its location and the rest of its key, for locks (never for
+// reports or errors: it holds the name).
 func objectName(l location, key string) string {
 	return l.name + strings.TrimPrefix(key, l.prefix)
 }
@@ -520,13 +522,14 @@ func remaining(ctx context.Context, l location, m *matcher) (c counts, err error
 	return c, nil
 }
 
-// reason is the part of a malformed error after its sentinel.
+// reason is the part of a malformed error after its sentinel, with anything personal data
+// patterns find masked (a decoder's message may quote a value).
 func reason(err error) string {
 	msg := err.Error()
 	if i := strings.Index(msg, errMalformed.Error()+": "); i >= 0 {
-		return msg[i+len(errMalformed.Error())+2:]
+		msg = msg[i+len(errMalformed.Error())+2:]
 	}
-	return msg
+	return pii.Mask(msg)
 }
 
 // objectLocks serialises rewrites of one object within the process.

@@ -234,7 +234,7 @@ func TestMalformedObjectLeftUntouched(t *testing.T) {
 		for name, why := range reasons {
 			n := 0
 			for _, item := range v.UnexaminedItems {
-				if strings.HasPrefix(item, prefix+"{tenant}/"+name) && strings.Contains(item, why) {
+				if strings.HasPrefix(item, prefix+"{tenant}/"+deletion.Shape(name)) && strings.Contains(item, why) {
 					n++
 				}
 			}

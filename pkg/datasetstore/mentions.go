@@ -17,6 +17,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/pii"
 )
 
 // Mention policies: what a subject-scope erasure does with a row that still mentions one of
@@ -450,8 +451,8 @@ func mentionsInVersion(ctx context.Context, vb Versioned, v Version, m *matcher,
 }
 
 // countMentions counts the rows of every current object and remaining version of l that
-// still mention f's identifiers, and names each object (as its prefix template and the
-// rest of its key) with the columns that hold them. Objects it cannot read are Verify's
+// still mention f's identifiers, and names each object (location.display) with the
+// columns that hold them. Objects it cannot read are Verify's
 // unexamined ones and are skipped here.
 func countMentions(ctx context.Context, l location, m *matcher, f *finder) (int64, []string, error) {
 	ls, err := inventoryOf(ctx, l)
@@ -490,7 +491,7 @@ func countMentions(ctx context.Context, l location, m *matcher, f *finder) (int6
 			}
 			n += int64(ms.left)
 			items = append(items, fmt.Sprintf("%s%s: %d rows mention the subject's identifiers (columns %s)",
-				l.display(key), what, ms.left, strings.Join(ms.fields, ", ")))
+				l.display(key), what, ms.left, pii.Mask(strings.Join(ms.fields, ", "))))
 		}
 		if err := sv.flush(ctx, key, ls.live(key)); err != nil {
 			return 0, nil, err

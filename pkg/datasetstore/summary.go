@@ -12,6 +12,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/subject"
 )
 
@@ -71,11 +72,19 @@ const (
 // Option configures a Store.
 type Option func(*Store)
 
+// WithKey makes the Store's reports name objects by references keyed by key
+// (deletion.ItemNames); without it they name objects by their shape alone.
+func WithKey(key subject.Key) Option {
+	return func(s *Store) { s.names = deletion.NewItemNames(key) }
+}
+
 // WithSummaries makes the Store keep per-object summaries of keyed pseudonyms (made with
 // key) beside S3 datasets and skip the objects and versions whose summary shows they do
-// not hold the subject. Directory locations are always read in full.
+// not hold the subject. Directory locations are always read in full. It implies
+// WithKey(key).
 func WithSummaries(key subject.Key) Option {
 	return func(s *Store) {
+		s.names = deletion.NewItemNames(key)
 		s.sum = &summaries{key: key, cache: map[string][]entry{}, written: map[string]Written{}, rewrites: map[string]*rewriteInProgress{}, memo: newPrefixMemo(), rows: map[string]*rowIndex{}}
 	}
 }
