@@ -150,7 +150,7 @@ func TestWrittenSummaryIsThatOfItsBytes(t *testing.T) {
 			}
 			var stored *entry
 			for _, doc := range sums {
-				for _, e := range decodeSummary(bytes.NewReader(doc)) {
+				for _, e := range decodeSummary(bytes.NewReader(doc), deletiontest.Key.Derive(summaryLabel), key) {
 					if e.is(obj.VersionID, obj.Token, e.Scope) {
 						stored = &e
 					}

@@ -95,7 +95,8 @@ func (v *view) doc(key string) *loaded {
 }
 
 // find returns the valid entry of one version of key, reading the stored summary once
-// when the cache has none. A summary that cannot be read is treated as missing.
+// when the cache has none. A summary that cannot be read or authenticated is treated as
+// missing.
 func (v *view) find(ctx context.Context, key, versionID, etag string) (entry, bool) {
 	d := v.doc(key)
 	look := func() (entry, bool) {
@@ -128,7 +129,7 @@ func (v *view) fetch(ctx context.Context, key string, d *loaded) {
 		return
 	}
 	defer obj.Body.Close()
-	d.stored = decodeSummary(obj.Body)
+	d.stored = decodeSummary(obj.Body, v.s.mac, key)
 	for _, e := range d.stored {
 		d.merge(e)
 	}
@@ -339,7 +340,7 @@ func (v *view) flush(ctx context.Context, key string, live []Version) error {
 		return nil
 	}
 	id, name := v.cacheID(key), v.s.nameOf(key)
-	write := func(w io.Writer) error { return encodeSummary(w, v.s.key.ID(), d.entries) }
+	write := func(w io.Writer) error { return encodeSummary(w, v.s.mac, key, v.s.key.ID(), d.entries) }
 	if last, ok := v.s.lastWrite(id); ok && !d.fetched && len(d.entries) > 0 {
 		// This process wrote the stored summary last, so the cache holds what it holds:
 		// replace it on that condition, and delete the version it supersedes by id. Should
