@@ -49,13 +49,16 @@ func (e *endless) Read(p []byte) (int, error) {
 
 // lazyGzip compresses what src yields, lazily, and counts the compressed bytes read.
 type lazyGzip struct {
-	pr *io.PipeReader
-	n  int64
+	pr   *io.PipeReader
+	n    int64
+	done chan struct{}
 }
 
 func newLazyGzip(src io.Reader) *lazyGzip {
 	pr, pw := io.Pipe()
+	z := &lazyGzip{pr: pr, done: make(chan struct{})}
 	go func() {
+		defer close(z.done)
 		zw, _ := gzip.NewWriterLevel(pw, gzip.BestSpeed)
 		_, err := io.Copy(zw, src)
 		if err == nil {
@@ -63,16 +66,20 @@ func newLazyGzip(src io.Reader) *lazyGzip {
 		}
 		pw.CloseWithError(err)
 	}()
-	return &lazyGzip{pr: pr}
+	return z
 }
 
-func (g *lazyGzip) Read(p []byte) (int, error) {
-	n, err := g.pr.Read(p)
-	g.n += int64(n)
+func (z *lazyGzip) Read(p []byte) (int, error) {
+	n, err := z.pr.Read(p)
+	z.n += int64(n)
 	return n, err
 }
 
-func (g *lazyGzip) Close() { g.pr.Close() }
+// Close stops the compressor and waits until it no longer reads its source.
+func (z *lazyGzip) Close() {
+	z.pr.Close()
+	<-z.done
+}
 
 // walkers are the three walkers of a dataset: the row filter (rewriting), the mention
 // scanner and the summary builder.
@@ -96,19 +103,20 @@ func walkers(lim Limits) map[string]func(key string, r io.Reader) error {
 }
 
 // TestRecordBound: a record, a line or an array element that never ends is refused with
-// the record bound by every walker of every text format, having read about the bound.
+// the record bound (here 1 MiB) by every walker of every text format, having read about
+// the bound.
 func TestRecordBound(t *testing.T) {
-	lim := testLimits
+	lim := Limits{Record: 1 << 20}.withDefaults()
 	for _, tc := range []struct {
 		key, head, fill, want string
 	}{
-		{"x.csv", "customer_id,question\ncust-2,", "a", "a record over the 16 MiB record bound"},
-		{"x.csv", "customer_id,question\ncust-2,\"", "a\n", "a record over the 16 MiB record bound"},
-		{"x.tsv", "customer_id\tquestion\ncust-2\t", "a", "a record over the 16 MiB record bound"},
+		{"x.csv", "customer_id,question\ncust-2,", "a", "a record over the 1 MiB record bound"},
+		{"x.csv", "customer_id,question\ncust-2,\"", "a\n", "a record over the 1 MiB record bound"},
+		{"x.tsv", "customer_id\tquestion\ncust-2\t", "a", "a record over the 1 MiB record bound"},
 		{"x.csv", "customer_id,question\n", ",", "a record over the 65536 fields per record bound"},
-		{"x.jsonl", `{"customer_id":"cust-2"}` + "\n" + `{"question":"`, "a", "line 2 over the 16 MiB record bound"},
-		{"x.json", `[{"customer_id":"cust-2"},{"question":"`, "a", "an array element over the 16 MiB record bound"},
-		{"x.json", `[{"customer_id":"cust-2"},{"customer_id":[`, "1,", "an array element over the 16 MiB record bound"},
+		{"x.jsonl", `{"customer_id":"cust-2"}` + "\n" + `{"question":"`, "a", "line 2 over the 1 MiB record bound"},
+		{"x.json", `[{"customer_id":"cust-2"},{"question":"`, "a", "an array element over the 1 MiB record bound"},
+		{"x.json", `[{"customer_id":"cust-2"},{"customer_id":[`, "1,", "an array element over the 1 MiB record bound"},
 	} {
 		for name, read := range walkers(lim) {
 			t.Run(tc.key+"/"+name, func(t *testing.T) {
@@ -141,8 +149,8 @@ func TestDecompressionBound(t *testing.T) {
 			t.Run(key+"/"+name, func(t *testing.T) {
 				src := &endless{head: []byte(head), fill: []byte(fill), max: 64 * lim.Decompressed}
 				z := newLazyGzip(src)
-				defer z.Close()
 				err := read(key, z)
+				z.Close()
 				if !isBound(err) || !strings.Contains(err.Error(), "the decompressed content over the 1 MiB decompressed bound") {
 					t.Fatalf("error %v; want the decompressed bound", err)
 				}
