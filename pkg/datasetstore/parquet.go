@@ -13,11 +13,11 @@ import (
 
 // filterParquet filters a Parquet file. Parquet needs random access, so the file is read
 // whole and checked against lim (openParquet: a file past it is malformed, unexamined,
-// never rewritten). The rewrite keeps the schema, the compression codec of the first column chunk and the
-// key/value metadata, and writes every kept row value for value. Columns are leaf columns
-// named by their path, so "metadata.customer_id" names the field customer_id of the group
-// metadata; a repeated column matches when any of its values does. With a nil w it only
-// counts.
+// never rewritten). The rewrite keeps the schema, the compression codec of the first
+// column chunk and the key/value metadata, and writes every kept row value for value.
+// Columns are leaf columns named by their path, so "metadata.customer_id" names the field
+// customer_id of the group metadata; a repeated column matches when any of its values
+// does. With a nil w it only counts.
 func filterParquet(r io.Reader, w io.Writer, m *matcher, lim Limits) (dropped int, err error) {
 	defer recovered(&err)
 	f, err := openParquet(r, lim)
