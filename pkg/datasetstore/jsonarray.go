@@ -4,21 +4,20 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 )
 
-// filterJSONArray filters a JSON array of objects, streaming it one element at a time: the
-// bytes before, between and after the kept elements are copied as they are, and a comma
-// goes with the element it precedes, so dropping elements leaves a valid array with the
-// original layout.
-func filterJSONArray(src io.Reader, w *bufio.Writer, m *matcher) (int, error) {
-	rec := &recorder{src: src}
+// filterJSONArray filters a JSON array of objects, streaming it one element at a time (each
+// at most lim.Record bytes): the bytes before, between and after the kept elements are
+// copied as they are, and a comma goes with the element it precedes, so dropping elements
+// leaves a valid array with the original layout.
+func filterJSONArray(src io.Reader, w *bufio.Writer, m *matcher, lim Limits) (int, error) {
+	rec := newRecorder(src, lim, "an array element", 0)
 	dec := json.NewDecoder(rec)
 	dec.UseNumber()
 	bad := func(format string, args ...any) error {
-		if rec.err != nil {
-			return fmt.Errorf("read: %w", rec.err)
+		if err := rec.failed(); err != nil {
+			return err
 		}
 		return malformed(format, args...)
 	}
@@ -66,8 +65,8 @@ func filterJSONArray(src io.Reader, w *bufio.Writer, m *matcher) (int, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return dropped, bad("data after the json array")
 	}
-	if rec.err != nil {
-		return dropped, fmt.Errorf("read: %w", rec.err)
+	if err := rec.failed(); err != nil {
+		return dropped, err
 	}
 	_, err := w.Write(rec.take(rec.base + int64(len(rec.buf))))
 	return dropped, err

@@ -16,7 +16,8 @@
 // identifier matches only its own prefix. Every template holds "{tenant}/" before its
 // first identifier (Locators), so each tenant's objects lie under a prefix of their own and
 // an erasure of one tenant never lists another's. Reports name templates, never an
-// identifier.
+// identifier: an object in one is its prefix template, the shape of the rest of its key
+// and a keyed reference (deletion.ItemNames, WithKey), never its name.
 // Errors are classified once here: a missing bucket, an invalid bucket name or a refused
 // request (AccessDenied) is permanent; anything else (the service down, throttling,
 // internal errors) is transient. A Store is safe for concurrent use.
@@ -40,6 +41,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/retry"
+	"github.com/lethe-erasure/lethe/pkg/subject"
 )
 
 // Method is the verification method the store reports.
@@ -55,13 +57,29 @@ const (
 type Store struct {
 	client *s3.Client
 	now    func() time.Time
+	names  deletion.ItemNames
 }
 
 var _ deletion.Store = (*Store)(nil)
 
+// Option configures a Store.
+type Option func(*Store)
+
+// WithKey makes the Store's reports name objects by references keyed by key
+// (deletion.ItemNames); without it they name objects by their shape alone.
+func WithKey(key subject.Key) Option {
+	return func(s *Store) { s.names = deletion.NewItemNames(key) }
+}
+
 // New returns a Store over client, which needs s3:ListBucketVersions,
 // s3:DeleteObjectVersion, s3:GetObjectLegalHold and s3:GetObjectRetention on the buckets.
-func New(client *s3.Client) *Store { return &Store{client: client, now: time.Now} }
+func New(client *s3.Client, opts ...Option) *Store {
+	s := &Store{client: client, now: time.Now}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
 
 // target is one expanded prefix: what is listed and deleted, and where it is reported.
 type target struct {
@@ -296,7 +314,7 @@ func (s *Store) lockOf(ctx context.Context, bucket string, e entry) (string, err
 
 // Verify lists every prefix of s in st again: each version or delete marker left counts as
 // remaining, except versions under Object Lock, which count as unexamined and are named
-// with the reason (at most maxItems of them).
+// (deletion.ItemNames) with their version id and the reason (at most maxItems of them).
 func (s *Store) Verify(ctx context.Context, st inventory.Store, sub deletion.Subject) (event.Verification, error) {
 	tgs, err := targets(st, sub)
 	if err != nil {
@@ -319,28 +337,12 @@ func (s *Store) Verify(ctx context.Context, st inventory.Store, sub deletion.Sub
 			}
 			v.Unexamined++
 			if len(v.UnexaminedItems) < maxItems {
-				v.UnexaminedItems = append(v.UnexaminedItems, fmt.Sprintf("%s%s version %s: %s", tg.location, redact(strings.TrimPrefix(e.key, tg.prefix), sub), e.version, reason))
+				name := s.names.Name(tg.location, strings.TrimPrefix(e.key, tg.prefix), "s3://"+tg.bucket+"/"+e.key)
+				v.UnexaminedItems = append(v.UnexaminedItems, fmt.Sprintf("%s version %s: %s", name, e.version, reason))
 			}
 		}
 	}
 	return v, nil
-}
-
-// redact replaces identifiers of s (as given and as encoded) of four bytes or more in an
-// object name below a prefix with their placeholders.
-func redact(name string, s deletion.Subject) string {
-	repl := func(id, p string) {
-		for _, form := range []string{id, Encode(id)} {
-			if len(form) >= 4 {
-				name = strings.ReplaceAll(name, form, p)
-			}
-		}
-	}
-	repl(s.ID, inventory.Subject)
-	for _, ses := range s.Sessions {
-		repl(ses, inventory.Session)
-	}
-	return name
 }
 
 func addCount(ls []event.LocationCount, loc string, n int64) []event.LocationCount {

@@ -3,6 +3,7 @@ package s3prefixstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -297,19 +298,66 @@ func TestObjectLock(t *testing.T) {
 	}
 	joined := strings.Join(v.UnexaminedItems, "\n")
 	for _, want := range []string{
-		userTemplate + "{subject}-passport.pdf version " + held + ": object lock legal hold",
-		userTemplate + "contract.pdf version ",
+		userTemplate + "*.pdf version " + held + ": object lock legal hold",
+		userTemplate + "*.pdf version ",
 		"object lock retention (COMPLIANCE) until ",
 	} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("unexamined items %q lack %q", v.UnexaminedItems, want)
 		}
 	}
-	if strings.Contains(joined, s.ID) {
-		t.Errorf("unexamined items %q hold the subject id", v.UnexaminedItems)
+	if strings.Contains(joined, s.ID) || strings.Contains(joined, "passport") || strings.Contains(joined, "contract") {
+		t.Errorf("unexamined items %q hold the subject id or an object name", v.UnexaminedItems)
 	}
 	if n := w.countSubject(t, s); n != 2 {
 		t.Errorf("%d versions remain, want the 2 locked ones", n)
+	}
+}
+
+// TestReportsNameNoObject: locked objects whose names hold an email, a customer id or a
+// plain name are reported, by a subject and by a tenant erasure, as their prefix template,
+// their shape and a keyed reference found again from the object's full name, never by
+// their names.
+func TestReportsNameNoObject(t *testing.T) {
+	w := newWorld(t)
+	s := deletiontest.NewSubject("acme", "cust-4711")
+	names := map[string]string{} // key -> its reference
+	for _, rel := range []string{"uploads/anna.schmidt@example.de.png", "cust-4711-invoice.pdf", "annaschmidt"} {
+		key := userPrefix(s) + rel
+		hold(t, w, key, w.put(t, uploadsBucket, key, "held"))
+		names[key] = deletion.NewItemNames(deletiontest.Key).Ref("s3://" + uploadsBucket + "/" + key)
+	}
+	store := New(w.client, WithKey(deletiontest.Key))
+	for _, subj := range []deletion.Subject{s, {Tenant: "acme", Scope: event.ScopeTenant}} {
+		if _, err := store.Erase(context.Background(), testStore(), subj); err != nil {
+			t.Fatal(err)
+		}
+		v, err := store.Verify(context.Background(), testStore(), subj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.Unexamined != 3 || len(v.UnexaminedItems) != 3 {
+			t.Fatalf("verification %+v; want the 3 locked objects unexamined", v)
+		}
+		var refs []string
+		for _, item := range v.UnexaminedItems {
+			for _, raw := range []string{"anna", "schmidt", "example", "4711", "invoice", "/uploads/", "acme"} {
+				if strings.Contains(item, raw) {
+					t.Errorf("item %q holds %q", item, raw)
+				}
+			}
+			if i := strings.Index(item, " [ref "); i >= 0 {
+				refs = append(refs, item[i+6:i+22])
+			}
+		}
+		for key, ref := range names {
+			if !slices.Contains(refs, ref) {
+				t.Errorf("no item refers to %s (%s): %q", key, ref, v.UnexaminedItems)
+			}
+		}
+		if joined := strings.Join(v.UnexaminedItems, "\n"); !strings.Contains(joined, "*/*.png [ref ") || !strings.Contains(joined, "*.pdf [ref ") {
+			t.Errorf("items %q keep no extension", v.UnexaminedItems)
+		}
 	}
 }
 
