@@ -140,6 +140,9 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 	if o.HTTPAddr == "" {
 		o.HTTPAddr = "127.0.0.1:0"
 	}
+	if err := intake.CheckBind(o.HTTPAddr, o.Auth); err != nil {
+		return nil, err
+	}
 	log := o.Log
 	if log == nil {
 		log = zap.NewNop()
@@ -227,9 +230,6 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 		}
 	}
 
-	if err := intake.CheckBind(o.HTTPAddr, o.Auth); err != nil {
-		return nil, err
-	}
 	sys.Intake.AllowedHosts, sys.Intake.AllowedOrigins = o.AllowedHosts, o.AllowedOrigins
 	l, err := net.Listen("tcp", o.HTTPAddr)
 	if err != nil {
