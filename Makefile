@@ -1,6 +1,9 @@
 # Lethe. The two commands: `make run` (the demo on embedded components) and `make test`.
 SHELL := /bin/bash
-MODULES := $(shell go list -m -f '{{.Dir}}' 2>/dev/null)
+# The Go toolchain every go.mod asks for; the go command fetches it through the module proxy.
+# $(shell) does not see exported variables in GNU Make 4.3, hence the prefix on MODULES.
+export GOTOOLCHAIN := go1.27.3
+MODULES := $(shell GOTOOLCHAIN=$(GOTOOLCHAIN) go list -m -f '{{.Dir}}' 2>/dev/null)
 DYNALITE := .tools/node_modules/dynalite/cli.js
 GOTEST_FLAGS ?= -count=1 -timeout 10m
 # The unit and integration tests run under the race detector; the fault-injection and

@@ -1,6 +1,6 @@
 module github.com/lethe-erasure/lethe/services/qdrant-deleter
 
-go 1.26.8
+go 1.27.3
 
 require github.com/lethe-erasure/lethe/pkg v0.0.0
 
