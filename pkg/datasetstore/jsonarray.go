@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 )
 
@@ -31,6 +32,9 @@ func filterJSONArray(src io.Reader, w *bufio.Writer, m *matcher, lim Limits) (in
 	for i := 1; dec.More(); i++ {
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
+			if endOfInput(err) {
+				return dropped, bad("unterminated json array")
+			}
 			return dropped, bad("element %d is not valid json", i)
 		}
 		chunk := rec.take(dec.InputOffset())
@@ -70,4 +74,13 @@ func filterJSONArray(src io.Reader, w *bufio.Writer, m *matcher, lim Limits) (in
 	}
 	_, err := w.Write(rec.take(rec.base + int64(len(rec.buf))))
 	return dropped, err
+}
+
+// endOfInput reports whether a Decode error says the input ended where a value should start.
+// Since Go 1.27, encoding/json (on json/v2) has More report another element at the end of
+// the input, and the Decode that follows fails with this syntax error, which has no
+// sentinel to test.
+func endOfInput(err error) bool {
+	var se *json.SyntaxError
+	return errors.As(err, &se) && se.Error() == "unexpected end of JSON input"
 }

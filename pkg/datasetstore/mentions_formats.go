@@ -193,6 +193,9 @@ func (s *scanner) jsonArray(src io.Reader, w io.Writer) error {
 	for i := 1; dec.More(); i++ {
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
+			if endOfInput(err) {
+				return bad("unterminated json array")
+			}
 			return bad("element %d is not valid json", i)
 		}
 		chunk := rec.take(dec.InputOffset())
