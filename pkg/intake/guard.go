@@ -61,6 +61,7 @@ func (s *Service) hostAllowed(hostport string) bool {
 	if h, _, err := net.SplitHostPort(hostport); err == nil {
 		host = h
 	}
+	host = strings.Trim(host, "[]")
 	if len(s.AllowedHosts) > 0 {
 		return slices.ContainsFunc(s.AllowedHosts, func(a string) bool { return strings.EqualFold(a, host) || strings.EqualFold(a, hostport) })
 	}
