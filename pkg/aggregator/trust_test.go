@@ -15,15 +15,6 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/testenv"
 )
 
-func ring(t *testing.T, id, secret string) *integrity.Ring {
-	t.Helper()
-	r, err := integrity.NewRing(id, map[string][]byte{id: []byte(secret)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
-
 const (
 	macSecret   = "deployment-mac-secret-0123456789abcdef"
 	otherSecret = "someone-elses-secret-0123456789abcdef"
@@ -54,7 +45,7 @@ func (e *env) refused(t *testing.T, what string, rec *kgo.Record) {
 // results, and the request's stored reports stay empty. The deleters' signed reports then
 // complete the request.
 func TestForgedReportsAreRefused(t *testing.T) {
-	k := ring(t, "mac1", macSecret)
+	k := testenv.Ring(t, "mac1", macSecret)
 	e := setup(t)
 	e.agg.MAC = k
 	e.handle(t, sign(t, k, event.Request, reqRec(t, request("er_1", "acme", 1)))...)
@@ -75,7 +66,7 @@ func TestForgedReportsAreRefused(t *testing.T) {
 	}
 	forged := map[string][]*kgo.Record{
 		"unsigned":  doneRecs(t, success("er_1", "acme", 1)...),
-		"other key": sign(t, ring(t, "mac1", otherSecret), event.Done, doneRecs(t, success("er_1", "acme", 1)...)...),
+		"other key": sign(t, testenv.Ring(t, "mac1", otherSecret), event.Done, doneRecs(t, success("er_1", "acme", 1)...)...),
 		"altered":   altered,
 		"as a find": sign(t, k, event.Found, doneRecs(t, success("er_1", "acme", 1)...)...),
 	}
@@ -103,7 +94,7 @@ func TestForgedReportsAreRefused(t *testing.T) {
 // A forged request can change neither what a stored request expects nor its due date, and
 // a forged find counts nothing.
 func TestForgedRequestsAndFindsAreRefused(t *testing.T) {
-	k := ring(t, "mac1", macSecret)
+	k := testenv.Ring(t, "mac1", macSecret)
 	e := setup(t)
 	e.agg.MAC = k
 	e.refused(t, "unsigned request", reqRec(t, request("er_1", "acme", 1)))
@@ -127,7 +118,7 @@ func TestForgedRequestsAndFindsAreRefused(t *testing.T) {
 // The re-drives the aggregator publishes (sweeps, re-applies) are signed, so deleters
 // accept them.
 func TestRedriveIsSigned(t *testing.T) {
-	k := ring(t, "mac1", macSecret)
+	k := testenv.Ring(t, "mac1", macSecret)
 	e := setup(t)
 	e.agg.MAC = k
 	req := auditlog.RequestOf(&event.Requested{RequestID: "er_1", TenantID: "acme", Scope: event.ScopeSubject, ExpectedStores: expected,
@@ -147,7 +138,7 @@ func TestRedriveIsSigned(t *testing.T) {
 // With a chain key, the receipt carries a chain MAC that verifies, on erasure.completed
 // as in the audit table, and the tenant's chain passes keyed verification.
 func TestReceiptCarriesChainMAC(t *testing.T) {
-	k := ring(t, "chain1", chainSecret)
+	k := testenv.Ring(t, "chain1", chainSecret)
 	e := setup(t)
 	e.agg.ChainKey = k
 	e.handle(t, reqRec(t, request("er_1", "acme", 1)))
@@ -172,10 +163,10 @@ func TestReceiptCarriesChainMAC(t *testing.T) {
 // id, as a forger would) is never extended: the report that completes the request is
 // refused permanently, so it is dead-lettered with the reason, and no receipt is issued.
 func TestForgedChainHeadStopsReceipts(t *testing.T) {
-	k := ring(t, "chain1", chainSecret)
+	k := testenv.Ring(t, "chain1", chainSecret)
 	e := setup(t)
 	e.agg.ChainKey = k
-	forged := auditlog.Chain{Store: e.store, Key: ring(t, "chain1", otherSecret)}
+	forged := auditlog.Chain{Store: e.store, Key: testenv.Ring(t, "chain1", otherSecret)}
 	if _, err := forged.Issue(context.Background(), event.Receipt{ReceiptID: "rc_0", RequestID: "er_0", TenantID: "acme", Status: event.ReceiptComplete}); err != nil {
 		t.Fatal(err)
 	}

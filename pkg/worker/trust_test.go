@@ -16,15 +16,6 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/worker"
 )
 
-func macRing(t *testing.T, id, secret string) *integrity.Ring {
-	t.Helper()
-	r, err := integrity.NewRing(id, map[string][]byte{id: []byte(secret)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
-
 const (
 	macSecret   = "deployment-mac-secret-0123456789abcdef"
 	otherSecret = "someone-elses-secret-0123456789abcdef"
@@ -105,7 +96,7 @@ func TestUnsealedTenantRequest(t *testing.T) {
 // anything else: no store is touched and nothing is reported, since nothing in it can be
 // believed. A signed request is erased, and its reports carry a MAC that verifies.
 func TestRequestWithoutValidMACIsRefused(t *testing.T) {
-	k := macRing(t, "mac1", macSecret)
+	k := testenv.Ring(t, "mac1", macSecret)
 	sealedReq, sealer := sealedRequest(t, testKEK(t))
 	altered := signed(t, k, sealedReq)
 	var tenantWide event.Requested
@@ -120,8 +111,8 @@ func TestRequestWithoutValidMACIsRefused(t *testing.T) {
 	altered.Value = b
 	for name, rec := range map[string]*kgo.Record{
 		"unsigned":      record(t, sealedReq),
-		"other key":     signed(t, macRing(t, "mac1", otherSecret), sealedReq),
-		"unknown key":   signed(t, macRing(t, "mac9", macSecret), sealedReq),
+		"other key":     signed(t, testenv.Ring(t, "mac1", otherSecret), sealedReq),
+		"unknown key":   signed(t, testenv.Ring(t, "mac9", macSecret), sealedReq),
 		"altered":       altered,
 		"malformed MAC": {Topic: event.TopicRequested, Value: record(t, sealedReq).Value, Headers: []kgo.RecordHeader{{Key: integrity.Header, Value: []byte("v1:mac1:00")}}},
 	} {
@@ -164,7 +155,7 @@ func TestRequestWithoutValidMACIsRefused(t *testing.T) {
 
 // What a Finder found is signed too: the aggregator counts it.
 func TestFindsAreSigned(t *testing.T) {
-	k := macRing(t, "mac1", macSecret)
+	k := testenv.Ring(t, "mac1", macSecret)
 	fake := newFake(map[string]*behaviour{"redis": {items: 3}, "langgraph": {items: 2}})
 	w, addrs := setup(t, map[string]deletion.Store{"redis": findingStore{fake, &eventLog{}}})
 	w.MAC = k
