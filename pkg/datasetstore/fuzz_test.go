@@ -229,7 +229,8 @@ func refLZ4(b []byte) ([]byte, bool) {
 	for i := 0; i < len(b); {
 		token := b[i]
 		i++
-		lit, ok := int(token>>4), true
+		lit := int(token >> 4)
+		var ok bool
 		if lit == 15 {
 			if i, lit, ok = ext(i, lit); !ok {
 				return nil, false
