@@ -109,7 +109,7 @@ func startStandIns(t *testing.T, brokers int, redisArgs []string, buckets ...str
 		kafka:  kc.ListenAddrs(),
 		qdrant: l.Addr().String(),
 		redis:  testenv.RedisArgs(t, redisArgs...),
-		dynamo: testenv.Dynalite(t),
+		dynamo: testenv.DynamoDB(t),
 		s3:     s3.URL,
 	}
 }

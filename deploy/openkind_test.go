@@ -66,7 +66,7 @@ stores:
 		t.Fatal(err)
 	}
 	t.Cleanup(kc.Close)
-	s := &standIns{kafka: kc.ListenAddrs(), dynamo: testenv.Dynalite(t)}
+	s := &standIns{kafka: kc.ListenAddrs(), dynamo: testenv.DynamoDB(t)}
 	s.createTables(t, "lethe-audit", "lethe-keys")
 	const token = "open-kinds-token"
 	sum := sha256.Sum256([]byte(token))
