@@ -218,9 +218,8 @@ func dropBucket(ctx context.Context, c *s3.Client, bucket string) error {
 		}
 		var ids []types.ObjectIdentifier
 		add := func(key, version *string) {
-			if aws.ToString(version) == "null" { // an object of a bucket never versioned
-				version = nil
-			}
+			// Always by version id, "null" included: without one, a versioned bucket
+			// would only add a delete marker.
 			ids = append(ids, types.ObjectIdentifier{Key: key, VersionId: version})
 		}
 		for _, v := range out.Versions {
