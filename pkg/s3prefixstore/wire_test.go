@@ -46,6 +46,7 @@ type wire struct {
 // newWire serves testenv.S3 with both buckets behind a wire and returns them.
 func newWire(t testing.TB) (*wire, *testenv.S3Server) {
 	t.Helper()
+	testenv.SkipOnStandIns(t, "Object Lock and the null version")
 	f := &wire{}
 	wrap := func(h http.Handler) http.Handler { f.next = h; return f }
 	srv := testenv.S3With(t, testenv.S3Options{ObjectLock: true, Wrap: wrap}, uploadsBucket)
