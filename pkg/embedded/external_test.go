@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
-		"slices"
+	"slices"
 	"strings"
 	"testing"
 	"time"

@@ -122,7 +122,8 @@ func startMotoOnce(bin string) (string, error) {
 	// Pdeathsig when the thread that forked exits, so the server is started from a
 	// goroutine locked to its thread for the server's whole life.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	started, exited := make(chan error, 1), make(chan error, 1)
+	started, exited := make(chan error, 1), make(chan struct{})
+	var waitErr error // set before exited closes
 	go func() {
 		runtime.LockOSThread()
 		if err := cmd.Start(); err != nil {
@@ -130,7 +131,8 @@ func startMotoOnce(bin string) (string, error) {
 			return
 		}
 		started <- nil
-		exited <- cmd.Wait()
+		waitErr = cmd.Wait()
+		close(exited)
 	}()
 	if err := <-started; err != nil {
 		return "", fmt.Errorf("start %s: %w", bin, err)
@@ -148,8 +150,8 @@ func startMotoOnce(bin string) (string, error) {
 			}
 		}
 		select {
-		case err := <-exited:
-			return "", fmt.Errorf("moto_server on port %d exited (%v):\n%s", port, err, out)
+		case <-exited:
+			return "", fmt.Errorf("moto_server on port %d exited (%v):\n%s", port, waitErr, out)
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
@@ -252,12 +254,10 @@ func motoAccount(t testing.TB, base string) string {
 		t.Fatal(err)
 	}
 	account := newAccountID()
-	rp := httputil.NewSingleHostReverseProxy(target)
-	director := rp.Director
-	rp.Director = func(r *http.Request) {
-		director(r)
-		r.Header.Set("X-Moto-Account-Id", account)
-	}
+	rp := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
+		r.SetURL(target)
+		r.Out.Header.Set("X-Moto-Account-Id", account)
+	}}
 	var one sync.Mutex
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		one.Lock()
