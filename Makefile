@@ -37,7 +37,7 @@ build-modules:
 	@set -e; for m in $(MODULES); do (cd $$m && GOWORK=off go build -o /dev/null ./... ); done
 
 ## tools: install into .tools moto's server (S3 and DynamoDB for tests; a Python virtual environment, pinned),
-## dynalite (the chaos run's DynamoDB, and LETHE_TEST_STANDINS=1) and playwright-core (the console's browser test, with Debian's chromium)
+## dynalite (the chaos run's DynamoDB, table-name validation, LETHE_TEST_STANDINS=1) and playwright-core (the console's browser test, with Debian's chromium)
 PLAYWRIGHT := .tools/node_modules/playwright-core/package.json
 MOTO := .tools/venv/bin/moto_server
 MOTO_REQUIREMENTS := pkg/testenv/moto-requirements.txt
