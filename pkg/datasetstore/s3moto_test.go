@@ -168,6 +168,7 @@ func TestRewriteOfObjectDeletedMeanwhile(t *testing.T) {
 	if !errors.Is(err, ErrConflict) && !errors.Is(err, ErrNotFound) {
 		t.Errorf("Put over a deleted object: %v, want ErrConflict or ErrNotFound", err)
 	}
+	t.Logf("Put over a deleted object: %v", err)
 	if _, err := b.Get(ctx, key); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Get after the refused rewrite: %v, want ErrNotFound (nothing written)", err)
 	}
