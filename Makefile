@@ -21,7 +21,7 @@ run:
 serve:
 	go run ./services/standalone -seed
 
-## test: vet, build every module on its own, and run every module's tests (needs redis-server and node);
+## test: vet, build every module on its own, and run every module's tests (needs redis-server, node and python3);
 ## the fault-injection module last and verbose, so its figures print
 test: tools vet build-modules
 	@set -e; for m in $(filter-out $(CURDIR)/chaos,$(MODULES)); do echo "== go test $${m#$(CURDIR)/}"; race="$(RACE)"; case $$m in */bench) race=;; esac; (cd $$m && go test $(GOTEST_FLAGS) $$race ./...); done
@@ -43,9 +43,17 @@ build-modules:
 vuln:
 	.ci/vulncheck
 
-## tools: install dynalite (DynamoDB for tests) and playwright-core (the console's browser test, with Debian's chromium) into .tools
+## tools: install into .tools moto's server (S3 and DynamoDB for tests; a Python virtual environment, pinned),
+## dynalite (the chaos run's DynamoDB, table-name validation, LETHE_TEST_STANDINS=1) and playwright-core (the console's browser test, with Debian's chromium)
 PLAYWRIGHT := .tools/node_modules/playwright-core/package.json
-tools: $(DYNALITE) $(PLAYWRIGHT)
+MOTO := .tools/venv/bin/moto_server
+MOTO_REQUIREMENTS := pkg/testenv/moto-requirements.txt
+tools: $(MOTO) $(DYNALITE) $(PLAYWRIGHT)
+$(MOTO): $(MOTO_REQUIREMENTS)
+	rm -rf .tools/venv
+	python3 -m venv .tools/venv
+	.tools/venv/bin/pip install --quiet --disable-pip-version-check --only-binary=:all: -r $(MOTO_REQUIREMENTS)
+	touch $@
 $(DYNALITE):
 	npm install --prefix .tools --no-audit --no-fund --silent dynalite@4.0.0
 $(PLAYWRIGHT):

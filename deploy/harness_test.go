@@ -2,7 +2,7 @@ package deploy
 
 // The harness of the contract tests: the service binaries built once, local stand-ins for
 // the backing services a deployment names (a kfake broker, the Qdrant emulator,
-// redis-server, dynalite, gofakes3), and processes run with exactly the environment a
+// redis-server, moto's server for DynamoDB and S3), and processes run with exactly the environment a
 // manifest gives them.
 
 import (
@@ -88,8 +88,8 @@ type standIns struct {
 }
 
 // startStandIns starts a kfake cluster of brokers brokers, the Qdrant emulator, a
-// redis-server with the extra arguments (ACL users), dynalite and gofakes3 with the
-// versioned buckets.
+// redis-server with the extra arguments (ACL users), and DynamoDB and S3 (testenv: moto's
+// server) with the versioned buckets.
 func startStandIns(t *testing.T, brokers int, redisArgs []string, buckets ...string) *standIns {
 	t.Helper()
 	kc, err := kfake.NewCluster(kfake.NumBrokers(brokers))
@@ -109,16 +109,17 @@ func startStandIns(t *testing.T, brokers int, redisArgs []string, buckets ...str
 		kafka:  kc.ListenAddrs(),
 		qdrant: l.Addr().String(),
 		redis:  testenv.RedisArgs(t, redisArgs...),
-		dynamo: testenv.Dynalite(t),
+		dynamo: testenv.DynamoDB(t),
 		s3:     s3.URL,
 	}
 }
 
-// createTables creates the audit and data-key tables in dynalite, as a platform team
-// provisions them before a deployment that does not create its own.
-func (s *standIns) createTables(t *testing.T, audit, keys string) {
+// createTables creates the audit and data-key tables in region, as a platform team
+// provisions them before a deployment that does not create its own. DynamoDB tables
+// belong to a region: the services find them only in the region they are configured with.
+func (s *standIns) createTables(t *testing.T, region, audit, keys string) {
 	t.Helper()
-	c := dynamodb.New(dynamodb.Options{Region: "us-east-1", BaseEndpoint: aws.String(s.dynamo),
+	c := dynamodb.New(dynamodb.Options{Region: region, BaseEndpoint: aws.String(s.dynamo),
 		Credentials: credentials.NewStaticCredentialsProvider("contract", "contract", "")})
 	if err := dynamo.New(c, audit).CreateTable(t.Context()); err != nil {
 		t.Fatal(err)

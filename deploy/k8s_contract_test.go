@@ -217,7 +217,7 @@ func prepare(t *testing.T, o objects, name string, pod any, hosts, extra map[str
 // with kadm), then every Deployment's container as the pod's user from a read-only working
 // directory with only its volumes writable, with the environment of its ConfigMaps and
 // Secrets (placeholders replaced, backing services mapped to stand-ins, the cluster's AWS
-// identity replaced by dynalite's and gofakes3's endpoints). Each container's startup,
+// identity replaced by the endpoints of moto's server). Each container's startup,
 // liveness and readiness probes must answer, and an erasure submitted to the intake with a
 // token of LETHE_TOKENS must end in a COMPLETE receipt. A second intake replica then
 // starts from the same Deployment: a TENANT request submitted to one waits for approval,
@@ -240,7 +240,11 @@ func TestKubernetesContract(t *testing.T) {
 	for i, b := range brokers {
 		hosts[b] = s.kafka[i]
 	}
-	s.createTables(t, cfg("LETHE_AUDIT_TABLE"), cfg("LETHE_KEYS_TABLE"))
+	region := cfg("AWS_REGION")
+	if region == "" {
+		t.Fatal("lethe-config has no AWS_REGION")
+	}
+	s.createTables(t, region, cfg("LETHE_AUDIT_TABLE"), cfg("LETHE_KEYS_TABLE"))
 	extra := map[string]string{
 		"LETHE_DYNAMODB_ENDPOINT": s.dynamo, "LETHE_S3_ENDPOINT": s.s3,
 		"AWS_ACCESS_KEY_ID": "contract", "AWS_SECRET_ACCESS_KEY": "contract", "AWS_EC2_METADATA_DISABLED": "true",

@@ -27,7 +27,7 @@ import (
 // and lethectl are built from this tree as they are, and the only new code is a deleter for
 // kind "helpdesk", which no Lethe package defines (testdata/helpdesk-deleter: its store and
 // a main that is one service.Deleter call). With an inventory naming that kind, lethectl
-// validates it, and a request runs through the processes on a kfake broker and dynalite to
+// validates it, and a request runs through the processes on a kfake broker and moto's DynamoDB to
 // a COMPLETE receipt that lists the helpdesk store; only the subject's tickets are gone.
 // The same deleter refuses to start on an entry of its kind with a misspelt locator.
 func TestNewKindNeedsNothingRebuilt(t *testing.T) {
@@ -66,8 +66,8 @@ stores:
 		t.Fatal(err)
 	}
 	t.Cleanup(kc.Close)
-	s := &standIns{kafka: kc.ListenAddrs(), dynamo: testenv.Dynalite(t)}
-	s.createTables(t, "lethe-audit", "lethe-keys")
+	s := &standIns{kafka: kc.ListenAddrs(), dynamo: testenv.DynamoDB(t)}
+	s.createTables(t, "us-east-1", "lethe-audit", "lethe-keys")
 	const token = "open-kinds-token"
 	sum := sha256.Sum256([]byte(token))
 	common := []string{

@@ -250,26 +250,33 @@ func (s *Store) deleteBatch(ctx context.Context, bucket string, es []entry) (int
 		return 0, nil, wrap("delete objects", bucket, err)
 	}
 	n := int64(len(out.Deleted))
+	gone := make(map[entry]bool, len(out.Deleted))
+	for _, d := range out.Deleted {
+		gone[entry{key: aws.ToString(d.Key), version: versionID(d.VersionId)}] = true
+	}
+	seen := map[entry]bool{}
 	var held []entry
 	var errs []error
 	for _, e := range out.Errors {
 		code := aws.ToString(e.Code)
-		ent, ok := byID[entry{key: aws.ToString(e.Key), version: versionID(e.VersionId)}]
-		if !ok {
-			ent = entry{key: aws.ToString(e.Key), version: versionID(e.VersionId)}
-		}
 		switch code {
 		case "NoSuchKey", "NoSuchVersion":
 			// gone already (a concurrent erasure)
 		case "AccessDenied":
-			reason, err := s.lockOf(ctx, bucket, ent)
-			switch {
-			case err != nil:
-				errs = append(errs, err)
-			case reason != "":
-				held = append(held, ent)
-			default:
-				errs = append(errs, retry.Permanent(fmt.Errorf("s3 bucket %s: delete object version: access denied", bucket)))
+			for _, ent := range erred(es, byID, gone, e) {
+				if seen[ent] {
+					continue
+				}
+				seen[ent] = true
+				reason, err := s.lockOf(ctx, bucket, ent)
+				switch {
+				case err != nil:
+					errs = append(errs, err)
+				case reason != "":
+					held = append(held, ent)
+				default:
+					errs = append(errs, retry.Permanent(fmt.Errorf("s3 bucket %s: delete object version: access denied", bucket)))
+				}
 			}
 		case "InvalidArgument", "MalformedXML":
 			errs = append(errs, retry.Permanent(fmt.Errorf("s3 bucket %s: delete object version: %s", bucket, code)))
@@ -278,6 +285,27 @@ func (s *Store) deleteBatch(ctx context.Context, bucket string, es []entry) (int
 		}
 	}
 	return n, held, errors.Join(errs...)
+}
+
+// erred returns the entries of es that the DeleteObjects error e names. S3 names the key
+// and the version id; a server that leaves the version id out (moto does) names every
+// entry of the key in the batch that was not deleted, never the "null" version in their
+// place.
+func erred(es []entry, byID map[entry]entry, gone map[entry]bool, e types.Error) []entry {
+	key := aws.ToString(e.Key)
+	if e.VersionId != nil {
+		if ent, ok := byID[entry{key: key, version: versionID(e.VersionId)}]; ok {
+			return []entry{ent}
+		}
+		return []entry{{key: key, version: versionID(e.VersionId)}}
+	}
+	var out []entry
+	for _, ent := range es {
+		if ent.key == key && !gone[entry{key: ent.key, version: ent.version}] {
+			out = append(out, ent)
+		}
+	}
+	return out
 }
 
 // noLock are the errors S3 answers when a version has no legal hold or retention, or the

@@ -15,18 +15,18 @@ import (
 	"time"
 )
 
-// The variables that switch a component from the in-process stand-in to a real server.
-// Unset, the stand-ins run as they always do (CI runs those); set, the tests talk to the
-// server named and clean up what they created on it. LETHE_TEST_QDRANT_ADDR, the fourth,
-// is read by pkg/qdrantfake/qdranttest.
+// The variables that switch a component to a server started apart from the tests.
+// Unset, the tests run as CI runs them (S3 and DynamoDB on moto's server, Kafka on
+// kfake); set, the tests talk to the server named and clean up what they created on it.
+// LETHE_TEST_QDRANT_ADDR, the fourth, is read by pkg/qdrantfake/qdranttest.
 const (
 	// EnvKafka holds the seed brokers of a real Kafka, comma-separated host:port.
 	EnvKafka = "LETHE_TEST_KAFKA_BROKERS"
-	// EnvS3 holds the endpoint URL of a real S3 (MinIO, say), addressed path-style with
+	// EnvS3 holds the endpoint URL of an S3 (AWS, MinIO, say), addressed path-style with
 	// the credentials and region of AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_REGION
 	// (or AWS_DEFAULT_REGION; default us-east-1).
 	EnvS3 = "LETHE_TEST_S3_ENDPOINT"
-	// EnvDynamoDB holds the endpoint URL of a real DynamoDB (DynamoDB Local, say).
+	// EnvDynamoDB holds the endpoint URL of a DynamoDB (AWS, DynamoDB Local, say).
 	EnvDynamoDB = "LETHE_TEST_DYNAMODB_ENDPOINT"
 )
 
