@@ -58,6 +58,7 @@ func checkApproval(t *testing.T, logs *proc, table, baseURL, token, tenant strin
 		t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
