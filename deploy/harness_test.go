@@ -316,6 +316,33 @@ func getJSON(t *testing.T, url, token string, v any) int {
 	return resp.StatusCode
 }
 
+// submit POSTs body (JSON) to baseURL's /v1/erasures with token and idempotency key idem
+// (none when empty), and returns the status code and the decoded answer.
+func submit(t *testing.T, baseURL, token, idem, body string) (int, intake.Accepted) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, baseURL+"/v1/erasures", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	if idem != "" {
+		req.Header.Set("Idempotency-Key", idem)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var acc intake.Accepted
+	if resp.StatusCode == http.StatusAccepted {
+		if err := json.NewDecoder(resp.Body).Decode(&acc); err != nil {
+			t.Fatalf("POST %s/v1/erasures: %v", baseURL, err)
+		}
+	}
+	return resp.StatusCode, acc
+}
+
 // readOnlyDir returns a directory that the service processes cannot write: owned by root
 // with mode 0555 when they run as another user, else the test's own made read-only.
 func readOnlyDir(t *testing.T) string {

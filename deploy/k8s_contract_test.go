@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -280,24 +279,9 @@ func TestKubernetesContract(t *testing.T) {
 	}
 
 	body := `{"tenant_id":"vastralaya","subject_id":"cust-42","session_ids":["s1"],"regulation":"GDPR"}`
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, intakeURL+"/v1/erasures", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+secrets["token"])
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", "k8s-contract")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var acc struct {
-		RequestID string `json:"request_id"`
-	}
-	json.NewDecoder(resp.Body).Decode(&acc)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted || acc.RequestID == "" {
-		t.Fatalf("submit: %s, request id %q", resp.Status, acc.RequestID)
+	code, acc := submit(t, intakeURL, secrets["token"], "k8s-contract", body)
+	if code != http.StatusAccepted || acc.RequestID == "" {
+		t.Fatalf("submit: %d, request id %q", code, acc.RequestID)
 	}
 	st := awaitOutcome(t, intakeURL, secrets["token"], acc.RequestID)
 	var rc event.Receipt

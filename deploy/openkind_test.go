@@ -110,22 +110,9 @@ stores:
 	agg.waitHTTP(t, "http://"+aggMetrics+"/readyz")
 	del.waitHTTP(t, "http://"+delMetrics+"/readyz")
 
-	req, err := http.NewRequest(http.MethodPost, "http://"+httpAddr+"/v1/erasures",
-		strings.NewReader(`{"tenant_id":"acme","subject_id":"cust-1","regulation":"GDPR"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var acc intake.Accepted
-	err = json.NewDecoder(resp.Body).Decode(&acc)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted || err != nil {
-		t.Fatalf("submit: %s, %v", resp.Status, err)
+	code, acc := submit(t, "http://"+httpAddr, token, "", `{"tenant_id":"acme","subject_id":"cust-1","regulation":"GDPR"}`)
+	if code != http.StatusAccepted {
+		t.Fatalf("submit: %d", code)
 	}
 	st := awaitOutcome(t, "http://"+httpAddr, token, acc.RequestID)
 	var rc event.Receipt
