@@ -2,7 +2,7 @@
 # SERVICE is a directory of services/, or lethectl (cmd/lethectl, for the topics job).
 # The Go image is the toolchain go.work asks for; it keeps its module cache in /go/pkg/mod
 # (GOPATH=/go) and its build cache in /root/.cache/go-build.
-FROM golang:1.26.8 AS build
+FROM golang:1.27.3 AS build
 WORKDIR /src
 COPY . .
 ARG SERVICE=standalone

@@ -1,6 +1,9 @@
 # Lethe. The two commands: `make run` (the demo on embedded components) and `make test`.
 SHELL := /bin/bash
-MODULES := $(shell go list -m -f '{{.Dir}}' 2>/dev/null)
+# The Go toolchain every go.mod asks for; the go command fetches it through the module proxy.
+# $(shell) does not see exported variables in GNU Make 4.3, hence the prefix on MODULES.
+export GOTOOLCHAIN := go1.27.3
+MODULES := $(shell GOTOOLCHAIN=$(GOTOOLCHAIN) go list -m -f '{{.Dir}}' 2>/dev/null)
 DYNALITE := .tools/node_modules/dynalite/cli.js
 GOTEST_FLAGS ?= -count=1 -timeout 10m
 # The unit and integration tests run under the race detector; the fault-injection and
@@ -15,7 +18,7 @@ export LETHE_TEST_BROKER
 KAFKA := .tools/kafka/libs/.resolved
 KAFKA_CDS := .tools/kafka/kafka.jsa
 
-.PHONY: run serve test vet lint build-modules tools browser-test fuzz bench bench-storage chaos chaos-short clean
+.PHONY: run serve test vet lint build-modules vuln tools browser-test fuzz bench bench-storage chaos chaos-short clean
 
 ## run: erase one demo customer from all five stores on embedded components; prints the receipt
 run:
@@ -25,7 +28,7 @@ run:
 serve:
 	go run ./services/standalone -seed
 
-## test: vet, build every module on its own, and run every module's tests (needs redis-server and node);
+## test: vet, build every module on its own, and run every module's tests (needs redis-server, node and python3);
 ## the fault-injection module last and verbose, so its figures print
 ## (Apache Kafka: a broker per test package, as packages run in parallel and one shared broker would
 ## serialise them; a broker started first prints its version and fails the run early if none can start)
@@ -46,10 +49,22 @@ lint:
 build-modules:
 	@set -e; for m in $(MODULES); do (cd $$m && GOWORK=off go build -o /dev/null ./... ); done
 
-## tools: install dynalite (DynamoDB for tests), playwright-core (the console's browser test, with Debian's chromium)
-## and Apache Kafka's jars (tools/kafka/pom.xml, with Maven; the test broker, started once to archive its classes) into .tools
+## vuln: govulncheck over every module against a database built from the golang.org/x/vulndb module (cached in .tools/vulndb); fails on anything reachable
+vuln:
+	.ci/vulncheck
+
+## tools: install into .tools moto's server (S3 and DynamoDB for tests; a Python virtual environment, pinned),
+## Apache Kafka's jars (tools/kafka/pom.xml, with Maven; the test broker, started once to archive its classes),
+## dynalite (table-name validation, LETHE_TEST_STANDINS=1) and playwright-core (the console's browser test, with Debian's chromium)
 PLAYWRIGHT := .tools/node_modules/playwright-core/package.json
-tools: $(DYNALITE) $(PLAYWRIGHT) $(KAFKA) $(KAFKA_CDS)
+MOTO := .tools/venv/bin/moto_server
+MOTO_REQUIREMENTS := pkg/testenv/moto-requirements.txt
+tools: $(MOTO) $(KAFKA) $(KAFKA_CDS) $(DYNALITE) $(PLAYWRIGHT)
+$(MOTO): $(MOTO_REQUIREMENTS)
+	rm -rf .tools/venv
+	python3 -m venv .tools/venv
+	.tools/venv/bin/pip install --quiet --disable-pip-version-check --only-binary=:all: -r $(MOTO_REQUIREMENTS)
+	touch $@
 $(KAFKA): tools/kafka/pom.xml tools/kafka/log4j2.properties
 	rm -rf .tools/kafka && mkdir -p .tools/kafka
 	mvn -q -B -f tools/kafka/pom.xml dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(CURDIR)/.tools/kafka/libs

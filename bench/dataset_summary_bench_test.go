@@ -18,7 +18,7 @@ import (
 )
 
 // BenchmarkDatasetSummaries measures one subject's dataset Erase + Verify over 50 CSV
-// objects of 2,000 rows (a versioned gofakes3 bucket over HTTP) where only the first
+// objects of 2,000 rows (a versioned bucket on moto's server) where only the first
 // object holds the subject, with and without per-object summaries. The summaries are
 // built before the timer starts. Iteration i erases target i mod 1,000 (1,000 targets sit
 // in the first object), so after 1,000 iterations the subject is absent everywhere.

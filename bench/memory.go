@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/integrity"
 )
 
 // MemSample is the process's memory at one moment.
@@ -92,6 +93,7 @@ func (s *system) inFlight(ctx context.Context, n int, settle time.Duration) (bas
 	now := time.Now()
 	var perr error
 	var wg sync.WaitGroup
+	recs := make([]*kgo.Record, 0, n)
 	for i := range n {
 		c := NewCustomer(s.tenant, "inflight", i)
 		req := event.Requested{
@@ -100,12 +102,25 @@ func (s *system) inFlight(ctx context.Context, n int, settle time.Duration) (bas
 			RequestedAt: now, DueAt: now.Add(30 * 24 * time.Hour), InventoryVersion: s.Inventory.Version,
 			ExpectedStores: s.Inventory.Names(), OnlyStores: []string{}, Attempt: 1,
 		}
+		// Sealed and signed as the intake publishes them: deleters refuse anything else.
+		sealed, err := s.System.Sealer.SealIdentifiers(ctx, req.RequestID, req.Identifiers)
+		if err != nil {
+			return base, peak, fmt.Errorf("seal: %w", err)
+		}
+		req.Sealed, req.Identifiers = sealed, event.Identifiers{SessionIDs: []string{}}
 		b, err := event.Request.Encode(&req)
 		if err != nil {
 			return base, peak, fmt.Errorf("encode: %w", err)
 		}
+		rec := &kgo.Record{Topic: event.TopicRequested, Key: []byte(req.RequestID), Value: b}
+		if err := integrity.Sign(s.System.MAC, event.Request, rec); err != nil {
+			return base, peak, fmt.Errorf("sign: %w", err)
+		}
+		recs = append(recs, rec)
+	}
+	for _, rec := range recs { // the burst: produced at once, once every record is ready
 		wg.Add(1)
-		cl.Produce(ctx, &kgo.Record{Topic: event.TopicRequested, Key: []byte(req.RequestID), Value: b}, func(_ *kgo.Record, err error) {
+		cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
 			defer wg.Done()
 			mu.Lock()
 			if err != nil && perr == nil {

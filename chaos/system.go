@@ -196,9 +196,11 @@ func start(ctx context.Context, root, dir string, partitions int32, env []string
 		return nil, err
 	}
 	s.IntakeURL = fmt.Sprintf("http://127.0.0.1:%d", intakePort)
-	secret, kek := make([]byte, 32), make([]byte, 32)
+	secret, kek, mac, chain := make([]byte, 32), make([]byte, 32), make([]byte, 32), make([]byte, 32)
 	rand.Read(secret)
 	rand.Read(kek)
+	rand.Read(mac)
+	rand.Read(chain)
 	hmacKey := base64.RawURLEncoding.EncodeToString(secret) // 43 bytes of key material
 	if s.Key, err = subject.NewKey("k1", []byte(hmacKey)); err != nil {
 		return nil, err
@@ -206,6 +208,7 @@ func start(ctx context.Context, root, dir string, partitions int32, env []string
 	s.env = []string{
 		"LETHE_KAFKA_BROKERS=" + s.Broker.Brokers[0], "LETHE_KAFKA_PARTITIONS=" + strconv.Itoa(int(partitions)),
 		"LETHE_HMAC_KEY=" + hmacKey, "LETHE_HMAC_KEY_ID=k1", "LETHE_KEK=" + base64.StdEncoding.EncodeToString(kek), "LETHE_KEK_ID=kek1",
+		"LETHE_MAC_KEY=" + base64.StdEncoding.EncodeToString(mac), "LETHE_CHAIN_KEY=" + base64.StdEncoding.EncodeToString(chain),
 		"LETHE_KEYS_TABLE=" + keysTable, "LETHE_AUDIT_TABLE=" + auditTable, "LETHE_AUDIT_CREATE_TABLE=false",
 		"LETHE_DYNAMODB_ENDPOINT=http://" + s.Proxies["dynamodb"].Addr(), "LETHE_QDRANT_ADDR=" + s.Proxies["qdrant"].Addr(),
 		"LETHE_REDIS_ADDRS=" + s.Proxies["redis"].Addr(), "LETHE_S3_ENDPOINT=http://" + s.Proxies["s3"].Addr(),

@@ -26,10 +26,14 @@ func TestCompose(t *testing.T) {
 		if env["LETHE_METRICS_ADDR"] != "0.0.0.0:9090" {
 			t.Errorf("compose %s: LETHE_METRICS_ADDR = %v, want 0.0.0.0:9090", s.name, env["LETHE_METRICS_ADDR"])
 		}
-		for _, secret := range []string{"LETHE_HMAC_KEY", "LETHE_KEK"} {
+		for _, secret := range []string{"LETHE_HMAC_KEY", "LETHE_KEK", "LETHE_MAC_KEY"} {
 			if v, _ := env[secret].(string); !strings.HasPrefix(v, "${"+secret+":?") {
 				t.Errorf("compose %s: %s = %q, want it required from the environment (${%s:?…})", s.name, secret, v, secret)
 			}
+		}
+		// The chain key vouches for the receipts: only their writer holds it.
+		if v, _ := env["LETHE_CHAIN_KEY"].(string); (s.name == "aggregator") != strings.HasPrefix(v, "${LETHE_CHAIN_KEY:?") {
+			t.Errorf("compose %s: LETHE_CHAIN_KEY = %q; want it required for the aggregator and absent elsewhere", s.name, v)
 		}
 		if get(c, "depends_on", "kafka", "condition") != "service_healthy" {
 			t.Errorf("compose %s: does not wait for a healthy kafka", s.name)
@@ -88,26 +92,37 @@ func TestCompose(t *testing.T) {
 }
 
 // TestComposeConfig validates docker-compose.yml with Compose itself, and checks that it
-// refuses to run without the pseudonym key and the key-encryption key.
+// refuses to run without any of the pseudonym key, the key-encryption key, the record MAC
+// key and the receipt chain key.
 func TestComposeConfig(t *testing.T) {
 	cmd := tool(t, "apt-get install docker-compose", []string{"docker-compose"}, []string{"docker", "compose"})
+	keys := []string{"LETHE_HMAC_KEY", "LETHE_KEK", "LETHE_MAC_KEY", "LETHE_CHAIN_KEY"}
 	run := func(env ...string) (string, error) {
 		c := exec.Command(cmd[0], append(cmd[1:], "-f", "../docker-compose.yml", "config", "-q")...)
-		c.Env = append(filterEnv(os.Environ(), "LETHE_HMAC_KEY", "LETHE_KEK"), env...)
+		c.Env = append(filterEnv(os.Environ(), keys...), env...)
 		out, err := c.CombinedOutput()
 		return string(out), err
 	}
-	t.Run("both keys", func(t *testing.T) {
+	set := func(except string) []string {
+		var env []string
+		for _, k := range keys {
+			if k != except {
+				env = append(env, k+"=k")
+			}
+		}
+		return env
+	}
+	t.Run("every key", func(t *testing.T) {
 		t.Parallel()
-		if out, err := run("LETHE_HMAC_KEY=k", "LETHE_KEK=k"); err != nil {
+		if out, err := run(set("")...); err != nil {
 			t.Fatalf("compose config: %v\n%s", err, out)
 		}
 	})
-	for _, set := range []string{"LETHE_KEK=k", "LETHE_HMAC_KEY=k"} {
-		t.Run("only "+set, func(t *testing.T) {
+	for _, missing := range keys {
+		t.Run("without "+missing, func(t *testing.T) {
 			t.Parallel()
-			if _, err := run(set); err == nil {
-				t.Errorf("compose config passes with only %s set", set)
+			if _, err := run(set(missing)...); err == nil {
+				t.Errorf("compose config passes without %s", missing)
 			}
 		})
 	}

@@ -2,7 +2,7 @@ package deploy
 
 // The harness of the contract tests: the service binaries built once, local stand-ins for
 // the backing services a deployment names (a kfake broker, the Qdrant emulator,
-// redis-server, dynalite, gofakes3), and processes run with exactly the environment a
+// redis-server, moto's server for DynamoDB and S3), and processes run with exactly the environment a
 // manifest gives them.
 
 import (
@@ -89,8 +89,8 @@ type standIns struct {
 
 // startStandIns starts a Kafka cluster of at least brokers brokers on which Lethe's topics
 // do not exist yet (testenv.KafkaEmpty: Apache Kafka, or kfake), the Qdrant emulator, a
-// redis-server with the extra arguments (ACL users), dynalite and gofakes3 with the
-// versioned buckets.
+// redis-server with the extra arguments (ACL users), and DynamoDB and S3 (testenv: moto's
+// server) with the versioned buckets.
 func startStandIns(t *testing.T, brokers int, redisArgs []string, buckets ...string) *standIns {
 	t.Helper()
 	kafka := testenv.KafkaEmpty(t, brokers, lethe.Topics...)
@@ -106,16 +106,17 @@ func startStandIns(t *testing.T, brokers int, redisArgs []string, buckets ...str
 		kafka:  kafka.Brokers,
 		qdrant: l.Addr().String(),
 		redis:  testenv.RedisArgs(t, redisArgs...),
-		dynamo: testenv.Dynalite(t),
+		dynamo: testenv.DynamoDB(t),
 		s3:     s3.URL,
 	}
 }
 
-// createTables creates the audit and data-key tables in dynalite, as a platform team
-// provisions them before a deployment that does not create its own.
-func (s *standIns) createTables(t *testing.T, audit, keys string) {
+// createTables creates the audit and data-key tables in region, as a platform team
+// provisions them before a deployment that does not create its own. DynamoDB tables
+// belong to a region: the services find them only in the region they are configured with.
+func (s *standIns) createTables(t *testing.T, region, audit, keys string) {
 	t.Helper()
-	c := dynamodb.New(dynamodb.Options{Region: "us-east-1", BaseEndpoint: aws.String(s.dynamo),
+	c := dynamodb.New(dynamodb.Options{Region: region, BaseEndpoint: aws.String(s.dynamo),
 		Credentials: credentials.NewStaticCredentialsProvider("contract", "contract", "")})
 	if err := dynamo.New(c, audit).CreateTable(t.Context()); err != nil {
 		t.Fatal(err)
@@ -317,6 +318,33 @@ func getJSON(t *testing.T, url, token string, v any) int {
 		}
 	}
 	return resp.StatusCode
+}
+
+// submit POSTs body (JSON) to baseURL's /v1/erasures with token and idempotency key idem
+// (none when empty), and returns the status code and the decoded answer.
+func submit(t *testing.T, baseURL, token, idem, body string) (int, intake.Accepted) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, baseURL+"/v1/erasures", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	if idem != "" {
+		req.Header.Set("Idempotency-Key", idem)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var acc intake.Accepted
+	if resp.StatusCode == http.StatusAccepted {
+		if err := json.NewDecoder(resp.Body).Decode(&acc); err != nil {
+			t.Fatalf("POST %s/v1/erasures: %v", baseURL, err)
+		}
+	}
+	return resp.StatusCode, acc
 }
 
 // readOnlyDir returns a directory that the service processes cannot write: owned by root

@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -91,6 +90,8 @@ func replacePlaceholders(t *testing.T, o objects) map[string]string {
 	values := map[string]string{
 		"LETHE_HMAC_KEY":       base64.StdEncoding.EncodeToString(random(32)),
 		"LETHE_KEK":            base64.StdEncoding.EncodeToString(random(32)),
+		"LETHE_MAC_KEY":        base64.StdEncoding.EncodeToString(random(32)),
+		"LETHE_CHAIN_KEY":      base64.StdEncoding.EncodeToString(random(32)),
 		"LETHE_TOKENS":         "contract-test:" + hex.EncodeToString(sum[:]) + ":vastralaya",
 		"LETHE_QDRANT_API_KEY": hex.EncodeToString(random(16)),
 		"LETHE_REDIS_PASSWORD": hex.EncodeToString(random(16)),
@@ -215,7 +216,7 @@ func prepare(t *testing.T, o objects, name string, pod any, hosts, extra map[str
 // with kadm), then every Deployment's container as the pod's user from a read-only working
 // directory with only its volumes writable, with the environment of its ConfigMaps and
 // Secrets (placeholders replaced, backing services mapped to stand-ins, the cluster's AWS
-// identity replaced by dynalite's and gofakes3's endpoints). Each container's startup,
+// identity replaced by the endpoints of moto's server). Each container's startup,
 // liveness and readiness probes must answer, and an erasure submitted to the intake with a
 // token of LETHE_TOKENS must end in a COMPLETE receipt. A second intake replica then
 // starts from the same Deployment: a TENANT request submitted to one waits for approval,
@@ -238,7 +239,11 @@ func TestKubernetesContract(t *testing.T) {
 	for i, b := range brokers {
 		hosts[b] = s.kafka[i]
 	}
-	s.createTables(t, cfg("LETHE_AUDIT_TABLE"), cfg("LETHE_KEYS_TABLE"))
+	region := cfg("AWS_REGION")
+	if region == "" {
+		t.Fatal("lethe-config has no AWS_REGION")
+	}
+	s.createTables(t, region, cfg("LETHE_AUDIT_TABLE"), cfg("LETHE_KEYS_TABLE"))
 	extra := map[string]string{
 		"LETHE_DYNAMODB_ENDPOINT": s.dynamo, "LETHE_S3_ENDPOINT": s.s3,
 		"AWS_ACCESS_KEY_ID": "contract", "AWS_SECRET_ACCESS_KEY": "contract", "AWS_EC2_METADATA_DISABLED": "true",
@@ -274,24 +279,9 @@ func TestKubernetesContract(t *testing.T) {
 	}
 
 	body := `{"tenant_id":"vastralaya","subject_id":"cust-42","session_ids":["s1"],"regulation":"GDPR"}`
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, intakeURL+"/v1/erasures", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+secrets["token"])
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", "k8s-contract")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var acc struct {
-		RequestID string `json:"request_id"`
-	}
-	json.NewDecoder(resp.Body).Decode(&acc)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted || acc.RequestID == "" {
-		t.Fatalf("submit: %s, request id %q", resp.Status, acc.RequestID)
+	code, acc := submit(t, intakeURL, secrets["token"], "k8s-contract", body)
+	if code != http.StatusAccepted || acc.RequestID == "" {
+		t.Fatalf("submit: %d, request id %q", code, acc.RequestID)
 	}
 	st := awaitOutcome(t, intakeURL, secrets["token"], acc.RequestID)
 	var rc event.Receipt

@@ -71,7 +71,7 @@ func TestKustomizeBuild(t *testing.T) {
 					if cm := str(e, "configMapRef", "name"); cm != "" && refs["ConfigMap/"+cm] == "" {
 						t.Errorf("%s: envFrom ConfigMap %s does not exist", name, cm)
 					}
-					if s := str(e, "secretRef", "name"); s != "" && refs["Secret/"+s] == "" && (tc.overlay || s != "lethe-secrets") {
+					if s := str(e, "secretRef", "name"); s != "" && refs["Secret/"+s] == "" && (tc.overlay || s != "lethe-secrets" && s != "lethe-chain-key") {
 						t.Errorf("%s: envFrom Secret %s does not exist", name, s)
 					}
 				}

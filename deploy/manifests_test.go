@@ -148,8 +148,12 @@ func TestDeployments(t *testing.T) {
 		for _, e := range list(c, "envFrom") {
 			envFrom = append(envFrom, str(e, "configMapRef", "name")+str(e, "secretRef", "name"))
 		}
-		if !slices.Equal(envFrom, []string{"lethe-config", "lethe-secrets"}) {
-			t.Errorf("lethe-%s: envFrom %v, want lethe-config and lethe-secrets", s.name, envFrom)
+		want := []string{"lethe-config", "lethe-secrets"}
+		if s.name == "aggregator" {
+			want = append(want, "lethe-chain-key") // the receipt chain key: the aggregator's alone
+		}
+		if !slices.Equal(envFrom, want) {
+			t.Errorf("lethe-%s: envFrom %v, want %v", s.name, envFrom, want)
 		}
 		checkInventoryMount(t, s.name, pod, c, config["LETHE_INVENTORY"])
 		if sa := str(pod, "serviceAccountName"); sa != "lethe-"+s.name || o["ServiceAccount"][sa] == nil {
@@ -219,7 +223,15 @@ func TestConfigAndSecrets(t *testing.T) {
 		t.Errorf("LETHE_METRICS_ADDR = %q, want 0.0.0.0:9090 (the probes' port)", config["LETHE_METRICS_ADDR"])
 	}
 	secrets := generatedLiterals(t, "k8s/overlays/example/kustomization.yaml", "secretGenerator", "lethe-secrets")
-	for _, k := range []string{"LETHE_HMAC_KEY", "LETHE_KEK", "LETHE_TOKENS", "LETHE_QDRANT_API_KEY", "LETHE_REDIS_PASSWORD"} {
+	for k, v := range generatedLiterals(t, "k8s/overlays/example/kustomization.yaml", "secretGenerator", "lethe-chain-key") {
+		if k != "LETHE_CHAIN_KEY" || !strings.HasPrefix(v, "PLACEHOLDER") {
+			t.Errorf("lethe-chain-key holds %s = %q, want LETHE_CHAIN_KEY alone, marked PLACEHOLDER", k, v)
+		}
+	}
+	if _, ok := secrets["LETHE_CHAIN_KEY"]; ok {
+		t.Error("LETHE_CHAIN_KEY is in lethe-secrets, which every service mounts")
+	}
+	for _, k := range []string{"LETHE_HMAC_KEY", "LETHE_KEK", "LETHE_MAC_KEY", "LETHE_TOKENS", "LETHE_QDRANT_API_KEY", "LETHE_REDIS_PASSWORD"} {
 		if _, ok := config[k]; ok {
 			t.Errorf("secret %s is in the lethe-config ConfigMap", k)
 		}

@@ -26,7 +26,7 @@ import (
 // and lethectl are built from this tree as they are, and the only new code is a deleter for
 // kind "helpdesk", which no Lethe package defines (testdata/helpdesk-deleter: its store and
 // a main that is one service.Deleter call). With an inventory naming that kind, lethectl
-// validates it, and a request runs through the processes on a kfake broker and dynalite to
+// validates it, and a request runs through the processes on a kfake broker and moto's DynamoDB to
 // a COMPLETE receipt that lists the helpdesk store; only the subject's tickets are gone.
 // The same deleter refuses to start on an entry of its kind with a misspelt locator.
 func TestNewKindNeedsNothingRebuilt(t *testing.T) {
@@ -60,8 +60,8 @@ stores:
 		t.Fatalf("lethectl inventory validate: %v\n%s", err, out)
 	}
 
-	s := &standIns{kafka: testenv.KafkaEmpty(t, 1, lethe.Topics...).Brokers, dynamo: testenv.Dynalite(t)}
-	s.createTables(t, "lethe-audit", "lethe-keys")
+	s := &standIns{kafka: testenv.KafkaEmpty(t, 1, lethe.Topics...).Brokers, dynamo: testenv.DynamoDB(t)}
+	s.createTables(t, "us-east-1", "lethe-audit", "lethe-keys")
 	const token = "open-kinds-token"
 	sum := sha256.Sum256([]byte(token))
 	common := []string{
@@ -69,6 +69,7 @@ stores:
 		"LETHE_INVENTORY=" + inv,
 		"LETHE_HMAC_KEY=" + hex.EncodeToString(randomBytes(t, 32)),
 		"LETHE_KEK=" + base64.StdEncoding.EncodeToString(randomBytes(t, 32)),
+		"LETHE_MAC_KEY=" + base64.StdEncoding.EncodeToString(randomBytes(t, 32)),
 		"LETHE_AUDIT_TABLE=lethe-audit", "LETHE_KEYS_TABLE=lethe-keys", "LETHE_DYNAMODB_ENDPOINT=" + s.dynamo,
 		"AWS_ACCESS_KEY_ID=contract", "AWS_SECRET_ACCESS_KEY=contract", "AWS_REGION=us-east-1", "AWS_EC2_METADATA_DISABLED=true",
 		"LETHE_LOG_LEVEL=info",
@@ -97,28 +98,15 @@ stores:
 
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	in, inMetrics := run("intake", "LETHE_HTTP_ADDR="+httpAddr, "LETHE_TOKENS=acceptance:"+hex.EncodeToString(sum[:])+":acme")
-	agg, aggMetrics := run("aggregator")
+	agg, aggMetrics := run("aggregator", "LETHE_CHAIN_KEY="+base64.StdEncoding.EncodeToString(randomBytes(t, 32)))
 	del, delMetrics := run("helpdesk-deleter")
 	in.waitHTTP(t, "http://"+inMetrics+"/readyz")
 	agg.waitHTTP(t, "http://"+aggMetrics+"/readyz")
 	del.waitHTTP(t, "http://"+delMetrics+"/readyz")
 
-	req, err := http.NewRequest(http.MethodPost, "http://"+httpAddr+"/v1/erasures",
-		strings.NewReader(`{"tenant_id":"acme","subject_id":"cust-1","regulation":"GDPR"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var acc intake.Accepted
-	err = json.NewDecoder(resp.Body).Decode(&acc)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted || err != nil {
-		t.Fatalf("submit: %s, %v", resp.Status, err)
+	code, acc := submit(t, "http://"+httpAddr, token, "", `{"tenant_id":"acme","subject_id":"cust-1","regulation":"GDPR"}`)
+	if code != http.StatusAccepted {
+		t.Fatalf("submit: %d", code)
 	}
 	st := awaitOutcome(t, "http://"+httpAddr, token, acc.RequestID)
 	var rc event.Receipt

@@ -53,20 +53,9 @@ func checkApproval(t *testing.T, logs *proc, table, baseURL, token, tenant strin
 	}
 
 	body := fmt.Sprintf(`{"tenant_id":%q,"scope":"TENANT","regulation":"GDPR"}`, tenant)
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, baseURL+"/v1/erasures", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var acc intake.Accepted
-	json.NewDecoder(resp.Body).Decode(&acc)
-	if resp.StatusCode != http.StatusAccepted || acc.State != intake.StateAwaitingApproval {
-		t.Fatalf("TENANT request: %s, state %q; want 202 %s", resp.Status, acc.State, intake.StateAwaitingApproval)
+	code, acc := submit(t, baseURL, token, "", body)
+	if code != http.StatusAccepted || acc.State != intake.StateAwaitingApproval {
+		t.Fatalf("TENANT request: %d, state %q; want 202 %s", code, acc.State, intake.StateAwaitingApproval)
 	}
 	for _, url := range replicas {
 		var st intake.Status

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Recompute a Lethe receipt's or addendum's chain hash from its JSON, independently of Lethe's code.
 
-Usage: receipt_hash.py RECORD.json [PREVIOUS.json]
+Usage: receipt_hash.py [--chain-key ID=KEYFILE ...] RECORD.json [PREVIOUS.json]
 
 RECORD.json is a receipt as `lethectl receipt ID` prints it, as GET /v1/erasures/{id}/receipt
 answers, or as erasure.completed carries it after Avro decoding; or one of its addenda (an
@@ -10,9 +10,18 @@ script prints the hash it computes and exits 0 when it equals the record's `hash
 given the tenant's previous record of the chain, when `prev_hash` equals that record's
 `hash`), 1 otherwise.
 
+Anyone can check the hash, and so anyone who can write the audit table can rebuild a
+consistent chain. With the chain key (LETHE_CHAIN_KEY, held by the aggregator and given to
+auditors), --chain-key also checks the record's `chain_mac`: the hex HMAC-SHA-256 of its
+`hash` under HKDF-SHA-256(key, salt empty, info "lethe receipt chain v1", 32 bytes), made
+under the key named by `chain_key_id`. KEYFILE holds the key's bytes as the variable does (a
+trailing newline is dropped); repeat --chain-key for the keys of earlier rotations. The
+script then exits 1 unless `chain_mac` verifies.
+
 The canonical form is documented in the README ("Recomputing a receipt's hash").
 """
 import hashlib
+import hmac
 import json
 import re
 import sys
@@ -139,23 +148,62 @@ def receipt_hash(record):
     return hashlib.sha256(encode(form)).hexdigest()
 
 
+def chain_mac(key, record_hash):
+    """HMAC-SHA-256 of the hash's hex text under HKDF-SHA-256(key, info "lethe receipt chain v1")."""
+    prk = hmac.new(b"\x00" * 32, key, hashlib.sha256).digest()  # HKDF-Extract, empty salt
+    derived = hmac.new(prk, b"lethe receipt chain v1\x01", hashlib.sha256).digest()  # HKDF-Expand, one block
+    return hmac.new(derived, record_hash.encode("ascii"), hashlib.sha256).hexdigest()
+
+
+def read_key(path):
+    with open(path, "rb") as f:
+        return f.read().rstrip(b"\r\n")
+
+
 def main(argv):
-    if len(argv) not in (2, 3):
+    args, keys = [], {}
+    rest = argv[1:]
+    while rest:
+        a = rest.pop(0)
+        if a == "--chain-key" and rest:
+            kid, sep, path = rest.pop(0).partition("=")
+            if not sep:
+                print("--chain-key takes ID=KEYFILE", file=sys.stderr)
+                return 2
+            keys[kid] = read_key(path)
+        else:
+            args.append(a)
+    if len(args) not in (1, 2):
         print(__doc__.strip().splitlines()[2], file=sys.stderr)
         return 2
-    with open(argv[1], encoding="utf-8") as f:
+    with open(args[0], encoding="utf-8") as f:
         receipt = json.load(f)
     got = receipt_hash(receipt)
     print(got)
     ok = got == receipt.get("hash")
     if not ok:
         print("hash mismatch: receipt says %s" % receipt.get("hash"), file=sys.stderr)
-    if len(argv) == 3:
-        with open(argv[2], encoding="utf-8") as f:
+    if len(args) == 2:
+        with open(args[1], encoding="utf-8") as f:
             prev = json.load(f)
         if receipt.get("prev_hash") != prev.get("hash"):
             print("prev_hash does not link to the previous receipt", file=sys.stderr)
             ok = False
+    if keys:
+        kid, mac = receipt.get("chain_key_id", ""), receipt.get("chain_mac", "")
+        if not mac:
+            print("no chain_mac: the record was linked without the chain key", file=sys.stderr)
+            ok = False
+        elif kid not in keys:
+            print("chain_mac is under key %r; no --chain-key for it" % kid, file=sys.stderr)
+            ok = False
+        elif not hmac.compare_digest(chain_mac(keys[kid], receipt.get("hash", "")), mac):
+            print("chain_mac does not verify under key %r: the record was not linked by the holder of that key" % kid, file=sys.stderr)
+            ok = False
+        else:
+            print("chain_mac ok (key %s)" % kid)
+    elif receipt.get("chain_mac"):
+        print("chain_mac not checked (pass --chain-key ID=KEYFILE)", file=sys.stderr)
     return 0 if ok else 1
 
 

@@ -4,6 +4,7 @@
 # twice, with N and 2N operations, and the difference is divided by N, so that opening and
 # filling the store cancel out. Needs strace (Debian: apt-get install strace).
 set -euo pipefail
+export GOTOOLCHAIN=go1.27.3 # the toolchain every go.mod asks for
 cd "$(dirname "$0")"
 n=${N:-500}
 tmp=$(mktemp -d)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/auditlog/dynamo"
+	"github.com/lethe-erasure/lethe/pkg/integrity"
 	"github.com/lethe-erasure/lethe/pkg/replay"
 	"github.com/lethe-erasure/lethe/pkg/wal"
 )
@@ -156,7 +157,7 @@ func (c *cli) printReplay(trail *replay.Trail, rep replay.Report) error {
 
 var auditVerifyChainCmd = &command{
 	name:    "audit verify-chain",
-	args:    "[--tenant T]",
+	args:    "[--tenant T] [--keyed]",
 	summary: "verify the hash chain of receipts, for one tenant or every tenant",
 	help: `Checks each tenant's receipt chain (auditlog.VerifyChain): its receipts and their addenda
 (re-verifications, reappearances, shredding, physical erasure) numbered 1..n without gap,
@@ -166,16 +167,34 @@ receipt is linked but not yet written is reported as pending (the next receipt o
 tenant completes it) and is not a break. Exits 4 when a chain is broken or, for
 --audit-dir, when any record of the store's log does not verify.
 
+These checks need no key, so they cannot tell a chain the aggregator linked from one
+that a writer of the audit table rebuilt with recomputed hashes. --keyed also checks the
+chain MACs with the receipt chain key, LETHE_CHAIN_KEY or LETHE_CHAIN_KEY_FILE (with
+LETHE_CHAIN_KEY_ID, and the keys of earlier rotations in LETHE_CHAIN_KEY_OLD as
+id:key,...): every MAC a record carries must verify, and the head must carry one (it
+vouches for every record before it). Records linked before the aggregator had the key
+carry none; the result says up to which seq.
+
 ` + auditStoreHelp,
 	example: `lethectl audit verify-chain --audit-dir data/audit
-lethectl audit verify-chain --audit-table lethe-audit --tenant vastralaya -o json`,
-	exits: "0 every chain intact (or pending); 1 error; 2 usage; 3 no store in --audit-dir; 4 a chain is broken or a record of the audit directory does not verify.",
+lethectl audit verify-chain --audit-table lethe-audit --tenant vastralaya -o json
+LETHE_CHAIN_KEY_FILE=/run/secrets/chain-key lethectl audit verify-chain --audit-table lethe-audit --keyed`,
+	exits: "0 every chain intact (or pending); 1 error; 2 usage; 3 no store in --audit-dir; 4 a chain is broken (with --keyed: a chain MAC fails or the head has none) or a record of the audit directory does not verify.",
 	setup: func(c *cli, fs *flag.FlagSet) func(context.Context, []string) error {
 		var tenant string
+		var keyed bool
 		fs.StringVar(&tenant, "tenant", "", "only this tenant (default every tenant with a stored request)")
+		fs.BoolVar(&keyed, "keyed", false, "also check the chain MACs with LETHE_CHAIN_KEY")
 		return func(ctx context.Context, args []string) error {
 			if len(args) > 0 {
 				return usageErrorf("unexpected argument %q", args[0])
+			}
+			var key *integrity.Ring
+			if keyed {
+				var err error
+				if key, err = c.chainRing(); err != nil {
+					return err
+				}
 			}
 			store, err := c.auditStore(ctx)
 			if err != nil {
@@ -187,9 +206,24 @@ lethectl audit verify-chain --audit-table lethe-audit --tenant vastralaya -o jso
 					return err
 				}
 			}
-			return c.verifyChains(ctx, store, tenants)
+			return c.verifyChains(ctx, auditlog.Chain{Store: store, Key: key}, tenants)
 		}
 	},
+}
+
+// chainRing is the injected chain key, else LETHE_CHAIN_KEY's.
+func (c *cli) chainRing() (*integrity.Ring, error) {
+	if c.chainKey != nil {
+		return c.chainKey, nil
+	}
+	r, err := integrity.FromGetenv(c.getenv, "LETHE_CHAIN_KEY", "chain1")
+	if err != nil {
+		return nil, usageErrorf("%v", err)
+	}
+	if r == nil {
+		return nil, usageErrorf("--keyed needs the receipt chain key: set LETHE_CHAIN_KEY or LETHE_CHAIN_KEY_FILE (with LETHE_CHAIN_KEY_ID and LETHE_CHAIN_KEY_OLD as the aggregator has them)")
+	}
+	return r, nil
 }
 
 // chainResult is one tenant's chain check.
@@ -199,9 +233,14 @@ type chainResult struct {
 	Addenda  int    `json:"addenda"`
 	Result   string `json:"result"` // ok, pending, broken
 	Detail   string `json:"detail,omitempty"`
+	// Keyed counts the records whose chain MAC verified, LastUnkeyed is the seq of the
+	// last record without one (--keyed only).
+	Keyed       *int  `json:"keyed,omitempty"`
+	LastUnkeyed int64 `json:"last_unkeyed,omitempty"`
 }
 
-func (c *cli) verifyChains(ctx context.Context, store auditlog.Store, tenants []string) error {
+func (c *cli) verifyChains(ctx context.Context, chain auditlog.Chain, tenants []string) error {
+	store := chain.Store
 	var out []chainResult
 	broken := 0
 	for _, t := range tenants {
@@ -217,10 +256,18 @@ func (c *cli) verifyChains(ctx context.Context, store auditlog.Store, tenants []
 			}
 			r.Addenda = len(ads)
 		}
-		switch err := auditlog.VerifyChain(ctx, store, t); {
+		v, err := chain.Verify(ctx, t)
+		if chain.Key != nil && (err == nil || errors.Is(err, auditlog.ErrChainPending)) {
+			r.Keyed, r.LastUnkeyed = &v.Keyed, v.LastUnkeyed
+			r.Detail = fmt.Sprintf("%d of %d records carry a chain MAC that verifies", v.Keyed, v.Records)
+			if v.LastUnkeyed > 0 {
+				r.Detail += fmt.Sprintf("; none up to seq %d (linked before the chain key, vouched for by the head)", v.LastUnkeyed)
+			}
+		}
+		switch {
 		case err == nil:
 		case errors.Is(err, auditlog.ErrChainPending):
-			r.Result, r.Detail = "pending", err.Error()
+			r.Result, r.Detail = "pending", strings.TrimSuffix(err.Error()+"; "+r.Detail, "; ")
 		case errors.Is(err, auditlog.ErrChainBroken):
 			r.Result, r.Detail = "broken", err.Error()
 			broken++

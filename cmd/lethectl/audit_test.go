@@ -13,6 +13,7 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/integrity"
 )
 
 // auditDir writes a directory store with a valid chain of n receipts for tenant "acme"
@@ -190,4 +191,89 @@ func TestVerifyChainDamagedDirectory(t *testing.T) {
 			t.Errorf("stderr does not say a running process has the directory: %s", r)
 		}
 	})
+}
+
+// keyedAuditDir writes a directory store with a chain of n receipts for tenant "acme",
+// linked with the chain key secret as chain1 when rebuilt is false; when rebuilt is
+// true, the same receipts as a writer of the table would rebuild them: the first one
+// altered, every hash recomputed, no chain MAC (it has no key).
+func keyedAuditDir(t *testing.T, n int, secret string, rebuilt bool) string {
+	t.Helper()
+	k, err := integrity.NewRing("chain1", map[string][]byte{"chain1": []byte(secret)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	s, err := auditlog.OpenDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	at := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	prev := ""
+	for i := range n {
+		id := fmt.Sprintf("er_%d", i)
+		if err := s.PutRequest(ctx, auditlog.Request{RequestID: id, TenantID: "acme", Attempt: 1}); err != nil {
+			t.Fatal(err)
+		}
+		r := event.Receipt{ReceiptID: "rc_" + id, RequestID: id, TenantID: "acme",
+			Status: event.ReceiptComplete, RequestedAt: at, CompletedAt: at.Add(time.Second), DueAt: at.AddDate(0, 0, 30)}
+		if !rebuilt {
+			if _, err := (auditlog.Chain{Store: s, Key: k}).Issue(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if i == 0 {
+			r.Status = event.ReceiptPartial
+		}
+		r.Seq, r.PrevHash = int64(i+1), prev
+		r.Hash = auditlog.HashReceipt(r)
+		prev = r.Hash
+		if err := s.PutReceipt(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SwapHead(ctx, "acme", int64(i), auditlog.Head{Seq: r.Seq, Hash: r.Hash, RequestID: id, Receipt: r}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func runCLIEnv(env map[string]string, args ...string) result {
+	var out, errOut strings.Builder
+	c := &cli{getenv: func(k string) string { return env[k] }, stdout: &out, stderr: &errOut}
+	code := c.run(context.Background(), args)
+	return result{code: code, stdout: out.String(), stderr: errOut.String()}
+}
+
+// verify-chain --keyed checks the chain MACs with LETHE_CHAIN_KEY: a chain the aggregator
+// linked passes, a rebuilt one passes the unkeyed check and fails the keyed one, and so
+// does a chain checked with another key; without a key --keyed is a usage error.
+func TestVerifyChainKeyed(t *testing.T) {
+	const secret, other = "chain-secret-0123456789abcdefghijklmn", "other-secret-0123456789abcdefghijklmn"
+	linked, rebuilt := keyedAuditDir(t, 3, secret, false), keyedAuditDir(t, 3, secret, true)
+	withKey := map[string]string{"LETHE_CHAIN_KEY": secret}
+	r := runCLIEnv(withKey, "audit", "verify-chain", "--audit-dir", linked, "--keyed", "-o", "json")
+	wantCode(t, r, exitOK)
+	var out struct {
+		Tenants []chainResult `json:"tenants"`
+	}
+	decode(t, r, &out)
+	if len(out.Tenants) != 1 || out.Tenants[0].Keyed == nil || *out.Tenants[0].Keyed != 3 || out.Tenants[0].LastUnkeyed != 0 {
+		t.Errorf("keyed check of the linked chain: %s", r)
+	}
+	wantCode(t, runCLIEnv(nil, "audit", "verify-chain", "--audit-dir", rebuilt), exitOK)
+	if r := runCLIEnv(withKey, "audit", "verify-chain", "--audit-dir", rebuilt, "--keyed"); r.code != exitProblem || !strings.Contains(r.stdout, "carries no chain MAC") {
+		t.Errorf("keyed check of the rebuilt chain: %s", r)
+	}
+	if r := runCLIEnv(map[string]string{"LETHE_CHAIN_KEY": other}, "audit", "verify-chain", "--audit-dir", linked, "--keyed"); r.code != exitProblem {
+		t.Errorf("keyed check with another key: %s", r)
+	}
+	if r := runCLIEnv(nil, "audit", "verify-chain", "--audit-dir", linked, "--keyed"); r.code != exitUsage || !strings.Contains(r.stderr, "LETHE_CHAIN_KEY") {
+		t.Errorf("--keyed without a key: %s", r)
+	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/broker"
+	"github.com/lethe-erasure/lethe/pkg/integrity"
 )
 
 // Exit codes, documented in the top-level help.
@@ -66,6 +67,8 @@ type cli struct {
 
 	audit   auditlog.Store // when set, used instead of opening --audit-dir or --audit-table
 	brokers *broker.Config // when set, used instead of --brokers and the environment
+	// mac and chainKey, when set, are used instead of LETHE_MAC_KEY and LETHE_CHAIN_KEY.
+	mac, chainKey *integrity.Ring
 
 	g globals
 }

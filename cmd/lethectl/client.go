@@ -55,6 +55,9 @@ func (e *apiError) Error() string {
 		}
 		return "the server refused the bearer token from --token or LETHE_TOKEN (401 unauthenticated: unknown, expired or malformed)"
 	case http.StatusForbidden:
+		if e.Message != "" {
+			return "forbidden (403): " + strings.TrimPrefix(e.Message, "forbidden: ")
+		}
 		return "forbidden (403): the token may not act for this tenant"
 	case http.StatusTooManyRequests:
 		return fmt.Sprintf("rate limited (429): retry after %ss", e.RetryAfter)

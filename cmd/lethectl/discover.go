@@ -72,7 +72,7 @@ func (c *cli) discover(ctx context.Context, urls []string, cached bool) error {
 	var res discoverResult
 	var errs []error
 	for _, base := range urls {
-		reports, err := fetchDiscovery(ctx, hc, base, cached)
+		reports, err := fetchDiscovery(ctx, hc, base, c.env(c.g.token, "LETHE_TOKEN", ""), cached)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -134,8 +134,8 @@ func printDiscovery(w io.Writer, res discoverResult) {
 }
 
 // fetchDiscovery asks the deleter at base for its reports: a run now (POST) or, when
-// cached, its last run (GET).
-func fetchDiscovery(ctx context.Context, hc *http.Client, base string, cached bool) ([]discovery.Report, error) {
+// cached, its last run (GET); token, when set, is an operator's bearer token.
+func fetchDiscovery(ctx context.Context, hc *http.Client, base, token string, cached bool) ([]discovery.Report, error) {
 	u, err := url.Parse(strings.TrimRight(base, "/") + "/discovery")
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, usageErrorf("--deleter %q is not an http:// or https:// URL", base)
@@ -147,6 +147,9 @@ func fetchDiscovery(ctx context.Context, hc *http.Client, base string, cached bo
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := hc.Do(req)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"sort"
 	"strings"
 	"time"
@@ -15,6 +16,8 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/broker"
 	"github.com/lethe-erasure/lethe/pkg/dlq"
+	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/intake"
 	"github.com/lethe-erasure/lethe/pkg/schemareg"
 	"github.com/lethe-erasure/lethe/pkg/service"
 )
@@ -95,7 +98,9 @@ var dlqListCmd = &command{
 	help: `Lists the records of dead-letter topics without their payload: for each, where it came
 from (source topic/partition/offset), why it was dead-lettered, when, by which consumer
 group, and what it is (event type, request id and tenant, when it decodes as a Lethe
-event). A record that failed again after a replay shows where it was replayed from.
+event). A record that failed again after a replay shows where it was replayed from and
+by whom; an intake record names the producer its credential authenticated, and a
+redacted one (identifiers replaced by placeholders) is marked: it cannot be replayed.
 
 TOPIC is a dead-letter topic (erasure.intake.dlq) or its source topic (erasure.intake);
 default: every dead-letter topic of Lethe's topics. Reads from the first retained record
@@ -174,7 +179,17 @@ func printEntries(c *cli, topic string, es []dlq.Entry) error {
 		}
 		reason := e.Reason
 		if e.ReplayedFrom != "" {
-			reason += " (again, after replay of " + e.ReplayedFrom + ")"
+			reason += " (again, after replay of " + e.ReplayedFrom
+			if e.ReplayedBy != "" {
+				reason += " by " + e.ReplayedBy
+			}
+			reason += ")"
+		}
+		if e.Principal != "" {
+			reason += " [producer " + e.Principal + "]"
+		}
+		if e.Redacted {
+			reason += " [redacted: not replayable]"
 		}
 		fmt.Fprintf(tw, "%d/%d\t%s/%d/%d\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Partition, e.Offset, e.SourceTopic, e.SourcePartition, e.SourceOffset,
 			formatTime(e.At), e.Group, typ, req, tenant, reason)
@@ -186,18 +201,32 @@ var dlqReplayCmd = &command{
 	name:    "dlq replay",
 	args:    "TOPIC [--reason SUBSTR] [--request ID] [--yes]",
 	summary: "republish dead-lettered records to their source topic",
-	help: `Republishes the records of a dead-letter topic to their source topic, unchanged except
-for the dead-letter headers (removed) and a lethe.replayed-from header, once the cause is
-fixed. --reason and --request select records; without them every record is replayed.
-Progress is kept in the consumer group lethe-dlq-replay: a record replayed once is not
-replayed again by a later run (a record that fails again is dead-lettered anew, as a new
-record). Runs on the same topic must not overlap.
+	help: `Republishes the records of a dead-letter topic to their source topic once the cause is
+fixed, with their key and value, their content-type header (no other header: never a
+credential), a lethe.replayed-from header and a lethe.replayed-by header naming who
+replayed (lethectl: and the SASL user of the brokers, else the local user). --reason and
+--request select records; without them every record is replayed. Progress is kept in
+the consumer group lethe-dlq-replay: a record replayed once is not replayed again by a
+later run (a record that fails again is dead-lettered anew, as a new record). Runs on
+the same topic must not overlap.
+
+Records of erasure.intake.dlq are replayed through the intake API (--server, --token),
+one by one, as requests of the token's principal, which must be allowed to act for each
+record's tenant: they pass the intake's validation, gates and idempotency keys like any
+submission. Intake producers authenticate by a record header, which dead letters do not
+keep, so these records are never written back to erasure.intake.
+
+A redacted dead letter (identifiers replaced by placeholders) is refused: replaying it
+would erase the placeholder under the producer's idempotency key, so the producer must
+submit the request again. Refused records are listed with the reason and stay.
 
 On a terminal it shows how many records match and asks for confirmation; elsewhere it
-refuses unless --yes is given. It prints how many records it republished.`,
+refuses unless --yes is given. It prints how many records it republished and which it
+refused, and why.`,
 	example: `lethectl dlq replay erasure.requested.dlq --reason "store unavailable" --yes
-lethectl dlq replay erasure.store.done --request er_6ebc4c5fc7aee916243a000c4fb91673`,
-	exits: "0 replayed (also when nothing matched); 1 error, or the confirmation was declined; 2 usage, or no terminal and no --yes; 3 no such topic; 5 --timeout passed.",
+lethectl dlq replay erasure.store.done --request er_6ebc4c5fc7aee916243a000c4fb91673
+lethectl dlq replay erasure.intake --reason unauthenticated --server https://lethe.example --token "$LETHE_TOKEN"`,
+	exits: "0 replayed (also when nothing matched, or records were refused); 1 error, or the confirmation was declined; 2 usage, or no terminal and no --yes; 3 no such topic; 5 --timeout passed.",
 	setup: func(c *cli, fs *flag.FlagSet) func(context.Context, []string) error {
 		var reason, request string
 		var yes bool
@@ -211,6 +240,7 @@ lethectl dlq replay erasure.store.done --request er_6ebc4c5fc7aee916243a000c4fb9
 				return usageErrorf("one topic expected, got %d arguments", len(args))
 			}
 			topic := dlqTopic(args[0])
+			viaIntake := topic == event.DLQ(event.TopicIntake)
 			filter := func(e dlq.Entry) bool {
 				return strings.Contains(e.Reason, reason) && (request == "" || e.Event != nil && e.Event.RequestID == request)
 			}
@@ -224,42 +254,96 @@ lethectl dlq replay erasure.store.done --request er_6ebc4c5fc7aee916243a000c4fb9
 			}
 			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			if !yes {
-				if !c.isTTY() {
+			var matched []dlq.Entry
+			if !yes || viaIntake {
+				if !yes && !c.isTTY() {
 					return usageErrorf("stdin is not a terminal: pass --yes to replay without confirmation")
 				}
 				es, err := dlq.List(ctx, cfg, reg, topic, 0)
 				if err != nil {
 					return brokerErr(ctx, cfg, timeout, err)
 				}
-				n, sources := 0, map[string]bool{}
 				for _, e := range es {
 					if filter(e) {
-						n++
-						sources[e.SourceTopic] = true
+						matched = append(matched, e)
 					}
 				}
-				if n == 0 {
+			}
+			if !yes {
+				if len(matched) == 0 {
 					fmt.Fprintf(c.stdout, "no record of %s matches; nothing replayed\n", topic)
 					return nil
 				}
-				fmt.Fprintf(c.stderr, "%d records of %s match (records an earlier replay republished are skipped).\nRepublish them to %s? [y/N] ", n, topic, strings.Join(keys(sources), ", "))
+				sources := map[string]bool{}
+				for _, e := range matched {
+					sources[e.SourceTopic] = true
+				}
+				fmt.Fprintf(c.stderr, "%d records of %s match (records an earlier replay republished are skipped).\nRepublish them to %s? [y/N] ", len(matched), topic, strings.Join(keys(sources), ", "))
 				answer, _ := bufio.NewReader(c.stdin).ReadString('\n')
 				if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
 					return errors.New("not confirmed; nothing replayed")
 				}
 			}
-			n, err := dlq.Replay(ctx, cfg, reg, topic, filter)
+			var res dlq.Result
+			if viaIntake {
+				res, err = c.replayThroughIntake(ctx, topic, matched)
+			} else {
+				res, err = dlq.Replay(ctx, cfg, reg, topic, dlq.Options{Filter: filter, By: c.replayer()})
+			}
 			if err != nil {
-				return brokerErr(ctx, cfg, timeout, fmt.Errorf("%d records replayed before: %w", n, err))
+				return brokerErr(ctx, cfg, timeout, fmt.Errorf("%d records replayed before: %w", res.Replayed, err))
 			}
 			if c.json("table") {
-				return printJSON(c.stdout, map[string]any{"topic": topic, "replayed": n})
+				return printJSON(c.stdout, map[string]any{"topic": topic, "replayed": res.Replayed, "refused": append([]dlq.Refusal{}, res.Refused...)})
 			}
-			fmt.Fprintf(c.stdout, "replayed %d records from %s\n", n, topic)
+			fmt.Fprintf(c.stdout, "replayed %d records from %s\n", res.Replayed, topic)
+			if len(res.Refused) > 0 {
+				fmt.Fprintf(c.stdout, "refused %d records:\n", len(res.Refused))
+				for _, r := range res.Refused {
+					fmt.Fprintf(c.stdout, "  %d/%d: %s\n", r.Partition, r.Offset, r.Reason)
+				}
+			}
 			return nil
 		}
 	},
+}
+
+// replayer names whoever replays over the brokers (dlq.Options.By): the SASL user lethectl
+// connects as, else the local user.
+func (c *cli) replayer() string {
+	for _, k := range []string{"LETHE_KAFKA_SASL_USERNAME", "USER", "USERNAME"} {
+		if v := c.getenv(k); v != "" {
+			return "lethectl:" + v
+		}
+	}
+	return "lethectl"
+}
+
+// replayThroughIntake asks the intake API to replay each of the dead letters es of topic
+// as the token's principal, and returns how many it replayed and which it refused (an
+// answer 403, 409 or 422, with the intake's reason). Any other failure ends it.
+func (c *cli) replayThroughIntake(ctx context.Context, topic string, es []dlq.Entry) (dlq.Result, error) {
+	res := dlq.Result{}
+	cl, err := c.apiClient()
+	if err != nil {
+		return res, err
+	}
+	for _, e := range es {
+		var out struct {
+			Replayed int `json:"replayed"`
+		}
+		err := cl.do(ctx, http.MethodPost, "/v1/dead-letters/replay", nil, nil, intake.ReplayRequest{Topic: topic, Partition: e.Partition, Offset: e.Offset}, &out)
+		var ae *apiError
+		switch {
+		case errors.As(err, &ae) && (ae.Status == http.StatusForbidden || ae.Status == http.StatusConflict || ae.Status == http.StatusUnprocessableEntity):
+			res.Refused = append(res.Refused, dlq.Refusal{Partition: e.Partition, Offset: e.Offset, Reason: ae.Message, Err: err})
+		case err != nil:
+			return res, err
+		default:
+			res.Replayed += out.Replayed
+		}
+	}
+	return res, nil
 }
 
 func keys(m map[string]bool) []string {

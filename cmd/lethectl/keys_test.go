@@ -192,7 +192,7 @@ func TestKeysRewrapNoStore(t *testing.T) {
 }
 
 func TestKeysRewrapDynamoDB(t *testing.T) {
-	url := testenv.Dynalite(t)
+	url := testenv.DynamoDB(t)
 	t.Setenv("AWS_ACCESS_KEY_ID", "test")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
 	t.Setenv("AWS_REGION", "us-east-1")

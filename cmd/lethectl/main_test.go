@@ -103,7 +103,7 @@ func (in invocation) run(t *testing.T, args ...string) result {
 	var stdout, stderr bytes.Buffer
 	brokers := target.Stack.Broker
 	c := &cli{getenv: func(k string) string { return env[k] }, stdin: strings.NewReader(in.stdin), isTTY: func() bool { return in.tty },
-		stdout: &stdout, stderr: &stderr, audit: target.Stack.Audit, brokers: &brokers}
+		stdout: &stdout, stderr: &stderr, audit: target.Stack.Audit, brokers: &brokers, mac: target.MAC, chainKey: target.ChainKey}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	code := c.run(ctx, args)

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
+	"github.com/lethe-erasure/lethe/pkg/auth"
 	"github.com/lethe-erasure/lethe/pkg/dlq"
 	"github.com/lethe-erasure/lethe/pkg/embedded"
 	"github.com/lethe-erasure/lethe/pkg/event"
@@ -23,55 +24,92 @@ type dlqListing []struct {
 	Entries []dlq.Entry
 }
 
-// TestDLQListReplay produces a record the intake consumer cannot decode, finds it on
-// erasure.intake.dlq, replays it and finds it dead-lettered again, marked as replayed.
+// TestDLQListReplay dead-letters intake records (one undecodable, one refused for its
+// body, one with a forged token) and a store report that does not decode, lists them and
+// replays them. The report is republished over the brokers and dead-lettered again,
+// marked as replayed and by whom. The intake records go through the intake API with the
+// operator's token: the redacted ones are refused with the reason, the other is submitted
+// as the operator's request.
 func TestDLQListReplay(t *testing.T) {
+	const shopToken = "lt_shopbot-token-0123456789abcdefghijklmnopqr"
+	const opsToken = "lt_operator-token-0123456789abcdefghijklmnopq"
+	authn, err := auth.New(auth.Config{Tokens: []auth.Token{
+		{Name: "shopbot", SHA256: auth.HashToken(shopToken), Tenants: []string{"acme"}},
+		{Name: "ops", SHA256: auth.HashToken(opsToken), Tenants: []string{auth.Wildcard}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	// A system of its own: the counts below hold whatever other tests and runs dead-letter.
-	own, err := embedded.Start(context.Background(), embedded.Options{Key: testKey(), DataDir: t.TempDir()})
+	own, err := embedded.Start(context.Background(), embedded.Options{Key: testKey(), DataDir: t.TempDir(), Auth: authn})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer own.Stop()
-	in := func(stdin string, tty bool) invocation { return invocation{stdin: stdin, tty: tty, sys: own} }
+	env := map[string]string{"LETHE_TOKEN": opsToken, "USER": "tester"}
+	in := func(stdin string, tty bool) invocation { return invocation{stdin: stdin, tty: tty, sys: own, env: env} }
 	lethectl := func(t *testing.T, args ...string) result { return in("", false).run(t, args...) }
 	prod, err := own.Stack.Broker.NewProducer()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer prod.Close()
-	bad := &kgo.Record{Topic: event.TopicIntake, Key: []byte("dlq-test"), Value: []byte("not an avro record")}
-	if err := prod.ProduceSync(context.Background(), bad).FirstErr(); err != nil {
+	intakeRecord := func(token, body string) *kgo.Record {
+		return &kgo.Record{Topic: event.TopicIntake, Key: []byte("acme"), Value: []byte(body), Headers: []kgo.RecordHeader{
+			{Key: "authorization", Value: []byte("Bearer " + token)}, {Key: "content-type", Value: []byte("application/json")}}}
+	}
+	recs := []*kgo.Record{
+		{Topic: event.TopicIntake, Key: []byte("dlq-test"), Value: []byte("not an avro record")},
+		intakeRecord(shopToken, `{"tenant_id":"acme","subject_id":"zoe@example.com","regulation":"NOPE","idempotency_key":"order-1"}`),
+		intakeRecord("lt_forged-token-000000000000000000000000", `{"tenant_id":"acme","scope":"TENANT","regulation":"GDPR","idempotency_key":"offboard-1"}`),
+		{Topic: event.TopicStoreDone, Key: []byte("er_junk"), Value: []byte("not a store report")},
+	}
+	if err := prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	list := func() []dlq.Entry {
-		r := lethectl(t, "dlq", "list", "erasure.intake", "-o", "json")
+	list := func(topic string) []dlq.Entry {
+		r := lethectl(t, "dlq", "list", topic, "-o", "json")
 		wantCode(t, r, exitOK)
 		var out dlqListing
 		decode(t, r, &out)
-		if len(out) != 1 || out[0].Topic != "erasure.intake.dlq" {
+		if len(out) != 1 || out[0].Topic != topic+".dlq" {
 			t.Fatalf("dlq list: %s", r)
 		}
 		return out[0].Entries
 	}
-	eventually(t, "the record to be dead-lettered", func() bool { return len(list()) == 1 })
-	e := list()[0]
-	if e.SourceTopic != event.TopicIntake || e.Reason == "" || e.Key != "dlq-test" || e.At.IsZero() || e.Event != nil {
-		t.Fatalf("entry %+v", e)
+	eventually(t, "the records to be dead-lettered", func() bool {
+		return len(list(event.TopicIntake)) == 3 && len(list(event.TopicStoreDone)) == 1
+	})
+	for _, e := range list(event.TopicIntake) {
+		switch {
+		case e.SourceTopic != event.TopicIntake || e.Reason == "" || e.At.IsZero():
+			t.Errorf("entry %+v", e)
+		case e.Key == "dlq-test" && (!e.Redacted || e.Principal != "" || e.Event != nil):
+			t.Errorf("undecodable record: %+v, want redacted to its digest, no principal", e)
+		case e.Key == "acme" && e.Principal == "shopbot" && !e.Redacted:
+			t.Errorf("invalid record of shopbot: %+v, want redacted", e)
+		case e.Key == "acme" && e.Principal == "" && (e.Redacted || !strings.Contains(e.Reason, "unauthenticated")):
+			t.Errorf("record with a forged token: %+v, want not redacted, unauthenticated", e)
+		}
 	}
 
 	r := lethectl(t, "dlq", "list")
 	wantCode(t, r, exitOK)
-	for _, want := range []string{"erasure.intake.dlq: 1 records", "erasure.requested.dlq: 0 records", "erasure.store.done.dlq: 0 records", "erasure.intake/", e.Reason} {
+	for _, want := range []string{"erasure.intake.dlq: 3 records", "erasure.requested.dlq: 0 records", "erasure.store.done.dlq: 1 records",
+		"erasure.intake/", "[producer shopbot]", "[redacted: not replayable]"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("dlq list lacks %q:\n%s", want, r.stdout)
 		}
+	}
+	if strings.Contains(r.stdout, shopToken) || strings.Contains(r.stdout, "zoe@") {
+		t.Errorf("dlq list shows a token or an identifier:\n%s", r.stdout)
 	}
 	wantCode(t, lethectl(t, "dlq", "list", "no.such.topic"), exitNotFound)
 
 	wantCode(t, lethectl(t, "dlq", "replay", "erasure.intake.dlq"), exitUsage) // no terminal, no --yes
 	r = in("n\n", true).run(t, "dlq", "replay", "erasure.intake.dlq")
 	wantCode(t, r, exitError)
-	if !strings.Contains(r.stderr, "1 records of erasure.intake.dlq match") || !strings.Contains(r.stderr, "nothing replayed") {
+	if !strings.Contains(r.stderr, "3 records of erasure.intake.dlq match") || !strings.Contains(r.stderr, "nothing replayed") {
 		t.Errorf("declined replay: %s", r)
 	}
 	r = lethectl(t, "dlq", "replay", "erasure.intake.dlq", "--reason", "no such reason", "--yes")
@@ -79,23 +117,54 @@ func TestDLQListReplay(t *testing.T) {
 	if !strings.Contains(r.stdout, "replayed 0 records") {
 		t.Errorf("replay of nothing: %s", r)
 	}
-	r = in("y\n", true).run(t, "dlq", "replay", "erasure.intake.dlq", "--reason", e.Reason)
+	// The intake API needs the operator's token.
+	r = invocation{sys: own, env: map[string]string{"USER": "tester"}}.run(t, "dlq", "replay", "erasure.intake", "--yes")
+	wantCode(t, r, exitError)
+	if !strings.Contains(r.stderr, "bearer token") {
+		t.Errorf("replay without a token: %s", r)
+	}
+
+	r = lethectl(t, "dlq", "replay", "erasure.intake", "--yes", "-o", "json")
 	wantCode(t, r, exitOK)
-	if !strings.Contains(r.stdout, "replayed 1 records from erasure.intake.dlq") {
+	var res dlq.Result
+	decode(t, r, &res)
+	if res.Replayed != 1 || len(res.Refused) != 2 {
+		t.Fatalf("replay of the intake dead letters: %s", r)
+	}
+	for _, ref := range res.Refused {
+		if !strings.Contains(ref.Reason, "redacted") || !strings.Contains(ref.Reason, "producer must submit") {
+			t.Errorf("refusal %+v, want the reason", ref)
+		}
+	}
+	r = in("y\n", true).run(t, "dlq", "replay", "erasure.intake")
+	wantCode(t, r, exitOK)
+	if !strings.Contains(r.stdout, "replayed 0 records from erasure.intake.dlq") || !strings.Contains(r.stdout, "refused 2 records:") ||
+		strings.Count(r.stdout, "the dead letter was redacted") != 2 {
+		t.Errorf("second replay of the intake dead letters: %s", r)
+	}
+	eventually(t, "the offboarding to be submitted as the operator's", func() bool {
+		r := lethectl(t, "list", "--tenant", "acme", "-o", "json")
+		return r.code == exitOK && strings.Count(r.stdout, `"request_id"`) == 1
+	})
+	if n := len(list(event.TopicIntake)); n != 3 {
+		t.Errorf("%d intake dead letters after the replays, want the 3 (nothing failed again)", n)
+	}
+
+	e := list(event.TopicStoreDone)[0]
+	r = lethectl(t, "dlq", "replay", "erasure.store.done", "--yes")
+	wantCode(t, r, exitOK)
+	if !strings.Contains(r.stdout, "replayed 1 records from erasure.store.done.dlq") {
 		t.Errorf("replay: %s", r)
 	}
-	eventually(t, "the replayed record to be dead-lettered again", func() bool { return len(list()) == 2 })
-	again := list()[1]
-	// The intake redacts what it dead-letters (raw identifiers may hide in the bytes), so
-	// the replayed record is the redaction, refused again.
-	if again.ReplayedFrom != fmt.Sprintf("erasure.intake.dlq/%d/%d", e.Partition, e.Offset) || again.Key != "dlq-test" || !strings.Contains(again.Reason, "malformed record") {
+	eventually(t, "the replayed record to be dead-lettered again", func() bool { return len(list(event.TopicStoreDone)) == 2 })
+	again := list(event.TopicStoreDone)[1]
+	if again.ReplayedFrom != fmt.Sprintf("erasure.store.done.dlq/%d/%d", e.Partition, e.Offset) || again.ReplayedBy != "lethectl:tester" || again.Key != "er_junk" {
 		t.Errorf("dead-lettered again: %+v", again)
 	}
-	r = lethectl(t, "dlq", "replay", "erasure.intake", "--reason", "malformed record", "--yes", "-o", "json")
+	r = lethectl(t, "dlq", "replay", "erasure.store.done", "--yes", "-o", "json")
 	wantCode(t, r, exitOK)
-	var n struct{ Replayed int }
-	decode(t, r, &n)
-	if n.Replayed != 1 { // only the new dead-letter record: the first was replayed already
+	decode(t, r, &res)
+	if res.Replayed != 1 { // only the new dead-letter record: the first was replayed already
 		t.Errorf("second replay: %s", r)
 	}
 }

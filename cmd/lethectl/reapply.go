@@ -14,6 +14,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/aggregator"
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/integrity"
 	"github.com/lethe-erasure/lethe/pkg/schemareg"
 )
 
@@ -37,7 +38,9 @@ pseudonyms stay on the suppression list, so ingestion does not write them back.
 --since is an RFC 3339 time (2026-11-30T00:00:00Z) or a duration back from now (72h).
 
 The re-drives are framed as LETHE_FRAMING says for erasure.requested (with
-LETHE_SCHEMA_REGISTRY_URL, as the services read them); reports are read in either framing.`,
+LETHE_SCHEMA_REGISTRY_URL, as the services read them); reports are read in either framing.
+They are signed with the services' record MAC key, LETHE_MAC_KEY (or LETHE_MAC_KEY_FILE):
+deleters refuse a request without a valid MAC.`,
 	example: `lethectl reapply --tenant acme --store redis --since 2026-11-30T00:00:00Z --audit-table lethe-audit
 lethectl reapply --tenant acme --store qdrant --since 72h --wait=false`,
 	exits: "0 every request re-applied (or none to do); 1 error; 2 usage; 4 some store could not be verified clean; 5 --timeout passed before every report.",
@@ -64,6 +67,21 @@ lethectl reapply --tenant acme --store qdrant --since 72h --wait=false`,
 			return c.reapply(ctx, tenant, store, from, wait, timeout)
 		}
 	},
+}
+
+// macKey is the injected record MAC key, else LETHE_MAC_KEY's.
+func (c *cli) macKey() (*integrity.Ring, error) {
+	if c.mac != nil {
+		return c.mac, nil
+	}
+	r, err := integrity.FromGetenv(c.getenv, "LETHE_MAC_KEY", "mac1")
+	if err != nil {
+		return nil, usageErrorf("%v", err)
+	}
+	if r == nil {
+		return nil, usageErrorf("no record MAC key: set LETHE_MAC_KEY or LETHE_MAC_KEY_FILE (with LETHE_MAC_KEY_ID) as the services have them; deleters refuse unsigned requests")
+	}
+	return r, nil
 }
 
 // parseSince reads an RFC 3339 time or a duration back from now.
@@ -124,6 +142,10 @@ func (c *cli) reapply(ctx context.Context, tenant, store string, since time.Time
 	if err != nil {
 		return err
 	}
+	mac, err := c.macKey()
+	if err != nil {
+		return err
+	}
 	cfg, cl, err := c.brokerClient()
 	if err != nil {
 		return err
@@ -143,7 +165,11 @@ func (c *cli) reapply(ctx context.Context, tenant, store string, since time.Time
 		if err != nil {
 			return err
 		}
-		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: event.TopicRequested, Key: []byte(req.RequestID), Value: b}).FirstErr(); err != nil {
+		rec := &kgo.Record{Topic: event.TopicRequested, Key: []byte(req.RequestID), Value: b}
+		if err := integrity.Sign(mac, event.Request, rec); err != nil {
+			return err
+		}
+		if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
 			return brokerErr(ctx, cfg, timeout, fmt.Errorf("publish %s (%d of %d published before): %w", req.RequestID, i, len(reqs), err))
 		}
 		fmt.Fprintf(c.stderr, "re-applying %d/%d %s\n", i+1, len(reqs), req.RequestID)

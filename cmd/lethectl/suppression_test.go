@@ -19,7 +19,7 @@ func securedSystem(t *testing.T) (sys *embedded.System, opsToken, acmeToken stri
 	acmeToken, acmeHash := auth.NewToken()
 	authn, err := auth.New(auth.Config{Tokens: []auth.Token{
 		{Name: "ops", SHA256: opsHash, Tenants: []string{auth.Wildcard}},
-		{Name: "acme-app", SHA256: acmeHash, Tenants: []string{"acme"}},
+		{Name: "acme-privacy", SHA256: acmeHash, Tenants: []string{"acme"}, Roles: []string{auth.RoleLift}},
 	}})
 	if err != nil {
 		t.Fatal(err)

@@ -19,7 +19,7 @@ func TestWorkflowCommands(t *testing.T) {
 	opsToken, opsHash := auth.NewToken()
 	dpoToken, dpoHash := auth.NewToken()
 	authn, err := auth.New(auth.Config{Tokens: []auth.Token{
-		{Name: "ops", SHA256: opsHash, Tenants: []string{"acme"}},
+		{Name: "ops", SHA256: opsHash, Tenants: []string{"acme"}, Roles: []string{auth.RoleHolds}},
 		{Name: "dpo", SHA256: dpoHash, Tenants: []string{"acme"}, Roles: []string{auth.RoleApprover}},
 	}})
 	if err != nil {

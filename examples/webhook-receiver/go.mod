@@ -1,3 +1,3 @@
 module github.com/lethe-erasure/lethe/examples/webhook-receiver
 
-go 1.26.8
+go 1.27.3

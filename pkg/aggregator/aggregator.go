@@ -35,6 +35,14 @@
 // UNVERIFIED), never changes to it. At the end of the retention the key is destroyed
 // (SHREDDED); a physical-erasure date that passes with no reappearance and no re-apply of
 // the store since the receipt appends PHYSICAL.
+//
+// Trust: with MAC set, a record of erasure.requested, erasure.store.done or
+// erasure.store.found without a valid MAC (integrity.Verify) is refused before it is read:
+// a permanent error, so the consumer dead-letters it with the reason, and it is never
+// stored or counted. Anyone who can produce to those topics can then neither complete a
+// receipt nor change what a request expects. The re-drives the aggregator publishes are
+// signed. With ChainKey set, every receipt and addendum carries a chain MAC, and nothing is
+// linked after a head whose MAC fails (auditlog.Chain).
 package aggregator
 
 import (
@@ -52,6 +60,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/envelope"
 	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/integrity"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/keylock"
 	"github.com/lethe-erasure/lethe/pkg/metrics"
@@ -91,10 +100,20 @@ type Aggregator struct {
 	// SuppressionsTopic carries the suppression list's entries; default
 	// event.TopicSuppressions. Used only when Store is an auditlog.SuppressionStore.
 	SuppressionsTopic string
+
+	// MAC authenticates the records the aggregator reads and signs the requests it
+	// re-drives (package integrity); nil: nothing is checked or signed.
+	MAC *integrity.Ring
+	// ChainKey MACs every receipt and addendum linked into a tenant's chain
+	// (auditlog.Chain); nil: they are chained by SHA-256 alone.
+	ChainKey *integrity.Ring
 }
 
 // Handle is the consumer.Handler for erasure.requested and erasure.store.done.
 func (a *Aggregator) Handle(ctx context.Context, rec *kgo.Record) error {
+	if err := a.authentic(rec); err != nil {
+		return err
+	}
 	var requestID string
 	if rec.Topic == or(a.RequestedTopic, event.TopicRequested) {
 		var req event.Requested
@@ -150,6 +169,24 @@ func (a *Aggregator) Handle(ctx context.Context, rec *kgo.Record) error {
 		requestID = d.RequestID
 	}
 	return a.complete(ctx, requestID)
+}
+
+// authentic checks the MAC of rec when the aggregator has a MAC key.
+func (a *Aggregator) authentic(rec *kgo.Record) error {
+	if a.MAC == nil {
+		return nil
+	}
+	t := event.Done
+	switch rec.Topic {
+	case or(a.RequestedTopic, event.TopicRequested):
+		t = event.Request
+	case or(a.FoundTopic, event.TopicStoreFound):
+		t = event.Found
+	}
+	if err := integrity.Verify(a.MAC, t, rec); err != nil {
+		return retry.Permanent(fmt.Errorf("aggregator: %s record refused: %w", t.Name(), err))
+	}
+	return nil
 }
 
 // putReport stores d, merged (Merge) with the report stored for its request and store if
@@ -290,13 +327,21 @@ func (a *Aggregator) issue(ctx context.Context, r event.Receipt) (event.Receipt,
 	if _, ok := a.Store.(auditlog.Linker); !ok {
 		defer chaining.Lock(r.TenantID)()
 	}
-	return auditlog.Issue(ctx, a.Store, r)
+	return a.chain().Issue(ctx, r)
 }
 
 // appendAddendum is auditlog.Append under the tenant's chain lock.
 func (a *Aggregator) appendAddendum(ctx context.Context, ad auditlog.Addendum) (auditlog.Addendum, bool, error) {
 	defer chaining.Lock(ad.TenantID)()
-	return auditlog.Append(ctx, a.Store, ad)
+	return a.chain().Append(ctx, ad)
+}
+
+// chain links into the audit table's chains with the chain key.
+func (a *Aggregator) chain() auditlog.Chain {
+	return auditlog.Chain{Store: a.Store, Key: a.ChainKey, Unkeyed: func(tenant string, seq int64) {
+		a.log().Warn("linking after a chain head that carries no chain MAC: linked before chain keys, or its MAC was removed; the chain is keyed from here",
+			zap.String("tenant", tenant), zap.Int64("head_seq", seq))
+	}}
 }
 
 // complete issues and publishes the receipt of requestID if every expected store succeeded

@@ -13,6 +13,7 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/integrity"
 	"github.com/lethe-erasure/lethe/pkg/metrics"
 )
 
@@ -192,6 +193,11 @@ func (a *Aggregator) Redrive(ctx context.Context, req auditlog.Request, purpose,
 		return fmt.Errorf("aggregator: encode re-drive: %w", err)
 	}
 	rec := &kgo.Record{Topic: topic, Key: []byte(req.RequestID), Value: b}
+	if a.MAC != nil {
+		if err := integrity.Sign(a.MAC, event.Request, rec); err != nil {
+			return fmt.Errorf("aggregator: sign re-drive: %w", err)
+		}
+	}
 	if err := a.Producer.ProduceSync(ctx, rec).FirstErr(); err != nil {
 		return fmt.Errorf("aggregator: publish re-drive: %w", err)
 	}

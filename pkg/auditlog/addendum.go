@@ -48,6 +48,10 @@ type Addendum struct {
 	Seq        int64           `json:"seq"`
 	PrevHash   string          `json:"prev_hash"`
 	Hash       string          `json:"hash"`
+	// ChainKeyID and ChainMAC are the chain key's id and the keyed MAC of Hash, as a
+	// receipt carries them (event.Receipt); empty when linked without a chain key.
+	ChainKeyID string `json:"chain_key_id,omitempty"`
+	ChainMAC   string `json:"chain_mac,omitempty"`
 }
 
 // AddendumStore is one store's part of an addendum.
@@ -118,6 +122,13 @@ func HashAddendum(a Addendum) string {
 // record) and needs a Store with the Addenda capability; a missing id, request, receipt or
 // tenant is Permanent.
 func Append(ctx context.Context, s Store, a Addendum) (_ Addendum, linked bool, err error) {
+	return Chain{Store: s}.Append(ctx, a)
+}
+
+// Append is the package's Append on c.Store; with c.Key the addendum carries its chain
+// MAC and the head it is linked after must pass its own (see Chain).
+func (c Chain) Append(ctx context.Context, a Addendum) (_ Addendum, linked bool, err error) {
+	s := c.Store
 	as, ok := s.(Addenda)
 	if !ok {
 		return Addendum{}, false, retry.Permanent(errors.New("auditlog: append: the store keeps no addenda"))
@@ -126,6 +137,7 @@ func Append(ctx context.Context, s Store, a Addendum) (_ Addendum, linked bool, 
 		return Addendum{}, false, retry.Permanent(errors.New("auditlog: append: addendum needs an id, a type, a receipt, a request and a tenant"))
 	}
 	a.At = a.At.UTC().Truncate(time.Millisecond)
+	a.ChainKeyID, a.ChainMAC = "", ""
 	for range maxIssueRounds {
 		if err := ctx.Err(); err != nil {
 			return Addendum{}, false, fmt.Errorf("auditlog: append: %w", err)
@@ -150,6 +162,9 @@ func Append(ctx context.Context, s Store, a Addendum) (_ Addendum, linked bool, 
 		next := a
 		next.Seq, next.PrevHash = h.Seq+1, h.Hash
 		next.Hash = HashAddendum(next)
+		if next.ChainKeyID, next.ChainMAC, err = c.admit(a.TenantID, headMAC(h), next.Hash); err != nil {
+			return Addendum{}, false, err
+		}
 		err = s.SwapHead(ctx, a.TenantID, h.Seq, Head{Seq: next.Seq, Hash: next.Hash, Addendum: &next})
 		if errors.Is(err, ErrConflict) {
 			continue

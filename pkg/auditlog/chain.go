@@ -238,6 +238,13 @@ func HashReceipt(r event.Receipt) string {
 // receipt in between and link it twice. Issue gives up after a bounded number of lost
 // races or when ctx ends (transient errors); a missing request or tenant id is Permanent.
 func Issue(ctx context.Context, s Store, r event.Receipt) (event.Receipt, error) {
+	return Chain{Store: s}.Issue(ctx, r)
+}
+
+// Issue is the package's Issue on c.Store; with c.Key the receipt carries its chain MAC
+// and the head it is linked after must pass its own (see Chain).
+func (c Chain) Issue(ctx context.Context, r event.Receipt) (event.Receipt, error) {
+	s := c.Store
 	if r.RequestID == "" || r.TenantID == "" {
 		return event.Receipt{}, retry.Permanent(errors.New("auditlog: issue: receipt needs a request id and a tenant id"))
 	}
@@ -249,8 +256,9 @@ func Issue(ctx context.Context, s Store, r event.Receipt) (event.Receipt, error)
 	for i := range r.Stores {
 		r.Stores[i].PhysicalErasureDue = truncated(r.Stores[i].PhysicalErasureDue)
 	}
+	r.ChainKeyID, r.ChainMAC = "", ""
 	if l, ok := s.(Linker); ok {
-		got, err := l.LinkReceipt(ctx, r)
+		got, err := l.LinkReceipt(ctx, r, c.sealReceipt)
 		if !errors.Is(err, errLinkByCAS) {
 			return got, err
 		}
@@ -282,6 +290,9 @@ func Issue(ctx context.Context, s Store, r event.Receipt) (event.Receipt, error)
 		next := r
 		next.Seq, next.PrevHash = h.Seq+1, h.Hash
 		next.Hash = HashReceipt(next)
+		if err := c.sealReceipt(headMAC(h), &next); err != nil {
+			return event.Receipt{}, err
+		}
 		err = s.SwapHead(ctx, r.TenantID, h.Seq, Head{Seq: next.Seq, Hash: next.Hash, RequestID: next.RequestID, Receipt: next})
 		if errors.Is(err, ErrConflict) {
 			continue
@@ -321,15 +332,23 @@ func putReceipt(ctx context.Context, s Store, r event.Receipt) error {
 // included), an error wrapping ErrChainBroken that names the first break (seq and request
 // id; no personal data), ErrChainPending when only the newest record is still being
 // written, or a store error. Addenda are read when the store has the Addenda capability.
+// It reads no chain MAC: anyone can run it, and it cannot tell a chain the aggregator
+// linked from one a writer of the audit table rebuilt; Chain.Verify with the chain key can.
 func VerifyChain(ctx context.Context, s Store, tenant string) error {
+	_, err := Chain{Store: s}.Verify(ctx, tenant)
+	return err
+}
+
+// chainLinks reads the tenant's receipts and addenda, ordered by seq, and its head.
+func chainLinks(ctx context.Context, s Store, tenant string) ([]link, Head, error) {
 	rs, err := s.Receipts(ctx, tenant)
 	if err != nil {
-		return fmt.Errorf("auditlog: verify chain: %w", err)
+		return nil, Head{}, fmt.Errorf("auditlog: verify chain: %w", err)
 	}
 	var ads []Addendum
 	if as, ok := s.(Addenda); ok {
 		if ads, err = as.TenantAddenda(ctx, tenant); err != nil {
-			return fmt.Errorf("auditlog: verify chain: %w", err)
+			return nil, Head{}, fmt.Errorf("auditlog: verify chain: %w", err)
 		}
 	}
 	links := make([]link, 0, len(rs)+len(ads))
@@ -340,6 +359,15 @@ func VerifyChain(ctx context.Context, s Store, tenant string) error {
 		links = append(links, link{seq: ads[i].Seq, addendum: &ads[i]})
 	}
 	sort.SliceStable(links, func(i, j int) bool { return links[i].seq < links[j].seq })
+	h, err := s.Head(ctx, tenant)
+	if err != nil {
+		return nil, Head{}, fmt.Errorf("auditlog: verify chain: %w", err)
+	}
+	return links, h, nil
+}
+
+// verifyLinks checks links, ordered by seq, and the head h as VerifyChain says.
+func verifyLinks(links []link, h Head, tenant string) error {
 	prevHash := ""
 	receipts := map[string]string{} // request id → receipt id, of the receipts linked so far
 	for i, l := range links {
@@ -362,10 +390,6 @@ func VerifyChain(ctx context.Context, s Store, tenant string) error {
 			receipts[l.receipt.RequestID] = l.receipt.ReceiptID
 		}
 		prevHash = l.hash()
-	}
-	h, err := s.Head(ctx, tenant)
-	if err != nil {
-		return fmt.Errorf("auditlog: verify chain: %w", err)
 	}
 	n := int64(len(links))
 	hl := headLink(h)
@@ -433,6 +457,13 @@ func (l link) prevHash() string {
 		return l.addendum.PrevHash
 	}
 	return l.receipt.PrevHash
+}
+
+func (l link) chainMAC() (keyID, mac string) {
+	if l.addendum != nil {
+		return l.addendum.ChainKeyID, l.addendum.ChainMAC
+	}
+	return l.receipt.ChainKeyID, l.receipt.ChainMAC
 }
 
 func (l link) computed() string {

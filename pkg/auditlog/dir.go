@@ -89,7 +89,9 @@ type storedHead struct {
 	// record names what the head links: a receipt's request id or an addendum's id.
 	record   string
 	addendum bool
-	json     []byte
+	// keyID and mac are the chain MAC of the record, empty when it has none.
+	keyID, mac string
+	json       []byte
 }
 
 // item names one stored item, held by the write in flight on it.

@@ -11,7 +11,10 @@ import (
 // Linker is the optional capability of a store that links a receipt into its tenant's
 // chain in one step under its own lock. Issue uses it in place of its loop of conditional
 // writes; it has the same contract as Issue for a receipt Issue has normalised, and may
-// answer errLinkByCAS to have Issue run the loop instead.
+// answer errLinkByCAS to have Issue run the loop instead. Once it has set the receipt's
+// Seq, PrevHash and Hash, and before it writes anything, it calls seal with the head it
+// links after: seal sets the receipt's chain MAC, or refuses the link with an error that
+// LinkReceipt returns.
 //
 // The directory store is one: holding the whole chain in one process, it applies each link
 // to memory as it appends the link's records (head first, then receipt) and then waits for
@@ -21,7 +24,7 @@ import (
 // and a failed fsync of a link breaks the log (wal.AppendVisible), so that no later record
 // builds on a link the file lost.
 type Linker interface {
-	LinkReceipt(ctx context.Context, r event.Receipt) (event.Receipt, error)
+	LinkReceipt(ctx context.Context, r event.Receipt, seal func(HeadMAC, *event.Receipt) error) (event.Receipt, error)
 }
 
 // errLinkByCAS asks Issue to link by conditional writes: the head names a record that is
@@ -32,7 +35,7 @@ var errLinkByCAS = errors.New("auditlog: link by conditional writes")
 var _ Linker = (*DirStore)(nil)
 
 // LinkReceipt links r into its tenant's chain (see Linker).
-func (s *DirStore) LinkReceipt(ctx context.Context, r event.Receipt) (event.Receipt, error) {
+func (s *DirStore) LinkReceipt(ctx context.Context, r event.Receipt, seal func(HeadMAC, *event.Receipt) error) (event.Receipt, error) {
 	if err := ctx.Err(); err != nil {
 		return event.Receipt{}, err
 	}
@@ -61,6 +64,10 @@ func (s *DirStore) LinkReceipt(ctx context.Context, r event.Receipt) (event.Rece
 	next := r
 	next.Seq, next.PrevHash = h.seq+1, h.hash
 	next.Hash = HashReceipt(next)
+	if err := seal(HeadMAC{Seq: h.seq, Hash: h.hash, KeyID: h.keyID, MAC: h.mac}, &next); err != nil {
+		s.mu.Unlock()
+		return event.Receipt{}, err
+	}
 	hv := Head{Seq: next.Seq, Hash: next.Hash, RequestID: next.RequestID, Receipt: next}
 	hr, err := record(opHead, r.TenantID, hv)
 	if err != nil {

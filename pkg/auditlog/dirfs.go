@@ -132,7 +132,8 @@ func (s *DirStore) apply(p []byte, v any) error {
 		if err := valueOf(js, v, &h); err != nil {
 			return err
 		}
-		sh := storedHead{seq: h.Seq, hash: h.Hash, record: h.RequestID, json: js}
+		hm := headMAC(h)
+		sh := storedHead{seq: h.Seq, hash: h.Hash, record: h.RequestID, keyID: hm.KeyID, mac: hm.MAC, json: js}
 		if h.Addendum != nil {
 			sh.record, sh.addendum = h.Addendum.AddendumID, true
 		}

@@ -98,3 +98,17 @@ func configFrom(getenv func(string) string, readFile func(string) ([]byte, error
 	}
 	return cfg, nil
 }
+
+// credentialVars are the variables that configure authentication.
+var credentialVars = []string{"LETHE_TOKENS", "LETHE_TOKENS_FILE", "LETHE_JWKS_FILE", "LETHE_JWKS_URL",
+	"LETHE_JWT_HS256_SECRET", "LETHE_JWT_HS256_SECRET_FILE", "LETHE_AUTH_DISABLED"}
+
+// FromEnvIfSet is FromEnv when any authentication variable is set, and nil otherwise.
+func FromEnvIfSet() (*Authenticator, error) {
+	for _, v := range credentialVars {
+		if os.Getenv(v) != "" {
+			return FromEnv()
+		}
+	}
+	return nil, nil
+}

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"slices"
 	"strings"
 
 	"go.uber.org/zap"
@@ -90,4 +92,34 @@ func WriteError(w http.ResponseWriter, status int, msg string) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
+}
+
+// Operators serves next to operators only: principals that may act for every tenant
+// (Wildcard). It answers 401 without a valid credential and 403 for a tenant's
+// principal. A nil or disabled a lets every request through.
+func (a *Authenticator) Operators(next http.Handler) http.Handler {
+	if a == nil || a.Disabled() {
+		return next
+	}
+	return a.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p, _ := PrincipalFrom(r.Context()); !slices.Contains(p.Tenants, Wildcard) {
+			WriteError(w, http.StatusForbidden, "forbidden: an operator's token (every tenant) is required")
+			return
+		}
+		next.ServeHTTP(w, r)
+	}))
+}
+
+// LoopbackAddr reports whether the listen address addr (host:port) binds this machine's
+// loopback interface only.
+func LoopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -88,6 +88,7 @@ func Plan(p Provisioning) []TopicSpec {
 		spec(event.TopicStoreDone, deleteAfter(p.Retention)),
 		spec(event.TopicStoreFound, deleteAfter(p.Retention)),
 		spec(event.DLQ(event.TopicStoreDone), deleteAfter(p.Retention)),
+		spec(event.DLQ(event.TopicStoreFound), deleteAfter(p.Retention)),
 		spec(event.TopicCompleted, map[string]string{"cleanup.policy": "compact", "retention.ms": "-1"}),
 		spec(event.TopicOverdue, deleteAfter(p.Retention)),
 		spec(event.TopicSuppressions, map[string]string{"cleanup.policy": "compact", "retention.ms": "-1"}),

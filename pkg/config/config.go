@@ -13,6 +13,13 @@
 //	LETHE_KEK[_FILE]         key-encryption key, base64 of 32 bytes  required
 //	LETHE_KEK_ID             its id                                   kek1
 //	LETHE_KEK_OLD            retired KEKs kept to unwrap: id:b64,...  none
+//	LETHE_MAC_KEY[_FILE]     record MAC key (>= 32 bytes)              required
+//	LETHE_MAC_KEY_ID         its id                                   mac1
+//	LETHE_MAC_KEY_OLD        retired MAC keys kept to verify: id:key,...  none
+//	LETHE_CHAIN_KEY[_FILE]   receipt chain key (>= 32 bytes)          required by the aggregator
+//	LETHE_CHAIN_KEY_ID       its id                                   chain1
+//	LETHE_CHAIN_KEY_OLD      retired chain keys kept to verify        none
+//	LETHE_ALLOW_UNSEALED     "true": deleters erase requests whose identifiers are in the clear (development only)  false
 //	LETHE_KEYS_TABLE         DynamoDB table of per-request data keys  none (then LETHE_KEYS_DIR)
 //	LETHE_KEYS_DIR           embedded data-key store directory        ./data/keys
 //	LETHE_HTTP_ADDR          intake listen address                    127.0.0.1:8080
@@ -62,6 +69,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/broker"
 	"github.com/lethe-erasure/lethe/pkg/envelope"
 	"github.com/lethe-erasure/lethe/pkg/envelope/dynamokeys"
+	"github.com/lethe-erasure/lethe/pkg/integrity"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/pii"
 	"github.com/lethe-erasure/lethe/pkg/subject"
@@ -89,6 +97,14 @@ type Config struct {
 	WorkflowFile     string
 	LogLevel         string
 
+	// MAC authenticates the records the services hand one another: erasure.requested,
+	// erasure.store.done and erasure.store.found (package integrity).
+	MAC *integrity.Ring
+	// ChainKey MACs the receipt chain (auditlog.Chain); nil when LETHE_CHAIN_KEY is unset.
+	ChainKey *integrity.Ring
+	// AllowUnsealed lets deleters erase requests whose identifiers travel in the clear.
+	AllowUnsealed bool
+
 	opened []io.Closer // stores opened by AuditStore, Sealer and WorkflowStore, closed by Close
 }
 
@@ -109,8 +125,8 @@ func (c *Config) track(v any) {
 	}
 }
 
-// FromEnv loads the configuration of service. It fails without a valid pseudonym key or
-// with an invalid inventory.
+// FromEnv loads the configuration of service. It fails without a valid pseudonym key, KEK
+// or record MAC key, or with an invalid inventory.
 func FromEnv(service string) (*Config, error) {
 	c := &Config{
 		Service:          service,
@@ -125,6 +141,7 @@ func FromEnv(service string) (*Config, error) {
 		DynamoDBEndpoint: os.Getenv("LETHE_DYNAMODB_ENDPOINT"),
 		WorkflowFile:     os.Getenv("LETHE_WORKFLOW_FILE"),
 		LogLevel:         env("LETHE_LOG_LEVEL", "info"),
+		AllowUnsealed:    os.Getenv("LETHE_ALLOW_UNSEALED") == "true",
 	}
 	var err error
 	if c.Broker, err = broker.FromEnv("lethe-" + service); err != nil {
@@ -134,6 +151,15 @@ func FromEnv(service string) (*Config, error) {
 		return nil, err
 	}
 	if c.KEK, err = envelope.KEKFromEnv(); err != nil {
+		return nil, err
+	}
+	if c.MAC, err = integrity.FromEnv("LETHE_MAC_KEY", "mac1"); err != nil {
+		return nil, err
+	}
+	if c.MAC == nil {
+		return nil, errors.New("config: no record MAC key: set LETHE_MAC_KEY (at least 32 bytes, e.g. head -c 32 /dev/urandom | base64) or LETHE_MAC_KEY_FILE, the same on every service")
+	}
+	if c.ChainKey, err = integrity.FromEnv("LETHE_CHAIN_KEY", "chain1"); err != nil {
 		return nil, err
 	}
 	if c.InventoryFile == "" {
@@ -176,8 +202,8 @@ func (c *Config) String() string {
 	if inv == "" {
 		inv = "embedded reference"
 	}
-	return fmt.Sprintf("service=%s kafka=%s inventory=%s (version %s, %d stores) key=%s kek=%s keys=%s http=%s metrics=%s audit=%s",
-		c.Service, c.Broker, inv, c.Inventory.Version, len(c.Inventory.Stores), c.Key, c.KEK, c.keysName(),
+	return fmt.Sprintf("service=%s kafka=%s inventory=%s (version %s, %d stores) key=%s kek=%s mac=%s chain=%s allow_unsealed=%t keys=%s http=%s metrics=%s audit=%s",
+		c.Service, c.Broker, inv, c.Inventory.Version, len(c.Inventory.Stores), c.Key, c.KEK, c.MAC, c.ChainKey, c.AllowUnsealed, c.keysName(),
 		c.HTTPAddr, c.MetricsAddr, c.auditName())
 }
 

@@ -9,7 +9,8 @@
 // record with capped, jittered exponential backoff (retry.Backoff), holding only its own
 // partition (fetching pauses there while the others go on); a permanent error
 // (retry.IsPermanent, or an event decoding error) sends the record to <topic>.dlq with the
-// reason in headers, and the partition moves on. A revoked partition
+// reason in headers, and the partition moves on. A dead letter keeps only the allow-listed
+// headers of its record (see HeaderReason), never a credential. A revoked partition
 // (and every partition at shutdown) takes no new record but may finish the one in hand for
 // Config.Grace, so a handler that already changed a store also publishes its report; a
 // lost partition is cancelled at once. Run returns when ctx is done, after in-flight
@@ -20,7 +21,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,7 +32,6 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/broker"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/metrics"
-	"github.com/lethe-erasure/lethe/pkg/pii"
 	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
@@ -48,16 +47,6 @@ func permanent(err error) bool {
 	return retry.IsPermanent(err) || errors.Is(err, event.ErrMalformed) || errors.Is(err, event.ErrUnknownSchema)
 }
 
-// DLQ record headers.
-const (
-	HeaderReason    = "lethe.dlq.reason"
-	HeaderTopic     = "lethe.dlq.topic"
-	HeaderPartition = "lethe.dlq.partition"
-	HeaderOffset    = "lethe.dlq.offset"
-	HeaderGroup     = "lethe.dlq.group"
-	HeaderAt        = "lethe.dlq.at"
-)
-
 // Config configures Run.
 type Config struct {
 	Broker  broker.Config
@@ -72,8 +61,10 @@ type Config struct {
 	// Metrics records retries, dead-lettered records and lag; nil records nothing.
 	Metrics *metrics.Metrics
 	// Redact, when set, returns the value written to the dead-letter topic in place of a
-	// record's own (for topics whose records carry raw identifiers in the clear).
-	Redact func(rec *kgo.Record) []byte
+	// record's own (for topics whose records carry raw identifiers in the clear), and
+	// whether it redacted anything: a redacted dead letter is marked HeaderRedacted, and
+	// Lethe never replays it.
+	Redact func(rec *kgo.Record) (value []byte, redacted bool)
 	// Grace is how long a revoked partition, or one stopping at shutdown, may finish the
 	// records in hand (their side effects and follow-up events) before the handlers'
 	// context is cancelled. Default 10s. Lost partitions are cancelled at once.
@@ -521,40 +512,6 @@ type oversized int
 
 func (o oversized) Error() string   { return fmt.Sprintf("record of %d bytes is over the limit", int(o)) }
 func (o oversized) Permanent() bool { return true }
-
-// deadLetter writes rec to <topic>.dlq, retrying until the write was acknowledged.
-func (p *partition) deadLetter(ctx context.Context, rec *kgo.Record, cause error) bool {
-	value := rec.Value
-	if p.r.cfg.Redact != nil {
-		value = p.r.cfg.Redact(rec)
-	}
-	out := &kgo.Record{
-		Topic: event.DLQ(rec.Topic),
-		Key:   rec.Key,
-		Value: value,
-		Headers: append(append([]kgo.RecordHeader{}, rec.Headers...),
-			kgo.RecordHeader{Key: HeaderReason, Value: []byte(pii.Mask(cause.Error()))},
-			kgo.RecordHeader{Key: HeaderTopic, Value: []byte(rec.Topic)},
-			kgo.RecordHeader{Key: HeaderPartition, Value: []byte(strconv.Itoa(int(rec.Partition)))},
-			kgo.RecordHeader{Key: HeaderOffset, Value: []byte(strconv.FormatInt(rec.Offset, 10))},
-			kgo.RecordHeader{Key: HeaderGroup, Value: []byte(p.r.cfg.Group)},
-			kgo.RecordHeader{Key: HeaderAt, Value: []byte(time.Now().UTC().Format(time.RFC3339Nano))},
-		),
-	}
-	for attempt := 1; ; attempt++ {
-		err := p.cl.ProduceSync(ctx, out).FirstErr()
-		if err == nil {
-			return true
-		}
-		if ctx.Err() != nil {
-			return false
-		}
-		p.r.cfg.Log.Error("dead-letter write failed, retrying", zap.String("topic", out.Topic), zap.Int("attempt", attempt), zap.Error(err))
-		if !sleep(ctx, p.quit, p.r.cfg.Backoff.Delay(attempt)) {
-			return false
-		}
-	}
-}
 
 // sleep waits d and reports true, or false when ctx ends or quit closes first.
 func sleep(ctx context.Context, quit <-chan struct{}, d time.Duration) bool {

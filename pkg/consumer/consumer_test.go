@@ -1,9 +1,11 @@
 package consumer_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -507,4 +509,92 @@ func TestRebalanceHandsOverCommittedWork(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A dead letter keeps none of its record's headers but the allow-list: an intake record's
+// authorization header, and its token, appear nowhere in it (headers, key or value);
+// the principal the handler authenticated is named instead, when the handler says.
+func TestDeadLetterKeepsNoCredential(t *testing.T) {
+	const token = "lt_secret-token-0123456789abcdef"
+	cfg := cluster(t, "erasure.intake")
+	sent := func(key string) *kgo.Record {
+		return &kgo.Record{Topic: "erasure.intake", Partition: 0, Key: []byte(key), Value: []byte(`{"tenant_id":"acme"}`), Headers: []kgo.RecordHeader{
+			{Key: "authorization", Value: []byte("Bearer " + token)},
+			{Key: "Content-Type", Value: []byte("application/json; charset=utf-8")},
+			{Key: "traceparent", Value: []byte("00-" + token + "-01")},
+			{Key: consumer.HeaderReason, Value: []byte("forged by the producer")},
+			{Key: consumer.HeaderReplayedFrom, Value: []byte("erasure.intake.dlq/0/7")},
+			{Key: consumer.HeaderReplayedBy, Value: []byte("ops")},
+		}}
+	}
+	produce(t, cfg, sent("authenticated"), sent("anonymous"), sent("redacted"))
+	ccfg := consumer.Config{Broker: cfg, Group: "lethe-intake", Topics: []string{"erasure.intake"},
+		Redact: func(r *kgo.Record) ([]byte, bool) {
+			if string(r.Key) == "redacted" {
+				return []byte("redacted: 20 undecodable bytes"), true
+			}
+			return r.Value, false
+		}}
+	stop := consume(t, ccfg, func(_ context.Context, r *kgo.Record) error {
+		err := retry.Permanent(errors.New("invalid request"))
+		if string(r.Key) == "anonymous" {
+			return err
+		}
+		return consumer.WithPrincipal(err, "shopbot")
+	})
+	defer stop()
+
+	for _, d := range readAll(t, cfg, "erasure.intake.dlq", 3) {
+		key := string(d.Key)
+		for _, part := range append([][]byte{d.Key, d.Value}, headerBytes(d)...) {
+			if bytes.Contains(part, []byte(token)) || bytes.Contains(bytes.ToLower(part), []byte("bearer")) {
+				t.Errorf("dead letter %s holds the credential: %q", key, part)
+			}
+		}
+		got := map[string][]string{}
+		for _, h := range d.Headers {
+			got[strings.ToLower(h.Key)] = append(got[strings.ToLower(h.Key)], string(h.Value))
+		}
+		want := map[string][]string{
+			consumer.HeaderReason:       {"invalid request"},
+			consumer.HeaderTopic:        {"erasure.intake"},
+			consumer.HeaderPartition:    {"0"},
+			consumer.HeaderOffset:       got[consumer.HeaderOffset],
+			consumer.HeaderGroup:        {"lethe-intake"},
+			consumer.HeaderAt:           got[consumer.HeaderAt],
+			consumer.HeaderContentType:  {"application/json"},
+			consumer.HeaderReplayedFrom: {"erasure.intake.dlq/0/7"},
+			consumer.HeaderReplayedBy:   {"ops"},
+			consumer.HeaderPrincipal:    {"shopbot"},
+		}
+		switch key {
+		case "anonymous":
+			delete(want, consumer.HeaderPrincipal)
+		case "redacted":
+			want[consumer.HeaderRedacted] = []string{"true"}
+			delete(want, consumer.HeaderContentType) // it described the value replaced
+		}
+		if len(got[consumer.HeaderOffset]) != 1 || len(got[consumer.HeaderAt]) != 1 || !maps.EqualFunc(got, want, slices.Equal) {
+			t.Errorf("dead letter %s headers\n got %v\nwant %v", key, got, want)
+		}
+	}
+}
+
+func headerBytes(r *kgo.Record) [][]byte {
+	var out [][]byte
+	for _, h := range r.Headers {
+		out = append(out, []byte(h.Key), h.Value)
+	}
+	return out
+}
+
+func TestWithPrincipal(t *testing.T) {
+	base := retry.Permanent(errors.New("invalid"))
+	err := fmt.Errorf("intake: %w", consumer.WithPrincipal(base, "shopbot"))
+	if consumer.PrincipalOf(err) != "shopbot" || !retry.IsPermanent(err) || !errors.Is(err, base) || err.Error() != "intake: invalid" {
+		t.Errorf("WithPrincipal: %v (principal %q)", err, consumer.PrincipalOf(err))
+	}
+	if consumer.WithPrincipal(nil, "shopbot") != nil || consumer.WithPrincipal(base, "") != base || consumer.PrincipalOf(base) != "" {
+		t.Error("WithPrincipal of nil or without a name changed the error")
+	}
 }

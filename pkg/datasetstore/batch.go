@@ -212,7 +212,7 @@ func runGroup(ctx context.Context, l Locators, subjects []deletion.Subject, use 
 // VerifyBatch verifies each subject with Verify, the subjects sharing one listing of each
 // location (listings).
 func (s *Store) VerifyBatch(ctx context.Context, st inventory.Store, subjects []deletion.Subject) ([]event.Verification, []error) {
-	shared := &Store{s3: s.s3, dir: s.dir, sum: s.sum, listed: &listings{m: map[string]*listed{}}}
+	shared := &Store{s3: s.s3, dir: s.dir, sum: s.sum, listed: &listings{m: map[string]*listed{}}, lim: s.lim, names: s.names}
 	return deletion.VerifyEach(ctx, shared, st, subjects)
 }
 

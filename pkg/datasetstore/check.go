@@ -38,13 +38,20 @@ func Check(client *s3.Client, inv *inventory.Inventory) metrics.Check {
 	}}
 }
 
-// SummariesFromEnv returns WithSummaries(key) unless LETHE_DATASET_SUMMARIES is "off"
-// (summaries are on by default; off, every erasure reads every object and version).
-func SummariesFromEnv(key subject.Key) []Option {
-	if os.Getenv("LETHE_DATASET_SUMMARIES") == "off" {
-		return nil
+// OptionsFromEnv returns the Store's options from the environment: WithKey(key),
+// WithLimits of LimitsFromEnv, and WithSummaries(key) unless LETHE_DATASET_SUMMARIES is
+// "off" (summaries are on by default; off, every erasure reads every object and version).
+// A malformed setting is an error.
+func OptionsFromEnv(key subject.Key) ([]Option, error) {
+	lim, err := LimitsFromEnv()
+	if err != nil {
+		return nil, err
 	}
-	return []Option{WithSummaries(key)}
+	opts := []Option{WithKey(key), WithLimits(lim)}
+	if os.Getenv("LETHE_DATASET_SUMMARIES") != "off" {
+		opts = append(opts, WithSummaries(key))
+	}
+	return opts, nil
 }
 
 // DirFromEnv is the root of directory datasets, LETHE_DATASET_DIR (none by default: prefixes

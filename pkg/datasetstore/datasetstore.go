@@ -15,17 +15,20 @@
 // .gz); content settles the rest: gzip's magic number means compressed whatever the name,
 // Parquet's (PAR1) means Parquet, and a .json object or one of another name is a JSON
 // array when it starts with '[' and JSONL when it starts with '{'. An object that cannot be
-// read or decoded (an unknown format, a parse error, a corrupt or truncated stream, a
-// Parquet file over 256 MiB) is unexamined: Erase never rewrites or deletes it, and Verify
-// counts it in Unexamined and names it in UnexaminedItems as its prefix template and the
-// rest of its key, with the reason, so the store ends FAILED until it is fixed or
-// excluded.
+// read or decoded (an unknown format, a parse error, a corrupt or truncated stream,
+// content past the Limits) is unexamined: Erase never rewrites or deletes it, and Verify
+// counts it in Unexamined and names it in UnexaminedItems, with the reason, so the store
+// ends FAILED until it is fixed or excluded. Reports name an object by its prefix
+// template, the shape of the rest of its key and a keyed reference (WithKey), never by its
+// name, which may hold identifiers; reasons hold no content.
 //
-// CSV, TSV, JSONL and JSON arrays stream: memory holds one row (one array element) and
-// the buffers, whatever the object's size, and gzip is decompressed and recompressed on the
-// fly (the gzip header kept). Parquet needs random access, so a Parquet object is read
-// whole, bounded to 256 MiB; its rewrite keeps the schema, the compression codecs and the
-// key/value metadata. A rewrite to S3 is staged before its upload, in memory up to 4 MiB
+// CSV, TSV, JSONL and JSON arrays stream: memory holds one row (one array element), at
+// most Limits.Record, and the buffers, whatever the object's size, and gzip is
+// decompressed (at most Limits.Decompressed) and recompressed on the fly (the gzip header
+// kept). Parquet needs random access, so a Parquet object is read whole, at most
+// Limits.Parquet, and its footer and pages are checked against the Limits before they are
+// decoded; its rewrite keeps the schema, the compression codecs and the key/value
+// metadata. A rewrite to S3 is staged before its upload, in memory up to 4 MiB
 // and in a temporary file beyond, sent with a CRC32 checksum, and keeps the object's
 // Content-Type, Content-Encoding, Cache-Control, Content-Disposition, Content-Language
 // and user metadata.
@@ -93,6 +96,8 @@ type Store struct {
 	sum    *summaries // nil: every object is read (WithSummaries)
 	listed *listings  // nil: every operation lists what it reads (see VerifyBatch)
 	hand   *handoff   // a find's listings for the erases that follow; nil in verifications
+	lim    Limits
+	names  deletion.ItemNames // how reports name objects (WithKey)
 }
 
 var _ deletion.Store = (*Store)(nil)
@@ -101,7 +106,7 @@ var _ deletion.Store = (*Store)(nil)
 // prefixes below the directory dirRoot. Either may be zero (nil, "") when the inventory has
 // no such prefix; a prefix without its backend fails permanently.
 func New(s3c *s3.Client, dirRoot string, opts ...Option) *Store {
-	s := &Store{s3: s3c, hand: newHandoff()}
+	s := &Store{s3: s3c, hand: newHandoff(), lim: Limits{}.withDefaults()}
 	if dirRoot != "" {
 		s.dir = NewDir(dirRoot)
 	}
@@ -122,12 +127,24 @@ type location struct {
 	sum      *summaries // nil: no summaries
 	listed   *listings  // nil: inventoryOf lists anew
 	hand     *handoff   // nil: no listing passes from a find to an erase
+	lim      Limits
+	names    deletion.ItemNames
 }
 
-// display names key by its prefix template and the rest of its key, so that reports of
-// single objects name no tenant.
+// display names key in a report: its prefix template, the shape of the rest of its key
+// and its keyed reference (deletion.ItemNames), so that a report names no tenant and no
+// object.
 func (l location) display(key string) string {
-	return l.template + strings.TrimPrefix(key, l.prefix)
+	return l.names.Name(l.template, strings.TrimPrefix(key, l.prefix), l.fullName(key))
+}
+
+// fullName is the name of key that its keyed reference is computed from: "s3://bucket/key"
+// or "file://key" (key relative to the dataset root).
+func (l location) fullName(key string) string {
+	if b, ok := l.bucket.(*s3Bucket); ok {
+		return "s3://" + b.name + "/" + key
+	}
+	return "file://" + key
 }
 
 // excludes reports whether an exclude pattern matches key: a pattern without a slash
@@ -171,7 +188,7 @@ func (s *Store) locations(st inventory.Store, subj deletion.Subject) ([]location
 		if _, ok := l.bucket.(*s3Bucket); ok {
 			l.sum = s.sum
 		}
-		l.listed, l.hand = s.listed, s.hand
+		l.listed, l.hand, l.lim, l.names = s.listed, s.hand, s.lim, s.names
 		out = append(out, l)
 	}
 	return out, nil

@@ -152,7 +152,7 @@ func TestTenantScope(t *testing.T) {
 			}
 			tenant := deletion.Subject{Tenant: "acme", Scope: event.ScopeTenant}
 			// Not a dataset and not excluded: unexamined.
-			if v, err := fx.Impl.Verify(ctx, fx.Store, tenant); err != nil || v.Unexamined != 1 || !strings.Contains(strings.Join(v.UnexaminedItems, ""), "README.md: ") {
+			if v, err := fx.Impl.Verify(ctx, fx.Store, tenant); err != nil || v.Unexamined != 1 || !strings.Contains(strings.Join(v.UnexaminedItems, ""), "{tenant}/*.md: ") {
 				t.Errorf("Verify without the exclusion = %+v, %v; want README.md unexamined", v, err)
 			}
 			fx.Store.Locators = fx.Store.Locators.With("exclude", []string{"*.MD"})
@@ -167,7 +167,7 @@ func TestTenantScope(t *testing.T) {
 			if res.Deleted() != v.Remaining {
 				t.Errorf("deleted %d, verify counted %d", res.Deleted(), v.Remaining)
 			}
-			if v, err := fx.Impl.Verify(ctx, fx.Store, tenant); err != nil || !v.Clean() || len(v.Excluded) != 1 || !strings.HasSuffix(v.Excluded[0], "{tenant}/README.md") {
+			if v, err := fx.Impl.Verify(ctx, fx.Store, tenant); err != nil || !v.Clean() || len(v.Excluded) != 1 || !strings.HasSuffix(v.Excluded[0], "{tenant}/*.md") {
 				t.Errorf("Verify after = %+v, %v; want clean with README.md excluded", v, err)
 			}
 			for _, key := range f.keys("acme") {

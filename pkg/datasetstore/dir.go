@@ -69,7 +69,7 @@ func (d *dirBucket) List(ctx context.Context, prefix string, fn func(string) err
 		return fn(key)
 	})
 	if err != nil {
-		return fmt.Errorf("list %s: %w", prefix, err)
+		return fmt.Errorf("list: %w", pathless(err))
 	}
 	return nil
 }
@@ -87,14 +87,14 @@ func (d *dirBucket) Get(ctx context.Context, key string) (*Object, error) {
 	f, err := r.Open(key)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("%w: %s", ErrNotFound, key)
+			return nil, ErrNotFound
 		}
-		return nil, fmt.Errorf("open %s: %w", key, err)
+		return nil, fmt.Errorf("open: %w", pathless(err))
 	}
 	fi, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("stat %s: %w", key, err)
+		return nil, fmt.Errorf("stat: %w", pathless(err))
 	}
 	return &Object{Body: f, Token: token(fi)}, nil
 }
@@ -115,7 +115,7 @@ func (d *dirBucket) Put(ctx context.Context, key string, prev *Object, write fun
 	tmp := path.Join(dir, tmpPrefix+hex.EncodeToString(rnd[:]))
 	f, err := r.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
 	if err != nil {
-		return fmt.Errorf("stage rewrite of %s: %w", key, err)
+		return fmt.Errorf("stage rewrite: %w", pathless(err))
 	}
 	defer func() {
 		if err != nil {
@@ -129,22 +129,22 @@ func (d *dirBucket) Put(ctx context.Context, key string, prev *Object, write fun
 		return err
 	}
 	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("stage rewrite of %s: %w", key, err)
+		return fmt.Errorf("stage rewrite: %w", pathless(err))
 	}
 	if err := f.Sync(); err != nil {
-		return fmt.Errorf("sync rewrite of %s: %w", key, err)
+		return fmt.Errorf("sync rewrite: %w", pathless(err))
 	}
 	if prev != nil && prev.Token != "" {
 		fi, err := r.Stat(key)
 		if err != nil || token(fi) != prev.Token {
-			return retry.Contended(fmt.Errorf("%w: %s", ErrConflict, key))
+			return retry.Contended(ErrConflict)
 		}
 	}
 	if err := f.Close(); err != nil {
-		return fmt.Errorf("close rewrite of %s: %w", key, err)
+		return fmt.Errorf("close rewrite: %w", pathless(err))
 	}
 	if err := r.Rename(tmp, key); err != nil {
-		return fmt.Errorf("replace %s: %w", key, err)
+		return fmt.Errorf("replace: %w", pathless(err))
 	}
 	return syncDir(r, dir)
 }
@@ -156,20 +156,34 @@ func (d *dirBucket) Delete(ctx context.Context, key string) error {
 	}
 	defer r.Close()
 	if err := r.Remove(key); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("delete %s: %w", key, err)
+		return fmt.Errorf("delete: %w", pathless(err))
 	}
 	return syncDir(r, path.Dir(key))
+}
+
+// pathless is err without the paths a file system error quotes (keys may hold
+// identifiers): the operation and its cause.
+func pathless(err error) error {
+	var pe *fs.PathError
+	var le *os.LinkError
+	switch {
+	case errors.As(err, &pe):
+		return fmt.Errorf("%s: %w", pe.Op, pe.Err)
+	case errors.As(err, &le):
+		return fmt.Errorf("%s: %w", le.Op, le.Err)
+	}
+	return err
 }
 
 // syncDir makes a rename or removal in dir durable.
 func syncDir(r *os.Root, dir string) error {
 	f, err := r.Open(dir)
 	if err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
+		return fmt.Errorf("sync directory: %w", pathless(err))
 	}
 	defer f.Close()
 	if err := f.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
+		return fmt.Errorf("sync directory: %w", pathless(err))
 	}
 	return nil
 }

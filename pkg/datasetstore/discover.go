@@ -2,7 +2,6 @@ package datasetstore
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/csv"
 	"encoding/json"
@@ -36,9 +35,9 @@ var errEnough = errors.New("enough objects listed")
 // rows (opts.Sample of them) have identity-like columns or fields, or values of a pii
 // pattern. A dataset is an object of a known extension or whose content is one (CSV, TSV,
 // JSONL, JSON arrays, Parquet, gzip-compressed or not); objects that are no datasets are
-// skipped. Objects are reported grouped by shape: the bucket, then the key with known
-// tenants replaced by {tenant} and every part holding digits or a pii pattern by {id}
-// (extensions kept), so no identifier reaches a report.
+// skipped. Objects are reported grouped by shape: the bucket, then the key with its file
+// name replaced by {id} (a known extension kept), known tenants by {tenant} and every
+// directory holding digits or a pii pattern by {id}, so no file name reaches a report.
 func (s *Store) Discover(ctx context.Context, inv *inventory.Inventory, opts deletion.DiscoverOptions) ([]deletion.Uncovered, error) {
 	opts = opts.Defaults()
 	var covers []*regexp.Regexp
@@ -96,7 +95,7 @@ func (s *Store) Discover(ctx context.Context, inv *inventory.Inventory, opts del
 			if slices.ContainsFunc(covers, func(re *regexp.Regexp) bool { return re.MatchString(name) }) {
 				continue
 			}
-			reasons, err := sampleDataset(ctx, b, key, opts)
+			reasons, err := sampleDataset(ctx, b, key, opts, s.lim)
 			if err != nil {
 				return nil, err
 			}
@@ -131,6 +130,33 @@ func mapKeys(m map[string]bool) func(func(string) bool) {
 			}
 		}
 	}
+}
+
+// sampleParquet reads the column names and up to opts.Sample rows' strings of the first
+// row group of a Parquet dataset.
+func sampleParquet(r io.Reader, opts deletion.DiscoverOptions, lim Limits) (fields, values []string, err error) {
+	defer recovered(&err)
+	pf, err := openParquet(r, lim)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, p := range pf.Schema().Columns() {
+		fields = append(fields, strings.Join(p, "."))
+	}
+	if groups := pf.RowGroups(); len(groups) > 0 {
+		rows := make([]parquet.Row, opts.Sample)
+		r := groups[0].Rows()
+		n, _ := r.ReadRows(rows)
+		r.Close()
+		for _, row := range rows[:n] {
+			for _, v := range row {
+				if v.Kind() == parquet.ByteArray {
+					values = append(values, string(v.ByteArray()))
+				}
+			}
+		}
+	}
+	return fields, values, nil
 }
 
 // bucketsOf returns the prefix p with its bucket name filled in for each known tenant
@@ -187,29 +213,32 @@ func coverRE(p string) *regexp.Regexp {
 	return regexp.MustCompile(b.String())
 }
 
-// keyShape replaces the parts of key that may identify someone by placeholders.
+// keyShape replaces the parts of key that may identify someone by placeholders: the file
+// name always ({id} with its known extension, deletion.KnownExtension), a directory named
+// after a known tenant by {tenant}, one holding digits, '@', '+' or a pii pattern (or
+// longer than 40 bytes) by {id}.
 func keyShape(key string, opts deletion.DiscoverOptions) string {
 	parts := strings.Split(key, "/")
 	for i, p := range parts {
-		stem, ext := p, ""
-		if i == len(parts)-1 {
-			if j := strings.IndexByte(p, '.'); j > 0 {
-				stem, ext = p[:j], p[j:]
-			}
-		}
 		switch {
-		case slices.Contains(opts.Tenants, stem):
-			parts[i] = "{tenant}" + ext
-		case strings.ContainsAny(stem, "0123456789@+") || deletion.PersonalValue(stem) || len(stem) > 40:
-			parts[i] = "{id}" + ext
+		case i == len(parts)-1:
+			parts[i] = "{id}" + deletion.KnownExtension(p)
+		case slices.Contains(opts.Tenants, p):
+			parts[i] = "{tenant}"
+		case strings.ContainsAny(p, "0123456789@+") || deletion.PersonalValue(p) || len(p) > 40:
+			parts[i] = "{id}"
 		}
 	}
 	return strings.Join(parts, "/")
 }
 
-// sampleDataset reads up to opts.Sample rows of the object key and says why they look
-// like personal data; an object that is no dataset gives no reason.
-func sampleDataset(ctx context.Context, b Bucket, key string, opts deletion.DiscoverOptions) ([]string, error) {
+// sampleBytes bounds what discovery reads of a text dataset's content: its first rows.
+const sampleBytes = 1 << 20
+
+// sampleDataset reads up to opts.Sample rows of the object key, within its first
+// sampleBytes (a Parquet object: within lim), and says why they look like personal data;
+// an object that is no dataset gives no reason.
+func sampleDataset(ctx context.Context, b Bucket, key string, opts deletion.DiscoverOptions, lim Limits) ([]string, error) {
 	obj, err := b.Get(ctx, key)
 	if errors.Is(err, ErrNotFound) {
 		return nil, nil
@@ -218,11 +247,12 @@ func sampleDataset(ctx context.Context, b Bucket, key string, opts deletion.Disc
 		return nil, err
 	}
 	defer obj.Body.Close()
-	f, in, _, release, err := open(key, obj.Body)
+	f, content, _, release, err := open(key, obj.Body, lim)
 	defer release()
 	if err != nil {
 		return nil, nil // not a dataset this store reads
 	}
+	in := io.LimitReader(content, min(sampleBytes, lim.Record))
 	var fields, values []string
 	switch f {
 	case formatCSV, formatTSV:
@@ -244,8 +274,9 @@ func sampleDataset(ctx context.Context, b Bucket, key string, opts deletion.Disc
 		}
 	case formatJSONL:
 		br := bufio.NewReader(in)
+		var line []byte
 		for n := 0; n < opts.Sample; n++ {
-			line, err := br.ReadBytes('\n')
+			line, err = readLine(br, line, n+1, lim)
 			var doc any
 			if json.Unmarshal(line, &doc) == nil {
 				f, v := deletion.Walk(doc)
@@ -268,30 +299,12 @@ func sampleDataset(ctx context.Context, b Bucket, key string, opts deletion.Disc
 			}
 		}
 	case formatParquet:
-		data, err := io.ReadAll(io.LimitReader(in, maxWhole+1))
-		if err != nil || len(data) > maxWhole {
-			return nil, err
-		}
-		pf, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
-		if err != nil {
-			return nil, nil
-		}
-		for _, p := range pf.Schema().Columns() {
-			fields = append(fields, strings.Join(p, "."))
-		}
-		rows := make([]parquet.Row, opts.Sample)
-		for _, rg := range pf.RowGroups() {
-			r := rg.Rows()
-			n, _ := r.ReadRows(rows)
-			r.Close()
-			for _, row := range rows[:n] {
-				for _, v := range row {
-					if v.Kind() == parquet.ByteArray {
-						values = append(values, string(v.ByteArray()))
-					}
-				}
+		var err error
+		if fields, values, err = sampleParquet(content, opts, lim); err != nil {
+			if errors.Is(err, errMalformed) {
+				return nil, nil
 			}
-			break
+			return nil, err
 		}
 	}
 	var named []string // the last part of each field path only: a map key above may be a value

@@ -34,6 +34,8 @@ func TestDiscover(t *testing.T) {
 	w.put(t, "acme/eval/old/qa.jsonl", []byte(`{"customer_id":"cust-1"}`+"\n"))
 	w.put(t, "acme/exports/users-2026-11.csv", []byte("name,email\nJane,jane.doe@example.com\n"))
 	w.put(t, "acme/exports/users-2026-12.csv", []byte("name,email\nJoe,joe@example.com\n"))
+	w.put(t, "acme/exports/anna.schmidt@example.de.csv", []byte("name,email\nAnna,anna.schmidt@example.de\n"))
+	w.put(t, "acme/exports/annaschmidt.csv", []byte("name,email\nAnna,anna.schmidt@example.de\n"))
 	w.put(t, "legacy/transcripts.jsonl", []byte(`{"meta":{"session_id":"sess-cust-1"},"text":"hi"}`+"\n"))
 	w.put(t, "notes.json", []byte(`[{"note":"reach me at jane.doe@example.com"}]`))
 	w.put(t, "backup/part-0", pq.Bytes())
@@ -64,9 +66,9 @@ func TestDiscover(t *testing.T) {
 		reason string
 		count  int64
 	}{
-		"s3://" + testBucket + "/{tenant}/exports/{id}.csv": {"identity-like columns email; values match personal-data patterns", 2},
-		"s3://" + testBucket + "/legacy/transcripts.jsonl":  {"identity-like columns session_id", 1},
-		"s3://" + testBucket + "/notes.json":                {"values match personal-data patterns", 1},
+		"s3://" + testBucket + "/{tenant}/exports/{id}.csv": {"identity-like columns email; values match personal-data patterns", 4},
+		"s3://" + testBucket + "/legacy/{id}.jsonl":         {"identity-like columns session_id", 1},
+		"s3://" + testBucket + "/{id}.json":                 {"values match personal-data patterns", 1},
 		"s3://" + testBucket + "/backup/{id}":               {"identity-like columns customer_id", 1},
 		"file://scratch/{id}.csv":                           {"identity-like columns user_id", 1},
 	}
@@ -77,7 +79,7 @@ func TestDiscover(t *testing.T) {
 		if w, ok := want[u.Location]; !ok || u.Reason != w.reason || u.Count != w.count || u.Kind != Kind {
 			t.Errorf("discovered %+v; want %+v", u, w)
 		}
-		for _, raw := range []string{"jane", "Jane", "joe", "cust-", "sess-"} {
+		for _, raw := range []string{"jane", "Jane", "joe", "cust-", "sess-", "anna", "schmidt", "example"} {
 			if strings.Contains(fmt.Sprint(u), raw) {
 				t.Errorf("report %+v holds a raw value", u)
 			}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/keylock"
+	"github.com/lethe-erasure/lethe/pkg/pii"
 )
 
 // counts is what erasing or verifying one location did or found.
@@ -143,7 +144,7 @@ func eraseRows(ctx context.Context, l location, m *matcher) (c counts, err error
 		if !sv.skip(ctx, key, ls.current(key), false) {
 			unlock := objectLocks.Lock(objectName(l, key))
 			m.begin()
-			rows, superseded, wr, err = eraseCurrent(ctx, l.bucket, key, m, sv)
+			rows, superseded, wr, err = eraseCurrent(ctx, l.bucket, key, m, sv, l.lim)
 			unlock()
 			if err != nil && !errors.Is(err, errMalformed) {
 				return c, err
@@ -160,7 +161,7 @@ func eraseRows(ctx context.Context, l location, m *matcher) (c counts, err error
 				if v.ID == superseded {
 					return true, nil // the version our rewrite superseded held the rows
 				}
-				n, err := countVersion(ctx, vb, v, m, sv)
+				n, err := countVersion(ctx, vb, v, m, sv, l.lim)
 				return n > 0, err
 			},
 			func(v Version) {
@@ -257,7 +258,8 @@ func dropHeldVersions(ctx context.Context, ls listing, key, superseded string, w
 	return err
 }
 
-// objectName names key as its location and the rest of its key, for error messages.
+// objectName names key as its location and the rest of its key, for locks (never for
+// reports or errors: it holds the name).
 func objectName(l location, key string) string {
 	return l.name + strings.TrimPrefix(key, l.prefix)
 }
@@ -278,7 +280,7 @@ func versionsOf(ctx context.Context, vb Versioned, key string) ([]Version, error
 // of one object within this process take turns, so concurrent erasures of several subjects
 // do not abort each other's conditional writes. The summaries of the versions read and
 // written go to sv.
-func eraseCurrent(ctx context.Context, b Bucket, key string, m *matcher, sv *view) (int, string, Written, error) {
+func eraseCurrent(ctx context.Context, b Bucket, key string, m *matcher, sv *view, lim Limits) (int, string, Written, error) {
 	obj, err := b.Get(ctx, key)
 	if errors.Is(err, ErrNotFound) {
 		return 0, "", Written{}, nil
@@ -291,7 +293,7 @@ func eraseCurrent(ctx context.Context, b Bucket, key string, m *matcher, sv *vie
 	mi, ix := sv.indexing(m, key)
 	wr, err := rewriteObject(ctx, b, key, obj, sv, ix, func(r io.Reader, w io.Writer) (bool, error) {
 		var err error
-		rows, err = rewrite(key, r, w, mi)
+		rows, err = rewrite(key, r, w, mi, lim)
 		return rows > 0, err
 	})
 	if errors.Is(err, errUnchanged) {
@@ -339,40 +341,40 @@ func rewriteObject(ctx context.Context, b Bucket, key string, obj *Object, sv *v
 // countObject counts the rows m matches in the current object of key; with a nil m it
 // only settles that the object is a dataset and counts 1. The summary of the version read
 // goes to sv.
-func countObject(ctx context.Context, b Bucket, key string, m *matcher, sv *view) (int, error) {
+func countObject(ctx context.Context, b Bucket, key string, m *matcher, sv *view, lim Limits) (int, error) {
 	obj, err := b.Get(ctx, key)
 	if err != nil {
 		return 0, err
 	}
-	return countRead(key, obj, m, sv)
+	return countRead(key, obj, m, sv, lim)
 }
 
-func countRead(key string, obj *Object, m *matcher, sv *view) (int, error) {
+func countRead(key string, obj *Object, m *matcher, sv *view, lim Limits) (int, error) {
 	defer obj.Body.Close()
 	body, done := sv.reader(key, obj)
-	n, err := count(key, body, m)
+	n, err := count(key, body, m, lim)
 	done(err)
 	return n, err
 }
 
-func count(key string, body io.Reader, m *matcher) (int, error) {
+func count(key string, body io.Reader, m *matcher, lim Limits) (int, error) {
 	if m == nil {
-		return 1, probe(key, body)
+		return 1, probe(key, body, lim)
 	}
-	return rewrite(key, body, nil, m)
+	return rewrite(key, body, nil, m, lim)
 }
 
 // countVersion counts the rows m matches in one version (the current one by key, so that
 // the "null" version of an unversioned bucket needs no version id).
-func countVersion(ctx context.Context, vb Versioned, v Version, m *matcher, sv *view) (int, error) {
+func countVersion(ctx context.Context, vb Versioned, v Version, m *matcher, sv *view, lim Limits) (int, error) {
 	if v.Latest {
-		return countObject(ctx, vb, v.Key, m, sv)
+		return countObject(ctx, vb, v.Key, m, sv, lim)
 	}
 	obj, err := vb.GetVersion(ctx, v.Key, v.ID)
 	if err != nil {
 		return 0, err
 	}
-	return countRead(v.Key, obj, m, sv)
+	return countRead(v.Key, obj, m, sv, lim)
 }
 
 // isDataset reports whether key, listed in ls, is a dataset for a tenant erasure: by its
@@ -383,12 +385,12 @@ func isDataset(ctx context.Context, l location, ls listing, key string) error {
 		return nil
 	}
 	if ls.vb == nil {
-		_, err := countObject(ctx, l.bucket, key, nil, nil)
+		_, err := countObject(ctx, l.bucket, key, nil, nil, l.lim)
 		return err
 	}
 	for _, v := range ls.vers[key] { // newest first
 		if !v.DeleteMarker {
-			_, err := countVersion(ctx, ls.vb, v, nil, nil)
+			_, err := countVersion(ctx, ls.vb, v, nil, nil, l.lim)
 			return err
 		}
 	}
@@ -492,7 +494,7 @@ func remaining(ctx context.Context, l location, m *matcher) (c counts, err error
 		}
 		if ls.vb == nil {
 			if !sv.skip(ctx, key, ls.current(key), false) {
-				if err := check(key, "", func() (int, error) { return countObject(ctx, l.bucket, key, m, sv) }); err != nil {
+				if err := check(key, "", func() (int, error) { return countObject(ctx, l.bucket, key, m, sv, l.lim) }); err != nil {
 					return c, err
 				}
 			}
@@ -509,7 +511,7 @@ func remaining(ctx context.Context, l location, m *matcher) (c counts, err error
 			if !v.Latest {
 				what = " (an older version)"
 			}
-			if err := check(key, what, func() (int, error) { return countVersion(ctx, ls.vb, v, m, sv) }); err != nil {
+			if err := check(key, what, func() (int, error) { return countVersion(ctx, ls.vb, v, m, sv, l.lim) }); err != nil {
 				return c, err
 			}
 		}
@@ -520,13 +522,14 @@ func remaining(ctx context.Context, l location, m *matcher) (c counts, err error
 	return c, nil
 }
 
-// reason is the part of a malformed error after its sentinel.
+// reason is the part of a malformed error after its sentinel, with anything personal data
+// patterns find masked (a decoder's message may quote a value).
 func reason(err error) string {
 	msg := err.Error()
 	if i := strings.Index(msg, errMalformed.Error()+": "); i >= 0 {
-		return msg[i+len(errMalformed.Error())+2:]
+		msg = msg[i+len(errMalformed.Error())+2:]
 	}
-	return msg
+	return pii.Mask(msg)
 }
 
 // objectLocks serialises rewrites of one object within the process.

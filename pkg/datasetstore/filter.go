@@ -72,11 +72,11 @@ func (m *matcher) session(v string) bool {
 
 // filter copies the dataset in r to w without the rows m matches and returns how many rows
 // it dropped. Every kept row, the header and any blank lines are copied byte for byte. With
-// a nil w it only counts. A parse error wraps errMalformed; a read error is returned as is.
-// Both leave w with partial output that the caller must discard.
-func filter(f format, r io.Reader, w io.Writer, m *matcher) (int, error) {
+// a nil w it only counts. A parse error or content past lim wraps errMalformed; a read
+// error is returned as is. Both leave w with partial output that the caller must discard.
+func filter(f format, r io.Reader, w io.Writer, m *matcher, lim Limits) (int, error) {
 	if f == formatParquet {
-		return filterParquet(r, w, m)
+		return filterParquet(r, w, m, lim)
 	}
 	if w == nil {
 		w = io.Discard
@@ -87,13 +87,13 @@ func filter(f format, r io.Reader, w io.Writer, m *matcher) (int, error) {
 	var err error
 	switch f {
 	case formatCSV:
-		n, err = filterCSV(r, bw, ',', m)
+		n, err = filterCSV(r, bw, ',', m, lim)
 	case formatTSV:
-		n, err = filterCSV(r, bw, '\t', m)
+		n, err = filterCSV(r, bw, '\t', m, lim)
 	case formatJSONL:
-		n, err = filterJSONL(r, bw, m)
+		n, err = filterJSONL(r, bw, m, lim)
 	case formatJSONArray:
-		n, err = filterJSONArray(r, bw, m)
+		n, err = filterJSONArray(r, bw, m, lim)
 	case formatEmpty:
 	default:
 		return 0, fmt.Errorf("%w: unknown format", errMalformed)
@@ -104,18 +104,40 @@ func filter(f format, r io.Reader, w io.Writer, m *matcher) (int, error) {
 	return n, bw.Flush()
 }
 
+// maxFields bounds the fields of one CSV or TSV record (a parser holds about 40 bytes per
+// field, whatever its length).
+const maxFields = 1 << 16
+
+// readAhead bounds one Read of a recorder: what its parser reads past a record.
+const readAhead = 4 << 10
+
 // recorder keeps the bytes read through it until they are taken, so the raw bytes of each
-// CSV record can be copied out after csv.Reader parsed them. It holds at most the reader's
-// look-ahead plus one record.
+// CSV record (JSON array element) can be copied out after the parser read them. It holds
+// one record and what its parser read ahead (at most readAhead). Once it holds more than
+// lim.Record bytes besides, or a CSV record more than maxFields separators, its Read fails
+// with a boundError, so that the parser above it never holds more either: this is the
+// record bound of the filter, the mention scanner and the summary builder alike.
 type recorder struct {
 	src   io.Reader
+	lim   Limits
+	what  string // what one record is, for the bound's error
+	sep   byte   // the CSV separator whose count is bounded (0: none)
+	seps  int    // separators in buf
 	buf   []byte // the bytes read and not taken yet
 	array []byte // what buf lies in, from its start
 	base  int64  // input offset of buf[0]
-	err   error  // the first read error other than io.EOF
+	err   error  // the first read error other than io.EOF, or the bound passed
+}
+
+func newRecorder(src io.Reader, lim Limits, what string, sep byte) *recorder {
+	return &recorder{src: src, lim: lim, what: what, sep: sep}
 }
 
 func (r *recorder) Read(p []byte) (int, error) {
+	if r.err != nil && isBound(r.err) {
+		return 0, r.err
+	}
+	p = p[:min(len(p), readAhead)]
 	n, err := r.src.Read(p)
 	if len(r.buf)+n > cap(r.buf) {
 		// buf reached the end of its array: move it to the array's start when it fits
@@ -126,8 +148,21 @@ func (r *recorder) Read(p []byte) (int, error) {
 		r.buf = r.array[:copy(r.array, r.buf)]
 	}
 	r.buf = append(r.buf, p[:n]...)
+	if r.sep != 0 {
+		r.seps += bytes.Count(p[:n], []byte{r.sep})
+	}
 	if err != nil && err != io.EOF && r.err == nil {
 		r.err = err
+	}
+	switch {
+	case r.err != nil:
+	case int64(len(r.buf)) > r.lim.Record+readAhead:
+		r.err = overRecord(r.what, r.lim)
+	case r.seps > maxFields+readAhead:
+		r.err = &boundError{what: r.what, bound: fmt.Sprintf("%d fields per record", maxFields)}
+	}
+	if r.err != nil && isBound(r.err) {
+		return n, r.err
 	}
 	return n, err
 }
@@ -139,18 +174,33 @@ func (r *recorder) take(end int64) []byte {
 	out := r.buf[:k]
 	r.buf = r.buf[k:]
 	r.base = end
+	if r.sep != 0 {
+		r.seps -= bytes.Count(out, []byte{r.sep})
+	}
 	return out
 }
 
-func filterCSV(src io.Reader, w *bufio.Writer, comma rune, m *matcher) (int, error) {
-	rec := &recorder{src: src}
+// failed is the error to return for a parser that failed over r: the bound passed, or
+// the source's read error; nil when r saw neither (the content is at fault).
+func (r *recorder) failed() error {
+	switch {
+	case r.err == nil:
+		return nil
+	case errors.Is(r.err, errMalformed):
+		return r.err
+	}
+	return fmt.Errorf("read: %w", r.err)
+}
+
+func filterCSV(src io.Reader, w *bufio.Writer, comma rune, m *matcher, lim Limits) (int, error) {
+	rec := newRecorder(src, lim, "a record", byte(comma))
 	cr := csv.NewReader(rec)
 	cr.Comma = comma
 	cr.FieldsPerRecord = 0 // every record has as many fields as the header
 	cr.ReuseRecord = true
 	wrap := func(err error) error {
-		if rec.err != nil {
-			return fmt.Errorf("read: %w", rec.err)
+		if ferr := rec.failed(); ferr != nil {
+			return ferr
 		}
 		return fmt.Errorf("%w: %w", errMalformed, err)
 	}
@@ -204,8 +254,8 @@ func filterCSV(src io.Reader, w *bufio.Writer, comma rune, m *matcher) (int, err
 			return dropped, err
 		}
 	}
-	if rec.err != nil {
-		return dropped, fmt.Errorf("read: %w", rec.err)
+	if err := rec.failed(); err != nil {
+		return dropped, err
 	}
 	if m.ix != nil {
 		m.ix.done = true
@@ -229,27 +279,18 @@ func matchCSV(fields []string, subj, sess []int, m *matcher) bool {
 	return false
 }
 
-func filterJSONL(src io.Reader, w *bufio.Writer, m *matcher) (int, error) {
+func filterJSONL(src io.Reader, w *bufio.Writer, m *matcher, lim Limits) (int, error) {
 	br := newReader(src)
 	defer releaseReader(br)
 	var line []byte
-	dropped, lineNo := 0, 0
-	for {
-		line = line[:0]
+	dropped := 0
+	for lineNo := 1; ; lineNo++ {
 		var err error
-		for {
-			var chunk []byte
-			chunk, err = br.ReadSlice('\n')
-			line = append(line, chunk...)
-			if err != bufio.ErrBufferFull {
-				break
-			}
-		}
+		line, err = readLine(br, line, lineNo, lim)
 		if err != nil && err != io.EOF {
-			return dropped, fmt.Errorf("read: %w", err)
+			return dropped, err
 		}
 		if len(line) > 0 {
-			lineNo++
 			match, perr := matchJSONL(line, m)
 			if perr != nil {
 				return dropped, fmt.Errorf("%w: line %d: %w", errMalformed, lineNo, perr)
@@ -263,6 +304,30 @@ func filterJSONL(src io.Reader, w *bufio.Writer, m *matcher) (int, error) {
 		if err == io.EOF {
 			return dropped, nil
 		}
+	}
+}
+
+// readLine reads line lineNo of br, its '\n' included, into line[:0]. A line of more than
+// lim.Record bytes is a boundError, read no further: this is the line bound of the filter,
+// the mention scanner and discovery alike. At the end it returns io.EOF with the last line
+// (possibly empty); a read error is returned as "read: ...".
+func readLine(br *bufio.Reader, line []byte, lineNo int, lim Limits) ([]byte, error) {
+	line = line[:0]
+	for {
+		chunk, err := br.ReadSlice('\n')
+		line = append(line, chunk...)
+		if int64(len(line)) > lim.Record {
+			return line, overRecord(fmt.Sprintf("line %d", lineNo), lim)
+		}
+		switch {
+		case err == bufio.ErrBufferFull:
+			continue
+		case err == nil || err == io.EOF:
+			return line, err
+		case errors.Is(err, errMalformed):
+			return line, err
+		}
+		return line, fmt.Errorf("read: %w", err)
 	}
 }
 
@@ -364,16 +429,24 @@ func nestedMatch(raw json.RawMessage, col string, eq func(string) bool) bool {
 }
 
 // anyValue reports whether raw, a string, a number or an array of them, holds a value eq
-// accepts.
+// accepts. An array is walked one element at a time, never decoded whole.
 func anyValue(raw json.RawMessage, eq func(string) bool) bool {
 	if v, ok := scalar(raw); ok {
 		return eq(v)
 	}
-	var list []json.RawMessage
-	if json.Unmarshal(raw, &list) != nil {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '[' {
 		return false
 	}
-	for _, e := range list {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if _, err := dec.Token(); err != nil {
+		return false
+	}
+	for dec.More() {
+		var e json.RawMessage
+		if dec.Decode(&e) != nil {
+			return false
+		}
 		if v, ok := scalar(e); ok && eq(v) {
 			return true
 		}

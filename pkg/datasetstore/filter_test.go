@@ -68,7 +68,7 @@ func TestFilterKeepsEveryOtherRowByteForByte(t *testing.T) {
 	}{{"csv", formatCSV, csvSegs}, {"jsonl", formatJSONL, jsonSegs}} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer
-			n, err := filter(tc.f, strings.NewReader(join(tc.segs, true)), &out, m)
+			n, err := filter(tc.f, strings.NewReader(join(tc.segs, true)), &out, m, testLimits)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -81,7 +81,7 @@ func TestFilterKeepsEveryOtherRowByteForByte(t *testing.T) {
 			if n != drops || out.String() != want {
 				t.Errorf("dropped %d rows, want %d\ngot:\n%q\nwant:\n%q", n, drops, out.String(), want)
 			}
-			if n, err := filter(tc.f, strings.NewReader(want), nil, m); err != nil || n != 0 {
+			if n, err := filter(tc.f, strings.NewReader(want), nil, m, testLimits); err != nil || n != 0 {
 				t.Errorf("filtering the result again: %d, %v", n, err)
 			}
 		})
@@ -103,7 +103,7 @@ func TestFilterLongLines(t *testing.T) {
 		keep int
 	}{{formatCSV, csvIn.String(), 3}, {formatJSONL, jsonIn.String(), 3}} {
 		var out bytes.Buffer
-		n, err := filter(tc.f, strings.NewReader(tc.in), &out, testMatcher("a"))
+		n, err := filter(tc.f, strings.NewReader(tc.in), &out, testMatcher("a"), testLimits)
 		if err != nil || n != 1 {
 			t.Fatalf("format %d: dropped %d, %v", tc.f, n, err)
 		}
@@ -130,7 +130,7 @@ func TestFilterMalformed(t *testing.T) {
 		{"jsonl truncated", formatJSONL, `{"customer_id":"a"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := filter(tc.f, strings.NewReader(tc.in), &bytes.Buffer{}, m)
+			_, err := filter(tc.f, strings.NewReader(tc.in), &bytes.Buffer{}, m, testLimits)
 			if !errors.Is(err, errMalformed) {
 				t.Errorf("err = %v, want errMalformed", err)
 			}
@@ -157,7 +157,7 @@ func (r *failingReader) Read(p []byte) (int, error) {
 
 func TestFilterReadErrorIsNotMalformed(t *testing.T) {
 	for _, f := range []format{formatCSV, formatJSONL} {
-		_, err := filter(f, &failingReader{after: 10_000}, nil, testMatcher("a"))
+		_, err := filter(f, &failingReader{after: 10_000}, nil, testMatcher("a"), testLimits)
 		if err == nil || errors.Is(err, errMalformed) {
 			t.Errorf("format %d: err = %v, want a read error that is not errMalformed", f, err)
 		}
@@ -234,7 +234,7 @@ func TestMalformedObjectLeftUntouched(t *testing.T) {
 		for name, why := range reasons {
 			n := 0
 			for _, item := range v.UnexaminedItems {
-				if strings.HasPrefix(item, prefix+"{tenant}/"+name) && strings.Contains(item, why) {
+				if strings.HasPrefix(item, prefix+"{tenant}/"+deletion.Shape(name)) && strings.Contains(item, why) {
 					n++
 				}
 			}

@@ -399,3 +399,6 @@ func testInventory(prefixes ...string) inventory.Store {
 		},
 	}
 }
+
+// testLimits are the default limits.
+var testLimits = Limits{}.withDefaults()

@@ -52,9 +52,6 @@ var byExtension = map[string]format{
 	".pq":      formatParquet,
 }
 
-// maxWhole bounds what a format read whole (Parquet, which needs random access) may hold.
-const maxWhole = 256 << 20
-
 var (
 	gzipMagic    = []byte{0x1f, 0x8b}
 	parquetMagic = []byte("PAR1")
@@ -99,11 +96,11 @@ func (t *tracked) Write(p []byte) (int, error) {
 // a ".gz" suffix) and, for ".json", an unknown extension or Parquet's magic number, by
 // content. Kept rows are copied byte for byte (CSV, TSV, JSONL, JSON arrays; their
 // decompressed bytes when gzip-compressed) or value for value with the schema and the
-// compression codec (Parquet). Content that cannot be decoded wraps errMalformed; a
-// failure to read body or to write w is returned as it is. Either way w holds partial
-// output that the caller must discard.
-func rewrite(key string, body io.Reader, w io.Writer, m *matcher) (int, error) {
-	return transcode(body, w, func(src io.Reader, dst *tracked) (int, error) { return decodeAndFilter(key, src, dst, m) })
+// compression codec (Parquet). Content that cannot be decoded or passes lim wraps
+// errMalformed; a failure to read body or to write w is returned as it is. Either way w
+// holds partial output that the caller must discard.
+func rewrite(key string, body io.Reader, w io.Writer, m *matcher, lim Limits) (int, error) {
+	return transcode(body, w, func(src io.Reader, dst *tracked) (int, error) { return decodeAndFilter(key, src, dst, m, lim) })
 }
 
 // transcode runs fn from body to w (nil: none) and tells its failures apart: the
@@ -130,8 +127,8 @@ func transcode[T any](body io.Reader, w io.Writer, fn func(src io.Reader, dst *t
 	return n, malformed("%v", err)
 }
 
-func decodeAndFilter(key string, src io.Reader, dst *tracked, m *matcher) (int, error) {
-	f, in, zr, release, err := open(key, src)
+func decodeAndFilter(key string, src io.Reader, dst *tracked, m *matcher, lim Limits) (int, error) {
+	f, in, zr, release, err := open(key, src, lim)
 	defer release()
 	if err != nil {
 		return 0, err
@@ -146,7 +143,7 @@ func decodeAndFilter(key string, src io.Reader, dst *tracked, m *matcher) (int, 
 			out = zw
 		}
 	}
-	n, err := filter(f, in, out, m)
+	n, err := filter(f, in, out, m, lim)
 	if err != nil {
 		return n, err
 	}
@@ -159,27 +156,51 @@ func decodeAndFilter(key string, src io.Reader, dst *tracked, m *matcher) (int, 
 }
 
 // open settles the compression and the format of the dataset key read from src, and
-// returns its decompressed content (zr is the decompressor of gzip content, nil otherwise).
-// The caller calls release once it read content, whatever err.
-func open(key string, src io.Reader) (f format, content *bufio.Reader, zr *gzip.Reader, release func(), err error) {
+// returns its decompressed content (zr is the decompressor of gzip content, nil otherwise),
+// which fails with a boundError past lim.Decompressed bytes: this is the decompression
+// bound of every reader of the package. The caller calls release once it read content,
+// whatever err.
+func open(key string, src io.Reader, lim Limits) (f format, content *bufio.Reader, zr *gzip.Reader, release func(), err error) {
 	raw := newReader(src)
 	content, release = raw, func() { releaseReader(raw) }
 	if head, _ := content.Peek(len(gzipMagic)); bytes.Equal(head, gzipMagic) {
 		if zr, err = gzip.NewReader(content); err != nil {
 			return 0, nil, nil, release, malformed("gzip: %v", err)
 		}
-		unzipped := newReader(zr)
+		unzipped := newReader(&capped{r: zr, left: lim.Decompressed, lim: lim})
 		content, release = unzipped, func() { releaseReader(unzipped); releaseReader(raw) }
 	}
 	f, err = sniff(key, content)
 	return f, content, zr, release, err
 }
 
+// capped reads r until left bytes were read, then fails with the decompression bound.
+type capped struct {
+	r    io.Reader
+	left int64
+	lim  Limits
+}
+
+func (c *capped) Read(p []byte) (int, error) {
+	if c.left <= 0 {
+		var one [1]byte // the end, or a byte past the bound
+		n, err := c.r.Read(one[:])
+		if n == 0 {
+			return 0, err
+		}
+		return 0, overDecompressed(c.lim)
+	}
+	p = p[:min(int64(len(p)), c.left)]
+	n, err := c.r.Read(p)
+	c.left -= int64(n)
+	return n, err
+}
+
 // probe settles that the object key read from body is a dataset of a known format, reading
 // only its start; it fails as rewrite does.
-func probe(key string, body io.Reader) error {
+func probe(key string, body io.Reader, lim Limits) error {
 	src := &tracked{r: body}
-	_, _, _, release, err := open(key, src)
+	_, _, _, release, err := open(key, src, lim)
 	release()
 	switch {
 	case err == nil || errors.Is(err, errMalformed):

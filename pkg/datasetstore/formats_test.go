@@ -354,13 +354,18 @@ func TestUnreadableObjects(t *testing.T) {
 	w.put(t, "acme/good.csv", delimited(',').encode(t, all))
 	st := testInventory("s3://" + testBucket + "/{tenant}/")
 	st.Locators = st.Locators.With("exclude", []string{"*.png"})
-	store := New(c, "")
+	store := New(c, "", WithKey(deletiontest.Key))
 	victim := deletiontest.NewSubject("acme", "cust-1")
 	res, v := eraseAndVerify(t, store, st, victim)
 	if got := deletion.StatusOf(res, v); got != event.StatusFailed || v.Remaining != 0 {
 		t.Errorf("status %s, %+v; want FAILED with the good dataset erased", got, v)
 	}
-	wantExcluded := []string{"s3://lethe-datasets/{tenant}/logo.PNG", "s3://lethe-datasets/{tenant}/photo.png"}
+	names := deletion.NewItemNames(deletiontest.Key)
+	name := func(rel string) string {
+		return names.Name("s3://lethe-datasets/{tenant}/", rel, "s3://lethe-datasets/acme/"+rel)
+	}
+	wantExcluded := []string{name("logo.PNG"), name("photo.png")}
+	slices.Sort(wantExcluded)
 	if !slices.Equal(v.Excluded, wantExcluded) {
 		t.Errorf("excluded %q, want %q", v.Excluded, wantExcluded)
 	}
@@ -368,14 +373,14 @@ func TestUnreadableObjects(t *testing.T) {
 	if v.Unexamined != int64(len(objects)) {
 		t.Errorf("unexamined %d, want %d: %q", v.Unexamined, len(objects), v.UnexaminedItems)
 	}
-	for name, o := range objects {
-		want := "s3://lethe-datasets/{tenant}/" + name + ": "
+	for key, o := range objects {
+		want := name(key) + ": "
 		i := slices.IndexFunc(v.UnexaminedItems, func(s string) bool { return strings.HasPrefix(s, want) })
 		if i < 0 || !strings.Contains(v.UnexaminedItems[i], o.reason) {
-			t.Errorf("%s: not named with %q in %q", name, o.reason, v.UnexaminedItems)
+			t.Errorf("%s: not named with %q in %q", key, o.reason, v.UnexaminedItems)
 		}
-		if got := w.versions(t, "acme/"+name); len(got) != 1 || !bytes.Equal(got[0], o.data) {
-			t.Errorf("%s was changed", name)
+		if got := w.versions(t, "acme/"+key); len(got) != 1 || !bytes.Equal(got[0], o.data) {
+			t.Errorf("%s was changed", key)
 		}
 	}
 	for _, item := range v.UnexaminedItems {

@@ -66,7 +66,7 @@ func findRows(ctx context.Context, l location, m *matcher) (c counts, err error)
 			n, known := sv.countKnown(key, cur, listed, m)
 			var err error
 			if !known {
-				n, err = countObject(ctx, l.bucket, key, m, sv)
+				n, err = countObject(ctx, l.bucket, key, m, sv, l.lim)
 			}
 			if err != nil && !unreadable(err) {
 				return c, err
@@ -81,7 +81,7 @@ func findRows(ctx context.Context, l location, m *matcher) (c counts, err error)
 				continue
 			}
 			m.begin()
-			n, err := countVersion(ctx, ls.vb, v, m, sv)
+			n, err := countVersion(ctx, ls.vb, v, m, sv, l.lim)
 			if err != nil && !unreadable(err) {
 				return c, err
 			}

@@ -9,6 +9,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/parquet-go/parquet-go"
+	pqformat "github.com/parquet-go/parquet-go/format"
+
+	"github.com/lethe-erasure/lethe/pkg/deletion"
 )
 
 // FuzzFilterRows checks, against the standard library's own parsers, that filtering keeps
@@ -26,7 +31,7 @@ func FuzzFilterRows(f *testing.F) {
 			fm = formatJSONL
 		}
 		var out bytes.Buffer
-		n, err := filter(fm, bytes.NewReader(data), &out, m)
+		n, err := filter(fm, bytes.NewReader(data), &out, m, testLimits)
 		if err != nil {
 			if !errors.Is(err, errMalformed) {
 				t.Fatalf("error that is not errMalformed: %v", err)
@@ -169,7 +174,7 @@ func FuzzFilterJSONArray(f *testing.F) {
 		isID := func(v string) bool { return target != "" && v == target }
 		isSession := func(v string) bool { return session != "" && v == session }
 		var out bytes.Buffer
-		n, err := filter(formatJSONArray, bytes.NewReader(data), &out, m)
+		n, err := filter(formatJSONArray, bytes.NewReader(data), &out, m, testLimits)
 		if err != nil {
 			if !errors.Is(err, errMalformed) {
 				t.Fatalf("error that is not errMalformed: %v", err)
@@ -201,5 +206,127 @@ func FuzzFilterJSONArray(f *testing.F) {
 		if n != dropped {
 			t.Fatalf("reported %d dropped, dropped %d", n, dropped)
 		}
+	})
+}
+
+// refLZ4 decodes an LZ4 block as the Parquet library's decoder does, into exactly the
+// room it needs, or fails.
+func refLZ4(b []byte) ([]byte, bool) {
+	var out []byte
+	ext := func(i, n int) (int, int, bool) {
+		for {
+			if i >= len(b) {
+				return i, n, false
+			}
+			x := int(b[i])
+			i++
+			n += x
+			if x != 0xFF {
+				return i, n, true
+			}
+		}
+	}
+	for i := 0; i < len(b); {
+		token := b[i]
+		i++
+		lit := int(token >> 4)
+		var ok bool
+		if lit == 15 {
+			if i, lit, ok = ext(i, lit); !ok {
+				return nil, false
+			}
+		}
+		if lit > len(b)-i {
+			return nil, false
+		}
+		out = append(out, b[i:i+lit]...)
+		i += lit
+		if i == len(b) && token&0xF == 0 {
+			break
+		}
+		if i+2 > len(b) {
+			return nil, false
+		}
+		off := int(b[i]) | int(b[i+1])<<8
+		i += 2
+		if off == 0 || off > len(out) {
+			return nil, false
+		}
+		n := int(token & 0xF)
+		if n == 15 {
+			if i, n, ok = ext(i, n); !ok {
+				return nil, false
+			}
+		}
+		for range n + 4 {
+			out = append(out, out[len(out)-off])
+		}
+	}
+	return out, true
+}
+
+// FuzzLZ4Size checks that every LZ4 block lz4Size accepts decodes to exactly the size it
+// reads, by a reference decoder and then by the Parquet library's codec: that codec grows
+// its output without end on a block it rejects, so lz4Size must reject every such block.
+func FuzzLZ4Size(f *testing.F) {
+	for _, s := range []string{"", "abcabcabcabcabcabcabcabc", strings.Repeat("customer_id,cust-1\n", 40)} {
+		enc, _ := parquet.LookupCompressionCodec(pqformat.Lz4Raw).Encode(nil, []byte(s))
+		f.Add(enc)
+	}
+	f.Add([]byte{0x14, 'a', 0x01, 0x00})
+	f.Add([]byte{0x1F, 'a', 0x01, 0x00, 0xFF, 0x10})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		n, err := lz4Size(b, 1<<20)
+		if err != nil || n > 1<<20 {
+			return
+		}
+		ref, ok := refLZ4(b)
+		if !ok || int64(len(ref)) != n {
+			t.Fatalf("lz4Size accepted %d bytes the reference decodes to %d, %v", n, len(ref), ok)
+		}
+		out, err := parquet.LookupCompressionCodec(pqformat.Lz4Raw).Decode(nil, b)
+		if err != nil || !bytes.Equal(out, ref) {
+			t.Fatalf("the codec decodes to %d bytes, %v; want %d", len(out), err, n)
+		}
+	})
+}
+
+// FuzzZstdSize checks that what zstdSize reads from zstd frame headers bounds what the
+// Parquet library's codec decompresses them to.
+func FuzzZstdSize(f *testing.F) {
+	for _, s := range []string{"", "abc", strings.Repeat("customer_id,cust-1\n", 40000)} {
+		enc, _ := parquet.LookupCompressionCodec(pqformat.Zstd).Encode(nil, []byte(s))
+		f.Add(enc)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		n, err := zstdSize(b, 1<<20)
+		if err != nil || n > 1<<20 {
+			return
+		}
+		out, err := parquet.LookupCompressionCodec(pqformat.Zstd).Decode(nil, b)
+		if err == nil && int64(len(out)) > n {
+			t.Fatalf("zstdSize read %d bytes, the codec decompressed %d", n, len(out))
+		}
+	})
+}
+
+// FuzzParquetBounds reads mutated Parquet files through the row filter within small
+// limits: whatever the content, it must end (an error is fine) without a panic escaping
+// and without the reader holding more than the limits allow.
+func FuzzParquetBounds(f *testing.F) {
+	all, _ := formatRows()
+	for _, c := range []pqformat.CompressionCodec{pqformat.Uncompressed, pqformat.Snappy, pqformat.Gzip, pqformat.Zstd, pqformat.Lz4Raw} {
+		var b bytes.Buffer
+		w := parquet.NewGenericWriter[rec](&b, parquet.Compression(parquet.LookupCompressionCodec(c)))
+		if _, err := w.Write(all); err != nil || w.Close() != nil {
+			f.Fatal("cannot write the seed")
+		}
+		f.Add(b.Bytes())
+	}
+	lim := Limits{Record: 1 << 20, Parquet: 4 << 20}.withDefaults()
+	m := newMatcher([]string{"customer_id"}, []string{"session_id"}, "cust-1", []string{"sess-cust-1"})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		_, _ = rewrite("x.parquet", bytes.NewReader(data), io.Discard, m, lim)
+		_, _ = scanMentions("x.parquet", bytes.NewReader(data), nil, m, newFinder(deletion.Subject{ID: "cust-1"}), "", lim)
 	})
 }

@@ -4,21 +4,21 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"fmt"
+	"errors"
 	"io"
 )
 
-// filterJSONArray filters a JSON array of objects, streaming it one element at a time: the
-// bytes before, between and after the kept elements are copied as they are, and a comma
-// goes with the element it precedes, so dropping elements leaves a valid array with the
-// original layout.
-func filterJSONArray(src io.Reader, w *bufio.Writer, m *matcher) (int, error) {
-	rec := &recorder{src: src}
+// filterJSONArray filters a JSON array of objects, streaming it one element at a time (each
+// at most lim.Record bytes): the bytes before, between and after the kept elements are
+// copied as they are, and a comma goes with the element it precedes, so dropping elements
+// leaves a valid array with the original layout.
+func filterJSONArray(src io.Reader, w *bufio.Writer, m *matcher, lim Limits) (int, error) {
+	rec := newRecorder(src, lim, "an array element", 0)
 	dec := json.NewDecoder(rec)
 	dec.UseNumber()
 	bad := func(format string, args ...any) error {
-		if rec.err != nil {
-			return fmt.Errorf("read: %w", rec.err)
+		if err := rec.failed(); err != nil {
+			return err
 		}
 		return malformed(format, args...)
 	}
@@ -32,6 +32,9 @@ func filterJSONArray(src io.Reader, w *bufio.Writer, m *matcher) (int, error) {
 	for i := 1; dec.More(); i++ {
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
+			if endOfInput(err) {
+				return dropped, bad("unterminated json array")
+			}
 			return dropped, bad("element %d is not valid json", i)
 		}
 		chunk := rec.take(dec.InputOffset())
@@ -66,9 +69,18 @@ func filterJSONArray(src io.Reader, w *bufio.Writer, m *matcher) (int, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return dropped, bad("data after the json array")
 	}
-	if rec.err != nil {
-		return dropped, fmt.Errorf("read: %w", rec.err)
+	if err := rec.failed(); err != nil {
+		return dropped, err
 	}
 	_, err := w.Write(rec.take(rec.base + int64(len(rec.buf))))
 	return dropped, err
+}
+
+// endOfInput reports whether a Decode error says the input ended where a value should start.
+// Since Go 1.27, encoding/json (on json/v2) has More report another element at the end of
+// the input, and the Decode that follows fails with this syntax error, which has no
+// sentinel to test.
+func endOfInput(err error) bool {
+	var se *json.SyntaxError
+	return errors.As(err, &se) && se.Error() == "unexpected end of JSON input"
 }

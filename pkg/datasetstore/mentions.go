@@ -17,6 +17,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/pii"
 )
 
 // Mention policies: what a subject-scope erasure does with a row that still mentions one of
@@ -158,16 +159,16 @@ func (ms *mentionScan) field(name string) {
 // scanMentions reads the dataset key from body and, with a nil w, counts its rows that
 // mention f's identifiers; with a w, it writes the object to w with policy applied (redact
 // or erase). Rows m matches are the subject's own and are left to the row erasure. Content
-// that cannot be decoded wraps errMalformed, as in rewrite.
-func scanMentions(key string, body io.Reader, w io.Writer, m *matcher, f *finder, policy string) (mentionScan, error) {
+// that cannot be decoded or passes lim wraps errMalformed, as in rewrite.
+func scanMentions(key string, body io.Reader, w io.Writer, m *matcher, f *finder, policy string, lim Limits) (mentionScan, error) {
 	return transcode(body, w, func(src io.Reader, dst *tracked) (mentionScan, error) {
-		return decodeAndScan(key, src, dst, m, f, policy)
+		return decodeAndScan(key, src, dst, m, f, policy, lim)
 	})
 }
 
-func decodeAndScan(key string, src io.Reader, dst *tracked, m *matcher, f *finder, policy string) (mentionScan, error) {
+func decodeAndScan(key string, src io.Reader, dst *tracked, m *matcher, f *finder, policy string, lim Limits) (mentionScan, error) {
 	var ms mentionScan
-	fm, in, zr, release, err := open(key, src)
+	fm, in, zr, release, err := open(key, src, lim)
 	defer release()
 	if err != nil {
 		return ms, err
@@ -182,7 +183,7 @@ func decodeAndScan(key string, src io.Reader, dst *tracked, m *matcher, f *finde
 			out = zw
 		}
 	}
-	s := &scanner{m: m, f: f, policy: policy, write: dst != nil, ms: &ms}
+	s := &scanner{m: m, f: f, policy: policy, write: dst != nil, ms: &ms, lim: lim}
 	switch fm {
 	case formatCSV:
 		err = s.csv(in, out, ',')
@@ -211,6 +212,7 @@ type scanner struct {
 	policy string
 	write  bool // rewriting (else only counting)
 	ms     *mentionScan
+	lim    Limits
 }
 
 // rowAction is what the policy does with one row.
@@ -366,7 +368,7 @@ func handleMentions(ctx context.Context, l location, m *matcher, f *finder, poli
 		var wr Written
 		if !sv.skip(ctx, key, ls.current(key), true) {
 			unlock := objectLocks.Lock(objectName(l, key))
-			n, superseded, wr, err = mentionCurrent(ctx, l.bucket, key, m, f, policy, sv)
+			n, superseded, wr, err = mentionCurrent(ctx, l.bucket, key, m, f, policy, sv, l.lim)
 			unlock()
 			if err != nil && !errors.Is(err, errMalformed) {
 				return nil, err
@@ -376,7 +378,7 @@ func handleMentions(ctx context.Context, l location, m *matcher, f *finder, poli
 		err := dropHeldVersions(ctx, ls, key, superseded, wr, sv,
 			func(v Version) bool { return sv.skip(ctx, key, v, true) },
 			func(v Version) (bool, error) {
-				ms, err := mentionsInVersion(ctx, ls.vb, v, m, f, sv)
+				ms, err := mentionsInVersion(ctx, ls.vb, v, m, f, sv, l.lim)
 				return ms.left > 0, err
 			},
 			func(v Version) {
@@ -403,7 +405,7 @@ func handleMentions(ctx context.Context, l location, m *matcher, f *finder, poli
 // on the version read and only when a row changes. It returns the rows handled and the
 // version it superseded ("-" when the bucket keeps no versions, "" when it wrote nothing)
 // and what it wrote; the summaries of the versions read and written go to sv.
-func mentionCurrent(ctx context.Context, b Bucket, key string, m *matcher, f *finder, policy string, sv *view) (int, string, Written, error) {
+func mentionCurrent(ctx context.Context, b Bucket, key string, m *matcher, f *finder, policy string, sv *view, lim Limits) (int, string, Written, error) {
 	obj, err := b.Get(ctx, key)
 	if errors.Is(err, ErrNotFound) {
 		return 0, "", Written{}, nil
@@ -415,7 +417,7 @@ func mentionCurrent(ctx context.Context, b Bucket, key string, m *matcher, f *fi
 	var ms mentionScan
 	wr, err := rewriteObject(ctx, b, key, obj, sv, nil, func(r io.Reader, w io.Writer) (bool, error) {
 		var err error
-		ms, err = scanMentions(key, r, w, m, f, policy)
+		ms, err = scanMentions(key, r, w, m, f, policy, lim)
 		return ms.handled > 0, err
 	})
 	if errors.Is(err, errUnchanged) {
@@ -430,7 +432,7 @@ func mentionCurrent(ctx context.Context, b Bucket, key string, m *matcher, f *fi
 	return ms.handled, obj.VersionID, wr, nil
 }
 
-func mentionsInVersion(ctx context.Context, vb Versioned, v Version, m *matcher, f *finder, sv *view) (mentionScan, error) {
+func mentionsInVersion(ctx context.Context, vb Versioned, v Version, m *matcher, f *finder, sv *view, lim Limits) (mentionScan, error) {
 	var obj *Object
 	var err error
 	if v.Latest {
@@ -443,14 +445,14 @@ func mentionsInVersion(ctx context.Context, vb Versioned, v Version, m *matcher,
 	}
 	defer obj.Body.Close()
 	body, done := sv.reader(v.Key, obj)
-	ms, err := scanMentions(v.Key, body, nil, m, f, "")
+	ms, err := scanMentions(v.Key, body, nil, m, f, "", lim)
 	done(err)
 	return ms, err
 }
 
 // countMentions counts the rows of every current object and remaining version of l that
-// still mention f's identifiers, and names each object (as its prefix template and the
-// rest of its key) with the columns that hold them. Objects it cannot read are Verify's
+// still mention f's identifiers, and names each object (location.display) with the
+// columns that hold them. Objects it cannot read are Verify's
 // unexamined ones and are skipped here.
 func countMentions(ctx context.Context, l location, m *matcher, f *finder) (int64, []string, error) {
 	ls, err := inventoryOf(ctx, l)
@@ -470,9 +472,9 @@ func countMentions(ctx context.Context, l location, m *matcher, f *finder) (int6
 			}
 			var ms mentionScan
 			if ls.vb == nil {
-				ms, err = mentionsInVersion(ctx, plainVersions{l.bucket}, v, m, f, sv)
+				ms, err = mentionsInVersion(ctx, plainVersions{l.bucket}, v, m, f, sv, l.lim)
 			} else {
-				ms, err = mentionsInVersion(ctx, ls.vb, v, m, f, sv)
+				ms, err = mentionsInVersion(ctx, ls.vb, v, m, f, sv, l.lim)
 			}
 			switch {
 			case errors.Is(err, errMalformed) || errors.Is(err, ErrNotFound):
@@ -489,7 +491,7 @@ func countMentions(ctx context.Context, l location, m *matcher, f *finder) (int6
 			}
 			n += int64(ms.left)
 			items = append(items, fmt.Sprintf("%s%s: %d rows mention the subject's identifiers (columns %s)",
-				l.display(key), what, ms.left, strings.Join(ms.fields, ", ")))
+				l.display(key), what, ms.left, pii.Mask(strings.Join(ms.fields, ", "))))
 		}
 		if err := sv.flush(ctx, key, ls.live(key)); err != nil {
 			return 0, nil, err

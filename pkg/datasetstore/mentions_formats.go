@@ -18,14 +18,14 @@ import (
 func (s *scanner) csv(src io.Reader, w io.Writer, comma rune) error {
 	bw := newWriter(w)
 	defer releaseWriter(bw)
-	rec := &recorder{src: src}
+	rec := newRecorder(src, s.lim, "a record", byte(comma))
 	cr := csv.NewReader(rec)
 	cr.Comma = comma
 	cr.FieldsPerRecord = 0
 	cr.ReuseRecord = true // a record's fields are used before the next Read, never kept
 	wrap := func(err error) error {
-		if rec.err != nil {
-			return fmt.Errorf("read: %w", rec.err)
+		if ferr := rec.failed(); ferr != nil {
+			return ferr
 		}
 		return fmt.Errorf("%w: %w", errMalformed, err)
 	}
@@ -67,8 +67,8 @@ func (s *scanner) csv(src io.Reader, w io.Writer, comma rune) error {
 			return err
 		}
 	}
-	if rec.err != nil {
-		return fmt.Errorf("read: %w", rec.err)
+	if err := rec.failed(); err != nil {
+		return err
 	}
 	if _, err := bw.Write(rec.take(rec.base + int64(len(rec.buf)))); err != nil {
 		return err
@@ -140,10 +140,12 @@ func (s *scanner) jsonl(src io.Reader, w io.Writer) error {
 	defer releaseWriter(bw)
 	br := newReader(src)
 	defer releaseReader(br)
+	var line []byte
 	for lineNo := 1; ; lineNo++ {
-		line, err := br.ReadBytes('\n')
+		var err error
+		line, err = readLine(br, line, lineNo, s.lim)
 		if err != nil && err != io.EOF {
-			return fmt.Errorf("read: %w", err)
+			return err
 		}
 		if len(line) > 0 {
 			match, perr := matchJSONL(line, s.m)
@@ -172,12 +174,12 @@ func (s *scanner) jsonl(src io.Reader, w io.Writer) error {
 func (s *scanner) jsonArray(src io.Reader, w io.Writer) error {
 	bw := newWriter(w)
 	defer releaseWriter(bw)
-	rec := &recorder{src: src}
+	rec := newRecorder(src, s.lim, "an array element", 0)
 	dec := json.NewDecoder(rec)
 	dec.UseNumber()
 	bad := func(format string, args ...any) error {
-		if rec.err != nil {
-			return fmt.Errorf("read: %w", rec.err)
+		if err := rec.failed(); err != nil {
+			return err
 		}
 		return malformed(format, args...)
 	}
@@ -191,6 +193,9 @@ func (s *scanner) jsonArray(src io.Reader, w io.Writer) error {
 	for i := 1; dec.More(); i++ {
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
+			if endOfInput(err) {
+				return bad("unterminated json array")
+			}
 			return bad("element %d is not valid json", i)
 		}
 		chunk := rec.take(dec.InputOffset())
@@ -234,20 +239,14 @@ func (s *scanner) jsonArray(src io.Reader, w io.Writer) error {
 	return bw.Flush()
 }
 
-// parquet applies the policy to a Parquet dataset (read whole, as filterParquet does):
+// parquet applies the policy to a Parquet dataset (opened as filterParquet opens it):
 // every byte-array value is looked at; a redacted row is written value for value with the
 // mention replaced.
-func (s *scanner) parquet(r io.Reader, w io.Writer) error {
-	data, err := io.ReadAll(io.LimitReader(r, maxWhole+1))
+func (s *scanner) parquet(r io.Reader, w io.Writer) (err error) {
+	defer recovered(&err)
+	f, err := openParquet(r, s.lim)
 	if err != nil {
 		return err
-	}
-	if len(data) > maxWhole {
-		return malformed("parquet larger than %d MiB, the most read whole", maxWhole>>20)
-	}
-	f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
-	if err != nil {
-		return malformed("parquet: %v", err)
 	}
 	schema := f.Schema()
 	names := []string{}

@@ -154,7 +154,7 @@ func TestJSONArrayLayout(t *testing.T) {
 		{`[{"customer_id":1},{"customer_id":"b","n":[1,2]}]`, `[{"customer_id":1},{"customer_id":"b","n":[1,2]}]`},
 	} {
 		var out strings.Builder
-		if _, err := filter(formatJSONArray, strings.NewReader(tc.in), &out, m); err != nil {
+		if _, err := filter(formatJSONArray, strings.NewReader(tc.in), &out, m, testLimits); err != nil {
 			t.Errorf("%q: %v", tc.in, err)
 			continue
 		}

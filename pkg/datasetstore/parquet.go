@@ -1,7 +1,6 @@
 package datasetstore
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -13,23 +12,17 @@ import (
 )
 
 // filterParquet filters a Parquet file. Parquet needs random access, so the file is read
-// whole, up to maxWhole bytes (a larger one is malformed: unexamined, never rewritten).
-// The rewrite keeps the schema, the compression codec of the first column chunk and the
-// key/value metadata, and writes every kept row value for value. Columns are leaf columns
-// named by their path, so "metadata.customer_id" names the field customer_id of the group
-// metadata; a repeated column matches when any of its values does. With a nil w it only
-// counts.
-func filterParquet(r io.Reader, w io.Writer, m *matcher) (int, error) {
-	data, err := io.ReadAll(io.LimitReader(r, maxWhole+1))
+// whole and checked against lim (openParquet: a file past it is malformed, unexamined,
+// never rewritten). The rewrite keeps the schema, the compression codec of the first
+// column chunk and the key/value metadata, and writes every kept row value for value.
+// Columns are leaf columns named by their path, so "metadata.customer_id" names the field
+// customer_id of the group metadata; a repeated column matches when any of its values
+// does. With a nil w it only counts.
+func filterParquet(r io.Reader, w io.Writer, m *matcher, lim Limits) (dropped int, err error) {
+	defer recovered(&err)
+	f, err := openParquet(r, lim)
 	if err != nil {
 		return 0, err
-	}
-	if len(data) > maxWhole {
-		return 0, malformed("parquet larger than %d MiB, the most read whole", maxWhole>>20)
-	}
-	f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
-	if err != nil {
-		return 0, malformed("parquet: %v", err)
 	}
 	schema := f.Schema()
 	subj, sess := map[int]bool{}, map[int]bool{}
@@ -46,7 +39,6 @@ func filterParquet(r io.Reader, w io.Writer, m *matcher) (int, error) {
 	if w != nil {
 		pw = parquetWriter(f, w)
 	}
-	dropped := 0
 	buf := make([]parquet.Row, 256)
 	for g, rg := range f.RowGroups() {
 		rows := rg.Rows()

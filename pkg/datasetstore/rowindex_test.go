@@ -150,7 +150,7 @@ func TestWrittenSummaryIsThatOfItsBytes(t *testing.T) {
 			}
 			var stored *entry
 			for _, doc := range sums {
-				for _, e := range decodeSummary(bytes.NewReader(doc)) {
+				for _, e := range decodeSummary(bytes.NewReader(doc), deletiontest.Key.Derive(summaryLabel), key) {
 					if e.is(obj.VersionID, obj.Token, e.Scope) {
 						stored = &e
 					}
@@ -160,7 +160,7 @@ func TestWrittenSummaryIsThatOfItsBytes(t *testing.T) {
 				t.Fatal("no summary entry for the version written")
 			}
 			s := New(c, "", withSummaries).sum
-			want, err := s.build(key, bytes.NewReader(data), "acme", newMatcher([]string{"customer_id"}, []string{"session_id"}, "", nil))
+			want, err := s.build(key, bytes.NewReader(data), "acme", newMatcher([]string{"customer_id"}, []string{"session_id"}, "", nil), testLimits)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -179,7 +179,7 @@ func TestOnlyCSVRewritesRecordRows(t *testing.T) {
 	m := newMatcher([]string{"customer_id"}, []string{"session_id"}, "cust-1", nil)
 	m.ix = &indexer{}
 	var out bytes.Buffer
-	if n, err := rewrite("acme/d.jsonl", bytes.NewReader(data), &out, m); err != nil || n != 1 {
+	if n, err := rewrite("acme/d.jsonl", bytes.NewReader(data), &out, m, testLimits); err != nil || n != 1 {
 		t.Fatalf("rewrite = %d, %v", n, err)
 	}
 	if len(m.ix.pending) != 0 || m.ix.index(Written{Token: "t"}, "") != nil {

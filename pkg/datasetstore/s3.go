@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -65,7 +66,7 @@ func (b *s3Bucket) get(ctx context.Context, key, id string) (*Object, error) {
 	}
 	out, err := b.client.GetObject(ctx, in)
 	if err != nil {
-		return nil, b.wrap("get "+key, err)
+		return nil, b.wrap("get object", err)
 	}
 	return &Object{
 		Body:               out.Body,
@@ -122,14 +123,14 @@ func (b *s3Bucket) put(ctx context.Context, key string, prev *Object, write func
 	}
 	out, err := b.client.PutObject(ctx, in)
 	if err != nil {
-		return Written{}, b.wrap("put "+key, err)
+		return Written{}, b.wrap("put object", err)
 	}
 	return Written{Token: aws.ToString(out.ETag), VersionID: aws.ToString(out.VersionId)}, nil
 }
 
 func (b *s3Bucket) Delete(ctx context.Context, key string) error {
 	if _, err := b.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &b.name, Key: &key}); err != nil {
-		return b.wrap("delete "+key, err)
+		return b.wrap("delete object", err)
 	}
 	return nil
 }
@@ -150,7 +151,7 @@ func (b *s3Bucket) DeleteVersion(ctx context.Context, key, id string) error {
 	}
 	_, err := b.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &b.name, Key: &key, VersionId: &id})
 	if err != nil {
-		return b.wrap("delete version of "+key, err)
+		return b.wrap("delete object version", err)
 	}
 	return nil
 }
@@ -192,8 +193,14 @@ var permanentCodes = map[string]bool{
 }
 
 // wrap classifies an S3 error: a missing object or version wraps ErrNotFound, a failed
-// If-Match wraps ErrConflict (retry.Contended), a configuration error is permanent.
+// If-Match wraps ErrConflict (retry.Contended), a configuration error is permanent. It
+// names no key (keys may hold identifiers): a transport error, whose message would quote
+// the request's URL, keeps only its cause.
 func (b *s3Bucket) wrap(op string, err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
 	err = fmt.Errorf("s3 bucket %s: %s: %w", b.name, op, err)
 	var nsk *types.NoSuchKey
 	var api smithy.APIError

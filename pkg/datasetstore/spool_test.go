@@ -68,7 +68,7 @@ func TestRecorderReusesItsArray(t *testing.T) {
 	}
 	var out bytes.Buffer
 	m := newMatcher([]string{"customer_id"}, nil, "cust-3", nil)
-	n, err := filter(formatCSV, iotest.HalfReader(&in), &out, m)
+	n, err := filter(formatCSV, iotest.HalfReader(&in), &out, m, testLimits)
 	if err != nil || n != dropped {
 		t.Fatalf("filter = %d rows, %v", n, err)
 	}

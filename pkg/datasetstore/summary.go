@@ -1,7 +1,10 @@
 package datasetstore
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -12,6 +15,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/subject"
 )
 
@@ -44,7 +48,12 @@ import (
 //
 // The summaries of a bucket live in the same bucket under summaryRoot, one object per
 // dataset object, named by a keyed hash of its key (so the name reveals no key); listings
-// of dataset locations never include them. A summary keeps only the entries of versions
+// of dataset locations never include them. Each stored summary carries an HMAC-SHA-256
+// (summaryMAC) under a key derived from the pseudonym key (subject.Key.Derive, label
+// summaryLabel; never stored), over the dataset object's key and every field of the
+// summary: a summary whose MAC does not verify (forged, altered, moved to another object,
+// made under another key, or of the format version before MACs) is treated as missing, so
+// its object is read, never trusted. A summary larger than maxSummaryBytes is ignored too. A summary keeps only the entries of versions
 // that still exist; in a versioned bucket its own older versions are deleted after each
 // write, so no pseudonym of a deleted row outlives the erasure in a summary.
 //
@@ -55,11 +64,15 @@ import (
 // summaryRoot is the key prefix of the summaries in each bucket.
 const summaryRoot = ".lethe/summary/"
 
-// Format of a summary object.
+// Format of a summary object (version 2: authenticated).
 const (
 	summaryFormat  = "lethe.dataset-summary"
-	summaryVersion = 1
+	summaryVersion = 2
+	summaryLabel   = "lethe-dataset-summary-v1" // derives the summaries' MAC key
 )
+
+// maxSummaryBytes bounds what reading one stored summary holds.
+const maxSummaryBytes = 64 << 20
 
 // Bounds: an object with more distinct values than maxSummaryValues is not summarised;
 // a summary keeps at most maxSummaryEntries versions.
@@ -71,12 +84,20 @@ const (
 // Option configures a Store.
 type Option func(*Store)
 
+// WithKey makes the Store's reports name objects by references keyed by key
+// (deletion.ItemNames); without it they name objects by their shape alone.
+func WithKey(key subject.Key) Option {
+	return func(s *Store) { s.names = deletion.NewItemNames(key) }
+}
+
 // WithSummaries makes the Store keep per-object summaries of keyed pseudonyms (made with
 // key) beside S3 datasets and skip the objects and versions whose summary shows they do
-// not hold the subject. Directory locations are always read in full.
+// not hold the subject. Directory locations are always read in full. It implies
+// WithKey(key).
 func WithSummaries(key subject.Key) Option {
 	return func(s *Store) {
-		s.sum = &summaries{key: key, cache: map[string][]entry{}, written: map[string]Written{}, rewrites: map[string]*rewriteInProgress{}, memo: newPrefixMemo(), rows: map[string]*rowIndex{}}
+		s.names = deletion.NewItemNames(key)
+		s.sum = &summaries{key: key, mac: key.Derive(summaryLabel), cache: map[string][]entry{}, written: map[string]Written{}, rewrites: map[string]*rewriteInProgress{}, memo: newPrefixMemo(), rows: map[string]*rowIndex{}}
 	}
 }
 
@@ -84,6 +105,7 @@ func WithSummaries(key subject.Key) Option {
 // Entries are valid for immutable content, so the cache never needs invalidating.
 type summaries struct {
 	key      subject.Key
+	mac      []byte // the key of the stored summaries' MACs
 	mu       sync.Mutex
 	cache    map[string][]entry // bucket name, NUL, summary name -> entries
 	size     int
@@ -151,6 +173,7 @@ type summaryDoc struct {
 	Version int     `json:"version"`
 	KeyID   string  `json:"key_id"`
 	Entries []entry `json:"entries"`
+	MAC     string  `json:"mac"` // hex summaryMAC
 }
 
 func (e entry) is(versionID, etag, scope string) bool {
@@ -295,11 +318,11 @@ func (s *summaries) nameOf(key string) string {
 	return summaryRoot + s.key.Fingerprint("dataset-summary-name", key, "", "")[:40] + ".json"
 }
 
-// build summarises the dataset key read from r for the tenant and columns of m.
-func (s *summaries) build(key string, r io.Reader, tenant string, m *matcher) (entry, error) {
+// build summarises the dataset key read from r for the tenant and columns of m, within lim.
+func (s *summaries) build(key string, r io.Reader, tenant string, m *matcher, lim Limits) (entry, error) {
 	c := newCollector()
 	cm := &matcher{subjectCols: m.subjectCols, sessionCols: m.sessionCols, collect: c}
-	if _, err := scanMentions(key, r, nil, cm, &finder{collect: c.mention}, ""); err != nil {
+	if _, err := scanMentions(key, r, nil, cm, &finder{collect: c.mention}, "", lim); err != nil {
 		return entry{}, err
 	}
 	e, _, err := s.entryOf(c, tenant, m, false)
@@ -514,13 +537,19 @@ func (s *summaries) wrote(id string, wr Written) {
 	s.written[id] = wr
 }
 
-// decodeSummary reads a stored summary; one of another format or version has no entries.
-func decodeSummary(r io.Reader) []entry {
+// decodeSummary reads the stored summary of the dataset object key: its entries when its
+// MAC verifies under mac, none otherwise (another format or version, no or a wrong MAC, a
+// summary past maxSummaryBytes, entries of malformed sets).
+func decodeSummary(r io.Reader, mac []byte, key string) []entry {
 	var d summaryDoc
-	if err := json.NewDecoder(io.LimitReader(r, 1<<30)).Decode(&d); err != nil {
+	if err := json.NewDecoder(io.LimitReader(r, maxSummaryBytes)).Decode(&d); err != nil {
 		return nil
 	}
 	if d.Format != summaryFormat || d.Version != summaryVersion {
+		return nil
+	}
+	got, err := hex.DecodeString(d.MAC)
+	if err != nil || !hmac.Equal(got, summaryMAC(mac, key, d)) {
 		return nil
 	}
 	return slices.DeleteFunc(d.Entries, func(e entry) bool {
@@ -528,6 +557,38 @@ func decodeSummary(r io.Reader) []entry {
 	})
 }
 
-func encodeSummary(w io.Writer, keyID string, es []entry) error {
-	return json.NewEncoder(w).Encode(summaryDoc{Format: summaryFormat, Version: summaryVersion, KeyID: keyID, Entries: es})
+// encodeSummary writes the summary of the dataset object key, authenticated under mac.
+func encodeSummary(w io.Writer, mac []byte, key, keyID string, es []entry) error {
+	d := summaryDoc{Format: summaryFormat, Version: summaryVersion, KeyID: keyID, Entries: es}
+	d.MAC = hex.EncodeToString(summaryMAC(mac, key, d))
+	return json.NewEncoder(w).Encode(d)
+}
+
+// summaryMAC is the HMAC-SHA-256 under mac of the dataset object key and every field of d
+// but its MAC, each length-prefixed: format, version, key id, then per entry its version
+// id, ETag, scope and three sets.
+func summaryMAC(mac []byte, key string, d summaryDoc) []byte {
+	h := hmac.New(sha256.New, mac)
+	var b []byte
+	part := func(p []byte) {
+		b = binary.AppendUvarint(b, uint64(len(p)))
+		b = append(b, p...)
+	}
+	part([]byte(key))
+	part([]byte(d.Format))
+	b = binary.AppendUvarint(b, uint64(d.Version))
+	part([]byte(d.KeyID))
+	b = binary.AppendUvarint(b, uint64(len(d.Entries)))
+	for _, e := range d.Entries {
+		part([]byte(e.VersionID))
+		part([]byte(e.ETag))
+		part([]byte(e.Scope))
+		part(e.IDs)
+		part(e.Sessions)
+		part(e.Mentions)
+		h.Write(b)
+		b = b[:0]
+	}
+	h.Write(b)
+	return h.Sum(nil)
 }

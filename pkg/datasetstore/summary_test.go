@@ -506,7 +506,7 @@ func TestSummariesEraseWhatFullReadsErase(t *testing.T) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(seed, 7))
 			plain, summarised := newS3Client(t), newS3Client(t)
-			stores := []*Store{New(plain, ""), New(summarised, "", withSummaries)}
+			stores := []*Store{New(plain, "", WithKey(deletiontest.Key)), New(summarised, "", withSummaries)}
 			worlds := []s3World{{plain}, {summarised}}
 			st := testInventory("s3://" + testBucket + "/{tenant}/")
 			if p := []string{"", MentionsRedact, MentionsErase}[r.IntN(3)]; p != "" {

@@ -24,6 +24,7 @@ type view struct {
 	ids, sessions, mentions []uint64
 	mentionsOK              bool // every identifier can be told absent by the token set
 	docs                    map[string]*loaded
+	lim                     Limits
 	readOnly                bool // summaries built are kept in the process only, never stored
 }
 
@@ -43,7 +44,7 @@ func (l location) view(m *matcher, f *finder) *view {
 		return nil
 	}
 	k := l.sum.key
-	v := &view{s: l.sum, b: b, tenant: l.tenant, m: m, scope: l.sum.scopeOf(l.tenant, m), docs: map[string]*loaded{}}
+	v := &view{s: l.sum, b: b, tenant: l.tenant, m: m, scope: l.sum.scopeOf(l.tenant, m), docs: map[string]*loaded{}, lim: l.lim}
 	if m.batch != nil {
 		for id := range m.batch.ids {
 			v.ids = append(v.ids, k.PseudonymPrefix(l.tenant, id))
@@ -94,7 +95,8 @@ func (v *view) doc(key string) *loaded {
 }
 
 // find returns the valid entry of one version of key, reading the stored summary once
-// when the cache has none. A summary that cannot be read is treated as missing.
+// when the cache has none. A summary that cannot be read or authenticated is treated as
+// missing.
 func (v *view) find(ctx context.Context, key, versionID, etag string) (entry, bool) {
 	d := v.doc(key)
 	look := func() (entry, bool) {
@@ -127,7 +129,7 @@ func (v *view) fetch(ctx context.Context, key string, d *loaded) {
 		return
 	}
 	defer obj.Body.Close()
-	d.stored = decodeSummary(obj.Body)
+	d.stored = decodeSummary(obj.Body, v.s.mac, key)
 	for _, e := range d.stored {
 		d.merge(e)
 	}
@@ -268,7 +270,7 @@ func (v *view) start(key string) *building {
 	bl := &building{pw: pw, done: make(chan struct{})}
 	go func() {
 		defer close(bl.done)
-		bl.e, bl.err = v.s.build(key, pr, v.tenant, v.m)
+		bl.e, bl.err = v.s.build(key, pr, v.tenant, v.m, v.lim)
 		if n, _ := io.Copy(io.Discard, pr); n > 0 && bl.err == nil {
 			bl.err = errors.New("bytes after the dataset")
 		}
@@ -338,7 +340,7 @@ func (v *view) flush(ctx context.Context, key string, live []Version) error {
 		return nil
 	}
 	id, name := v.cacheID(key), v.s.nameOf(key)
-	write := func(w io.Writer) error { return encodeSummary(w, v.s.key.ID(), d.entries) }
+	write := func(w io.Writer) error { return encodeSummary(w, v.s.mac, key, v.s.key.ID(), d.entries) }
 	if last, ok := v.s.lastWrite(id); ok && !d.fetched && len(d.entries) > 0 {
 		// This process wrote the stored summary last, so the cache holds what it holds:
 		// replace it on that condition, and delete the version it supersedes by id. Should

@@ -61,7 +61,7 @@ func TestTalliedSummaryIsThatOfItsBytes(t *testing.T) {
 						got = &e
 					}
 				}
-				want, err := store.sum.build(key, bytes.NewReader(data), "acme", newMatcher([]string{"customer_id"}, []string{"session_id"}, "", nil))
+				want, err := store.sum.build(key, bytes.NewReader(data), "acme", newMatcher([]string{"customer_id"}, []string{"session_id"}, "", nil), testLimits)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -130,7 +130,7 @@ func TestUnspentTallyIsGivenBack(t *testing.T) {
 		if x.tally != nil {
 			t.Error("the rewrite did not take the tally")
 		}
-		n, err := rewrite(key, r, w, mi)
+		n, err := rewrite(key, r, w, mi, testLimits)
 		return n > 0, err
 	})
 	if !errors.Is(err, errUnchanged) {

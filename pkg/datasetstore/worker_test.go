@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/deletion/deletiontest"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/worker/workertest"
@@ -36,12 +37,12 @@ func TestWorkerFailsOnUnreadableObject(t *testing.T) {
 				}
 			}
 			s := deletion.Subject{Tenant: "acme", ID: "cust-1", Sessions: []string{"sess-cust-1"}}
-			d := workertest.Reports(t, inv, Kind, New(c, ""), s)["dataset"]
+			d := workertest.Reports(t, inv, Kind, New(c, "", WithKey(deletiontest.Key)), s)["dataset"]
 			// 3 rows of the subject and 1 row whose text mentions it, redacted.
 			if d.Status != tc.want || d.Deleted() != 4 || d.Verification.Remaining != 0 || d.Verification.Mentions != 0 {
 				t.Errorf("status %s deleted %d verification %+v error %q; want %s after 3 rows and 1 redaction", d.Status, d.Deleted(), d.Verification, d.Error, tc.want)
 			}
-			const name = "s3://lethe-datasets/{tenant}/eval/labels.xlsx"
+			name := deletion.NewItemNames(deletiontest.Key).Name("s3://lethe-datasets/{tenant}/", "eval/labels.xlsx", "s3://lethe-datasets/acme/eval/labels.xlsx")
 			if tc.exclude == nil {
 				if d.Verification.Unexamined != 1 || !strings.Contains(d.Error, name+": format not recognised") {
 					t.Errorf("error %q, verification %+v; want the object named with its reason", d.Error, d.Verification)
@@ -49,7 +50,7 @@ func TestWorkerFailsOnUnreadableObject(t *testing.T) {
 			} else if len(d.Verification.Excluded) != 1 || d.Verification.Excluded[0] != name || d.Verification.Unexamined != 0 {
 				t.Errorf("verification %+v; want the object excluded", d.Verification)
 			}
-			if strings.Contains(d.Error, "cust-1") || strings.Contains(d.Error, "acme/") {
+			if strings.Contains(d.Error, "cust-1") || strings.Contains(d.Error, "acme/") || strings.Contains(d.Error, "labels") {
 				t.Errorf("error %q names the subject or the tenant's objects", d.Error)
 			}
 			if got := w.versions(t, "acme/eval/labels.xlsx"); len(got) != 1 || !strings.HasPrefix(string(got[0]), "PK") {

@@ -1,10 +1,22 @@
 // Package dlq lists and replays the records of a dead-letter topic.
 //
 // pkg/consumer writes a record its handler failed on permanently (or could not decode) to
-// <topic>.dlq, unchanged, with lethe.dlq.* headers saying where it came from and why. List
-// shows those records without their payload; Replay publishes chosen ones back to their
-// source topic once the cause is fixed, and remembers in a consumer group what it
-// replayed.
+// <topic>.dlq with lethe.dlq.* headers saying where it came from and why. A dead letter
+// keeps the record's key and value (or, for erasure.intake, a redaction of the value) but
+// of its headers only an allow-list: content-type (its media type, with the record's own
+// value), lethe.replayed-from and lethe.replayed-by. A producer's credential
+// (authorization) is never kept; lethe.dlq.principal names the principal it
+// authenticated, when it did. List shows dead letters without their payload.
+//
+// Replay publishes chosen ones back to their source topic once the cause is fixed, and
+// remembers in a consumer group what it replayed. A replayed record carries the dead
+// letter's key, value and content-type header, lethe.replayed-from and lethe.replayed-by
+// (the replaying principal), so it holds no credential: a record of erasure.intake, whose
+// producers authenticate by a record header, is therefore never written back to its topic
+// but handed to the intake (Options.Intake), which authorises the replaying principal
+// and validates, gates and submits the request as it does any other. A redacted dead
+// letter (lethe.dlq.redacted, or identifiers of the form "pseudonym:<hex>") is refused:
+// replaying it would erase the placeholder, so the producer must resubmit.
 package dlq
 
 import (
@@ -27,7 +39,33 @@ import (
 
 // HeaderReplayedFrom is the header Replay adds to a republished record: the dead-letter
 // record it came from, as "<dlq topic>/<partition>/<offset>".
-const HeaderReplayedFrom = "lethe.replayed-from"
+const HeaderReplayedFrom = consumer.HeaderReplayedFrom
+
+// HeaderReplayedBy is the header Replay adds to a republished record: the name of the
+// principal that replayed it (Options.By).
+const HeaderReplayedBy = consumer.HeaderReplayedBy
+
+// PlaceholderPrefix starts the placeholder that replaces an identifier in a redacted
+// dead letter of erasure.intake: "pseudonym:" and the identifier's keyed pseudonym in hex.
+const PlaceholderPrefix = "pseudonym:"
+
+// IsPlaceholder reports whether id has the form of a redacted identifier,
+// PlaceholderPrefix followed by lower-case hex digits.
+func IsPlaceholder(id string) bool {
+	hex, ok := strings.CutPrefix(id, PlaceholderPrefix)
+	if !ok || hex == "" {
+		return false
+	}
+	for _, c := range hex {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// redactedPrefix starts the value of a redacted dead letter whose record did not decode.
+const redactedPrefix = "redacted: "
 
 // Entry describes one dead-letter record. It holds no payload: for events that carry raw
 // identifiers (erasure.requested, erasure.intake) only the summary below is kept.
@@ -42,6 +80,12 @@ type Entry struct {
 	Group           string    `json:"group"`
 	At              time.Time `json:"at"`            // when it was dead-lettered
 	ReplayedFrom    string    `json:"replayed_from"` // set when the record failed again after a replay
+	ReplayedBy      string    `json:"replayed_by,omitempty"`
+	// Principal names the principal the record's credential authenticated, if it did.
+	Principal string `json:"principal,omitempty"`
+	// Redacted: the value is a redaction (identifiers replaced by placeholders, or
+	// undecodable bytes by their digest), not the record as sent. Replay refuses it.
+	Redacted bool `json:"redacted"`
 
 	Key   string   `json:"key"`   // the record key: a request id, or a tenant on erasure.intake
 	Size  int      `json:"size"`  // bytes of the record value
@@ -87,7 +131,9 @@ func List(ctx context.Context, brokers broker.Config, reg *schemareg.Codec, dlqT
 // framing through reg (nil: single-object only). Missing or malformed headers leave their
 // fields zero.
 func EntryOf(ctx context.Context, reg *schemareg.Codec, dlqTopic string, r *kgo.Record) Entry {
-	e := Entry{Partition: r.Partition, Offset: r.Offset, Key: string(r.Key), Size: len(r.Value), Event: summarize(ctx, reg, r.Value)}
+	sum, placeholders := summarize(ctx, reg, r.Value)
+	e := Entry{Partition: r.Partition, Offset: r.Offset, Key: string(r.Key), Size: len(r.Value), Event: sum,
+		Redacted: placeholders || strings.HasPrefix(string(r.Value), redactedPrefix)}
 	for _, h := range r.Headers {
 		v := string(h.Value)
 		switch h.Key {
@@ -109,8 +155,14 @@ func EntryOf(ctx context.Context, reg *schemareg.Codec, dlqTopic string, r *kgo.
 			if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
 				e.At = t
 			}
+		case consumer.HeaderPrincipal:
+			e.Principal = v
+		case consumer.HeaderRedacted:
+			e.Redacted = e.Redacted || v == "true"
 		case HeaderReplayedFrom:
 			e.ReplayedFrom = v
+		case HeaderReplayedBy:
+			e.ReplayedBy = v
 		}
 	}
 	if e.SourceTopic == "" && strings.HasSuffix(dlqTopic, ".dlq") {
@@ -119,25 +171,30 @@ func EntryOf(ctx context.Context, reg *schemareg.Codec, dlqTopic string, r *kgo.
 	return e
 }
 
-// summarize decodes v as any Lethe event and keeps its type, request id and tenant.
-func summarize(ctx context.Context, reg *schemareg.Codec, v []byte) *Summary {
+// summarize decodes v as any Lethe event and keeps its type, request id and tenant; for
+// an intake request, it also reports whether an identifier is a placeholder (a redaction).
+func summarize(ctx context.Context, reg *schemareg.Codec, v []byte) (*Summary, bool) {
 	var req event.Requested
 	if reg.Decode(ctx, event.Request, v, &req) == nil {
-		return &Summary{Type: event.Request.Name(), RequestID: req.RequestID, TenantID: req.TenantID}
+		return &Summary{Type: event.Request.Name(), RequestID: req.RequestID, TenantID: req.TenantID}, false
 	}
 	var d event.StoreDone
 	if reg.Decode(ctx, event.Done, v, &d) == nil {
-		return &Summary{Type: event.Done.Name(), RequestID: d.RequestID, TenantID: d.TenantID}
+		return &Summary{Type: event.Done.Name(), RequestID: d.RequestID, TenantID: d.TenantID}, false
 	}
 	var rc event.Receipt
 	if reg.Decode(ctx, event.Completed, v, &rc) == nil {
-		return &Summary{Type: event.Completed.Name(), RequestID: rc.RequestID, TenantID: rc.TenantID}
+		return &Summary{Type: event.Completed.Name(), RequestID: rc.RequestID, TenantID: rc.TenantID}, false
 	}
 	var in event.IntakeRequest
 	if reg.Decode(ctx, event.Intake, v, &in) == nil {
-		return &Summary{Type: event.Intake.Name(), TenantID: in.TenantID}
+		placeholders := IsPlaceholder(in.SubjectID)
+		for _, id := range in.SessionIDs {
+			placeholders = placeholders || IsPlaceholder(id)
+		}
+		return &Summary{Type: event.Intake.Name(), TenantID: in.TenantID}, placeholders
 	}
-	return nil
+	return nil, false
 }
 
 // scan reads topic's partitions from from[p] (or, for partitions not in from, their first

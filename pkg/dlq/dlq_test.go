@@ -164,21 +164,24 @@ func TestReplayRepublishesOnce(t *testing.T) {
 		{nil, 0},
 	}
 	for i, st := range steps {
-		n, err := dlq.Replay(ctx, brokers, nil, dlqTopic, st.filter)
-		if err != nil || n != st.want {
-			t.Fatalf("run %d: Replay = %d, %v; want %d", i+1, n, err, st.want)
+		res, err := dlq.Replay(ctx, brokers, nil, dlqTopic, dlq.Options{Filter: st.filter, By: "ops"})
+		if err != nil || res.Replayed != st.want || len(res.Refused) != 0 {
+			t.Fatalf("run %d: Replay = %+v, %v; want %d replayed", i+1, res, err, st.want)
 		}
 	}
 
 	replayed := map[string][]string{} // key -> replayed-from marks
 	for _, r := range testenv.ReadTopic(t, brokers.Brokers, event.TopicRequested) {
-		var from string
+		var from, by string
 		for _, h := range r.Headers {
 			if strings.HasPrefix(h.Key, "lethe.dlq.") {
 				t.Errorf("republished %s keeps header %s", r.Key, h.Key)
 			}
-			if h.Key == dlq.HeaderReplayedFrom {
+			switch h.Key {
+			case dlq.HeaderReplayedFrom:
 				from = string(h.Value)
+			case dlq.HeaderReplayedBy:
+				by = string(h.Value)
 			}
 		}
 		if from == "" {
@@ -190,12 +193,10 @@ func TestReplayRepublishesOnce(t *testing.T) {
 		for _, h := range r.Headers {
 			names = append(names, h.Key)
 		}
-		wantNames := []string{"traceparent", dlq.HeaderReplayedFrom}
-		if string(r.Key) == "junk" {
-			wantNames = wantNames[1:]
-		}
-		if string(r.Value) != string(src.Value) || !slices.Equal(names, wantNames) {
-			t.Errorf("republished %s: value changed or headers %v, want %v", r.Key, names, wantNames)
+		// The source record's traceparent is none of the headers a dead letter keeps.
+		wantNames := []string{dlq.HeaderReplayedFrom, dlq.HeaderReplayedBy}
+		if string(r.Value) != string(src.Value) || !slices.Equal(names, wantNames) || by != "ops" {
+			t.Errorf("republished %s: value changed or headers %v (by %q), want %v by ops", r.Key, names, by, wantNames)
 		}
 		if !strings.HasPrefix(from, dlqTopic+"/") {
 			t.Errorf("replayed-from %q, want %s/<partition>/<offset>", from, dlqTopic)

@@ -12,6 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/lethe-erasure/lethe/pkg/broker"
+	"github.com/lethe-erasure/lethe/pkg/consumer"
+	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/schemareg"
 )
 
@@ -28,37 +30,89 @@ const maxProgressBytes = 4000
 // wider filter) compacts it.
 var ErrProgressFull = errors.New("dlq: replay progress is full")
 
-// Replay republishes the records of dlqTopic that filter accepts (every record when filter
-// is nil) to their source topic, with key and value unchanged, the lethe.dlq.* headers
-// removed and a lethe.replayed-from header added, and returns how many it republished. It
-// reads up to the end offsets listed when it starts. filter sees events summarised through
-// reg (List).
+// ErrRefused is wrapped by the reason Replay did not replay a record its filter chose
+// (Result.Refused). The record stays in the dead-letter topic, not replayed.
+var ErrRefused = errors.New("not replayable")
+
+// Reasons for a refusal, each wrapping ErrRefused.
+var (
+	// ErrRedacted: the dead letter is a redaction (Entry.Redacted). Replaying it would
+	// submit placeholders for identifiers; its producer must submit it again.
+	ErrRedacted = fmt.Errorf("%w: the dead letter was redacted (its identifiers are placeholders): the producer must submit the request again", ErrRefused)
+	// ErrNeedsIntake: a record of erasure.intake is replayed only through the intake,
+	// which authenticates the replay (Options.Intake): the console, or lethectl with the
+	// intake's address and a token.
+	ErrNeedsIntake = fmt.Errorf("%w: erasure.intake records are replayed through the intake API, which authenticates the replay", ErrRefused)
+)
+
+// Options configure Replay.
+type Options struct {
+	// Filter chooses the records to replay; nil chooses every record. It sees events
+	// summarised through the registry (List).
+	Filter func(Entry) bool
+	// By is the name of the principal replaying, written as HeaderReplayedBy.
+	By string
+	// Intake, when set, takes each chosen record of erasure.intake in place of its topic:
+	// it must authorise the replaying principal for the record's tenant and validate,
+	// gate and submit it as the intake does any request, and returns once the request
+	// was accepted. An error wrapping ErrRefused refuses the record (Result.Refused) and
+	// the run goes on; any other error ends it. Without Intake such records are refused
+	// (ErrNeedsIntake).
+	Intake func(ctx context.Context, r *kgo.Record) error
+	// Requested, when set, takes each chosen record of erasure.requested in place of its
+	// topic, as Intake does: the intake passes it through its gates (workflow state, holds
+	// in force now) before it publishes it. Without Requested such records are written back.
+	Requested func(ctx context.Context, r *kgo.Record) error
+}
+
+// Result is what Replay did.
+type Result struct {
+	Replayed int       `json:"replayed"`
+	Refused  []Refusal `json:"refused"`
+}
+
+// Refusal is a record the filter chose that Replay did not replay, and why.
+type Refusal struct {
+	Partition int32  `json:"partition"` // in the dead-letter topic
+	Offset    int64  `json:"offset"`
+	Reason    string `json:"reason"`
+	Err       error  `json:"-"` // wraps ErrRefused
+}
+
+// Replay republishes the records of dlqTopic that opts.Filter chooses to their source
+// topic, and returns how many it republished and which it refused. A republished record
+// has the dead letter's key and value; of the dead letter's headers it carries only
+// content-type, never a credential (dead letters written before pkg/consumer's allow-list
+// may hold one), and it gains HeaderReplayedFrom and HeaderReplayedBy. Records of
+// erasure.intake go to opts.Intake instead (see Options). A redacted dead letter is
+// refused (ErrRedacted). Replay reads up to the end offsets listed when it starts.
 //
 // Progress lives in the consumer group Group, committed after each record's ProduceSync
-// was acknowledged: the committed offset is the partition's first record not yet
-// replayed, and the commit metadata lists the replayed offsets above it. So a later run
-// skips every record an earlier run replayed, while the records a filter passed over stay
-// available to later runs. A crash between a record's produce and its commit republishes
-// that one record on the next run (at least once; Lethe's consumers are idempotent). Runs
-// on the same dead-letter topic must not overlap: each would republish what the other is
-// replaying. Replay stops at the first produce or commit error, or when ctx ends, and
-// returns the count so far with the error.
-func Replay(ctx context.Context, brokers broker.Config, reg *schemareg.Codec, dlqTopic string, filter func(Entry) bool) (int, error) {
+// (or opts.Intake) was acknowledged: the committed offset is the partition's first record
+// not yet replayed, and the commit metadata lists the replayed offsets above it. So a
+// later run skips every record an earlier run replayed, while the records a filter passed
+// over, and the refused ones, stay available to later runs. A crash between a record's
+// produce and its commit republishes that one record on the next run (at least once;
+// Lethe's consumers and the intake's idempotency keys make that harmless). Runs on the
+// same dead-letter topic must not overlap: each would republish what the other is
+// replaying. Replay stops at the first produce, intake or commit error, or when ctx ends,
+// and returns the result so far with the error.
+func Replay(ctx context.Context, brokers broker.Config, reg *schemareg.Codec, dlqTopic string, opts Options) (Result, error) {
+	var res Result
 	cl, err := brokers.NewProducer()
 	if err != nil {
-		return 0, fmt.Errorf("dlq: replay %s: %w", dlqTopic, err)
+		return res, fmt.Errorf("dlq: replay %s: %w", dlqTopic, err)
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	prog, err := loadProgress(ctx, adm, dlqTopic)
 	if err != nil {
-		return 0, fmt.Errorf("dlq: replay %s: %w", dlqTopic, err)
+		return res, fmt.Errorf("dlq: replay %s: %w", dlqTopic, err)
 	}
 	from := map[int32]int64{}
 	for p, pr := range prog {
 		from[p] = pr.base
 	}
-	n := 0
 	started := map[int32]bool{}
 	err = scan(ctx, brokers, dlqTopic, from, func(r *kgo.Record) (bool, error) {
 		pr := prog[r.Partition]
@@ -74,22 +128,40 @@ func Replay(ctx context.Context, brokers broker.Config, reg *schemareg.Codec, dl
 			return true, nil
 		}
 		e := EntryOf(ctx, reg, dlqTopic, r)
-		if filter != nil && !filter(e) {
+		if opts.Filter != nil && !opts.Filter(e) {
 			return true, nil
+		}
+		refuse := func(err error) (bool, error) {
+			res.Refused = append(res.Refused, Refusal{Partition: r.Partition, Offset: r.Offset, Reason: err.Error(), Err: err})
+			return true, nil
+		}
+		if e.Redacted {
+			return refuse(ErrRedacted)
 		}
 		if e.SourceTopic == "" || e.SourceTopic == dlqTopic {
 			return false, fmt.Errorf("record %d/%d has no source topic", r.Partition, r.Offset)
+		}
+		if e.SourceTopic == event.TopicIntake && opts.Intake == nil {
+			return refuse(ErrNeedsIntake)
 		}
 		next := pr.with(r.Offset)
 		meta := next.metadata()
 		if len(meta) > maxProgressBytes {
 			return false, fmt.Errorf("%w: record %d/%d not replayed", ErrProgressFull, r.Partition, r.Offset)
 		}
-		out := &kgo.Record{Topic: e.SourceTopic, Key: r.Key, Value: r.Value, Headers: replayHeaders(dlqTopic, r)}
-		if err := cl.ProduceSync(ctx, out).FirstErr(); err != nil {
+		out := &kgo.Record{Topic: e.SourceTopic, Key: r.Key, Value: r.Value, Headers: replayHeaders(dlqTopic, r, opts.By)}
+		if submit := opts.submitter(e.SourceTopic); submit != nil {
+			err := submit(ctx, out)
+			if errors.Is(err, ErrRefused) {
+				return refuse(err)
+			}
+			if err != nil {
+				return false, fmt.Errorf("submit record %d/%d: %w", r.Partition, r.Offset, err)
+			}
+		} else if err := cl.ProduceSync(ctx, out).FirstErr(); err != nil {
 			return false, fmt.Errorf("republish record %d/%d: %w", r.Partition, r.Offset, err)
 		}
-		n++
+		res.Replayed++
 		off := kadm.Offsets{}
 		off.Add(kadm.Offset{Topic: dlqTopic, Partition: r.Partition, At: next.base, LeaderEpoch: -1, Metadata: meta})
 		resp, err := adm.CommitOffsets(ctx, Group, off)
@@ -103,22 +175,38 @@ func Replay(ctx context.Context, brokers broker.Config, reg *schemareg.Codec, dl
 		return true, nil
 	})
 	if err != nil {
-		return n, fmt.Errorf("dlq: replay %s: %w", dlqTopic, err)
+		return res, fmt.Errorf("dlq: replay %s: %w", dlqTopic, err)
 	}
-	return n, nil
+	return res, nil
 }
 
-// replayHeaders are r's headers without the lethe.dlq.* ones (and without an earlier
-// replay's mark), plus HeaderReplayedFrom.
-func replayHeaders(dlqTopic string, r *kgo.Record) []kgo.RecordHeader {
+// submitter is the hook that takes records of topic in place of the topic, if any.
+func (o Options) submitter(topic string) func(context.Context, *kgo.Record) error {
+	switch topic {
+	case event.TopicIntake:
+		return o.Intake
+	case event.TopicRequested:
+		return o.Requested
+	}
+	return nil
+}
+
+// replayHeaders are r's content-type header, the only one of the record's own headers a
+// replay carries, plus HeaderReplayedFrom and, when by is set, HeaderReplayedBy.
+func replayHeaders(dlqTopic string, r *kgo.Record, by string) []kgo.RecordHeader {
 	var hs []kgo.RecordHeader
 	for _, h := range r.Headers {
-		if !strings.HasPrefix(h.Key, "lethe.dlq.") && h.Key != HeaderReplayedFrom {
+		k := strings.ToLower(h.Key)
+		if k == consumer.HeaderContentType {
 			hs = append(hs, h)
 		}
 	}
 	from := fmt.Sprintf("%s/%d/%d", dlqTopic, r.Partition, r.Offset)
-	return append(hs, kgo.RecordHeader{Key: HeaderReplayedFrom, Value: []byte(from)})
+	hs = append(hs, kgo.RecordHeader{Key: HeaderReplayedFrom, Value: []byte(from)})
+	if by != "" {
+		hs = append(hs, kgo.RecordHeader{Key: HeaderReplayedBy, Value: []byte(by)})
+	}
+	return hs
 }
 
 // progress is one partition's replay progress: every record below base was replayed (or

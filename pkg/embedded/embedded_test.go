@@ -15,6 +15,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/embedded"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/intake"
+	"github.com/lethe-erasure/lethe/pkg/integrity"
 	"github.com/lethe-erasure/lethe/pkg/subject"
 )
 
@@ -115,12 +116,16 @@ func TestPoisonEventsAreDeadLettered(t *testing.T) {
 	nobodyServes, _ := event.Request.Encode(&event.Requested{RequestID: "er_orphan", TenantID: "acme", SubjectHash: "h", KeyID: "k1",
 		Identifiers: event.Identifiers{SubjectID: "x", SessionIDs: []string{}}, Scope: event.ScopeSubject, Regulation: "GDPR",
 		RequestedAt: time.Now(), DueAt: time.Now().Add(time.Hour), InventoryVersion: "v", ExpectedStores: []string{"mainframe"}, OnlyStores: []string{}, Attempt: 1})
+	orphan := &kgo.Record{Topic: event.TopicRequested, Key: []byte("er_orphan"), Value: nobodyServes}
+	if err := integrity.Sign(sys.MAC, event.Request, orphan); err != nil {
+		t.Fatal(err)
+	}
 	produce(t, sys,
 		&kgo.Record{Topic: event.TopicIntake, Value: []byte("not avro")},
 		&kgo.Record{Topic: event.TopicIntake, Value: unknownSchema},
 		&kgo.Record{Topic: event.TopicIntake, Value: badTenant},
 		&kgo.Record{Topic: event.TopicIntake, Value: noSubject},
-		&kgo.Record{Topic: event.TopicRequested, Key: []byte("er_orphan"), Value: nobodyServes},
+		orphan,
 	)
 	rs, values := dlq(t, sys, event.TopicIntake, 4)
 	reasons := strings.Join(rs, "\n")

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -12,8 +11,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/qdrant/go-client/qdrant"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -48,19 +45,19 @@ func external(t *testing.T) embedded.External {
 }
 
 // The switches to real backends, proven without Docker: Kafka (a cluster of its own:
-// Apache Kafka, or kfake on its own port when the tests run on kfake), S3 (gofakes3 over
-// HTTP) and Qdrant (the emulator) are started apart from Lethe's stack and named in
+// Apache Kafka, or kfake on its own port when the tests run on kfake), S3 (moto's server)
+// and Qdrant (the emulator) are started apart from Lethe's stack and named in
 // LETHE_TEST_KAFKA_BROKERS, LETHE_TEST_S3_ENDPOINT (with AWS credentials) and
 // LETHE_TEST_QDRANT_ADDR. An erasure through start's system then reaches a COMPLETE receipt
 // with the subject's point and dataset row gone from those servers, its records on that
 // cluster's topics, and the bystander's data intact; when the test ends the topics,
 // consumer groups and bucket it created there are gone.
 func TestRealBackendSwitches(t *testing.T) {
+	testenv.SkipOnStandIns(t, "an S3 server apart from the stack")
 	ctx := context.Background()
 	brokers := ownCluster(t)
-	s3srv := httptest.NewServer(gofakes3.New(s3mem.New()).Server())
-	defer s3srv.Close()
-	s3c := testenv.S3Client(s3srv.URL)
+	s3url := testenv.Moto(t)
+	s3c := testenv.S3Client(s3url)
 	qs, err := qdrantfake.Start(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +70,7 @@ func TestRealBackendSwitches(t *testing.T) {
 	defer qc.Close()
 	t.Setenv(testenv.EnvBroker, "kafka")
 	t.Setenv(testenv.EnvKafka, strings.Join(brokers, ","))
-	t.Setenv(testenv.EnvS3, s3srv.URL)
+	t.Setenv(testenv.EnvS3, s3url)
 	t.Setenv("AWS_ACCESS_KEY_ID", "lethe")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "lethe-secret")
 	t.Setenv("AWS_REGION", "us-east-1")

@@ -25,6 +25,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/envelope"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/intake"
+	"github.com/lethe-erasure/lethe/pkg/integrity"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/metrics"
 	"github.com/lethe-erasure/lethe/pkg/qdrantstore"
@@ -50,8 +51,14 @@ type Options struct {
 	Auth                         *auth.Authenticator  // intake authentication; nil: none
 	Limiter                      *auth.Limiter        // per-tenant submission rate; nil: unlimited
 	KEK                          *envelope.KEK        // seals identifiers on erasure.requested (keys under DataDir/keys); nil: a throwaway one
-	Addrs                        Addrs                // where the embedded components listen; empty: free ports
-	External                     External             // running components to use instead of embedded ones
+	// MAC authenticates the records the services hand one another (package integrity);
+	// nil: a throwaway one, so records left unconsumed at a stop are refused after a
+	// restart. ChainKey MACs the receipt chain; nil: receipts are chained by SHA-256
+	// alone, since a key nobody keeps could verify nothing.
+	MAC      *integrity.Ring
+	ChainKey *integrity.Ring
+	Addrs    Addrs    // where the embedded components listen; empty: free ports
+	External External // running components to use instead of embedded ones
 	// Framings says how the records Lethe writes are framed (default single-object
 	// encoding everywhere); every consumer reads both framings whatever it says.
 	Framings schemareg.Framings
@@ -94,6 +101,10 @@ type System struct {
 	DataDir   string
 	Metrics   *metrics.Metrics
 	Sealer    *envelope.Sealer
+	// MAC signs and checks the records between the services; ChainKey MACs the receipt
+	// chain (nil without Options.ChainKey).
+	MAC      *integrity.Ring
+	ChainKey *integrity.Ring
 	// Aggregator joins the reports and runs the schedule (sweeps, shredding, physical erasure).
 	Aggregator *aggregator.Aggregator
 	Discovery  discovery.Set // one runner per kind whose store discovers
@@ -105,7 +116,7 @@ type System struct {
 
 // Start starts the components and every service. Stop releases them.
 func Start(ctx context.Context, o Options) (_ *System, err error) {
-	sys := &System{Key: o.Key, Inventory: o.Inventory, Metrics: metrics.New()}
+	sys := &System{Key: o.Key, Inventory: o.Inventory, Metrics: metrics.New(), MAC: o.MAC, ChainKey: o.ChainKey}
 	m := sys.Metrics
 	defer func() {
 		if err != nil {
@@ -128,6 +139,9 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 	}
 	if o.HTTPAddr == "" {
 		o.HTTPAddr = "127.0.0.1:0"
+	}
+	if err := intake.CheckBind(o.HTTPAddr, o.Auth); err != nil {
+		return nil, err
 	}
 	log := o.Log
 	if log == nil {
@@ -154,7 +168,13 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 	sys.closers = append(sys.closers, func() { sys.Sealer.Keys.(*envelope.DirKeyStore).Close() })
 	wal.LogRepairs(log, "keys", sys.Sealer.Keys.(*envelope.DirKeyStore).Repairs())
 
-	sys.Intake = &intake.Service{Key: o.Key, Inventory: sys.Inventory, Producer: prod, Store: st.Audit, Policy: o.Policy, Log: log.With(zap.String("service", "intake")), Metrics: m, Auth: o.Auth, Limiter: o.Limiter, Sealer: sys.Sealer, Registry: st.Registry}
+	if sys.MAC == nil {
+		if sys.MAC, err = throwawayRing("ephemeral"); err != nil {
+			return nil, err
+		}
+	}
+	signed := &integrity.Signer{Producer: prod, Ring: sys.MAC, Types: map[string]*event.Type{event.TopicRequested: event.Request}}
+	sys.Intake = &intake.Service{Key: o.Key, Inventory: sys.Inventory, Producer: signed, Store: st.Audit, Policy: o.Policy, Log: log.With(zap.String("service", "intake")), Metrics: m, Auth: o.Auth, Limiter: o.Limiter, Sealer: sys.Sealer, Registry: st.Registry}
 	wf, err := startWorkflow(sys.Intake, o, st, log)
 	if err != nil {
 		return nil, err
@@ -180,6 +200,8 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 		Sweeps:    o.Sweeps,
 		Retain:    o.Retain,
 		Now:       o.Now,
+		MAC:       sys.MAC,
+		ChainKey:  sys.ChainKey,
 	}
 	groups := []service.Group{
 		{Name: "lethe-intake", Topics: []string{event.TopicIntake}, Handler: sys.Intake.HandleIntake, Redact: sys.Intake.Redact},
@@ -198,6 +220,7 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 			Log:       log.With(zap.String("service", d.Name)),
 			Metrics:   m,
 			Sealer:    sys.Sealer,
+			MAC:       sys.MAC,
 			Registry:  st.Registry,
 			Discovery: sys.Discovery,
 			Batching:  worker.DefaultBatching,
@@ -207,9 +230,6 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 		}
 	}
 
-	if err := intake.CheckBind(o.HTTPAddr, o.Auth); err != nil {
-		return nil, err
-	}
 	sys.Intake.AllowedHosts, sys.Intake.AllowedOrigins = o.AllowedHosts, o.AllowedOrigins
 	l, err := net.Listen("tcp", o.HTTPAddr)
 	if err != nil {
@@ -276,6 +296,13 @@ func newSealer(kek *envelope.KEK, dir string) (*envelope.Sealer, error) {
 		return nil, err
 	}
 	return &envelope.Sealer{KEK: kek, Keys: keys}, nil
+}
+
+// throwawayRing returns a ring of one random secret under id.
+func throwawayRing(id string) (*integrity.Ring, error) {
+	secret := make([]byte, integrity.MinSecretLen)
+	rand.Read(secret)
+	return integrity.NewRing(id, map[string][]byte{id: secret})
 }
 
 // Stop stops every service, waits for them and releases the components.

@@ -8,8 +8,8 @@ import (
 	"path"
 	"sort"
 
-	"github.com/hamba/avro/v2"
-	"github.com/hamba/avro/v2/soe"
+	"github.com/iskorotkov/avro/v2"
+	"github.com/iskorotkov/avro/v2/soe"
 
 	"github.com/lethe-erasure/lethe/pkg/retry"
 	"github.com/lethe-erasure/lethe/schemas"

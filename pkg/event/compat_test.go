@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hamba/avro/v2"
+	"github.com/iskorotkov/avro/v2"
 
 	"github.com/lethe-erasure/lethe/schemas"
 )

@@ -11,8 +11,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/hamba/avro/v2"
-	"github.com/hamba/avro/v2/soe"
+	"github.com/iskorotkov/avro/v2"
+	"github.com/iskorotkov/avro/v2/soe"
 )
 
 // withWriter returns a copy of t that also knows writer, as if writer were released.

@@ -335,6 +335,12 @@ type Receipt struct {
 	// IdentifiersShredAt is when the request's data key, and with it every sealed copy of
 	// its identifiers, will be destroyed; nil when it was destroyed at the receipt.
 	IdentifiersShredAt *time.Time `avro:"identifiers_shred_at" json:"identifiers_shred_at,omitempty"`
+	// ChainKeyID and ChainMAC are the id of the chain key and the keyed MAC of Hash under
+	// it (auditlog.ChainMAC), so that a holder of the key can tell a chain the aggregator
+	// linked from one rebuilt by a writer of the audit table. Empty when the receipt was
+	// linked without a chain key. Neither enters Hash.
+	ChainKeyID string `avro:"chain_key_id" json:"chain_key_id,omitempty"`
+	ChainMAC   string `avro:"chain_mac" json:"chain_mac,omitempty"`
 }
 
 // Reappeared says a sweep or a re-apply found an erased subject's data again in one store

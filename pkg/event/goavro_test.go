@@ -14,8 +14,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hamba/avro/v2"
-	"github.com/hamba/avro/v2/soe"
+	"github.com/iskorotkov/avro/v2"
+	"github.com/iskorotkov/avro/v2/soe"
 	"github.com/linkedin/goavro/v2"
 
 	"github.com/lethe-erasure/lethe/schemas"

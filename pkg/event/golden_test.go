@@ -154,6 +154,8 @@ func goldens() []golden {
 				PrevHash:           "ab12",
 				Hash:               "cd34",
 				IdentifiersShredAt: ptr(at(30, 12, 0, 0, 1)),
+				ChainKeyID:         "chain1",
+				ChainMAC:           "ef56",
 			},
 			fresh: func() any { return new(Receipt) },
 			deref: func(v any) any { return *v.(*Receipt) },

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/hamba/avro/v2"
+	"github.com/iskorotkov/avro/v2"
 )
 
 // Bounds on a record body checked before it reaches the avro decoder.

@@ -11,10 +11,11 @@ import (
 )
 
 // admit is the one gate in front of every publish that deletes: submit, confirm,
-// approve, the window's release, re-drive and a hold's release all call it last.
+// approve, the window's release, re-drive, a hold's release and a replayed dead letter
+// all call it last.
 //
 // rec is the request's workflow record as it will stand after the caller's move; nil
-// makes admit read it. admit refuses, with an error wrapping ErrState or ErrInvalid:
+// makes admit read it. admit refuses, with an error wrapping ErrState:
 //   - a request whose record is not RELEASED (a dry run not confirmed, a window not
 //     over, an approval not given, a cancelled or rejected request);
 //   - a TENANT request without a workflow store (ErrForbidden), or without its approval;

@@ -1,15 +1,23 @@
 package intake
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
+	"github.com/lethe-erasure/lethe/pkg/auth"
 	"github.com/lethe-erasure/lethe/pkg/broker"
 	"github.com/lethe-erasure/lethe/pkg/dlq"
 	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/metrics"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 	"github.com/lethe-erasure/lethe/pkg/schemareg"
 )
 
@@ -101,6 +109,13 @@ type ReplayRequest struct {
 	Offset    int64  `json:"offset"`
 }
 
+// handleReplay replays one dead letter for the caller (dlq.Replay, marked with the
+// caller's name). A record of erasure.intake is submitted as the caller's request
+// (replayIntake). The answer is {"replayed": n} (0 when the record does not exist, was
+// replayed already or is of a tenant the caller may not act for), or, for a record that
+// cannot be replayed, 422 (redacted, invalid), 409 (its idempotency key names another
+// request) or 403 (the caller may not act for the tenant the record names) with the
+// reason.
 func (s *Service) handleReplay(w http.ResponseWriter, r *http.Request) {
 	var body ReplayRequest
 	if !s.decodeBody(w, r, &body) {
@@ -119,20 +134,130 @@ func (s *Service) handleReplay(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := principal(r)
-	n, err := dlq.Replay(r.Context(), s.DeadLetters.Brokers, s.DeadLetters.Registry, body.Topic, func(e dlq.Entry) bool {
-		tenant := deadLetterTenant(e)
-		mayAct := s.Auth == nil || (tenant == "" && p.May("*")) || (tenant != "" && p.May(tenant))
-		return mayAct && e.Partition == body.Partition && e.Offset == body.Offset
+	log := s.log().With(zap.String("topic", body.Topic), zap.Int32("partition", body.Partition),
+		zap.String("offset", strconv.FormatInt(body.Offset, 10)), zap.String("replayed_by", p.Name))
+	res, err := dlq.Replay(r.Context(), s.DeadLetters.Brokers, s.DeadLetters.Registry, body.Topic, dlq.Options{
+		Filter: func(e dlq.Entry) bool {
+			tenant := deadLetterTenant(e)
+			mayAct := s.Auth == nil || (tenant == "" && p.May("*")) || (tenant != "" && p.May(tenant))
+			return mayAct && e.Partition == body.Partition && e.Offset == body.Offset
+		},
+		By:        p.Name,
+		Intake:    s.replayIntake(p),
+		Requested: s.replayRequested(p),
 	})
-	if err != nil {
-		s.log().Warn("dead letter not replayed", zap.String("topic", body.Topic), zap.Error(err))
+	var limited rateLimited
+	switch {
+	case errors.As(err, &limited):
+		auth.WriteTooManyRequests(w, time.Duration(limited))
+		return
+	case errors.Is(err, ErrUnavailable):
+		log.Warn("dead letter not replayed", zap.Error(err))
+		writeError(w, http.StatusServiceUnavailable, UnavailableReason(err))
+		return
+	case err != nil:
+		log.Warn("dead letter not replayed", zap.Error(err))
 		writeError(w, http.StatusServiceUnavailable, "broker unavailable")
 		return
 	}
-	s.log().Info("dead letter replayed", zap.String("topic", body.Topic), zap.Int32("partition", body.Partition),
-		zap.String("offset", strconv.FormatInt(body.Offset, 10)), zap.Int("replayed", n))
-	writeJSON(w, http.StatusOK, map[string]int{"replayed": n})
+	if len(res.Refused) > 0 {
+		ref := res.Refused[0]
+		log.Info("dead letter refused for replay", zap.String("reason", ref.Reason))
+		writeError(w, refusalStatus(ref.Err), ref.Reason)
+		return
+	}
+	log.Info("dead letter replayed", zap.Int("replayed", res.Replayed))
+	writeJSON(w, http.StatusOK, map[string]int{"replayed": res.Replayed})
 }
+
+// refusalStatus is the answer to a replay refused with err.
+func refusalStatus(err error) int {
+	switch {
+	case errors.Is(err, auth.ErrForbidden), errors.Is(err, ErrForbidden):
+		return http.StatusForbidden
+	case errors.Is(err, ErrConflict), errors.Is(err, ErrState):
+		return http.StatusConflict
+	}
+	return http.StatusUnprocessableEntity
+}
+
+// rateLimited ends a replay whose tenant used up its submission rate; it is the wait.
+type rateLimited time.Duration
+
+func (rateLimited) Error() string { return "rate limit exceeded" }
+
+// replayIntake is the dlq.Options.Intake of a replay by p. A replayed erasure.intake
+// record carries no credential: it is submitted as p's request, with the checks of an
+// HTTP submission by p: decoded, validated, refused when it names a placeholder of a
+// redacted dead letter, authorised for p, rate-limited by tenant, then through the gates
+// (dry runs, windows, approvals) and the idempotency key of Submit. It is never published
+// straight to erasure.requested. A record that cannot be accepted is refused
+// (dlq.ErrRefused) with the reason; an unavailable component or the rate limit ends the
+// replay.
+func (s *Service) replayIntake(p auth.Principal) func(context.Context, *kgo.Record) error {
+	return func(ctx context.Context, rec *kgo.Record) error {
+		in, err := s.decodeRecord(ctx, rec)
+		if retry.IsPermanent(err) {
+			return refused(err)
+		}
+		if err != nil {
+			return err
+		}
+		if err := s.Validate(&in); err != nil {
+			return refused(err)
+		}
+		if err := refusePlaceholders(rec, in); err != nil {
+			return refused(err)
+		}
+		if s.Auth != nil {
+			if err := p.Authorize(in.TenantID); err != nil {
+				return refused(err)
+			}
+		}
+		if ok, wait := s.Limiter.Allow(in.TenantID); !ok {
+			metrics.Or(s.Metrics).Rejected.WithLabelValues(metrics.ReasonRateLimited).Inc()
+			return rateLimited(wait)
+		}
+		in.Source = p.Name // the principal who replayed it, not what the record claims
+		_, err = s.Submit(ctx, in)
+		if errors.Is(err, ErrInvalid) || errors.Is(err, ErrConflict) {
+			return refused(err)
+		}
+		return err
+	}
+}
+
+// replayRequested returns the replay of p's dead letters of erasure.requested: each
+// passes the gate (admit) with the holds in force now before it is published again.
+func (s *Service) replayRequested(p auth.Principal) func(context.Context, *kgo.Record) error {
+	return func(ctx context.Context, rec *kgo.Record) error {
+		var req event.Requested
+		if err := s.Registry.Decode(ctx, event.Request, rec.Value, &req); err != nil {
+			return refused(err)
+		}
+		if s.Auth != nil {
+			if err := p.Authorize(req.TenantID); err != nil {
+				return refused(err)
+			}
+		}
+		switch _, err := s.Store.GetReceipt(ctx, req.RequestID); {
+		case err == nil:
+			return refused(fmt.Errorf("%w: the request is complete", ErrState))
+		case !errors.Is(err, auditlog.ErrNotFound):
+			return s.unavailable(ErrStateStoreUnavailable, req.TenantID, err)
+		}
+		if err := s.admit(ctx, &req, nil); err != nil {
+			if errors.Is(err, ErrUnavailable) {
+				return err
+			}
+			return refused(err)
+		}
+		return s.publish(ctx, &req)
+	}
+}
+
+// refused marks err as the reason a record is not replayed.
+func refused(err error) error { return fmt.Errorf("%w: %w", dlq.ErrRefused, err) }
 
 // Whoami is the answer of GET /v1/whoami: the caller's name, tenants and roles.
 type Whoami struct {

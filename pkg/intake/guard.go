@@ -17,26 +17,10 @@ import (
 // CheckBind refuses to serve open mode (authn nil or disabled) on an address that is not
 // loopback: without credentials any caller that reaches the port may erase.
 func CheckBind(addr string, authn *auth.Authenticator) error {
-	if authn != nil && !authn.Disabled() {
+	if authn != nil && !authn.Disabled() || auth.LoopbackAddr(addr) {
 		return nil
 	}
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("intake: listen address %q: %w", addr, err)
-	}
-	if !loopbackHost(host) {
-		return fmt.Errorf("intake: without authentication the intake listens on loopback only, not %q: configure LETHE_TOKENS or JWT settings, or listen on 127.0.0.1", addr)
-	}
-	return nil
-}
-
-// loopbackHost reports whether host names this machine's loopback interface only.
-func loopbackHost(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(strings.Trim(host, "[]"))
-	return ip != nil && ip.IsLoopback()
+	return fmt.Errorf("intake: without authentication the intake listens on loopback only, not %q: configure LETHE_TOKENS or JWT settings, or listen on 127.0.0.1", addr)
 }
 
 // guard protects the API from browsers: it refuses a Host that is not allowed (DNS
@@ -77,10 +61,11 @@ func (s *Service) hostAllowed(hostport string) bool {
 	if h, _, err := net.SplitHostPort(hostport); err == nil {
 		host = h
 	}
+	host = strings.Trim(host, "[]")
 	if len(s.AllowedHosts) > 0 {
 		return slices.ContainsFunc(s.AllowedHosts, func(a string) bool { return strings.EqualFold(a, host) || strings.EqualFold(a, hostport) })
 	}
-	return !s.open() || loopbackHost(host)
+	return !s.open() || auth.LoopbackAddr(net.JoinHostPort(host, "0"))
 }
 
 func (s *Service) originAllowed(r *http.Request) bool {
@@ -98,17 +83,10 @@ func (s *Service) originAllowed(r *http.Request) bool {
 	return err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host)
 }
 
-// Operator serves h, guarded like the API, to operators only: with authentication on, a
-// principal that may act for every tenant (auth.Wildcard). Metrics carry tenant labels
-// and discovery scans backends, so neither is for a tenant's app.
+// Operator serves h, guarded like the API, to operators only (auth.Operators): metrics
+// carry tenant labels and discovery scans backends, so neither is for a tenant's app.
 func (s *Service) Operator(h http.Handler) http.Handler {
-	return s.guard(s.authenticate(func(w http.ResponseWriter, r *http.Request) {
-		if p, ok := auth.PrincipalFrom(r.Context()); s.Auth != nil && (!ok || !slices.Contains(p.Tenants, auth.Wildcard)) {
-			s.reject(w, http.StatusForbidden, metrics.ReasonForbidden, "forbidden: an operator's token (every tenant) is required")
-			return
-		}
-		h.ServeHTTP(w, r)
-	}))
+	return s.guard(s.Auth.Operators(h))
 }
 
 // AccessFromEnv reads the allowed hosts and origins from $LETHE_ALLOWED_HOSTS and

@@ -34,6 +34,7 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/auth"
+	"github.com/lethe-erasure/lethe/pkg/consumer"
 	"github.com/lethe-erasure/lethe/pkg/envelope"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
@@ -375,30 +376,37 @@ func validRedrive(prev auditlog.Request, ids event.Identifiers, stores []string)
 // HandleIntake is the consumer.Handler for erasure.intake. A record is JSON (JSONRecord)
 // or Avro in either framing (ContentTypeHeader). Invalid requests, undecodable records and
 // registry ids the registry does not know are permanent errors: the consumer dead-letters
-// them with the reason.
+// them with the reason, and with the name of the producer the record's credential
+// authenticated (consumer.WithPrincipal). A replayed record (dlq.HeaderReplayedFrom) that
+// names a placeholder of a redacted dead letter as an identifier is invalid.
 func (s *Service) HandleIntake(ctx context.Context, rec *kgo.Record) error {
 	in, err := s.decodeRecord(ctx, rec)
 	if err != nil {
 		return err
 	}
+	var producer string // the principal the record's credential authenticated
 	if s.Auth != nil {
 		p, err := s.Auth.AuthenticateHeader(header(rec, auth.RecordHeader))
 		if err != nil {
 			return retry.Permanent(fmt.Errorf("intake: record refused: %w", err))
 		}
+		producer = p.Name
 		// As over HTTP, the body is checked before the tenant is authorised, so that the
 		// dead letter says what is wrong with it (an empty tenant is invalid, not forbidden).
 		if err := s.Validate(&in); err != nil {
-			return retry.Permanent(err)
+			return consumer.WithPrincipal(retry.Permanent(err), producer)
 		}
 		if err := p.Authorize(in.TenantID); err != nil {
-			return retry.Permanent(fmt.Errorf("intake: record refused: %w", err))
+			return consumer.WithPrincipal(retry.Permanent(fmt.Errorf("intake: record refused: %w", err)), producer)
 		}
 		in.Source = p.Name // the authenticated producer, not what the record claims
 	}
+	if err := refusePlaceholders(rec, in); err != nil {
+		return consumer.WithPrincipal(retry.Permanent(err), producer)
+	}
 	_, err = s.Submit(ctx, in)
 	if errors.Is(err, ErrInvalid) || errors.Is(err, ErrConflict) || errors.Is(err, ErrForbidden) {
-		return retry.Permanent(err)
+		return consumer.WithPrincipal(retry.Permanent(err), producer)
 	}
 	return err
 }

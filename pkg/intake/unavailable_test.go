@@ -104,7 +104,7 @@ func TestSubmitDynamoDBDown(t *testing.T) {
 	e := setup(t)
 	core, logs := observer.New(zap.InfoLevel)
 	e.svc.Log = zap.New(core)
-	target, err := url.Parse(testenv.Dynalite(t))
+	target, err := url.Parse(testenv.DynamoDB(t))
 	if err != nil {
 		t.Fatal(err)
 	}

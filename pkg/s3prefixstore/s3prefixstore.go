@@ -16,7 +16,8 @@
 // identifier matches only its own prefix. Every template holds "{tenant}/" before its
 // first identifier (Locators), so each tenant's objects lie under a prefix of their own and
 // an erasure of one tenant never lists another's. Reports name templates, never an
-// identifier.
+// identifier: an object in one is its prefix template, the shape of the rest of its key
+// and a keyed reference (deletion.ItemNames, WithKey), never its name.
 // Errors are classified once here: a missing bucket, an invalid bucket name or a refused
 // request (AccessDenied) is permanent; anything else (the service down, throttling,
 // internal errors) is transient. A Store is safe for concurrent use.
@@ -40,6 +41,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/retry"
+	"github.com/lethe-erasure/lethe/pkg/subject"
 )
 
 // Method is the verification method the store reports.
@@ -55,13 +57,29 @@ const (
 type Store struct {
 	client *s3.Client
 	now    func() time.Time
+	names  deletion.ItemNames
 }
 
 var _ deletion.Store = (*Store)(nil)
 
+// Option configures a Store.
+type Option func(*Store)
+
+// WithKey makes the Store's reports name objects by references keyed by key
+// (deletion.ItemNames); without it they name objects by their shape alone.
+func WithKey(key subject.Key) Option {
+	return func(s *Store) { s.names = deletion.NewItemNames(key) }
+}
+
 // New returns a Store over client, which needs s3:ListBucketVersions,
 // s3:DeleteObjectVersion, s3:GetObjectLegalHold and s3:GetObjectRetention on the buckets.
-func New(client *s3.Client) *Store { return &Store{client: client, now: time.Now} }
+func New(client *s3.Client, opts ...Option) *Store {
+	s := &Store{client: client, now: time.Now}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
 
 // target is one expanded prefix: what is listed and deleted, and where it is reported.
 type target struct {
@@ -232,26 +250,33 @@ func (s *Store) deleteBatch(ctx context.Context, bucket string, es []entry) (int
 		return 0, nil, wrap("delete objects", bucket, err)
 	}
 	n := int64(len(out.Deleted))
+	gone := make(map[entry]bool, len(out.Deleted))
+	for _, d := range out.Deleted {
+		gone[entry{key: aws.ToString(d.Key), version: versionID(d.VersionId)}] = true
+	}
+	seen := map[entry]bool{}
 	var held []entry
 	var errs []error
 	for _, e := range out.Errors {
 		code := aws.ToString(e.Code)
-		ent, ok := byID[entry{key: aws.ToString(e.Key), version: versionID(e.VersionId)}]
-		if !ok {
-			ent = entry{key: aws.ToString(e.Key), version: versionID(e.VersionId)}
-		}
 		switch code {
 		case "NoSuchKey", "NoSuchVersion":
 			// gone already (a concurrent erasure)
 		case "AccessDenied":
-			reason, err := s.lockOf(ctx, bucket, ent)
-			switch {
-			case err != nil:
-				errs = append(errs, err)
-			case reason != "":
-				held = append(held, ent)
-			default:
-				errs = append(errs, retry.Permanent(fmt.Errorf("s3 bucket %s: delete object version: access denied", bucket)))
+			for _, ent := range erred(es, byID, gone, e) {
+				if seen[ent] {
+					continue
+				}
+				seen[ent] = true
+				reason, err := s.lockOf(ctx, bucket, ent)
+				switch {
+				case err != nil:
+					errs = append(errs, err)
+				case reason != "":
+					held = append(held, ent)
+				default:
+					errs = append(errs, retry.Permanent(fmt.Errorf("s3 bucket %s: delete object version: access denied", bucket)))
+				}
 			}
 		case "InvalidArgument", "MalformedXML":
 			errs = append(errs, retry.Permanent(fmt.Errorf("s3 bucket %s: delete object version: %s", bucket, code)))
@@ -260,6 +285,27 @@ func (s *Store) deleteBatch(ctx context.Context, bucket string, es []entry) (int
 		}
 	}
 	return n, held, errors.Join(errs...)
+}
+
+// erred returns the entries of es that the DeleteObjects error e names. S3 names the key
+// and the version id; a server that leaves the version id out (moto does) names every
+// entry of the key in the batch that was not deleted, never the "null" version in their
+// place.
+func erred(es []entry, byID map[entry]entry, gone map[entry]bool, e types.Error) []entry {
+	key := aws.ToString(e.Key)
+	if e.VersionId != nil {
+		if ent, ok := byID[entry{key: key, version: versionID(e.VersionId)}]; ok {
+			return []entry{ent}
+		}
+		return []entry{{key: key, version: versionID(e.VersionId)}}
+	}
+	var out []entry
+	for _, ent := range es {
+		if ent.key == key && !gone[entry{key: ent.key, version: ent.version}] {
+			out = append(out, ent)
+		}
+	}
+	return out
 }
 
 // noLock are the errors S3 answers when a version has no legal hold or retention, or the
@@ -296,7 +342,7 @@ func (s *Store) lockOf(ctx context.Context, bucket string, e entry) (string, err
 
 // Verify lists every prefix of s in st again: each version or delete marker left counts as
 // remaining, except versions under Object Lock, which count as unexamined and are named
-// with the reason (at most maxItems of them).
+// (deletion.ItemNames) with their version id and the reason (at most maxItems of them).
 func (s *Store) Verify(ctx context.Context, st inventory.Store, sub deletion.Subject) (event.Verification, error) {
 	tgs, err := targets(st, sub)
 	if err != nil {
@@ -319,28 +365,12 @@ func (s *Store) Verify(ctx context.Context, st inventory.Store, sub deletion.Sub
 			}
 			v.Unexamined++
 			if len(v.UnexaminedItems) < maxItems {
-				v.UnexaminedItems = append(v.UnexaminedItems, fmt.Sprintf("%s%s version %s: %s", tg.location, redact(strings.TrimPrefix(e.key, tg.prefix), sub), e.version, reason))
+				name := s.names.Name(tg.location, strings.TrimPrefix(e.key, tg.prefix), "s3://"+tg.bucket+"/"+e.key)
+				v.UnexaminedItems = append(v.UnexaminedItems, fmt.Sprintf("%s version %s: %s", name, e.version, reason))
 			}
 		}
 	}
 	return v, nil
-}
-
-// redact replaces identifiers of s (as given and as encoded) of four bytes or more in an
-// object name below a prefix with their placeholders.
-func redact(name string, s deletion.Subject) string {
-	repl := func(id, p string) {
-		for _, form := range []string{id, Encode(id)} {
-			if len(form) >= 4 {
-				name = strings.ReplaceAll(name, form, p)
-			}
-		}
-	}
-	repl(s.ID, inventory.Subject)
-	for _, ses := range s.Sessions {
-		repl(ses, inventory.Session)
-	}
-	return name
 }
 
 func addCount(ls []event.LocationCount, loc string, n int64) []event.LocationCount {

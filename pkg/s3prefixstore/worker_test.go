@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/deletion/deletiontest"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/worker/workertest"
@@ -28,7 +29,7 @@ func TestWorkerReportsLockedUpload(t *testing.T) {
 				key := userPrefix(s) + "id-card.png"
 				hold(t, w, key, w.put(t, uploadsBucket, key, "held"))
 			}
-			reports := workertest.Reports(t, inv, Kind, New(w.client), s)
+			reports := workertest.Reports(t, inv, Kind, New(w.client, WithKey(deletiontest.Key)), s)
 			if len(reports) != 1 {
 				t.Fatalf("%d reports, want the uploads store's", len(reports))
 			}
@@ -42,7 +43,8 @@ func TestWorkerReportsLockedUpload(t *testing.T) {
 				t.Errorf("status %s verification %+v error %q; want DELETED and clean", d.Status, d.Verification, d.Error)
 			}
 			if locked && (d.Status != event.StatusFailed || d.Verification.Unexamined != 1 ||
-				!strings.Contains(d.Error, "s3://lethe-uploads/{tenant}/users/{subject}/id-card.png version ") ||
+				!strings.Contains(d.Error, deletion.NewItemNames(deletiontest.Key).Name("s3://lethe-uploads/{tenant}/users/{subject}/", "id-card.png", "s3://lethe-uploads/"+userPrefix(s)+"id-card.png")+" version ") ||
+				strings.Contains(d.Error, "id-card") ||
 				!strings.Contains(d.Error, "object lock legal hold")) {
 				t.Errorf("status %s verification %+v error %q; want FAILED naming the held upload", d.Status, d.Verification, d.Error)
 			}

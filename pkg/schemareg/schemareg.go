@@ -21,7 +21,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/hamba/avro/v2"
+	"github.com/iskorotkov/avro/v2"
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/lethe-erasure/lethe/pkg/event"

@@ -3,12 +3,14 @@ package service
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"strconv"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/lethe-erasure/lethe/pkg/auth"
 	"github.com/lethe-erasure/lethe/pkg/consumer"
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/discovery"
@@ -29,6 +31,10 @@ type Open func(ctx context.Context, env Env) (deletion.Store, []metrics.Check, e
 // broker's and open's readiness checks and the worker's metrics. An inventory naming no
 // store of kind is not an error: a deleter is deployed before its stores are added to the
 // inventory, and reports nothing until they are.
+//
+// The worker erases only requests that carry a valid MAC under LETHE_MAC_KEY and, unless
+// LETHE_ALLOW_UNSEALED=true (development only, logged as a warning at start), whose
+// identifiers are sealed; it signs its reports (see package worker).
 //
 // When the store is a deletion.Discoverer, the deleter also runs inventory discovery (package
 // discovery: every LETHE_DISCOVERY_INTERVAL, off by default, and on POST /discovery), serves
@@ -62,15 +68,21 @@ func DeleterSpec(name, kind string, open Open) func(ctx context.Context, env Env
 		if err != nil {
 			return Spec{}, fmt.Errorf("%s: %w", name, err)
 		}
+		if env.Config.AllowUnsealed {
+			env.Log.Warn("INSECURE: LETHE_ALLOW_UNSEALED=true: this deleter erases requests whose identifiers travel in the clear; for development only",
+				zap.String("deleter", name))
+		}
 		w := &worker.Worker{
-			Inventory: inv,
-			Stores:    map[string]deletion.Store{kind: store},
-			Producer:  env.Producer,
-			Log:       env.Log,
-			Metrics:   env.Metrics,
-			Sealer:    env.Sealer,
-			Registry:  env.Registry,
-			Batching:  batching,
+			Inventory:     inv,
+			Stores:        map[string]deletion.Store{kind: store},
+			Producer:      env.Producer,
+			Log:           env.Log,
+			Metrics:       env.Metrics,
+			Sealer:        env.Sealer,
+			AllowUnsealed: env.Config.AllowUnsealed,
+			MAC:           env.Config.MAC,
+			Registry:      env.Registry,
+			Batching:      batching,
 		}
 		spec := Spec{
 			Groups: []Group{{
@@ -84,7 +96,11 @@ func DeleterSpec(name, kind string, open Open) func(ctx context.Context, env Env
 		if r := discovery.For(kind, store, inv, dopts, env.Metrics, env.Log); r != nil {
 			set := discovery.Set{r}
 			w.Discovery = set
-			metrics.Or(env.Metrics).Handle("/discovery", set.Handler())
+			h, err := discoveryHandler(set, env.Config.MetricsAddr)
+			if err != nil {
+				return Spec{}, fmt.Errorf("%s: %w", name, err)
+			}
+			metrics.Or(env.Metrics).Handle("/discovery", h)
 			spec.Run = set.Run
 		}
 		return spec, nil
@@ -154,4 +170,25 @@ func BatchingFromEnv(getenv func(string) string) (worker.Batching, int, error) {
 		b.Running = n
 	}
 	return b, inflight, nil
+}
+
+// discoveryHandler serves set's reports on the metrics address. POST /discovery scans
+// backends: with credentials configured (auth.FromEnvIfSet) only operators may call it,
+// and without them only a loopback listener serves it.
+func discoveryHandler(set discovery.Set, addr string) (http.Handler, error) {
+	authn, err := auth.FromEnvIfSet()
+	if err != nil {
+		return nil, err
+	}
+	h := set.Handler()
+	if authn != nil || auth.LoopbackAddr(addr) {
+		return authn.Operators(h), nil
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			auth.WriteError(w, http.StatusForbidden, "forbidden: POST /discovery on a non-loopback listener needs operator credentials (LETHE_TOKENS or JWT settings)")
+			return
+		}
+		h.ServeHTTP(w, r)
+	}), nil
 }

@@ -8,14 +8,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
 	"github.com/lethe-erasure/lethe/pkg/config"
 	"github.com/lethe-erasure/lethe/pkg/consumer"
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/integrity"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/metrics"
+	"github.com/lethe-erasure/lethe/pkg/retry"
+	"github.com/lethe-erasure/lethe/pkg/testenv"
 	"github.com/lethe-erasure/lethe/pkg/worker"
 )
 
@@ -49,7 +53,7 @@ func deleterEnv(t *testing.T, doc string) Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Env{Config: &config.Config{Inventory: inv}, Log: zap.NewNop()}
+	return Env{Config: &config.Config{Inventory: inv, MetricsAddr: "127.0.0.1:9090"}, Log: zap.NewNop()}
 }
 
 func TestDeleterSpec(t *testing.T) {
@@ -145,5 +149,35 @@ func TestMaxInFlightFromEnv(t *testing.T) {
 		if want < 0 && err == nil || want >= 0 && (err != nil || got != want) {
 			t.Errorf("LETHE_INFLIGHT_MAX %q: %d, %v; want %d", v, got, err, want)
 		}
+	}
+}
+
+// The deleter's worker checks every request's MAC with the configured key: an unsigned
+// request, which anyone able to produce to erasure.requested could write, is refused
+// before any store is touched.
+func TestDeleterSpecAuthenticatesRequests(t *testing.T) {
+	env := deleterEnv(t, `
+version: "1"
+stores:
+  - {name: chats, kind: rows, locators: {table: chat}}
+`)
+	mac, err := integrity.NewRing("mac1", map[string][]byte{"mac1": []byte("record-mac-key-0123456789abcdefghijkl")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.Config.MAC, env.Sealer = mac, testenv.Sealer(t)
+	spec, err := DeleterSpec("rows-deleter", "rows", func(context.Context, Env) (deletion.Store, []metrics.Check, error) {
+		return fieldStore{}, nil, nil
+	})(context.Background(), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := event.Request.Encode(&event.Requested{RequestID: "er_1", TenantID: "acme", Scope: event.ScopeTenant, ExpectedStores: []string{"chats"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = spec.Groups[0].Handler(context.Background(), &kgo.Record{Topic: event.TopicRequested, Value: b})
+	if !retry.IsPermanent(err) || !errors.Is(err, integrity.ErrUnsigned) {
+		t.Errorf("unsigned request: %v, want a permanent refusal", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/lethe-erasure/lethe/pkg/auth"
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/discovery"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
@@ -98,5 +99,44 @@ func TestDeleterRunsDiscovery(t *testing.T) {
 	})(context.Background(), env)
 	if err != nil || spec.Run != nil {
 		t.Errorf("spec without discovery: run %v, %v", spec.Run != nil, err)
+	}
+}
+
+// POST /discovery scans backends: on a non-loopback listener it needs operator
+// credentials, and with credentials configured a tenant's token is refused.
+func TestDiscoveryNeedsAnOperator(t *testing.T) {
+	post := func(h http.Handler, token string) int {
+		req := httptest.NewRequest(http.MethodPost, "/discovery", nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	set := discovery.Set{}
+	for _, tc := range []struct {
+		addr string
+		want int
+	}{{"127.0.0.1:9090", http.StatusOK}, {"0.0.0.0:9090", http.StatusForbidden}, {":9090", http.StatusForbidden}} {
+		h, err := discoveryHandler(set, tc.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := post(h, ""); got != tc.want {
+			t.Errorf("%s without credentials: %d, want %d", tc.addr, got, tc.want)
+		}
+	}
+	ops, opsHash := auth.NewToken()
+	app, appHash := auth.NewToken()
+	t.Setenv("LETHE_TOKENS", "ops:"+opsHash+":*;app:"+appHash+":acme")
+	h, err := discoveryHandler(set, "0.0.0.0:9090")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for token, want := range map[string]int{"": http.StatusUnauthorized, app: http.StatusForbidden, ops: http.StatusOK} {
+		if got := post(h, token); got != want {
+			t.Errorf("token %.6s…: %d, want %d", token, got, want)
+		}
 	}
 }

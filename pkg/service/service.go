@@ -30,7 +30,7 @@ import (
 var Topics = []string{
 	event.TopicIntake, event.TopicRequested, event.TopicStoreDone, event.TopicCompleted, event.TopicOverdue,
 	event.TopicSuppressions, event.TopicReappeared, event.TopicStoreFound,
-	event.DLQ(event.TopicIntake), event.DLQ(event.TopicRequested), event.DLQ(event.TopicStoreDone),
+	event.DLQ(event.TopicIntake), event.DLQ(event.TopicRequested), event.DLQ(event.TopicStoreDone), event.DLQ(event.TopicStoreFound),
 }
 
 // topicWait is how long a service with topic creation off waits for its topics: the
@@ -62,7 +62,7 @@ type Group struct {
 	Name    string // consumer group id
 	Topics  []string
 	Handler consumer.Handler
-	Redact  func(*kgo.Record) []byte // the dead-letter value of a record; nil: the record's own
+	Redact  func(*kgo.Record) ([]byte, bool) // the dead-letter value of a record and whether it is redacted (consumer.Config.Redact); nil: the record's own
 	// InFlight is how many records of one partition the group handles at once
 	// (consumer.Config.InFlight); 0 or 1: one at a time, in order.
 	InFlight int

@@ -23,6 +23,7 @@ func setEnv(t *testing.T, brokers string) string {
 	t.Setenv("LETHE_KAFKA_BROKERS", brokers)
 	t.Setenv("LETHE_HMAC_KEY", strings.Repeat("h", 32))
 	t.Setenv("LETHE_KEK", base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789ABCDEF")))
+	t.Setenv("LETHE_MAC_KEY", "record-mac-key-0123456789abcdefghijkl")
 	t.Setenv("LETHE_KEYS_DIR", t.TempDir())
 	t.Setenv("LETHE_METRICS_ADDR", addr)
 	t.Setenv("LETHE_LOG_LEVEL", "error")
@@ -117,5 +118,20 @@ func TestRunRefusesWithoutKeys(t *testing.T) {
 	t.Setenv("LETHE_KEK", "")
 	if err := run(context.Background(), "test", func(context.Context, Env) (Spec, error) { return Spec{}, nil }); err == nil {
 		t.Error("missing KEK accepted")
+	}
+}
+
+// Every service needs the record MAC key: without it, anyone who can produce to
+// erasure.requested or erasure.store.done could erase or complete a receipt.
+func TestRunRefusesWithoutMACKey(t *testing.T) {
+	setEnv(t, "127.0.0.1:1")
+	t.Setenv("LETHE_MAC_KEY", "")
+	err := run(context.Background(), "test", func(context.Context, Env) (Spec, error) { return Spec{}, nil })
+	if err == nil || !strings.Contains(err.Error(), "LETHE_MAC_KEY") {
+		t.Errorf("missing MAC key: %v", err)
+	}
+	t.Setenv("LETHE_MAC_KEY", "short")
+	if err := run(context.Background(), "test", func(context.Context, Env) (Spec, error) { return Spec{}, nil }); err == nil || !strings.Contains(err.Error(), "32") {
+		t.Errorf("short MAC key: %v", err)
 	}
 }

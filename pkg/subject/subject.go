@@ -9,6 +9,7 @@
 package subject
 
 import (
+	"crypto/hkdf"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
@@ -92,6 +93,20 @@ func (k Key) String() string { return fmt.Sprintf("key(%s, ****)", k.id) }
 
 // GoString masks the secret.
 func (k Key) GoString() string { return k.String() }
+
+// Derive returns a 32-byte key for label, derived from the secret with HKDF-SHA256 (no
+// salt, label as info): distinct labels give independent keys, none of which reveals the
+// secret or another. A derived key changes with the secret and is never to be stored.
+func (k Key) Derive(label string) []byte {
+	if len(k.secret) == 0 {
+		panic("subject: zero Key used")
+	}
+	out, err := hkdf.Key(sha256.New, k.secret, nil, label, 32)
+	if err != nil {
+		panic(err) // only for a length HKDF-SHA256 cannot give
+	}
+	return out
+}
 
 // Pseudonym is the keyed, tenant-scoped pseudonym of subject in tenant.
 func (k Key) Pseudonym(tenant, subject string) string {

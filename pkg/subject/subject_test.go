@@ -193,3 +193,18 @@ func BenchmarkPseudonym(b *testing.B) {
 		k.Pseudonym("acme", "customer-000123")
 	}
 }
+
+func TestDeriveIsLabelledAndKeyed(t *testing.T) {
+	k := testKey(t)
+	k2, _ := NewKey("k2", []byte(strings.Repeat("t", 32)))
+	a, b := k.Derive("lethe-a-v1"), k.Derive("lethe-b-v1")
+	if len(a) != 32 || string(a) == string(b) || string(a) == string(k2.Derive("lethe-a-v1")) {
+		t.Fatalf("derived keys %x %x", a, b)
+	}
+	if string(a) != string(k.Derive("lethe-a-v1")) {
+		t.Error("derivation is not stable")
+	}
+	if strings.Contains(string(a), strings.Repeat("s", 8)) {
+		t.Error("derived key holds the secret")
+	}
+}

@@ -15,9 +15,9 @@ import (
 )
 
 // DynamoTable returns the name a test's table base should have on the DynamoDB of
-// Dynalite: base itself on the test's own dynalite, and base with a random suffix on the
-// server of EnvDynamoDB, where the table is deleted (if the test created it) when t ends,
-// and waited for until it is gone.
+// DynamoDB: base itself on moto (the test's account is its own) and on dynalite, and base
+// with a random suffix on the server of EnvDynamoDB, where the table is deleted (if the
+// test created it) when t ends, and waited for until it is gone.
 func DynamoTable(t testing.TB, base string) string {
 	t.Helper()
 	ep := os.Getenv(EnvDynamoDB)

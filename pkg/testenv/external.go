@@ -16,10 +16,11 @@ import (
 )
 
 // The variables that choose the components under test. EnvBroker chooses between Apache
-// Kafka and kfake. The others name a real server in place of the in-process stand-in (or,
-// for Kafka, of the broker testenv starts); unset, the stand-ins run as they always do;
-// set, the tests talk to the server named and clean up what they created on it.
-// LETHE_TEST_QDRANT_ADDR, the fifth, is read by pkg/qdrantfake/qdranttest.
+// Kafka and kfake. The others name a server started apart from the tests (or, for Kafka,
+// in place of the broker testenv starts); unset, the tests run as CI runs them (Kafka
+// started by testenv, S3 and DynamoDB on moto's server); set, the tests talk to the
+// server named and clean up what they created on it. LETHE_TEST_QDRANT_ADDR, the fifth,
+// is read by pkg/qdrantfake/qdranttest.
 const (
 	// EnvBroker chooses the Kafka under test: "kafka" (the default) is Apache Kafka, the
 	// cluster of EnvKafka or else one testenv starts (StartKafka) once per test process;
@@ -31,11 +32,11 @@ const (
 	// which an authorizer applies while EnvKafka's clients are super users; kafkabroker
 	// sets it. Without it the SASL tests start a cluster of their own.
 	EnvKafkaSASL = "LETHE_TEST_KAFKA_SASL_BROKERS"
-	// EnvS3 holds the endpoint URL of a real S3 (MinIO, say), addressed path-style with
+	// EnvS3 holds the endpoint URL of an S3 (AWS, MinIO, say), addressed path-style with
 	// the credentials and region of AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_REGION
 	// (or AWS_DEFAULT_REGION; default us-east-1).
 	EnvS3 = "LETHE_TEST_S3_ENDPOINT"
-	// EnvDynamoDB holds the endpoint URL of a real DynamoDB (DynamoDB Local, say).
+	// EnvDynamoDB holds the endpoint URL of a DynamoDB (AWS, DynamoDB Local, say).
 	EnvDynamoDB = "LETHE_TEST_DYNAMODB_ENDPOINT"
 )
 

@@ -3,7 +3,6 @@ package testenv_test
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -12,8 +11,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -107,17 +104,17 @@ func TestKafkaSwitch(t *testing.T) {
 	}
 }
 
-// With LETHE_TEST_S3_ENDPOINT naming an S3 started apart (gofakes3 over HTTP), S3With
+// With LETHE_TEST_S3_ENDPOINT naming an S3 started apart (moto's server), S3With
 // creates each bucket under a name of the test's own there, while the test keeps using the
 // names it chose (in requests and in responses); Wrap stands in front, Unversioned is
 // kept, Stop makes S3 unreachable; when the test ends every version, delete marker and
 // bucket it created is gone.
 func TestS3Switch(t *testing.T) {
 	ctx := context.Background()
-	srv := httptest.NewServer(gofakes3.New(s3mem.New()).Server())
-	defer srv.Close()
-	direct := testenv.S3Client(srv.URL)
-	t.Setenv(testenv.EnvS3, srv.URL)
+	testenv.SkipOnStandIns(t, "an S3 server apart")
+	url := testenv.Moto(t)
+	direct := testenv.S3Client(url)
+	t.Setenv(testenv.EnvS3, url)
 	t.Setenv("AWS_ACCESS_KEY_ID", "lethe")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "lethe-secret")
 

@@ -38,6 +38,9 @@ type s3Proxy struct {
 	// versioning does (S3Options.Unversioned).
 	noVersions bool
 
+	// writes, when set, passes one write at a time (see moto).
+	writes *sync.Mutex
+
 	mu      sync.Mutex
 	created map[string]bool // renamed buckets
 }
@@ -55,6 +58,10 @@ func (p *s3Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNotImplemented)
 		_, _ = io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>NotImplemented</Code><Message>version listing is off (S3Options.Unversioned)</Message></Error>`)
 		return
+	}
+	if p.writes != nil && r.Method != http.MethodGet && r.Method != http.MethodHead {
+		p.writes.Lock()
+		defer p.writes.Unlock()
 	}
 	bucket, key, hasKey := strings.Cut(strings.TrimPrefix(r.URL.EscapedPath(), "/"), "/")
 	path := "/"
@@ -143,27 +150,36 @@ func copyHeader(dst, src http.Header) {
 	}
 }
 
-// externalS3 serves a proxy of the S3 at endpoint for t (see S3With).
+// externalS3 serves a proxy of the S3 at endpoint, named by EnvS3, for t (see S3With).
 func externalS3(t testing.TB, endpoint string, o S3Options, buckets []string) *S3Server {
 	t.Helper()
 	reachable(t, EnvS3, endpoint)
-	up, err := url.Parse(endpoint)
-	if err != nil || up.Host == "" {
-		t.Fatalf("testenv: %s=%q is not a URL: %v", EnvS3, endpoint, err)
-	}
 	id, secret := os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY")
 	if id == "" || secret == "" {
 		t.Fatalf("testenv: %s needs AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY", EnvS3)
 	}
 	region := cmp.Or(os.Getenv("AWS_REGION"), os.Getenv("AWS_DEFAULT_REGION"), "us-east-1")
+	creds := aws.Credentials{AccessKeyID: id, SecretAccessKey: secret, SessionToken: os.Getenv("AWS_SESSION_TOKEN")}
+	return proxyS3(t, endpoint, creds, region, nil, o, buckets)
+}
+
+// proxyS3 serves a proxy of the S3 at endpoint for t, signing with creds, passing writes
+// one at a time under writes when it is set.
+func proxyS3(t testing.TB, endpoint string, creds aws.Credentials, region string, writes *sync.Mutex, o S3Options, buckets []string) *S3Server {
+	t.Helper()
+	up, err := url.Parse(endpoint)
+	if err != nil || up.Host == "" {
+		t.Fatalf("testenv: S3 endpoint %q is not a URL: %v", endpoint, err)
+	}
 	p := &s3Proxy{
 		upstream: up,
 		suffix:   "-" + uniqueSuffix(),
-		creds:    aws.Credentials{AccessKeyID: id, SecretAccessKey: secret, SessionToken: os.Getenv("AWS_SESSION_TOKEN")},
+		creds:    creds,
 		region:   region,
 		signer:   v4.NewSigner(func(so *v4.SignerOptions) { so.DisableURIPathEscaping = true }),
 		hop:      &http.Transport{DisableCompression: true, Proxy: nil, MaxIdleConnsPerHost: 16},
 		created:  map[string]bool{},
+		writes:   writes,
 
 		noVersions: o.Unversioned,
 	}
@@ -202,9 +218,8 @@ func dropBucket(ctx context.Context, c *s3.Client, bucket string) error {
 		}
 		var ids []types.ObjectIdentifier
 		add := func(key, version *string) {
-			if aws.ToString(version) == "null" { // an object of a bucket never versioned
-				version = nil
-			}
+			// Always by version id, "null" included: without one, a versioned bucket
+			// would only add a delete marker.
 			ids = append(ids, types.ObjectIdentifier{Key: key, VersionId: version})
 		}
 		for _, v := range out.Versions {
@@ -219,12 +234,21 @@ func dropBucket(ctx context.Context, c *s3.Client, bucket string) error {
 		if round++; round > 100 {
 			return fmt.Errorf("%d versions still listed after %d rounds of deletes", len(ids), round)
 		}
-		res, err := c.DeleteObjects(ctx, &s3.DeleteObjectsInput{Bucket: aws.String(bucket), Delete: &types.Delete{Objects: ids, Quiet: aws.Bool(true)}})
+		// Versions a test locked lose their legal hold; governance retention is bypassed.
+		res, err := c.DeleteObjects(ctx, &s3.DeleteObjectsInput{Bucket: aws.String(bucket), Delete: &types.Delete{Objects: ids, Quiet: aws.Bool(true)},
+			BypassGovernanceRetention: aws.Bool(round > 1)})
 		if err != nil {
 			return err
 		}
-		if len(res.Errors) > 0 {
-			return fmt.Errorf("delete %s: %s", aws.ToString(res.Errors[0].Key), aws.ToString(res.Errors[0].Message))
+		for _, e := range res.Errors {
+			if aws.ToString(e.Code) != "AccessDenied" || round > 2 {
+				return fmt.Errorf("delete %s: %s", aws.ToString(e.Key), aws.ToString(e.Message))
+			}
+			_, err := c.PutObjectLegalHold(ctx, &s3.PutObjectLegalHoldInput{Bucket: aws.String(bucket), Key: e.Key, VersionId: e.VersionId,
+				LegalHold: &types.ObjectLockLegalHold{Status: types.ObjectLockLegalHoldStatusOff}})
+			if err != nil {
+				return fmt.Errorf("lift the legal hold of %s: %w", aws.ToString(e.Key), err)
+			}
 		}
 	}
 	_, err := c.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String(bucket)})

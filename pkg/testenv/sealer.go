@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/lethe-erasure/lethe/pkg/envelope"
+	"github.com/lethe-erasure/lethe/pkg/integrity"
 )
 
 // Sealer returns a sealer of identifiers with a random key-encryption key over a directory
@@ -23,4 +24,14 @@ func Sealer(t testing.TB) *envelope.Sealer {
 	}
 	t.Cleanup(func() { keys.Close() })
 	return &envelope.Sealer{KEK: kek, Keys: keys}
+}
+
+// Ring returns an integrity key ring holding secret under id, current.
+func Ring(t testing.TB, id, secret string) *integrity.Ring {
+	t.Helper()
+	r, err := integrity.NewRing(id, map[string][]byte{id: []byte(secret)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

@@ -1,13 +1,14 @@
 // Package testenv starts the real components that integration tests run against: a
-// redis-server and a dynalite (DynamoDB) server on free loopback ports, Apache Kafka
-// brokers as processes (kfake in process with EnvBroker=kfake), and gofakes3 (S3,
-// versioning on) over HTTP. A component that cannot be started
-// fails the test; it is never skipped, so a missing prerequisite cannot pass unnoticed in
-// CI.
+// redis-server and a PostgreSQL server on free loopback ports, Apache Kafka brokers as
+// processes (kfake in process with EnvBroker=kfake), and moto's server for S3 and
+// DynamoDB (one per test binary, each test on buckets and an account of its own). A
+// component that cannot be started fails the test; it is never skipped, so a missing
+// prerequisite cannot pass unnoticed in CI.
 //
-// EnvKafka, EnvS3 and EnvDynamoDB switch Kafka, S3 and DynamoDB to real servers (a
-// docker compose of Kafka, MinIO and DynamoDB Local, say): the tests then isolate
-// themselves on the shared server and delete what they created there.
+// EnvKafka, EnvS3 and EnvDynamoDB switch Kafka, S3 and DynamoDB to servers started apart
+// (AWS itself, or a docker compose of Kafka, MinIO and DynamoDB Local): the tests then
+// isolate themselves on the shared server and delete what they created there.
+// EnvStandIns runs S3 and DynamoDB on gofakes3 and dynalite instead of moto.
 package testenv
 
 import (
@@ -59,18 +60,11 @@ func RedisArgs(t testing.TB, extra ...string) string {
 	return fmt.Sprintf("127.0.0.1:%d", port)
 }
 
-// Dynalite starts a dynalite server and returns its endpoint URL. It looks for
-// node_modules/dynalite/cli.js under $LETHE_DYNALITE_DIR or the repository's .tools folder.
-//
-// With EnvDynamoDB set it returns that endpoint instead (failing t when nothing listens
-// there); tests then name their tables with DynamoTable so that they stay apart and are
-// deleted.
+// Dynalite starts a dynalite server of t's own (the stand-in of EnvStandIns; tests call
+// DynamoDB) and returns its endpoint URL. It looks for node_modules/dynalite/cli.js under
+// $LETHE_DYNALITE_DIR or the repository's .tools folder.
 func Dynalite(t testing.TB) string {
 	t.Helper()
-	if ep := os.Getenv(EnvDynamoDB); ep != "" {
-		reachable(t, EnvDynamoDB, ep)
-		return ep
-	}
 	cli, err := dynaliteCLI()
 	if err != nil {
 		t.Fatalf("testenv: %v (run: npm install --prefix .tools dynalite@4.0.0)", err)

@@ -17,6 +17,16 @@
 // the broker, so the consumer marks the request's offset after the side effects and their
 // reports; a redelivered request erases again (a no-op) and reports again.
 //
+// Trust: with MAC set, a request must carry a valid MAC (integrity.Verify) or it is refused:
+// a permanent error, so the consumer dead-letters it with the reason, and nothing is erased
+// or reported, since nothing in an unauthenticated record can be believed, its request id
+// included. Every report and find the worker publishes carries its own MAC. With Sealer set
+// and AllowUnsealed false, a request that carries identifiers in the clear (every SUBJECT
+// request without sealed identifiers) is refused as well: no store is touched, every store
+// the worker acts on reports FAILED with ReasonUnsealed, so the request's status says why
+// and no receipt can follow, and Handle returns a permanent error so that the record is
+// dead-lettered. A TENANT request carries no identifiers; its MAC is what authenticates it.
+//
 // Sealed identifiers whose data key was shredded belong to a request that has its receipt
 // (the key is destroyed only then): the record is an old one replayed, and Handle logs it
 // and returns nil. A data key the key store holds neither as a key nor as a tombstone is a
@@ -40,6 +50,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/envelope"
 	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/integrity"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/metrics"
 	"github.com/lethe-erasure/lethe/pkg/pii"
@@ -49,6 +60,10 @@ import (
 
 // ReasonMissingKey is the error of the reports of a request whose data key is missing.
 const ReasonMissingKey = "data key missing: misconfigured key store or lost key"
+
+// ReasonUnsealed is the error of the reports of a request refused because its identifiers
+// travel in the clear.
+const ReasonUnsealed = "request refused: its identifiers are not sealed, and this deleter erases only sealed subject requests"
 
 // Producer publishes records and waits for their acknowledgement (a *kgo.Client).
 type Producer interface {
@@ -69,6 +84,12 @@ type Worker struct {
 	Log        *zap.Logger
 	Metrics    *metrics.Metrics // nil records nothing
 	Sealer     *envelope.Sealer // opens sealed identifiers; nil: only clear ones are accepted
+	// AllowUnsealed makes a worker with a Sealer accept requests whose identifiers travel in
+	// the clear (development only; see Trust in the package comment).
+	AllowUnsealed bool
+	// MAC authenticates the requests the worker reads and signs the reports and finds it
+	// writes (package integrity); nil: requests are not checked and records go unsigned.
+	MAC *integrity.Ring
 	// Registry frames the records the worker writes as each topic's framing says
 	// (schemareg.Codec.EncodeFor); nil: single-object encoding.
 	Registry *schemareg.Codec
@@ -91,6 +112,11 @@ type DiscoveryState interface {
 
 // Handle is the consumer.Handler for erasure.requested.
 func (w *Worker) Handle(ctx context.Context, rec *kgo.Record) error {
+	if w.MAC != nil {
+		if err := integrity.Verify(w.MAC, event.Request, rec); err != nil {
+			return retry.Permanent(fmt.Errorf("worker: request refused: %w", err))
+		}
+	}
 	var req event.Requested
 	if err := event.Request.Decode(rec.Value, &req); err != nil {
 		return err // permanent: the consumer dead-letters it
@@ -101,6 +127,9 @@ func (w *Worker) Handle(ctx context.Context, rec *kgo.Record) error {
 	stores := w.targets(&req)
 	if len(stores) == 0 {
 		return nil
+	}
+	if w.Sealer != nil && !w.AllowUnsealed && inClear(&req) {
+		return w.unsealed(ctx, &req, stores)
 	}
 	ids, err := w.Sealer.Identifiers(ctx, &req)
 	if at, shredded := envelope.ShreddedAt(err); shredded {
@@ -144,19 +173,45 @@ func (w *Worker) Handle(ctx context.Context, rec *kgo.Record) error {
 	return w.publish(ctx, reports)
 }
 
+// inClear reports whether req carries identifiers in the clear: a request that is not
+// TENANT scope and has no sealed identifiers, or any request with a clear identifier.
+func inClear(req *event.Requested) bool {
+	if req.Sealed != nil {
+		return req.Identifiers.SubjectID != "" || len(req.Identifiers.SessionIDs) > 0
+	}
+	return req.Scope != event.ScopeTenant || req.Identifiers.SubjectID != "" || len(req.Identifiers.SessionIDs) > 0
+}
+
+// unsealed refuses req, whose identifiers travel in the clear: every store of it reports
+// FAILED with ReasonUnsealed, and the error returned is permanent, so the record is
+// dead-lettered once the reports are acknowledged.
+func (w *Worker) unsealed(ctx context.Context, req *event.Requested, stores []inventory.Store) error {
+	w.log().Error("request refused: identifiers not sealed; only a request sealed by the intake is erased (LETHE_ALLOW_UNSEALED=true accepts clear ones, for development only)",
+		zap.String("request_id", req.RequestID), zap.String("tenant", req.TenantID), zap.String("scope", string(req.Scope)))
+	if err := w.failAll(ctx, req, stores, ReasonUnsealed); err != nil {
+		return err
+	}
+	return retry.Permanent(errors.New("worker: " + ReasonUnsealed))
+}
+
 // missingKey reports every store of req FAILED with ReasonMissingKey.
 func (w *Worker) missingKey(ctx context.Context, req *event.Requested, stores []inventory.Store) error {
-	m := metrics.Or(w.Metrics)
-	m.MissingDataKeys.Inc()
+	metrics.Or(w.Metrics).MissingDataKeys.Inc()
 	w.log().Error("data key missing: the key store holds neither the request's key nor its tombstone; check that every service uses the same key store (LETHE_KEYS_TABLE)",
 		zap.String("request_id", req.RequestID), zap.String("tenant", req.TenantID), zap.String("subject_hash", req.SubjectHash))
+	return w.failAll(ctx, req, stores, ReasonMissingKey)
+}
+
+// failAll reports every store of req FAILED with reason, not verified.
+func (w *Worker) failAll(ctx context.Context, req *event.Requested, stores []inventory.Store, reason string) error {
+	m := metrics.Or(w.Metrics)
 	now := w.now()
 	reports := make([]event.StoreDone, len(stores))
 	for i, st := range stores {
 		reports[i] = event.StoreDone{
 			RequestID: req.RequestID, TenantID: req.TenantID, Store: st.Name, Kind: st.Kind,
 			Status: event.StatusFailed, Attempt: req.Attempt, StartedAt: now, FinishedAt: now,
-			Error:        ReasonMissingKey,
+			Error:        reason,
 			Verification: event.Verification{Method: "not verified", Remaining: -1},
 			Physical:     st.Physical, Locations: []event.LocationCount{},
 			Purpose: req.Purpose, Pass: req.Pass,
@@ -175,6 +230,9 @@ func (w *Worker) publish(ctx context.Context, reports []event.StoreDone) error {
 			return fmt.Errorf("worker: encode store report: %w", err)
 		}
 		recs[i] = &kgo.Record{Topic: w.doneTopic(), Key: []byte(reports[i].RequestID), Value: b}
+		if err := w.sign(event.Done, recs[i]); err != nil {
+			return err
+		}
 	}
 	if err := w.Producer.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		return fmt.Errorf("worker: publish store reports: %w", err)
@@ -334,6 +392,9 @@ func (w *Worker) recordFound(ctx context.Context, req *event.Requested, st inven
 		return "", nil, fmt.Errorf("worker: encode what was found: %w", err)
 	}
 	rec := &kgo.Record{Topic: topic, Key: []byte(req.RequestID), Value: b}
+	if err := w.sign(event.Found, rec); err != nil {
+		return "", nil, err
+	}
 	if err := w.Producer.ProduceSync(ctx, rec).FirstErr(); err != nil {
 		return "", nil, fmt.Errorf("worker: publish what was found: %w", err)
 	}
@@ -375,6 +436,17 @@ func addCounts(sum, add []event.LocationCount) []event.LocationCount {
 		sum[i].Deleted += l.Deleted
 	}
 	return sum
+}
+
+// sign adds the MAC of rec, of type t, when the worker has a MAC key.
+func (w *Worker) sign(t *event.Type, rec *kgo.Record) error {
+	if w.MAC == nil {
+		return nil
+	}
+	if err := integrity.Sign(w.MAC, t, rec); err != nil {
+		return fmt.Errorf("worker: sign %s: %w", t.Name(), err)
+	}
+	return nil
 }
 
 func (w *Worker) doneTopic() string {

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"sync"
 
 	"github.com/lethe-erasure/lethe/pkg/wal"
@@ -322,12 +321,7 @@ func (s *FileStore) List(context.Context) ([]Record, error) {
 	for _, r := range s.records {
 		out = append(out, r)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].SubmittedAt.Equal(out[j].SubmittedAt) {
-			return out[i].SubmittedAt.Before(out[j].SubmittedAt)
-		}
-		return out[i].RequestID < out[j].RequestID
-	})
+	SortRecords(out)
 	return out, nil
 }
 
@@ -346,11 +340,6 @@ func (s *FileStore) Holds(context.Context) ([]Hold, error) {
 	for _, h := range s.holds {
 		out = append(out, h)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
-			return out[i].CreatedAt.Before(out[j].CreatedAt)
-		}
-		return out[i].ID < out[j].ID
-	})
+	SortHolds(out)
 	return out, nil
 }

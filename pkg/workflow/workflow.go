@@ -26,6 +26,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/lethe-erasure/lethe/pkg/event"
@@ -162,4 +164,24 @@ type Store interface {
 	PutHold(ctx context.Context, h Hold) error
 	// Holds returns every hold, released ones included, ordered by CreatedAt then ID.
 	Holds(ctx context.Context) ([]Hold, error)
+}
+
+// SortRecords orders rs as Store.List returns them: by SubmittedAt, then RequestID.
+func SortRecords(rs []Record) {
+	slices.SortFunc(rs, func(a, b Record) int {
+		if c := a.SubmittedAt.Compare(b.SubmittedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.RequestID, b.RequestID)
+	})
+}
+
+// SortHolds orders hs as Store.Holds returns them: by CreatedAt, then ID.
+func SortHolds(hs []Hold) {
+	slices.SortFunc(hs, func(a, b Hold) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
 }

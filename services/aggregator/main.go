@@ -1,10 +1,11 @@
 // Command aggregator joins erasure.store.done reports into receipts: it writes exactly one
 // receipt per request to the audit table and publishes it on erasure.completed.
-// Configuration: see package config.
+// Configuration: see package config; the aggregator also needs LETHE_CHAIN_KEY.
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -37,8 +38,11 @@ func main() {
 		if err != nil {
 			return service.Spec{}, err
 		}
+		if env.Config.ChainKey == nil {
+			return service.Spec{}, errors.New("aggregator: no receipt chain key: set LETHE_CHAIN_KEY (at least 32 bytes, e.g. head -c 32 /dev/urandom | base64) or LETHE_CHAIN_KEY_FILE, and give it to auditors only")
+		}
 		agg := &aggregator.Aggregator{Store: store, Producer: env.Producer, Log: env.Log, Metrics: env.Metrics, Sealer: env.Sealer, Registry: env.Registry, Inventory: env.Config.Inventory,
-			Sweeps: sweeps, Retain: retain}
+			Sweeps: sweeps, Retain: retain, MAC: env.Config.MAC, ChainKey: env.Config.ChainKey}
 		watchdog := &aggregator.Watchdog{Store: store, Producer: env.Producer, Log: env.Log, Metrics: env.Metrics, Target: target, Registry: env.Registry}
 		return service.Spec{
 			Groups: []service.Group{{Name: "lethe-aggregator", Topics: []string{event.TopicRequested, event.TopicStoreDone, event.TopicStoreFound}, Handler: agg.Handle, InFlight: inflight}},

@@ -1,7 +1,7 @@
 // Command dataset-deleter erases data subjects from every inventory store of kind
 // "dataset": it consumes erasure.requested, rewrites the datasets without the subject's
 // rows, verifies by reading back, and publishes one erasure.store.done per store.
-// Configuration: packages config, s3env and datasetstore (DirFromEnv, SummariesFromEnv).
+// Configuration: packages config, s3env and datasetstore (DirFromEnv, OptionsFromEnv).
 package main
 
 import (
@@ -20,7 +20,11 @@ func main() {
 		if err != nil {
 			return nil, nil, err
 		}
+		opts, err := datasetstore.OptionsFromEnv(env.Config.Key)
+		if err != nil {
+			return nil, nil, err
+		}
 		check := datasetstore.Check(client, env.Config.Inventory)
-		return datasetstore.New(client, datasetstore.DirFromEnv(), datasetstore.SummariesFromEnv(env.Config.Key)...), []metrics.Check{check}, nil
+		return datasetstore.New(client, datasetstore.DirFromEnv(), opts...), []metrics.Check{check}, nil
 	})
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/auth"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/intake"
+	"github.com/lethe-erasure/lethe/pkg/integrity"
 	"github.com/lethe-erasure/lethe/pkg/metrics"
 	"github.com/lethe-erasure/lethe/pkg/service"
 )
@@ -37,7 +38,10 @@ func main() {
 			return service.Spec{}, err
 		}
 		env.Log.Info("access", zap.Stringer("auth", authn), zap.Stringer("rate_limit", limiter))
-		svc := &intake.Service{Key: env.Config.Key, Inventory: env.Config.Inventory, Producer: env.Producer, Store: store,
+		// Every request the intake publishes is signed: deleters and the aggregator refuse
+		// one without a valid MAC.
+		signed := &integrity.Signer{Producer: env.Producer, Ring: env.Config.MAC, Types: map[string]*event.Type{event.TopicRequested: event.Request}}
+		svc := &intake.Service{Key: env.Config.Key, Inventory: env.Config.Inventory, Producer: signed, Store: store,
 			Policy: policy, Log: env.Log, Metrics: env.Metrics, Auth: authn, Limiter: limiter, Sealer: env.Sealer, Registry: env.Registry}
 		if err := configureWorkflow(ctx, svc, env, authn); err != nil {
 			return service.Spec{}, err

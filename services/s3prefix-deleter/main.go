@@ -20,6 +20,6 @@ func main() {
 		if err != nil {
 			return nil, nil, err
 		}
-		return s3prefixstore.New(client), []metrics.Check{s3prefixstore.Check(client, env.Config.Inventory)}, nil
+		return s3prefixstore.New(client, s3prefixstore.WithKey(env.Config.Key)), []metrics.Check{s3prefixstore.Check(client, env.Config.Inventory)}, nil
 	})
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/embedded"
 	"github.com/lethe-erasure/lethe/pkg/envelope"
 	"github.com/lethe-erasure/lethe/pkg/intake"
+	"github.com/lethe-erasure/lethe/pkg/integrity"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/pii"
 	"github.com/lethe-erasure/lethe/pkg/subject"
@@ -159,6 +160,10 @@ func start(ctx context.Context, o options, stderr io.Writer) (*app, error) {
 			return nil, err
 		}
 	}
+	mac, chainKey, err := loadIntegrity(stderr)
+	if err != nil {
+		return nil, err
+	}
 	windows, err := intake.WindowsFromEnv()
 	if err != nil {
 		return nil, err
@@ -173,7 +178,7 @@ func start(ctx context.Context, o options, stderr io.Writer) (*app, error) {
 	}
 	hosts, origins := intake.AccessFromEnv()
 	sys, err := embedded.Start(ctx, embedded.Options{Key: key, DataDir: o.dataDir, HTTPAddr: o.httpAddr, Inventory: inv, Policy: policy, Log: log,
-		Auth: authn, Limiter: limiter, KEK: kek, Sweeps: sweeps, Retain: retain, Windows: windows, RequireApproval: authn != nil && !authn.Disabled(),
+		Auth: authn, Limiter: limiter, KEK: kek, MAC: mac, ChainKey: chainKey, Sweeps: sweeps, Retain: retain, Windows: windows, RequireApproval: authn != nil && !authn.Disabled(),
 		Discovery: dopts, Addrs: o.addrs, Framings: framings, AllowedHosts: hosts, AllowedOrigins: origins})
 	if err != nil {
 		return nil, err
@@ -185,13 +190,30 @@ func start(ctx context.Context, o options, stderr io.Writer) (*app, error) {
 // loadAuth configures authentication from the environment when credentials are
 // configured there; otherwise the standalone intake accepts every caller and says so.
 func loadAuth(stderr io.Writer) (*auth.Authenticator, error) {
-	for _, v := range []string{"LETHE_TOKENS", "LETHE_TOKENS_FILE", "LETHE_JWKS_FILE", "LETHE_JWKS_URL", "LETHE_JWT_HS256_SECRET", "LETHE_JWT_HS256_SECRET_FILE", "LETHE_AUTH_DISABLED"} {
-		if os.Getenv(v) != "" {
-			return auth.FromEnv()
-		}
+	a, err := auth.FromEnvIfSet()
+	if a == nil && err == nil {
+		fmt.Fprintln(stderr, "lethe standalone: no LETHE_TOKENS or JWT settings; the intake accepts unauthenticated requests on loopback only")
 	}
-	fmt.Fprintln(stderr, "lethe standalone: no LETHE_TOKENS or JWT settings; the intake accepts unauthenticated requests")
-	return nil, nil
+	return a, err
+}
+
+// loadIntegrity reads the record MAC key and the receipt chain key from the environment
+// when they are set. Without LETHE_MAC_KEY the system signs its records with a throwaway
+// key; without LETHE_CHAIN_KEY receipts are chained by SHA-256 alone. Both are said.
+func loadIntegrity(stderr io.Writer) (mac, chain *integrity.Ring, err error) {
+	if mac, err = integrity.FromEnv("LETHE_MAC_KEY", "mac1"); err != nil {
+		return nil, nil, err
+	}
+	if mac == nil {
+		fmt.Fprintln(stderr, "lethe standalone: no LETHE_MAC_KEY set; records between the services are signed with a throwaway key (records left unconsumed at a restart are refused)")
+	}
+	if chain, err = integrity.FromEnv("LETHE_CHAIN_KEY", "chain1"); err != nil {
+		return nil, nil, err
+	}
+	if chain == nil {
+		fmt.Fprintln(stderr, "lethe standalone: no LETHE_CHAIN_KEY set; receipts are chained without a keyed MAC (lethectl audit verify-chain --keyed cannot vouch for them)")
+	}
+	return mac, chain, nil
 }
 
 // loadKey reads the pseudonym key from the environment, or generates a throwaway one when

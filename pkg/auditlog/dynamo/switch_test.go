@@ -23,7 +23,7 @@ var unique = regexp.MustCompile(`^audit-[0-9]+-[0-9a-f]{12}$`)
 
 func TestRealDynamoDBSwitch(t *testing.T) {
 	t.Setenv(testenv.EnvDynamoDB, "")
-	url := testenv.Dynalite(t)
+	url := testenv.DynamoDB(t)
 	t.Setenv(testenv.EnvDynamoDB, url)
 	direct := newEnv(t).client
 	ctx := context.Background()
@@ -33,7 +33,7 @@ func TestRealDynamoDBSwitch(t *testing.T) {
 		seen []string
 	)
 	t.Run("suite", func(t *testing.T) {
-		if got := testenv.Dynalite(t); got != url {
+		if got := testenv.DynamoDB(t); got != url {
 			t.Fatalf("Dynalite = %s, want the endpoint named, %s", got, url)
 		}
 		e := newEnv(t)

@@ -253,11 +253,14 @@ async function deadLettersPage() {
   put(table, el("tr", {}, ["Topic", "Partition/offset", "Source", "Request", "Tenant", "Reason", "At", ""].map(h => el("th", {}, h))),
     list.map(d => el("tr", {}, el("td", {}, d.topic), el("td", {}, d.entry.partition + "/" + d.entry.offset), el("td", {}, d.entry.source_topic),
       el("td", {}, d.entry.event ? d.entry.event.request_id || "" : ""), el("td", {}, d.entry.event ? d.entry.event.tenant_id : ""),
-      el("td", { class: "small" }, d.entry.reason), el("td", {}, new Date(d.entry.at).toLocaleString()),
-      el("td", {}, el("button", { onclick: async () => {
-        try { const r = await api("POST", "/v1/dead-letters/replay", { topic: d.topic, partition: d.entry.partition, offset: d.entry.offset }); toast("replayed " + r.replayed); }
-        catch (e) { toast("replay refused: " + e.message, true); }
-      } }, "Replay")))));
+      el("td", { class: "small" }, d.entry.reason + (d.entry.principal ? " · producer " + d.entry.principal : "")),
+      el("td", {}, new Date(d.entry.at).toLocaleString()),
+      el("td", {}, d.entry.redacted
+        ? el("span", { class: "small", title: "its identifiers were replaced by placeholders: the producer must submit the request again" }, "redacted, not replayable")
+        : el("button", { onclick: async () => {
+          try { const r = await api("POST", "/v1/dead-letters/replay", { topic: d.topic, partition: d.entry.partition, offset: d.entry.offset }); toast("replayed " + r.replayed); }
+          catch (e) { toast("replay refused: " + e.message, true); }
+        } }, "Replay")))));
   if (!list.length) table.append(el("tr", {}, el("td", { colspan: 8 }, "No dead letter.")));
 }
 

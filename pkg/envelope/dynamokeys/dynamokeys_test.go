@@ -23,7 +23,7 @@ import (
 
 func client(t *testing.T) *dynamodb.Client {
 	t.Helper()
-	url := testenv.Dynalite(t)
+	url := testenv.DynamoDB(t)
 	return dynamodb.New(dynamodb.Options{
 		Region:       "us-east-1",
 		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),

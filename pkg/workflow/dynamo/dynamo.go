@@ -24,7 +24,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"sort"
 	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -142,12 +141,7 @@ func (s *Store) List(ctx context.Context) ([]workflow.Record, error) {
 		}
 		out = append(out, r)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].SubmittedAt.Equal(out[j].SubmittedAt) {
-			return out[i].SubmittedAt.Before(out[j].SubmittedAt)
-		}
-		return out[i].RequestID < out[j].RequestID
-	})
+	workflow.SortRecords(out)
 	return out, nil
 }
 
@@ -177,12 +171,7 @@ func (s *Store) Holds(ctx context.Context) ([]workflow.Hold, error) {
 		}
 		out = append(out, h)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
-			return out[i].CreatedAt.Before(out[j].CreatedAt)
-		}
-		return out[i].ID < out[j].ID
-	})
+	workflow.SortHolds(out)
 	return out, nil
 }
 
