@@ -23,6 +23,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Config configures Run. Zero values take the defaults.
@@ -30,7 +32,7 @@ type Config struct {
 	N         int           // erasure requests (subjects to erase); default 200
 	PerTenant int           // erased subjects per tenant; default 8
 	Kills     int           // SIGKILLs; default 8
-	Targets   []string      // what may be killed: service names and "kafka"; default every service and the broker
+	Targets   []string      // what may be killed: service names, TargetController, TargetLeader and "kafka" (a node at random); default every service and the first two
 	Gap       time.Duration // mean time between kills; default 1s
 	MaxDown   time.Duration // longest wait before a killed process is started again; default 1s
 	Scale     string        // a deleter to grow from 1 to 3 instances and back during the run; "" none
@@ -53,7 +55,7 @@ func (c *Config) defaults() {
 		c.Kills = 8
 	}
 	if len(c.Targets) == 0 {
-		c.Targets = append([]string{"kafka"}, Services...)
+		c.Targets = append([]string{TargetController, TargetLeader}, Services...)
 	}
 	if c.Gap <= 0 {
 		c.Gap = time.Second
@@ -102,8 +104,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	defer w.Close()
+	elections, err := WatchElections(sys.Kafka)
+	if err != nil {
+		return nil, err
+	}
 
-	res := &Result{Requests: cfg.N, Kills: map[string]int{}, Seed: cfg.Seed, Dir: cfg.Dir}
+	res := &Result{Requests: cfg.N, Kills: map[string]int{}, Seed: cfg.Seed, Dir: cfg.Dir, Broker: sys.Kafka.Version}
 	rnd := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed>>1|1))
 	runStart := time.Now()
 	window := time.Duration(cfg.Kills+1) * cfg.Gap
@@ -122,6 +128,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	drain(ctx, sys, w, pop, acked, cfg.Deadline, res, logf)
 	res.Drain = time.Since(drainStart)
 	res.Wall = time.Since(runStart)
+	res.LeaderElections, res.ControllerElections = elections.Close()
 	if err := check(ctx, sys, pop, acked, before, res); err != nil {
 		return res, err
 	}
@@ -173,10 +180,13 @@ func chaosLoop(ctx context.Context, sys *System, cfg Config, rnd *rand.Rand, res
 		}
 		target := deck[0]
 		deck = deck[1:]
+		if isBroker(target) {
+			mu.Unlock()
+			killBroker(ctx, sys, target, randDur(cfg.MaxDown), res, logf)
+			continue
+		}
 		var p *Proc
-		if target == "kafka" {
-			p = sys.Kafka
-		} else if ps := sys.Instances(target); len(ps) > 0 {
+		if ps := sys.Instances(target); len(ps) > 0 {
 			p = ps[rnd.IntN(len(ps))]
 		}
 		mu.Unlock()
@@ -205,6 +215,54 @@ func chaosLoop(ctx context.Context, sys *System, cfg Config, rnd *rand.Rand, res
 			if try == 3 || ctx.Err() != nil {
 				return
 			}
+		}
+	}
+}
+
+func isBroker(target string) bool {
+	return target == "kafka" || target == TargetController || target == TargetLeader
+}
+
+// killBroker kills the node target names (a random one for "kafka"), waits down and starts
+// it again, so at most one node is down at a time: with min.insync.replicas 2 of 3, every
+// write still has its quorum.
+func killBroker(ctx context.Context, sys *System, target string, down time.Duration, res *Result, logf func(string, ...any)) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(sys.Kafka.Addrs...))
+	if err != nil {
+		res.problem("kill %s: %v", target, err)
+		return
+	}
+	defer cl.Close()
+	pick := target
+	if target == "kafka" {
+		pick = []string{TargetController, TargetLeader}[rand.IntN(2)]
+	}
+	node, what, err := sys.Kafka.pick(ctx, cl, pick)
+	if err != nil {
+		res.problem("kill %s: %v", target, err)
+		return
+	}
+	if err := sys.Kafka.Kill(node); err != nil {
+		res.problem("kill %s: %v", target, err)
+		return
+	}
+	res.count(func() {
+		res.Kills[target]++
+		res.BrokerKills = append(res.BrokerKills, what)
+	})
+	logf("SIGKILL %s (%s), restarting in %s", target, what, down.Round(time.Millisecond))
+	time.Sleep(down)
+	began := time.Now()
+	for try := 1; ; try++ {
+		err := sys.Kafka.Start(ctx, node)
+		if err == nil {
+			res.count(func() { res.Restarts++ })
+			logf("kafka node %d serves again after %s", node+1, time.Since(began).Round(time.Millisecond))
+			return
+		}
+		res.problem("restart kafka node %d (try %d): %v", node+1, try, err)
+		if try == 3 || ctx.Err() != nil {
+			return
 		}
 	}
 }

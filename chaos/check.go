@@ -21,23 +21,28 @@ type Result struct {
 	Unacknowledged int            // never answered 202 before the deadline
 	SubmitRetries  int            // submissions sent again with the same Idempotency-Key
 	Kills          map[string]int // SIGKILLs by target
-	Restarts       int
-	ScaleEvents    []string
-	Receipts       int      // acknowledged requests with a stored receipt
-	Duplicates     int      // receipts beyond the first stored for one request
-	Lost           int      // acknowledged requests without a receipt at the deadline
-	Unexpected     int      // receipts of requests never acknowledged
-	Redriven       int      // re-drives of FAILED stores through the retry endpoint
-	FailedReports  []string // FAILED store reports seen (request, attempt, store, reason)
-	Replay         replay.Report
-	Findings       map[replay.Kind]int
-	Chains         int // tenants whose receipt chain verified
-	StoreChecks    int // subject×store read-backs that matched expectations
-	Submit, Drain  time.Duration
-	Wall           time.Duration // from the first submission to the last receipt
-	Seed           uint64
-	Dir            string
-	Problems       []string // broken guarantees: the run fails
+	Broker         string         // the Kafka under the run (Brokers.Version)
+	BrokerKills    []string       // each broker node killed, with its roles then
+	// LeaderElections and ControllerElections are the increases of partition and KRaft
+	// quorum leader epochs the cluster's metadata showed during the run.
+	LeaderElections, ControllerElections int
+	Restarts                             int
+	ScaleEvents                          []string
+	Receipts                             int      // acknowledged requests with a stored receipt
+	Duplicates                           int      // receipts beyond the first stored for one request
+	Lost                                 int      // acknowledged requests without a receipt at the deadline
+	Unexpected                           int      // receipts of requests never acknowledged
+	Redriven                             int      // re-drives of FAILED stores through the retry endpoint
+	FailedReports                        []string // FAILED store reports seen (request, attempt, store, reason)
+	Replay                               replay.Report
+	Findings                             map[replay.Kind]int
+	Chains                               int // tenants whose receipt chain verified
+	StoreChecks                          int // subject×store read-backs that matched expectations
+	Submit, Drain                        time.Duration
+	Wall                                 time.Duration // from the first submission to the last receipt
+	Seed                                 uint64
+	Dir                                  string
+	Problems                             []string // broken guarantees: the run fails
 	// Defects are inaccuracies of the evidence: receipts whose counts differ from the
 	// latest stored reports (replay receipt_mismatch) or that report NOTHING_FOUND with zero
 	// deleted for a store the subject demonstrably had data in. They fail the run as
@@ -96,6 +101,10 @@ func (r *Result) String() string {
 	}
 	fmt.Fprintf(&b, "requests %d  acknowledged %d  unacknowledged %d  submission retries %d\n", r.Requests, r.Acknowledged, r.Unacknowledged, r.SubmitRetries)
 	fmt.Fprintf(&b, "kills %d (%s)  restarts %d  scaling %v\n", r.totalKills(), strings.Join(kills, " "), r.Restarts, r.ScaleEvents)
+	fmt.Fprintf(&b, "broker %s: %d node kills, elections seen: %d partition leaders, %d controller\n", r.Broker, len(r.BrokerKills), r.LeaderElections, r.ControllerElections)
+	for _, k := range r.BrokerKills {
+		fmt.Fprintf(&b, "  killed %s\n", k)
+	}
 	fmt.Fprintf(&b, "receipts %d  duplicates %d  lost %d  unexpected %d  failed reports %d  re-driven %d\n", r.Receipts, r.Duplicates, r.Lost, r.Unexpected, len(r.FailedReports), r.Redriven)
 	fmt.Fprintf(&b, "replay: %d requests, %d complete, %d published, %d stored, %d undecodable; findings: %s\n", r.Replay.Requests, r.Replay.Complete, r.Replay.Published, r.Replay.Stored, r.Replay.Undecodable, strings.Join(findings, " "))
 	fmt.Fprintf(&b, "chains verified %d  store read-backs ok %d  defects %d\n", r.Chains, r.StoreChecks, len(r.Defects))

@@ -179,7 +179,7 @@ func Scaling(ctx context.Context, cfg ScalingConfig) (*ScalingResult, error) {
 	logf := timestamped(cfg.Log)
 	// No re-verification sweeps: a sweep a minute after each receipt would land in a later
 	// phase and be measured as part of its work.
-	sys, err := start(ctx, root, cfg.Dir, cfg.Partitions, []string{"LETHE_SWEEPS=off"})
+	sys, err := start(ctx, root, cfg.Dir, 1, cfg.Partitions, []string{"LETHE_SWEEPS=off"})
 	if err != nil {
 		return nil, err
 	}
@@ -490,8 +490,8 @@ func interleave(subs []*Subject) []*Subject {
 
 // cpuProcs returns the running service instances and components, by what CPU time is
 // reported under: the service name (instances add up) or the component's.
-func (s *System) cpuProcs() map[*Proc]string {
-	out := map[*Proc]string{s.Kafka: "kafka"}
+func (s *System) cpuProcs() map[cpuReader]string {
+	out := map[cpuReader]string{s.Kafka: "kafka"}
 	for name, p := range s.Stores {
 		out[p] = name
 	}
@@ -503,9 +503,12 @@ func (s *System) cpuProcs() map[*Proc]string {
 	return out
 }
 
+// cpuReader is a process, or processes, whose CPU time can be read: a Proc, Brokers.
+type cpuReader interface{ CPU() (time.Duration, error) }
+
 // cpuOf sums the CPU time of procs by name; a process that cannot be read (it exited)
 // leaves its name out, so the phase reports no figure rather than a wrong one.
-func cpuOf(procs map[*Proc]string) map[string]time.Duration {
+func cpuOf(procs map[cpuReader]string) map[string]time.Duration {
 	out := map[string]time.Duration{}
 	bad := map[string]bool{}
 	for p, name := range procs {

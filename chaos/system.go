@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/qdrant/go-client/qdrant"
 	"github.com/redis/go-redis/v9"
 	"gopkg.in/yaml.v3"
@@ -28,6 +30,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/redisstore"
 	"github.com/lethe-erasure/lethe/pkg/subject"
+	"github.com/lethe-erasure/lethe/pkg/testenv"
 )
 
 // Services are the six service binaries, by the name of their directory under services/.
@@ -47,7 +50,7 @@ var (
 	buildDirs = map[string]string{}
 )
 
-// Build builds the six service binaries and the kafka, qdrant and s3 component binaries of
+// Build builds the six service binaries and the kafka (kfake) and qdrant component binaries of
 // the repository at root into a temporary directory, once per process, and returns it.
 func Build(ctx context.Context, root string) (string, error) {
 	buildMu.Lock()
@@ -63,7 +66,7 @@ func Build(ctx context.Context, root string) (string, error) {
 	for _, s := range Services {
 		args = append(args, "./services/"+s)
 	}
-	args = append(args, "./chaos/cmd/kafka", "./chaos/cmd/qdrant", "./chaos/cmd/s3")
+	args = append(args, "./chaos/cmd/kafka", "./chaos/cmd/qdrant")
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -101,16 +104,18 @@ func Root() (string, error) {
 	}
 }
 
-// System is Lethe running as separate processes: a kfake broker (persisting to disk), the
-// Qdrant emulator, gofakes3, redis-server and dynalite, each store behind a Proxy, and
+// System is Lethe running as separate processes: Kafka (Brokers), the Qdrant emulator,
+// redis-server, moto's server for S3 and dynalite for DynamoDB (moto serves about 300
+// DynamoDB calls a second, too few for a run: docs/real-components.md), each store behind
+// a Proxy, and
 // instances of the six services. The harness's own clients reach the stores directly, so
 // its seeding and checks are unaffected by outages.
 type System struct {
 	Dir       string
 	Bin       string
-	Kafka     *Proc
+	Kafka     *Brokers
 	Broker    broker.Config
-	Stores    map[string]*Proc  // redis, qdrant, s3, dynamodb
+	Stores    map[string]*Proc  // redis, qdrant, s3 (moto), dynamodb (dynalite)
 	Proxies   map[string]*Proxy // the services' way to each store
 	IntakeURL string
 	Key       subject.Key
@@ -128,14 +133,15 @@ type System struct {
 	deleterCPU *cpuLimiter // limits each deleter instance started from now on; nil: none
 }
 
-// Start starts the components and one instance of each service. dir holds the logs and
-// the broker's data.
+// Start starts the components, on three Kafka nodes, and one instance of each service.
+// dir holds the logs and the kfake broker's data.
 func Start(ctx context.Context, root, dir string) (*System, error) {
-	return start(ctx, root, dir, 6, nil)
+	return start(ctx, root, dir, 3, 6, nil)
 }
 
-// start is Start with env (KEY=value) added to every service's environment.
-func start(ctx context.Context, root, dir string, partitions int32, env []string) (_ *System, err error) {
+// start is Start on Kafka of nodes nodes (with Apache Kafka) and topics of partitions
+// partitions, with env (KEY=value) added to every service's environment.
+func start(ctx context.Context, root, dir string, nodes int, partitions int32, env []string) (_ *System, err error) {
 	bin, err := Build(ctx, root)
 	if err != nil {
 		return nil, err
@@ -151,7 +157,7 @@ func start(ctx context.Context, root, dir string, partitions int32, env []string
 		}
 	}()
 	ports := map[string]int{}
-	for _, n := range []string{"kafka", "redis", "qdrant", "s3", "dynamodb"} {
+	for _, n := range []string{"redis", "qdrant", "s3", "dynamodb"} {
 		if ports[n], err = freePort(); err != nil {
 			return nil, err
 		}
@@ -161,22 +167,28 @@ func start(ctx context.Context, root, dir string, partitions int32, env []string
 		cli = filepath.Join(d, "node_modules", "dynalite", "cli.js")
 	}
 	if _, err := os.Stat(cli); err != nil {
-		return nil, fmt.Errorf("chaos: dynalite: %w (run: npm install --prefix .tools dynalite@4.0.0)", err)
+		return nil, fmt.Errorf("chaos: dynalite: %w (run: make tools)", err)
 	}
 	redisBin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, fmt.Errorf("chaos: redis-server not on PATH: %w", err)
 	}
+	motoBin, err := testenv.MotoBinary()
+	if err != nil {
+		return nil, fmt.Errorf("chaos: %w", err)
+	}
+	if s.Kafka, err = startBrokers(ctx, bin, dir, nodes, partitions); err != nil {
+		return nil, err
+	}
 	p := func(n string) string { return strconv.Itoa(ports[n]) }
-	s.Kafka = &Proc{Name: "kafka", Path: filepath.Join(bin, "kafka"), Args: []string{"-port", p("kafka"), "-dir", filepath.Join(dir, "kafka-data"), "-partitions", strconv.Itoa(int(partitions))}, Port: ports["kafka"], Dir: dir}
 	s.Stores["redis"] = &Proc{Name: "redis", Path: redisBin, Args: []string{"--port", p("redis"), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir, "--protected-mode", "no"}, Port: ports["redis"], Dir: dir}
 	s.Stores["qdrant"] = &Proc{Name: "qdrant", Path: filepath.Join(bin, "qdrant"), Args: []string{"-port", p("qdrant")}, Port: ports["qdrant"], Dir: dir}
-	s.Stores["s3"] = &Proc{Name: "s3", Path: filepath.Join(bin, "s3"), Args: []string{"-port", p("s3"), "-buckets", bucket}, Port: ports["s3"], Dir: dir}
+	s.Stores["s3"] = &Proc{Name: "s3", Path: motoBin, Args: []string{"-H", "127.0.0.1", "-p", p("s3")}, Port: ports["s3"], Dir: dir}
 	// dynalite keeps its tables on disk (--path) because it dies when a client it is
 	// answering is killed mid-request (an unhandled ECONNRESET); superviseStore restarts it.
 	s.Stores["dynamodb"] = &Proc{Name: "dynamodb", Path: "node", Args: []string{cli, "--port", p("dynamodb"), "--path", filepath.Join(dir, "dynamodb-data"),
 		"--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0"}, Port: ports["dynamodb"], Dir: dir}
-	for _, c := range append([]*Proc{s.Kafka}, s.Stores["redis"], s.Stores["qdrant"], s.Stores["s3"], s.Stores["dynamodb"]) {
+	for _, c := range []*Proc{s.Stores["redis"], s.Stores["qdrant"], s.Stores["s3"], s.Stores["dynamodb"]} {
 		if err := c.Start(ctx); err != nil {
 			return nil, err
 		}
@@ -187,7 +199,7 @@ func start(ctx context.Context, root, dir string, partitions int32, env []string
 			return nil, err
 		}
 	}
-	s.Broker = broker.Config{Brokers: []string{"127.0.0.1:" + p("kafka")}, ClientID: "lethe-chaos", Partitions: partitions}
+	s.Broker = broker.Config{Brokers: s.Kafka.Addrs, ClientID: "lethe-chaos", Partitions: partitions}
 	if err := s.clients(ctx, ports); err != nil {
 		return nil, err
 	}
@@ -206,7 +218,7 @@ func start(ctx context.Context, root, dir string, partitions int32, env []string
 		return nil, err
 	}
 	s.env = []string{
-		"LETHE_KAFKA_BROKERS=" + s.Broker.Brokers[0], "LETHE_KAFKA_PARTITIONS=" + strconv.Itoa(int(partitions)),
+		"LETHE_KAFKA_BROKERS=" + strings.Join(s.Broker.Brokers, ","), "LETHE_KAFKA_PARTITIONS=" + strconv.Itoa(int(partitions)),
 		"LETHE_HMAC_KEY=" + hmacKey, "LETHE_HMAC_KEY_ID=k1", "LETHE_KEK=" + base64.StdEncoding.EncodeToString(kek), "LETHE_KEK_ID=kek1",
 		"LETHE_MAC_KEY=" + base64.StdEncoding.EncodeToString(mac), "LETHE_CHAIN_KEY=" + base64.StdEncoding.EncodeToString(chain),
 		"LETHE_KEYS_TABLE=" + keysTable, "LETHE_AUDIT_TABLE=" + auditTable, "LETHE_AUDIT_CREATE_TABLE=false",
@@ -235,6 +247,13 @@ func (s *System) clients(ctx context.Context, ports map[string]int) error {
 	creds := credentials.NewStaticCredentialsProvider("lethe", "lethe-local", "")
 	s.S3 = s3.New(s3.Options{BaseEndpoint: aws.String(fmt.Sprintf("http://127.0.0.1:%d", ports["s3"])), Region: "us-east-1", Credentials: creds, UsePathStyle: true})
 	ddb := dynamodb.New(dynamodb.Options{BaseEndpoint: aws.String(fmt.Sprintf("http://127.0.0.1:%d", ports["dynamodb"])), Region: "us-east-1", Credentials: creds})
+	if _, err := s.S3.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
+		return fmt.Errorf("chaos: bucket: %w", err)
+	}
+	if _, err := s.S3.PutBucketVersioning(ctx, &s3.PutBucketVersioningInput{Bucket: aws.String(bucket),
+		VersioningConfiguration: &s3types.VersioningConfiguration{Status: s3types.BucketVersioningStatusEnabled}}); err != nil {
+		return fmt.Errorf("chaos: bucket versioning: %w", err)
+	}
 	audit := dynamo.New(ddb, auditTable)
 	if err := audit.CreateTable(ctx); err != nil {
 		return fmt.Errorf("chaos: audit table: %w", err)
@@ -314,7 +333,7 @@ func (s *System) Close() {
 		p.Kill()
 	}
 	if s.Kafka != nil {
-		s.Kafka.Kill()
+		s.Kafka.Close()
 	}
 	for _, p := range s.Stores {
 		p.Kill()

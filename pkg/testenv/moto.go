@@ -68,9 +68,9 @@ func Moto(t testing.TB) string {
 	return motoServer.url
 }
 
-// motoBinary finds moto_server: $LETHE_MOTO_SERVER, or .tools/venv/bin/moto_server in
+// MotoBinary finds moto_server: $LETHE_MOTO_SERVER, or .tools/venv/bin/moto_server in
 // the working directory or a parent (make tools installs it there).
-func motoBinary() (string, error) {
+func MotoBinary() (string, error) {
 	if p := os.Getenv("LETHE_MOTO_SERVER"); p != "" {
 		return p, nil
 	}
@@ -95,7 +95,7 @@ func motoBinary() (string, error) {
 // startMoto starts moto_server on a free loopback port and waits until it answers. A port
 // taken between choosing and binding is retried with another.
 func startMoto() (string, error) {
-	bin, err := motoBinary()
+	bin, err := MotoBinary()
 	if err != nil {
 		return "", err
 	}
