@@ -52,11 +52,13 @@ func TestQuickRun(t *testing.T) {
 		}
 		want = append(want, store+"/lethe_large_over_small_p50", store+"/baseline_large_over_small_p50")
 	}
-	want = append(want, "e2e/latency_p50", "e2e/latency_p95", "e2e/latency_p99", "e2e/receipts_of_submitted",
-		"e2e_low_rate/latency_p50", "e2e_low_rate/latency_p95", "e2e_low_rate/latency_p99",
-		"e2e/store_dataset_p50", "e2e/store_dataset_p99", "e2e/store_qdrant_p99", "e2e/store_redis_p99",
-		"qdrant/large/baseline_with_payload_index_p50", "redis/large/with_scan_fallback_p50",
-		"throughput/instances_1", "throughput/instances_3", "throughput/instances_3_over_1",
+	for _, b := range []string{bench.BrokerKfake, bench.BrokerKafka} {
+		want = append(want, b+"/e2e/latency_p50", b+"/e2e/latency_p95", b+"/e2e/latency_p99", b+"/e2e/receipts_of_submitted",
+			b+"/e2e_low_rate/latency_p50", b+"/e2e_low_rate/latency_p95", b+"/e2e_low_rate/latency_p99",
+			b+"/e2e/store_dataset_p50", b+"/e2e/store_dataset_p99", b+"/e2e/store_qdrant_p99", b+"/e2e/store_redis_p99",
+			b+"/throughput/instances_1", b+"/throughput/instances_3", b+"/throughput/instances_3_over_1")
+	}
+	want = append(want, "qdrant/large/baseline_with_payload_index_p50", "redis/large/with_scan_fallback_p50",
 		"memory/in_flight_peak", "memory/heap_inuse_idle", "memory/heap_inuse_at_peak", "memory/rss_idle", "memory/rss_at_peak",
 		"burst/erasures_per_s", "burst/dataset_rewrites", "burst/subjects_per_rewrite_mean", "burst/rows_checked")
 	for _, name := range want {
@@ -73,7 +75,9 @@ func TestQuickRun(t *testing.T) {
 	if r, want := byName["burst/rows_checked"], float64(cfg.Burst+cfg.Large.DatasetRows); r.Value != want {
 		t.Errorf("burst/rows_checked = %v, want the %v rows seeded", r.Value, want)
 	}
-	if r := byName["e2e/receipts_of_submitted"]; r.Value != 1 {
-		t.Errorf("only %v of the submitted erasures got a receipt", r.Value)
+	for _, b := range []string{bench.BrokerKfake, bench.BrokerKafka} {
+		if r := byName[b+"/e2e/receipts_of_submitted"]; r.Value != 1 {
+			t.Errorf("on %s only %v of the submitted erasures got a receipt", b, r.Value)
+		}
 	}
 }

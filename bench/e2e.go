@@ -29,12 +29,24 @@ type system struct {
 	tenant   string
 	next     int // next unused target customer
 	client   *http.Client
+	stopExt  func() // stops the components started apart from the system; nil: none
 }
 
-// startSystem starts Lethe with instances consumers per deleter and seeds the tenant
-// bench-e2e with the corpus sz and targets customers that have the full footprint.
-func startSystem(ctx context.Context, key subject.Key, instances int, sz Size, targets int, logf func(string, ...any)) (*system, error) {
-	return startSystemWith(ctx, key, instances, sz, targets, "bench-e2e", embedded.External{}, logf)
+// startSystem starts Lethe on brokerName (BrokerKfake or BrokerKafka) with instances
+// consumers per deleter and seeds the tenant bench-e2e with the corpus sz and targets
+// customers that have the full footprint.
+func startSystem(ctx context.Context, key subject.Key, brokerName string, instances int, sz Size, targets int, logf func(string, ...any)) (*system, error) {
+	ext, stop, err := externals(ctx, brokerName)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", brokerName, err)
+	}
+	s, err := startSystemWith(ctx, key, instances, sz, targets, "bench-e2e", ext, logf)
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	s.stopExt = stop
+	return s, nil
 }
 
 // startSystemWith is startSystem seeding tenant, on the running components of ext.
@@ -118,6 +130,9 @@ func (s *system) stop() {
 		s.receipts.close()
 	}
 	s.Stop()
+	if s.stopExt != nil {
+		s.stopExt()
+	}
 }
 
 // submit posts an erasure of the next seeded customer and records its submission time.

@@ -40,6 +40,9 @@ type Config struct {
 	// SkipStores, SkipSemantic, SkipSystem and SkipBurst leave out the per-store, the
 	// semantic read-back, the end-to-end or the burst phases.
 	SkipStores, SkipSemantic, SkipSystem, SkipBurst bool
+	// Brokers are the brokers the end-to-end phases run on, each naming its figures
+	// (BrokerKfake, BrokerKafka); the memory and burst phases run on the first.
+	Brokers []string
 	// CPUProfile, when set, starts a CPU profile around the end-to-end phases and returns
 	// the function that stops it.
 	CPUProfile func() (stop func(), err error)
@@ -53,7 +56,8 @@ func Default() Config {
 		Large:    Size{Name: "large", RedisKeys: 1_000_000, QdrantPoints: 1_000_000, DatasetRows: 200_000},
 		Subjects: 9, Rate: 200, LowRate: 10, Duration: 10 * time.Second, Drain: 150 * time.Second,
 		Throughput: 4000, InFlight: 100_000, Burst: 1000, BurstDrain: 10 * time.Minute,
-		E2E: Size{Name: "e2e", RedisKeys: 10_000, QdrantPoints: 10_000, DatasetRows: 1_000},
+		E2E:     Size{Name: "e2e", RedisKeys: 10_000, QdrantPoints: 10_000, DatasetRows: 1_000},
+		Brokers: []string{BrokerKfake, BrokerKafka},
 	}
 }
 
@@ -64,7 +68,8 @@ func Quick() Config {
 		Large:    Size{Name: "large", RedisKeys: 10_000, QdrantPoints: 10_000, DatasetRows: 2_000},
 		Subjects: 3, Rate: 50, LowRate: 10, Duration: 2 * time.Second, Drain: 30 * time.Second,
 		Throughput: 100, InFlight: 2_000, Burst: 100, BurstDrain: time.Minute,
-		E2E: Size{Name: "e2e", RedisKeys: 1_000, QdrantPoints: 1_000, DatasetRows: 100},
+		E2E:     Size{Name: "e2e", RedisKeys: 1_000, QdrantPoints: 1_000, DatasetRows: 100},
+		Brokers: []string{BrokerKfake, BrokerKafka},
 	}
 }
 
@@ -109,7 +114,12 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 		}
 	}
 	if !cfg.SkipSystem {
-		if err := runSystem(ctx, cfg, key, res, logf); err != nil {
+		for _, b := range cfg.Brokers {
+			if err := runSystem(ctx, cfg, key, b, res, logf); err != nil {
+				return nil, err
+			}
+		}
+		if err := runMemory(ctx, cfg, key, res, logf); err != nil {
 			return nil, err
 		}
 	}
@@ -181,10 +191,10 @@ func runStores(ctx context.Context, cfg Config, key subject.Key, res *Results, l
 // runSystem measures the whole system: latency at a fixed rate and throughput with one
 // consumer instance per deleter, throughput with three, and memory with many requests in
 // flight.
-func runSystem(ctx context.Context, cfg Config, key subject.Key, res *Results, logf func(string, ...any)) error {
+func runSystem(ctx context.Context, cfg Config, key subject.Key, brokerName string, res *Results, logf func(string, ...any)) error {
 	targets := int(float64(cfg.Rate+cfg.LowRate) * cfg.Duration.Seconds())
-	logf("end to end: %d and %d req/s for %s each, then %d requests as fast as possible", cfg.LowRate, cfg.Rate, cfg.Duration, cfg.Throughput)
-	sys, err := startSystem(ctx, key, 1, cfg.E2E, targets, logf)
+	logf("end to end on %s: %d and %d req/s for %s each, then %d requests as fast as possible", brokerName, cfg.LowRate, cfg.Rate, cfg.Duration, cfg.Throughput)
+	sys, err := startSystem(ctx, key, brokerName, 1, cfg.E2E, targets, logf)
 	if err != nil {
 		return err
 	}
@@ -199,21 +209,21 @@ func runSystem(ctx context.Context, cfg Config, key subject.Key, res *Results, l
 		}
 		lat := got.latency
 		note := fmt.Sprintf("%d req/s for %s: %d submitted, %d receipts", ph.rate, cfg.Duration, got.sent, got.done)
-		res.Add(ph.name+"/latency_p50", lat.Quantile(0.5), "ms", note)
-		res.Add(ph.name+"/latency_p95", lat.Quantile(0.95), "ms", "")
-		res.Add(ph.name+"/latency_p99", lat.Quantile(0.99), "ms", "")
-		res.Add(ph.name+"/receipts_of_submitted", float64(got.done)/float64(max(got.sent, 1)), "fraction", "")
-		res.Add(ph.name+"/cpu_ms_per_erasure", cpuPerErasure(got.cpu, got.done), "ms", "CPU time of the process (every service and stand-in but redis-server) from the first submission to the last receipt, per receipt")
+		res.Add(brokerName+"/"+ph.name+"/latency_p50", lat.Quantile(0.5), "ms", note)
+		res.Add(brokerName+"/"+ph.name+"/latency_p95", lat.Quantile(0.95), "ms", "")
+		res.Add(brokerName+"/"+ph.name+"/latency_p99", lat.Quantile(0.99), "ms", "")
+		res.Add(brokerName+"/"+ph.name+"/receipts_of_submitted", float64(got.done)/float64(max(got.sent, 1)), "fraction", "")
+		res.Add(brokerName+"/"+ph.name+"/cpu_ms_per_erasure", cpuPerErasure(got.cpu, got.done), "ms", cpuNote[brokerName])
 		logf("  %d req/s: p50 %.1f ms p95 %.1f ms p99 %.1f ms (%d/%d receipts), %.2f ms CPU per erasure", ph.rate, lat.Quantile(0.5), lat.Quantile(0.95), lat.Quantile(0.99), got.done, got.sent, cpuPerErasure(got.cpu, got.done))
 		// where the time goes: each store's report, from its start to its finish
 		for _, name := range slices.Sorted(maps.Keys(got.stores)) {
 			d := got.stores[name]
-			res.Add(ph.name+"/store_"+name+"_p50", d.Quantile(0.5), "ms", fmt.Sprintf("%d reports, from the report's start to its finish", len(d)))
-			res.Add(ph.name+"/store_"+name+"_p99", d.Quantile(0.99), "ms", "")
+			res.Add(brokerName+"/"+ph.name+"/store_"+name+"_p50", d.Quantile(0.5), "ms", fmt.Sprintf("%d reports, from the report's start to its finish", len(d)))
+			res.Add(brokerName+"/"+ph.name+"/store_"+name+"_p99", d.Quantile(0.99), "ms", "")
 			logf("    store %s: p50 %.1f ms p99 %.1f ms (%d reports)", name, d.Quantile(0.5), d.Quantile(0.99), len(d))
 		}
 		for _, k := range slices.Sorted(maps.Keys(got.batches)) {
-			res.Add(ph.name+"/batch_mean_"+strings.ReplaceAll(k, "/", "_"), got.batches[k], "subjects", "")
+			res.Add(brokerName+"/"+ph.name+"/batch_mean_"+strings.ReplaceAll(k, "/", "_"), got.batches[k], "subjects", "")
 		}
 		logf("    mean subjects per batch: %s", formatBatches(got.batches))
 	}
@@ -224,7 +234,7 @@ func runSystem(ctx context.Context, cfg Config, key subject.Key, res *Results, l
 	}
 	tput := map[int]float64{}
 	for _, instances := range []int{1, 3} {
-		s, err := startSystem(ctx, key, instances, cfg.E2E, cfg.Throughput, logf)
+		s, err := startSystem(ctx, key, brokerName, instances, cfg.E2E, cfg.Throughput, logf)
 		if err != nil {
 			return err
 		}
@@ -240,15 +250,25 @@ func runSystem(ctx context.Context, cfg Config, key subject.Key, res *Results, l
 			return fmt.Errorf("%d receipts were not COMPLETE", bad)
 		}
 		tput[instances] = t
-		res.Add(fmt.Sprintf("throughput/instances_%d", instances), t, "erasures/s", fmt.Sprintf("%d of %d receipts", done, cfg.Throughput))
-		res.Add(fmt.Sprintf("throughput/instances_%d_cpu_ms_per_erasure", instances), cpuPerErasure(cpu, done), "ms", "")
+		res.Add(fmt.Sprintf("%s/throughput/instances_%d", brokerName, instances), t, "erasures/s", fmt.Sprintf("%d of %d receipts", done, cfg.Throughput))
+		res.Add(fmt.Sprintf("%s/throughput/instances_%d_cpu_ms_per_erasure", brokerName, instances), cpuPerErasure(cpu, done), "ms", "")
 		logf("  throughput with %d instance(s) per deleter: %.1f erasures/s (%d/%d receipts), %.2f ms CPU per erasure", instances, t, done, cfg.Throughput, cpuPerErasure(cpu, done))
 		logf("    mean subjects per batch: %s", formatBatches(means))
 	}
-	res.AddRatio("throughput/instances_3_over_1", tput[3], tput[1], "")
+	res.AddRatio(brokerName+"/throughput/instances_3_over_1", tput[3], tput[1], "")
+	return nil
+}
 
+// cpuNote says what the CPU figures of each broker's run count.
+var cpuNote = map[string]string{
+	BrokerKfake: "CPU time of the process (every service and stand-in but redis-server) from the first submission to the last receipt, per receipt",
+	BrokerKafka: "CPU time of the process (every service and the Qdrant emulator; not Kafka, moto or redis-server) from the first submission to the last receipt, per receipt",
+}
+
+// runMemory measures the heap of requests in flight, on the first of cfg.Brokers.
+func runMemory(ctx context.Context, cfg Config, key subject.Key, res *Results, logf func(string, ...any)) error {
 	logf("memory: publishing %d requests straight to erasure.requested", cfg.InFlight)
-	sysm, err := startSystem(ctx, key, 1, cfg.E2E, 0, logf)
+	sysm, err := startSystem(ctx, key, cfg.Brokers[0], 1, cfg.E2E, 0, logf)
 	if err != nil {
 		return err
 	}

@@ -61,11 +61,18 @@ var motoServer struct {
 // parallel tests cannot clear each other's state.
 func Moto(t testing.TB) string {
 	t.Helper()
-	motoServer.once.Do(func() { motoServer.url, motoServer.err = startMoto() })
-	if motoServer.err != nil {
-		t.Fatalf("testenv: moto: %v", motoServer.err)
+	u, err := MotoServer()
+	if err != nil {
+		t.Fatalf("testenv: moto: %v", err)
 	}
-	return motoServer.url
+	return u
+}
+
+// MotoServer is Moto for a program that is not a test (a benchmark, say): the endpoint of
+// this process's one moto server, started at the first call.
+func MotoServer() (string, error) {
+	motoServer.once.Do(func() { motoServer.url, motoServer.err = startMoto() })
+	return motoServer.url, motoServer.err
 }
 
 // MotoBinary finds moto_server: $LETHE_MOTO_SERVER, or .tools/venv/bin/moto_server in

@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"strings"
 	"time"
 
 	"github.com/lethe-erasure/lethe/bench"
@@ -48,12 +49,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "length of the fixed-rate phase")
 	fs.IntVar(&cfg.Throughput, "throughput", cfg.Throughput, "requests per throughput phase")
 	fs.IntVar(&cfg.InFlight, "inflight", cfg.InFlight, "requests published for the memory phase")
+	brokers := fs.String("brokers", strings.Join(cfg.Brokers, ","), "brokers of the end-to-end phases, comma-separated: kfake (in process), kafka (Apache Kafka and moto's S3)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if *quick {
 		cfg = bench.Quick()
 	}
+	cfg.Brokers = strings.Split(*brokers, ",")
 	if *burst > 0 {
 		cfg.Burst = *burst
 	}
