@@ -36,6 +36,7 @@ type Config struct {
 	Gap       time.Duration // mean time between kills; default 1s
 	MaxDown   time.Duration // longest wait before a killed process is started again; default 1s
 	Scale     string        // a deleter to grow from 1 to 3 instances and back during the run; "" none
+	S3        string        // the S3 server: S3Moto (default) or S3Gofakes3
 	Deadline  time.Duration // how long to wait for receipts after the last kill; default 3m
 	Seed      uint64        // random seed; 0: from the clock
 	Dir       string        // logs and broker data; default a new temporary directory
@@ -56,6 +57,9 @@ func (c *Config) defaults() {
 	}
 	if len(c.Targets) == 0 {
 		c.Targets = append([]string{TargetController, TargetLeader}, Services...)
+	}
+	if c.S3 == "" {
+		c.S3 = S3Moto
 	}
 	if c.Gap <= 0 {
 		c.Gap = time.Second
@@ -83,13 +87,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	logf := timestamped(cfg.Log)
-	start := time.Now()
-	sys, err := Start(ctx, root, cfg.Dir)
+	began := time.Now()
+	sys, err := start(ctx, root, cfg.Dir, 3, 6, cfg.S3, nil)
 	if err != nil {
 		return nil, err
 	}
 	defer sys.Close()
-	logf("system up in %s (logs in %s)", time.Since(start).Round(time.Millisecond), cfg.Dir)
+	logf("system up in %s (logs in %s)", time.Since(began).Round(time.Millisecond), cfg.Dir)
 	pop := NewPopulation(cfg.N, cfg.PerTenant)
 	if err := sys.Seed(ctx, pop); err != nil {
 		return nil, err

@@ -179,7 +179,7 @@ func Scaling(ctx context.Context, cfg ScalingConfig) (*ScalingResult, error) {
 	logf := timestamped(cfg.Log)
 	// No re-verification sweeps: a sweep a minute after each receipt would land in a later
 	// phase and be measured as part of its work.
-	sys, err := start(ctx, root, cfg.Dir, 1, cfg.Partitions, []string{"LETHE_SWEEPS=off"})
+	sys, err := start(ctx, root, cfg.Dir, 1, cfg.Partitions, S3Moto, []string{"LETHE_SWEEPS=off"})
 	if err != nil {
 		return nil, err
 	}

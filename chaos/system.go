@@ -50,7 +50,7 @@ var (
 	buildDirs = map[string]string{}
 )
 
-// Build builds the six service binaries and the kafka (kfake) and qdrant component binaries of
+// Build builds the six service binaries and the kafka (kfake), qdrant and s3 (gofakes3) component binaries of
 // the repository at root into a temporary directory, once per process, and returns it.
 func Build(ctx context.Context, root string) (string, error) {
 	buildMu.Lock()
@@ -66,7 +66,7 @@ func Build(ctx context.Context, root string) (string, error) {
 	for _, s := range Services {
 		args = append(args, "./services/"+s)
 	}
-	args = append(args, "./chaos/cmd/kafka", "./chaos/cmd/qdrant")
+	args = append(args, "./chaos/cmd/kafka", "./chaos/cmd/qdrant", "./chaos/cmd/s3")
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -105,9 +105,9 @@ func Root() (string, error) {
 }
 
 // System is Lethe running as separate processes: Kafka (Brokers), the Qdrant emulator,
-// redis-server, moto's server for S3 and dynalite for DynamoDB (moto serves about 300
-// DynamoDB calls a second, too few for a run: docs/real-components.md), each store behind
-// a Proxy, and
+// redis-server, moto's server or gofakes3 for S3, and dynalite for DynamoDB (moto serves
+// too few DynamoDB calls a second for a run: docs/real-components.md), each store behind a
+// Proxy, and
 // instances of the six services. The harness's own clients reach the stores directly, so
 // its seeding and checks are unaffected by outages.
 type System struct {
@@ -136,12 +136,19 @@ type System struct {
 // Start starts the components, on three Kafka nodes, and one instance of each service.
 // dir holds the logs and the kfake broker's data.
 func Start(ctx context.Context, root, dir string) (*System, error) {
-	return start(ctx, root, dir, 3, 6, nil)
+	return start(ctx, root, dir, 3, 6, S3Moto, nil)
 }
 
-// start is Start on Kafka of nodes nodes (with Apache Kafka) and topics of partitions
-// partitions, with env (KEY=value) added to every service's environment.
-func start(ctx context.Context, root, dir string, nodes int, partitions int32, env []string) (_ *System, err error) {
+// The S3 servers a System can run on.
+const (
+	S3Moto     = "moto"     // moto's server
+	S3Gofakes3 = "gofakes3" // gofakes3 in a process of its own (chaos/cmd/s3)
+)
+
+// start is Start on Kafka of nodes nodes (with Apache Kafka), topics of partitions
+// partitions and the S3 server s3, with env (KEY=value) added to every service's
+// environment.
+func start(ctx context.Context, root, dir string, nodes int, partitions int32, s3srv string, env []string) (_ *System, err error) {
 	bin, err := Build(ctx, root)
 	if err != nil {
 		return nil, err
@@ -183,7 +190,14 @@ func start(ctx context.Context, root, dir string, nodes int, partitions int32, e
 	p := func(n string) string { return strconv.Itoa(ports[n]) }
 	s.Stores["redis"] = &Proc{Name: "redis", Path: redisBin, Args: []string{"--port", p("redis"), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir, "--protected-mode", "no"}, Port: ports["redis"], Dir: dir}
 	s.Stores["qdrant"] = &Proc{Name: "qdrant", Path: filepath.Join(bin, "qdrant"), Args: []string{"-port", p("qdrant")}, Port: ports["qdrant"], Dir: dir}
-	s.Stores["s3"] = &Proc{Name: "s3", Path: motoBin, Args: []string{"-H", "127.0.0.1", "-p", p("s3")}, Port: ports["s3"], Dir: dir}
+	switch s3srv {
+	case S3Moto:
+		s.Stores["s3"] = &Proc{Name: "s3", Path: motoBin, Args: []string{"-H", "127.0.0.1", "-p", p("s3")}, Port: ports["s3"], Dir: dir}
+	case S3Gofakes3:
+		s.Stores["s3"] = &Proc{Name: "s3", Path: filepath.Join(bin, "s3"), Args: []string{"-port", p("s3"), "-buckets", ""}, Port: ports["s3"], Dir: dir}
+	default:
+		return nil, fmt.Errorf("chaos: unknown S3 server %q (%s or %s)", s3srv, S3Moto, S3Gofakes3)
+	}
 	// dynalite keeps its tables on disk (--path) because it dies when a client it is
 	// answering is killed mid-request (an unhandled ECONNRESET); superviseStore restarts it.
 	s.Stores["dynamodb"] = &Proc{Name: "dynamodb", Path: "node", Args: []string{cli, "--port", p("dynamodb"), "--path", filepath.Join(dir, "dynamodb-data"),

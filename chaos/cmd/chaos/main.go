@@ -33,6 +33,7 @@ func run() int {
 	flag.DurationVar(&cfg.MaxDown, "max-down", time.Second, "longest delay before a killed process restarts")
 	flag.StringVar(&cfg.Scale, "scale", "redis-deleter", "deleter to grow 1→3→1 instances during the run (empty: none)")
 	flag.DurationVar(&cfg.Deadline, "deadline", 10*time.Minute, "how long to wait for receipts after the chaos")
+	flag.StringVar(&cfg.S3, "s3", chaos.S3Gofakes3, "S3 server: gofakes3, or moto (its memory grows past 20 GB over 5000 requests' dataset versions)")
 	flag.Uint64Var(&cfg.Seed, "seed", 0, "random seed (0: from the clock)")
 	flag.StringVar(&cfg.Dir, "dir", "", "directory for logs and broker data (default: a new temporary directory)")
 	flag.Parse()
