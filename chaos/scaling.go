@@ -67,7 +67,7 @@ type ScalingConfig struct {
 	// bound by its own CPU, as in a deployment where each runs in a pod with a CPU limit,
 	// and instances add CPU. It fails on a machine without a cgroup cpu controller. Such
 	// instances run with LETHE_INFLIGHT_MAX=LimitedInFlight, as a pod with a fraction of a
-	// core should (README, "Scaling out over processes").
+	// core should (docs/performance.md, "Scaling out over processes").
 	InstanceCPU float64
 	// Partitions of every topic; default 12, so that 1, 2, 3, 4 and 6 instances each get
 	// an equal share (with 6, four instances get 2, 2, 1 and 1: the busiest has a third

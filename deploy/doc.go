@@ -11,5 +11,7 @@
 //
 // The package has no code; its tests parse every manifest, the dashboard and
 // docker-compose.yml and check them against the services, consumer groups and metrics Lethe
-// has (see manifests_test.go).
+// has (see manifests_test.go). They also keep the documentation honest (docs_test.go): the
+// README's layout table names every Go package directory, and every relative link of the
+// README and of docs/ leads to a file and heading that exist.
 package deploy

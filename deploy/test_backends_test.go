@@ -22,7 +22,7 @@ const testBackendsFile = "test-backends/docker-compose.yml"
 // amazon/dynamodb-local at the versions of the production-like compose file; each variable
 // its header exports is one the tests read, pointing at a port the file publishes on
 // 127.0.0.1 (Kafka's the one it advertises); MinIO's root credentials are the exported AWS
-// ones; DynamoDB Local keeps one database whatever the credentials; and the README gives
+// ones; DynamoDB Local keeps one database whatever the credentials; and docs/testing.md gives
 // the same commands.
 func TestTestBackendsCompose(t *testing.T) {
 	cmd := tool(t, "apt-get install docker-compose", []string{"docker-compose"}, []string{"docker", "compose"})
@@ -105,18 +105,18 @@ func TestTestBackendsCompose(t *testing.T) {
 		t.Error("dynamodb runs without -sharedDb: a table would be seen only with the credentials and region that created it")
 	}
 
-	readme, err := os.ReadFile("../README.md")
+	page, err := os.ReadFile("../docs/testing.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(readme), "\n## Running the suite against real backends\n")
+	_, section, ok := strings.Cut(string(page), "\n## Running the suite against real backends\n")
 	if !ok {
-		t.Fatal(`README has no section "Running the suite against real backends"`)
+		t.Fatal(`docs/testing.md has no section "Running the suite against real backends"`)
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
 	for _, line := range append(exports, "docker compose -f deploy/test-backends/docker-compose.yml up -d --wait", "make test") {
 		if !strings.Contains(section, line) {
-			t.Errorf("the README section lacks %q", line)
+			t.Errorf("the docs/testing.md section lacks %q", line)
 		}
 	}
 }

@@ -18,7 +18,7 @@ under the key named by `chain_key_id`. KEYFILE holds the key's bytes as the vari
 trailing newline is dropped); repeat --chain-key for the keys of earlier rotations. The
 script then exits 1 unless `chain_mac` verifies.
 
-The canonical form is documented in the README ("Recomputing a receipt's hash").
+The canonical form is documented in docs/receipt.md ("Recomputing a receipt's hash").
 """
 import hashlib
 import hmac

@@ -89,7 +89,7 @@ type Config struct {
 // DefaultMaxInFlight is Config.MaxInFlight unless set: twice the largest batch a deleter
 // hands a store by default, so that a batch can gather while the one before it runs. It
 // suits an instance with a core or more; one held to a fraction of a core needs far
-// fewer (LETHE_INFLIGHT_MAX: the scaling runs give 50m instances 64, README).
+// fewer (LETHE_INFLIGHT_MAX: the scaling runs give 50m instances 64, docs/delivery-guarantees.md).
 const DefaultMaxInFlight = 256
 
 // Run consumes cfg.Topics in cfg.Group until ctx is done.

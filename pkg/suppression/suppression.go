@@ -7,7 +7,7 @@
 // them with its key and answers, per identifier in the order given, whether it is
 // suppressed and by which erasure (request and receipt ids). Answers never echo an
 // identifier. A pipeline that would rather consume can read the compacted topic
-// erasure.suppressions (see the README), keyed by tenant and pseudonym, but it then needs
+// erasure.suppressions (see docs/suppression.md), keyed by tenant and pseudonym, but it then needs
 // the pseudonym key to match its own identifiers, which the check keeps inside Lethe.
 //
 // The package depends on the standard library only. A Client is safe for concurrent use.
