@@ -45,6 +45,9 @@ require (
 	github.com/golang-jwt/jwt/v5 v5.3.1 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/iskorotkov/avro/v2 v2.35.0 // indirect
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/pgx/v5 v5.13.0 // indirect
 	github.com/klauspost/compress v1.20.4 // indirect
 	github.com/lethe-erasure/lethe/schemas v0.0.0 // indirect
 	github.com/modern-go/reflect2 v1.0.2 // indirect
@@ -61,7 +64,6 @@ require (
 	github.com/twmb/franz-go/pkg/sr v1.8.0 // indirect
 	github.com/twmb/franz-go/plugin/kzap v1.1.2 // indirect
 	github.com/twpayne/go-geom v1.6.1 // indirect
-	go.etcd.io/bbolt v1.5.0 // indirect
 	go.shabbyrobe.org/gocovmerge v0.0.0-20230507111327-fa4f82cfbf4d // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	go.uber.org/multierr v1.10.0 // indirect
