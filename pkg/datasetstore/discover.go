@@ -18,6 +18,7 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/objectstore"
 )
 
 var _ deletion.Discoverer = (*Store)(nil)
@@ -181,7 +182,7 @@ func bucketsOf(p string, tenants []string) []string {
 }
 
 // rootOf returns the root a prefix lives in ("s3://bucket/" or "file://") and its bucket.
-func (s *Store) rootOf(prefix string) (string, Bucket, error) {
+func (s *Store) rootOf(prefix string) (string, objectstore.Bucket, error) {
 	if rest, ok := strings.CutPrefix(prefix, "s3://"); ok {
 		b, _, _ := strings.Cut(rest, "/")
 		l, err := s.resolve("s3://" + b + "/")
@@ -238,9 +239,9 @@ const sampleBytes = 1 << 20
 // sampleDataset reads up to opts.Sample rows of the object key, within its first
 // sampleBytes (a Parquet object: within lim), and says why they look like personal data;
 // an object that is no dataset gives no reason.
-func sampleDataset(ctx context.Context, b Bucket, key string, opts deletion.DiscoverOptions, lim Limits) ([]string, error) {
+func sampleDataset(ctx context.Context, b objectstore.Bucket, key string, opts deletion.DiscoverOptions, lim Limits) ([]string, error) {
 	obj, err := b.Get(ctx, key)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, objectstore.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/keylock"
+	"github.com/lethe-erasure/lethe/pkg/objectstore"
 	"github.com/lethe-erasure/lethe/pkg/pii"
 )
 
@@ -38,29 +39,29 @@ var errUnchanged = errors.New("nothing to remove")
 
 // listing is what is stored under one location.
 type listing struct {
-	keys     []string             // the objects to examine, sorted
-	vers     map[string][]Version // per key every version and delete marker (versioned only)
-	vb       Versioned            // nil when the location keeps no versions
-	excluded []string             // names of the objects excluded by pattern, sorted
-	tokens   map[string]string    // per key the listed ETag (no versions, S3 only)
+	keys     []string                         // the objects to examine, sorted
+	vers     map[string][]objectstore.Version // per key every version and delete marker (versioned only)
+	vb       objectstore.Versioned            // nil when the location keeps no versions
+	excluded []string                         // names of the objects excluded by pattern, sorted
+	tokens   map[string]string                // per key the listed ETag (no versions, S3 only)
 }
 
 // current is the current version of key as listed (Token "" when the listing gave none).
-func (ls listing) current(key string) Version {
+func (ls listing) current(key string) objectstore.Version {
 	for _, v := range ls.vers[key] {
 		if v.Latest {
 			return v
 		}
 	}
-	return Version{Key: key, Latest: true, Token: ls.tokens[key]}
+	return objectstore.Version{Key: key, Latest: true, Token: ls.tokens[key]}
 }
 
 // live is every version of key as listed.
-func (ls listing) live(key string) []Version {
+func (ls listing) live(key string) []objectstore.Version {
 	if ls.vb != nil {
 		return ls.vers[key]
 	}
-	return []Version{ls.current(key)}
+	return []objectstore.Version{ls.current(key)}
 }
 
 // inventoryOf lists the objects of l: for a versioned bucket every version and delete
@@ -90,11 +91,11 @@ func list(ctx context.Context, l location) (ls listing, err error) {
 		slices.Sort(ls.keys)
 		slices.Sort(ls.excluded)
 	}()
-	if v, ok := l.bucket.(Versioned); ok {
+	if v, ok := l.bucket.(objectstore.Versioned); ok {
 		all, err := v.ListVersions(ctx, l.prefix)
 		switch {
 		case err == nil:
-			ls.vb, ls.vers = v, map[string][]Version{}
+			ls.vb, ls.vers = v, map[string][]objectstore.Version{}
 			for _, ver := range all {
 				if _, seen := ls.vers[ver.Key]; !seen {
 					add(ver.Key)
@@ -102,13 +103,13 @@ func list(ctx context.Context, l location) (ls listing, err error) {
 				ls.vers[ver.Key] = append(ls.vers[ver.Key], ver)
 			}
 			return ls, nil
-		case !errors.Is(err, errNoVersions):
+		case !errors.Is(err, objectstore.ErrNoVersions):
 			return ls, err
 		}
 	}
-	if sb, ok := l.bucket.(*s3Bucket); ok {
+	if sb, ok := l.bucket.(*objectstore.S3); ok {
 		ls.tokens = map[string]string{}
-		err = sb.listTokens(ctx, l.prefix, func(key, token string) error {
+		err = sb.ListTokens(ctx, l.prefix, func(key, token string) error {
 			add(key)
 			ls.tokens[key] = token
 			return nil
@@ -140,7 +141,7 @@ func eraseRows(ctx context.Context, l location, m *matcher) (c counts, err error
 		}
 		var rows int
 		var superseded string
-		var wr Written
+		var wr objectstore.Written
 		if !sv.skip(ctx, key, ls.current(key), false) {
 			unlock := objectLocks.Lock(objectName(l, key))
 			m.begin()
@@ -155,8 +156,8 @@ func eraseRows(ctx context.Context, l location, m *matcher) (c counts, err error
 		}
 		c.current += int64(rows)
 		err := dropHeldVersions(ctx, ls, key, superseded, wr, sv,
-			func(v Version) bool { return v.ID != superseded && sv.skip(ctx, key, v, false) },
-			func(v Version) (bool, error) {
+			func(v objectstore.Version) bool { return v.ID != superseded && sv.skip(ctx, key, v, false) },
+			func(v objectstore.Version) (bool, error) {
 				m.begin()
 				if v.ID == superseded {
 					return true, nil // the version our rewrite superseded held the rows
@@ -164,7 +165,7 @@ func eraseRows(ctx context.Context, l location, m *matcher) (c counts, err error
 				n, err := countVersion(ctx, vb, v, m, sv, l.lim)
 				return n > 0, err
 			},
-			func(v Version) {
+			func(v objectstore.Version) {
 				if v.ID != superseded {
 					c.old++
 					m.keep(true)
@@ -184,12 +185,12 @@ func eraseRows(ctx context.Context, l location, m *matcher) (c counts, err error
 // current version, those skip rules out and those it cannot read (Verify reports them).
 // The version superseded is held without asking holds (the rewrite removed what it held)
 // and deleted while key's summary is stored for the versions that remain.
-func dropHeldVersions(ctx context.Context, ls listing, key, superseded string, wr Written, sv *view,
-	skip func(Version) bool, holds func(Version) (bool, error), deleted func(Version)) error {
+func dropHeldVersions(ctx context.Context, ls listing, key, superseded string, wr objectstore.Written, sv *view,
+	skip func(objectstore.Version) bool, holds func(objectstore.Version) (bool, error), deleted func(objectstore.Version)) error {
 	if ls.vb == nil {
 		live := ls.live(key)
 		if superseded != "" {
-			live = []Version{{Key: key, Latest: true, Token: wr.Token}}
+			live = []objectstore.Version{{Key: key, Latest: true, Token: wr.Token}}
 		}
 		return sv.flush(ctx, key, live)
 	}
@@ -200,12 +201,12 @@ func dropHeldVersions(ctx context.Context, ls listing, key, superseded string, w
 		// between the listing and the rewrite: the listed versions, the one superseded now
 		// non-current, and ours are all there is to go through (a version written after
 		// ours is current, and current versions are kept).
-		candidates = make([]Version, 0, len(ls.vers[key])+1)
+		candidates = make([]objectstore.Version, 0, len(ls.vers[key])+1)
 		for _, v := range ls.vers[key] {
 			v.Latest = false
 			candidates = append(candidates, v)
 		}
-		candidates = append(candidates, Version{Key: key, ID: wr.VersionID, Latest: true, Token: wr.Token})
+		candidates = append(candidates, objectstore.Version{Key: key, ID: wr.VersionID, Latest: true, Token: wr.Token})
 	case superseded != "":
 		// Another version became current between the listing and our rewrite: list again
 		// so that it and the version our rewrite superseded are seen as non-current.
@@ -214,8 +215,8 @@ func dropHeldVersions(ctx context.Context, ls listing, key, superseded string, w
 			return err
 		}
 	}
-	var live []Version
-	var prior *Version // the version our rewrite superseded: it held what the rewrite removed
+	var live []objectstore.Version
+	var prior *objectstore.Version // the version our rewrite superseded: it held what the rewrite removed
 	for _, v := range candidates {
 		if v.Latest || v.DeleteMarker || skip(v) {
 			live = append(live, v)
@@ -227,7 +228,7 @@ func dropHeldVersions(ctx context.Context, ls listing, key, superseded string, w
 		}
 		held, err := holds(v)
 		switch {
-		case errors.Is(err, errMalformed) || errors.Is(err, ErrNotFound):
+		case errors.Is(err, errMalformed) || errors.Is(err, objectstore.ErrNotFound):
 			live = append(live, v)
 			continue
 		case err != nil:
@@ -265,12 +266,12 @@ func objectName(l location, key string) string {
 }
 
 // versionsOf lists the versions of exactly key.
-func versionsOf(ctx context.Context, vb Versioned, key string) ([]Version, error) {
+func versionsOf(ctx context.Context, vb objectstore.Versioned, key string) ([]objectstore.Version, error) {
 	all, err := vb.ListVersions(ctx, key)
 	if err != nil {
 		return nil, err
 	}
-	return slices.DeleteFunc(all, func(v Version) bool { return v.Key != key }), nil
+	return slices.DeleteFunc(all, func(v objectstore.Version) bool { return v.Key != key }), nil
 }
 
 // eraseCurrent rewrites the current object of key without the rows m matches, streaming it
@@ -280,13 +281,13 @@ func versionsOf(ctx context.Context, vb Versioned, key string) ([]Version, error
 // of one object within this process take turns, so concurrent erasures of several subjects
 // do not abort each other's conditional writes. The summaries of the versions read and
 // written go to sv.
-func eraseCurrent(ctx context.Context, b Bucket, key string, m *matcher, sv *view, lim Limits) (int, string, Written, error) {
+func eraseCurrent(ctx context.Context, b objectstore.Bucket, key string, m *matcher, sv *view, lim Limits) (int, string, objectstore.Written, error) {
 	obj, err := b.Get(ctx, key)
-	if errors.Is(err, ErrNotFound) {
-		return 0, "", Written{}, nil
+	if errors.Is(err, objectstore.ErrNotFound) {
+		return 0, "", objectstore.Written{}, nil
 	}
 	if err != nil {
-		return 0, "", Written{}, err
+		return 0, "", objectstore.Written{}, err
 	}
 	defer obj.Body.Close()
 	var rows int
@@ -297,10 +298,10 @@ func eraseCurrent(ctx context.Context, b Bucket, key string, m *matcher, sv *vie
 		return rows > 0, err
 	})
 	if errors.Is(err, errUnchanged) {
-		return 0, "", Written{}, nil
+		return 0, "", objectstore.Written{}, nil
 	}
 	if err != nil {
-		return 0, "", Written{}, err
+		return 0, "", objectstore.Written{}, err
 	}
 	sv.indexed(key, ix, wr)
 	superseded := obj.VersionID
@@ -315,9 +316,9 @@ func eraseCurrent(ctx context.Context, b Bucket, key string, m *matcher, sv *vie
 // anything, and unchanged content is not written (errUnchanged). The summary of the
 // version read (when it had none) and of the version written are recorded in sv; ix, when
 // fn's filter records into it, collects the written version's values (view.writer).
-func rewriteObject(ctx context.Context, b Bucket, key string, obj *Object, sv *view, ix *indexer, fn func(r io.Reader, w io.Writer) (bool, error)) (Written, error) {
+func rewriteObject(ctx context.Context, b objectstore.Bucket, key string, obj *objectstore.Object, sv *view, ix *indexer, fn func(r io.Reader, w io.Writer) (bool, error)) (objectstore.Written, error) {
 	body, readDone := sv.reader(key, obj)
-	var writeDone func(error, Written)
+	var writeDone func(error, objectstore.Written)
 	read := false
 	wr, err := put(ctx, b, key, obj, func(w io.Writer) error {
 		w, writeDone = sv.writer(key, obj, w, ix)
@@ -341,7 +342,7 @@ func rewriteObject(ctx context.Context, b Bucket, key string, obj *Object, sv *v
 // countObject counts the rows m matches in the current object of key; with a nil m it
 // only settles that the object is a dataset and counts 1. The summary of the version read
 // goes to sv.
-func countObject(ctx context.Context, b Bucket, key string, m *matcher, sv *view, lim Limits) (int, error) {
+func countObject(ctx context.Context, b objectstore.Bucket, key string, m *matcher, sv *view, lim Limits) (int, error) {
 	obj, err := b.Get(ctx, key)
 	if err != nil {
 		return 0, err
@@ -349,7 +350,7 @@ func countObject(ctx context.Context, b Bucket, key string, m *matcher, sv *view
 	return countRead(key, obj, m, sv, lim)
 }
 
-func countRead(key string, obj *Object, m *matcher, sv *view, lim Limits) (int, error) {
+func countRead(key string, obj *objectstore.Object, m *matcher, sv *view, lim Limits) (int, error) {
 	defer obj.Body.Close()
 	body, done := sv.reader(key, obj)
 	n, err := count(key, body, m, lim)
@@ -366,7 +367,7 @@ func count(key string, body io.Reader, m *matcher, lim Limits) (int, error) {
 
 // countVersion counts the rows m matches in one version (the current one by key, so that
 // the "null" version of an unversioned bucket needs no version id).
-func countVersion(ctx context.Context, vb Versioned, v Version, m *matcher, sv *view, lim Limits) (int, error) {
+func countVersion(ctx context.Context, vb objectstore.Versioned, v objectstore.Version, m *matcher, sv *view, lim Limits) (int, error) {
 	if v.Latest {
 		return countObject(ctx, vb, v.Key, m, sv, lim)
 	}
@@ -428,7 +429,7 @@ func dropAll(ctx context.Context, l location) (c counts, err error) {
 			return c, err
 		}
 		switch err := isDataset(ctx, l, ls, key); {
-		case errors.Is(err, errMalformed) || errors.Is(err, ErrNotFound):
+		case errors.Is(err, errMalformed) || errors.Is(err, objectstore.ErrNotFound):
 			continue
 		case err != nil:
 			return c, err
@@ -470,7 +471,7 @@ func remaining(ctx context.Context, l location, m *matcher) (c counts, err error
 	check := func(key, what string, read func() (int, error)) error {
 		n, err := read()
 		switch {
-		case errors.Is(err, ErrNotFound):
+		case errors.Is(err, objectstore.ErrNotFound):
 			return nil // gone since the listing
 		case errors.Is(err, errMalformed):
 			c.unexamined = append(c.unexamined, l.display(key)+what+": "+reason(err))

@@ -9,6 +9,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/objectstore"
 )
 
 var (
@@ -54,7 +55,7 @@ func findRows(ctx context.Context, l location, m *matcher) (c counts, err error)
 	if err != nil || m.empty() {
 		return c, err
 	}
-	unreadable := func(err error) bool { return errors.Is(err, errMalformed) || errors.Is(err, ErrNotFound) }
+	unreadable := func(err error) bool { return errors.Is(err, errMalformed) || errors.Is(err, objectstore.ErrNotFound) }
 	sv := l.readView(m, nil)
 	for _, key := range ls.keys {
 		if err := ctx.Err(); err != nil {

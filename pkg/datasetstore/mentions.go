@@ -17,6 +17,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/objectstore"
 	"github.com/lethe-erasure/lethe/pkg/pii"
 )
 
@@ -365,7 +366,7 @@ func handleMentions(ctx context.Context, l location, m *matcher, f *finder, poli
 		}
 		var n int
 		var superseded string
-		var wr Written
+		var wr objectstore.Written
 		if !sv.skip(ctx, key, ls.current(key), true) {
 			unlock := objectLocks.Lock(objectName(l, key))
 			n, superseded, wr, err = mentionCurrent(ctx, l.bucket, key, m, f, policy, sv, l.lim)
@@ -376,12 +377,12 @@ func handleMentions(ctx context.Context, l location, m *matcher, f *finder, poli
 		}
 		rows += int64(n)
 		err := dropHeldVersions(ctx, ls, key, superseded, wr, sv,
-			func(v Version) bool { return sv.skip(ctx, key, v, true) },
-			func(v Version) (bool, error) {
+			func(v objectstore.Version) bool { return sv.skip(ctx, key, v, true) },
+			func(v objectstore.Version) (bool, error) {
 				ms, err := mentionsInVersion(ctx, ls.vb, v, m, f, sv, l.lim)
 				return ms.left > 0, err
 			},
-			func(v Version) {
+			func(v objectstore.Version) {
 				if v.ID != superseded { // the one our rewrite superseded is counted as its rows
 					old++
 				}
@@ -405,13 +406,13 @@ func handleMentions(ctx context.Context, l location, m *matcher, f *finder, poli
 // on the version read and only when a row changes. It returns the rows handled and the
 // version it superseded ("-" when the bucket keeps no versions, "" when it wrote nothing)
 // and what it wrote; the summaries of the versions read and written go to sv.
-func mentionCurrent(ctx context.Context, b Bucket, key string, m *matcher, f *finder, policy string, sv *view, lim Limits) (int, string, Written, error) {
+func mentionCurrent(ctx context.Context, b objectstore.Bucket, key string, m *matcher, f *finder, policy string, sv *view, lim Limits) (int, string, objectstore.Written, error) {
 	obj, err := b.Get(ctx, key)
-	if errors.Is(err, ErrNotFound) {
-		return 0, "", Written{}, nil
+	if errors.Is(err, objectstore.ErrNotFound) {
+		return 0, "", objectstore.Written{}, nil
 	}
 	if err != nil {
-		return 0, "", Written{}, err
+		return 0, "", objectstore.Written{}, err
 	}
 	defer obj.Body.Close()
 	var ms mentionScan
@@ -421,10 +422,10 @@ func mentionCurrent(ctx context.Context, b Bucket, key string, m *matcher, f *fi
 		return ms.handled > 0, err
 	})
 	if errors.Is(err, errUnchanged) {
-		return 0, "", Written{}, nil
+		return 0, "", objectstore.Written{}, nil
 	}
 	if err != nil {
-		return 0, "", Written{}, err
+		return 0, "", objectstore.Written{}, err
 	}
 	if obj.VersionID == "" {
 		return ms.handled, "-", wr, nil
@@ -432,8 +433,8 @@ func mentionCurrent(ctx context.Context, b Bucket, key string, m *matcher, f *fi
 	return ms.handled, obj.VersionID, wr, nil
 }
 
-func mentionsInVersion(ctx context.Context, vb Versioned, v Version, m *matcher, f *finder, sv *view, lim Limits) (mentionScan, error) {
-	var obj *Object
+func mentionsInVersion(ctx context.Context, vb objectstore.Versioned, v objectstore.Version, m *matcher, f *finder, sv *view, lim Limits) (mentionScan, error) {
+	var obj *objectstore.Object
 	var err error
 	if v.Latest {
 		obj, err = vb.Get(ctx, v.Key)
@@ -477,7 +478,7 @@ func countMentions(ctx context.Context, l location, m *matcher, f *finder) (int6
 				ms, err = mentionsInVersion(ctx, ls.vb, v, m, f, sv, l.lim)
 			}
 			switch {
-			case errors.Is(err, errMalformed) || errors.Is(err, ErrNotFound):
+			case errors.Is(err, errMalformed) || errors.Is(err, objectstore.ErrNotFound):
 				continue
 			case err != nil:
 				return 0, nil, err
@@ -501,13 +502,13 @@ func countMentions(ctx context.Context, l location, m *matcher, f *finder) (int6
 }
 
 // plainVersions reads the current objects of a bucket that keeps no versions.
-type plainVersions struct{ Bucket }
+type plainVersions struct{ objectstore.Bucket }
 
-func (plainVersions) ListVersions(context.Context, string) ([]Version, error) {
-	return nil, errNoVersions
+func (plainVersions) ListVersions(context.Context, string) ([]objectstore.Version, error) {
+	return nil, objectstore.ErrNoVersions
 }
-func (plainVersions) GetVersion(context.Context, string, string) (*Object, error) {
-	return nil, ErrNotFound
+func (plainVersions) GetVersion(context.Context, string, string) (*objectstore.Object, error) {
+	return nil, objectstore.ErrNotFound
 }
 func (plainVersions) DeleteVersion(context.Context, string, string) error { return nil }
 

@@ -3,6 +3,8 @@ package datasetstore
 import (
 	"strings"
 	"time"
+
+	"github.com/lethe-erasure/lethe/pkg/objectstore"
 )
 
 // A row index lets Find count the rows of a version this process wrote without reading
@@ -148,7 +150,7 @@ func (ix *indexer) reset() { ix.pending, ix.sess = ix.pending[:0], ix.sess[:0] }
 
 // index returns what ix recorded as the index of the version w, or nil when the filter
 // did not go through a whole object.
-func (ix *indexer) index(w Written, scope string) *rowIndex {
+func (ix *indexer) index(w objectstore.Written, scope string) *rowIndex {
 	if ix == nil || !ix.done || ix.over {
 		return nil
 	}

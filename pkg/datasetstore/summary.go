@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/objectstore"
 	"github.com/lethe-erasure/lethe/pkg/subject"
 )
 
@@ -97,7 +98,7 @@ func WithKey(key subject.Key) Option {
 func WithSummaries(key subject.Key) Option {
 	return func(s *Store) {
 		s.names = deletion.NewItemNames(key)
-		s.sum = &summaries{key: key, mac: key.Derive(summaryLabel), cache: map[string][]entry{}, written: map[string]Written{}, rewrites: map[string]*rewriteInProgress{}, memo: newPrefixMemo(), rows: map[string]*rowIndex{}}
+		s.sum = &summaries{key: key, mac: key.Derive(summaryLabel), cache: map[string][]entry{}, written: map[string]objectstore.Written{}, rewrites: map[string]*rewriteInProgress{}, memo: newPrefixMemo(), rows: map[string]*rowIndex{}}
 	}
 }
 
@@ -109,8 +110,8 @@ type summaries struct {
 	mu       sync.Mutex
 	cache    map[string][]entry // bucket name, NUL, summary name -> entries
 	size     int
-	written  map[string]Written            // idem -> the summary version this process wrote last
-	rewrites map[string]*rewriteInProgress // idem -> the rewrite of its object this process is making
+	written  map[string]objectstore.Written // idem -> the summary version this process wrote last
+	rewrites map[string]*rewriteInProgress  // idem -> the rewrite of its object this process is making
 	memo     *prefixMemo
 	rows     map[string]*rowIndex // idem -> the row index of the version this process wrote last
 	indexed  int                  // values held by rows
@@ -465,7 +466,7 @@ func (s *summaries) heldIndex(id string) *rowIndex {
 // indexOf returns the row index of ver, the current version of the object of summary id
 // as listed at listed, when this process holds one for scope. An index of another version
 // is dropped when the listing is younger than the index: its version is no longer current.
-func (s *summaries) indexOf(id string, ver Version, scope string, listed time.Time) *rowIndex {
+func (s *summaries) indexOf(id string, ver objectstore.Version, scope string, listed time.Time) *rowIndex {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	x := s.rows[id]
@@ -487,7 +488,7 @@ func (s *summaries) indexOf(id string, ver Version, scope string, listed time.Ti
 // id, the tally of from's row index under scope, removing it from the index so that no
 // other rewrite spends it; nil when the process holds none. A rewrite that does not
 // spend it gives it back (giveBack).
-func (s *summaries) takeTally(id string, from *Object, scope string) (*tally, *rowIndex) {
+func (s *summaries) takeTally(id string, from *objectstore.Object, scope string) (*tally, *rowIndex) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	x := s.rows[id]
@@ -518,7 +519,7 @@ func (s *summaries) dropIndex(id string) {
 }
 
 // lastWrite returns the version of summary id this process wrote last, if it knows one.
-func (s *summaries) lastWrite(id string) (Written, bool) {
+func (s *summaries) lastWrite(id string) (objectstore.Written, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	w, ok := s.written[id]
@@ -527,7 +528,7 @@ func (s *summaries) lastWrite(id string) (Written, bool) {
 
 // wrote records wr as the version of summary id this process wrote last (the zero Written:
 // none known).
-func (s *summaries) wrote(id string, wr Written) {
+func (s *summaries) wrote(id string, wr objectstore.Written) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if wr.Token == "" {

@@ -23,6 +23,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/deletion/deletiontest"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/objectstore"
 	"github.com/lethe-erasure/lethe/pkg/testenv"
 )
 
@@ -225,7 +226,7 @@ func summaryObjects(t *testing.T, c *s3.Client) map[string][]byte {
 	t.Helper()
 	ctx := context.Background()
 	out := map[string][]byte{}
-	b := NewS3(c, testBucket)
+	b := objectstore.NewS3(c, testBucket)
 	var keys []string
 	if err := b.List(ctx, summaryRoot, func(k string) error { keys = append(keys, k); return nil }); err != nil {
 		t.Fatal(err)
@@ -482,7 +483,7 @@ func TestTenantErasureDropsSummaries(t *testing.T) {
 	if _, err := store.Erase(ctx, st, tenant); err != nil {
 		t.Fatal(err)
 	}
-	vs, err := NewS3(c, testBucket).ListVersions(ctx, summaryRoot)
+	vs, err := objectstore.NewS3(c, testBucket).ListVersions(ctx, summaryRoot)
 	if err != nil || len(vs) != 0 {
 		t.Errorf("summary versions after the tenant erasure: %d, %v; want none", len(vs), err)
 	}
@@ -867,11 +868,11 @@ func TestReadDuringRewriteWaitsForItsSummary(t *testing.T) {
 	key := "acme/d0.csv"
 	writer, reader := locs[0].view(m, nil), locs[0].readView(m, nil)
 	end := store.sum.rewriting(writer.cacheID(key), `"e1"`)
-	if reader.summarised(key, &Object{VersionID: "v1", Token: `"e1"`}) {
+	if reader.summarised(key, &objectstore.Object{VersionID: "v1", Token: `"e1"`}) {
 		t.Fatal("the version the rewrite started from has no summary, yet it was taken as summarised")
 	}
 	got := make(chan bool)
-	go func() { got <- reader.summarised(key, &Object{VersionID: "v2", Token: `"e2"`}) }()
+	go func() { got <- reader.summarised(key, &objectstore.Object{VersionID: "v2", Token: `"e2"`}) }()
 	select {
 	case <-got:
 		t.Fatal("a read of the version being written did not wait for the rewrite")
@@ -883,7 +884,7 @@ func TestReadDuringRewriteWaitsForItsSummary(t *testing.T) {
 		t.Error("after the rewrite, the version it wrote was not found summarised")
 	}
 	// no rewrite in progress: nothing to wait for
-	if reader.summarised(key, &Object{VersionID: "v3", Token: `"e3"`}) {
+	if reader.summarised(key, &objectstore.Object{VersionID: "v3", Token: `"e3"`}) {
 		t.Error("a version never summarised was taken as summarised")
 	}
 }

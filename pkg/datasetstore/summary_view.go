@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/lethe-erasure/lethe/pkg/objectstore"
 )
 
 // view is what one operation on one location uses of the summaries: the request's
@@ -16,7 +18,7 @@ import (
 // is used by one goroutine.
 type view struct {
 	s      *summaries
-	b      *s3Bucket
+	b      *objectstore.S3
 	tenant string
 	m      *matcher
 	scope  string
@@ -39,7 +41,7 @@ type loaded struct {
 // view returns the summary view of l for the row matcher m and, for mention scans, the
 // finder f (nil otherwise).
 func (l location) view(m *matcher, f *finder) *view {
-	b, ok := l.bucket.(*s3Bucket)
+	b, ok := l.bucket.(*objectstore.S3)
 	if l.sum == nil || m == nil || !ok {
 		return nil
 	}
@@ -82,7 +84,7 @@ func (l location) readView(m *matcher, f *finder) *view {
 	return v
 }
 
-func (v *view) cacheID(key string) string { return v.b.name + "\x00" + v.s.nameOf(key) }
+func (v *view) cacheID(key string) string { return v.b.Name() + "\x00" + v.s.nameOf(key) }
 
 // doc returns what is known of key's summary, from the process cache at first.
 func (v *view) doc(key string) *loaded {
@@ -150,7 +152,7 @@ func (d *loaded) merge(e entry) bool {
 // skip reports whether the version ver of key can be left unread: its summary is valid
 // and holds none of the request's pseudonyms (mentions: none of its identifiers as a
 // mention candidate).
-func (v *view) skip(ctx context.Context, key string, ver Version, mentions bool) bool {
+func (v *view) skip(ctx context.Context, key string, ver objectstore.Version, mentions bool) bool {
 	if v == nil || ver.Token == "" || ver.DeleteMarker || mentions && !v.mentionsOK {
 		return false
 	}
@@ -176,7 +178,7 @@ func (v *view) add(key string, e entry) {
 // reader returns the body of obj to read and the function to call once it was read (with
 // the reader's error, nil on success): when obj's version has no valid summary, the bytes
 // read are summarised on the way and the summary recorded.
-func (v *view) reader(key string, obj *Object) (io.Reader, func(error)) {
+func (v *view) reader(key string, obj *objectstore.Object) (io.Reader, func(error)) {
 	if v == nil || obj.Token == "" || v.summarised(key, obj) {
 		return obj.Body, func(error) {}
 	}
@@ -195,7 +197,7 @@ func (v *view) reader(key string, obj *Object) (io.Reader, func(error)) {
 // summarised reports whether obj's version has a valid summary in v. While this process
 // rewrites key from another version, obj is most likely the version being written: it
 // waits for that rewrite's summary rather than building the same one a second time.
-func (v *view) summarised(key string, obj *Object) bool {
+func (v *view) summarised(key string, obj *objectstore.Object) bool {
 	d := v.doc(key)
 	valid := func() bool {
 		return slices.ContainsFunc(d.entries, func(e entry) bool { return e.is(obj.VersionID, obj.Token, v.scope) })
@@ -218,9 +220,9 @@ func (v *view) summarised(key string, obj *Object) bool {
 // may collect the kept rows' values itself (indexer.claim): the bytes written are then
 // not scanned again, and when the process holds the tally of from, only the dropped rows'
 // values are collected.
-func (v *view) writer(key string, from *Object, w io.Writer, ix *indexer) (io.Writer, func(error, Written)) {
+func (v *view) writer(key string, from *objectstore.Object, w io.Writer, ix *indexer) (io.Writer, func(error, objectstore.Written)) {
 	if v == nil {
-		return w, func(error, Written) {}
+		return w, func(error, objectstore.Written) {}
 	}
 	id := v.cacheID(key)
 	end := v.s.rewriting(id, from.Token)
@@ -230,7 +232,7 @@ func (v *view) writer(key string, from *Object, w io.Writer, ix *indexer) (io.Wr
 		ix.sum, bl.ix = newCollector(), ix
 		ix.base, taken = v.s.takeTally(id, from, v.scope)
 	}
-	return io.MultiWriter(w, bl), func(err error, wr Written) {
+	return io.MultiWriter(w, bl), func(err error, wr objectstore.Written) {
 		defer end()
 		if err == nil && wr.Token == "" {
 			err = errors.New("no etag")
@@ -306,7 +308,7 @@ func (bl *building) finish(err error) (entry, error) {
 
 // flush stores key's summary when it changed, keeping the entries of the versions in live
 // (those of key that exist now). A summary left with no entry is deleted.
-func (v *view) flush(ctx context.Context, key string, live []Version) error {
+func (v *view) flush(ctx context.Context, key string, live []objectstore.Version) error {
 	if v == nil || v.docs[key] == nil {
 		return nil
 	}
@@ -347,13 +349,13 @@ func (v *view) flush(ctx context.Context, key string, live []Version) error {
 		// another process have written it since, merge what it holds, as below.
 		v.capEntries(d)
 		v.s.remember(id, d.entries)
-		wr, err := v.b.put(ctx, name, &Object{Token: last.Token}, write)
+		wr, err := v.b.Write(ctx, name, &objectstore.Object{Token: last.Token}, write)
 		if err == nil {
 			v.s.wrote(id, wr)
 			d.stored = slices.Clone(d.entries)
 			return v.dropVersion(ctx, name, last.VersionID)
 		}
-		if !errors.Is(err, ErrConflict) && !errors.Is(err, ErrNotFound) {
+		if !errors.Is(err, objectstore.ErrConflict) && !errors.Is(err, objectstore.ErrNotFound) {
 			return fmt.Errorf("summary: %w", err)
 		}
 	}
@@ -368,12 +370,12 @@ func (v *view) flush(ctx context.Context, key string, live []Version) error {
 	}
 	d.stored = slices.Clone(d.entries)
 	if len(d.entries) == 0 {
-		v.s.wrote(id, Written{})
+		v.s.wrote(id, objectstore.Written{})
 		return v.drop(ctx, name)
 	}
-	wr, err := v.b.put(ctx, name, nil, write)
+	wr, err := v.b.Write(ctx, name, nil, write)
 	if err != nil {
-		v.s.wrote(id, Written{})
+		v.s.wrote(id, objectstore.Written{})
 		return fmt.Errorf("summary: %w", err)
 	}
 	v.s.wrote(id, wr)
@@ -392,7 +394,7 @@ func (v *view) dropVersion(ctx context.Context, name, id string) error {
 	if id == "" || id == "null" {
 		return nil
 	}
-	if err := v.b.DeleteVersion(ctx, name, id); err != nil && !errors.Is(err, ErrNotFound) {
+	if err := v.b.DeleteVersion(ctx, name, id); err != nil && !errors.Is(err, objectstore.ErrNotFound) {
 		return fmt.Errorf("summary: %w", err)
 	}
 	return nil
@@ -423,7 +425,7 @@ func (v *view) drop(ctx context.Context, name string) error {
 // bucket that keeps versions.
 func (v *view) pruneVersions(ctx context.Context, name string, all bool) error {
 	vs, err := versionsOf(ctx, v.b, name)
-	if errors.Is(err, errNoVersions) {
+	if errors.Is(err, objectstore.ErrNoVersions) {
 		return nil
 	}
 	if err != nil {
@@ -463,7 +465,7 @@ func (v *view) indexing(m *matcher, key string) (*matcher, *indexer) {
 
 // indexed keeps what ix recorded as the row index of wr, the version of key just written
 // (an ix that recorded no whole object drops the index the process held for key).
-func (v *view) indexed(key string, ix *indexer, wr Written) {
+func (v *view) indexed(key string, ix *indexer, wr objectstore.Written) {
 	if v == nil || ix == nil {
 		return
 	}
@@ -476,7 +478,7 @@ func (v *view) indexed(key string, ix *indexer, wr Written) {
 
 // countKnown counts the rows m matches in ver, the current version of key as listed at
 // listed, from the row index this process keeps of it, reporting false when it keeps none.
-func (v *view) countKnown(key string, ver Version, listed time.Time, m *matcher) (int, bool) {
+func (v *view) countKnown(key string, ver objectstore.Version, listed time.Time, m *matcher) (int, bool) {
 	if v == nil {
 		return 0, false
 	}
@@ -488,9 +490,9 @@ func (v *view) countKnown(key string, ver Version, listed time.Time, m *matcher)
 }
 
 // put writes through b, returning what was written when b reports it.
-func put(ctx context.Context, b Bucket, key string, prev *Object, write func(io.Writer) error) (Written, error) {
-	if sb, ok := b.(*s3Bucket); ok {
-		return sb.put(ctx, key, prev, write)
+func put(ctx context.Context, b objectstore.Bucket, key string, prev *objectstore.Object, write func(io.Writer) error) (objectstore.Written, error) {
+	if sb, ok := b.(*objectstore.S3); ok {
+		return sb.Write(ctx, key, prev, write)
 	}
-	return Written{}, b.Put(ctx, key, prev, write)
+	return objectstore.Written{}, b.Put(ctx, key, prev, write)
 }
