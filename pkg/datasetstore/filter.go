@@ -3,12 +3,13 @@ package datasetstore
 import (
 	"bufio"
 	"bytes"
-	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/parquet-go/parquet-go"
 )
 
 // matcher decides whether a row belongs to the subject. Values are compared exactly after
@@ -70,38 +71,38 @@ func (m *matcher) session(v string) bool {
 	return v != "" && m.sessions[v]
 }
 
-// filter copies the dataset in r to w without the rows m matches and returns how many rows
-// it dropped. Every kept row, the header and any blank lines are copied byte for byte. With
-// a nil w it only counts. A parse error or content past lim wraps errMalformed; a read
-// error is returned as is. Both leave w with partial output that the caller must discard.
+// erasure is the policy of row erasure: it drops the rows that belong to the subject and
+// keeps every other row as it is.
+type erasure struct{ dropped int }
+
+func (e *erasure) decide(matched bool) action {
+	if matched {
+		e.dropped++
+		return drop
+	}
+	return keep
+}
+
+func (e *erasure) csvRow(_ *csvRecord, matched bool) (action, []byte) { return e.decide(matched), nil }
+func (e *erasure) jsonRow(_ []byte, matched bool) (action, []byte)    { return e.decide(matched), nil }
+func (e *erasure) parquetRow(_ parquet.Row, _ *parquetColumns, matched bool) action {
+	return e.decide(matched)
+}
+
+// rewrite copies the dataset object key, read from body, to w without the rows m matches
+// and returns how many rows it dropped; with a nil w it only counts. It reads and fails as
+// walk does.
+func rewrite(key string, body io.Reader, w io.Writer, m *matcher, lim Limits) (int, error) {
+	var e erasure
+	err := walk(key, body, w, m, &e, lim)
+	return e.dropped, err
+}
+
+// filter is rewrite of the decompressed dataset r of format f.
 func filter(f format, r io.Reader, w io.Writer, m *matcher, lim Limits) (int, error) {
-	if f == formatParquet {
-		return filterParquet(r, w, m, lim)
-	}
-	if w == nil {
-		w = io.Discard
-	}
-	bw := newWriter(w)
-	defer releaseWriter(bw)
-	var n int
-	var err error
-	switch f {
-	case formatCSV:
-		n, err = filterCSV(r, bw, ',', m, lim)
-	case formatTSV:
-		n, err = filterCSV(r, bw, '\t', m, lim)
-	case formatJSONL:
-		n, err = filterJSONL(r, bw, m, lim)
-	case formatJSONArray:
-		n, err = filterJSONArray(r, bw, m, lim)
-	case formatEmpty:
-	default:
-		return 0, fmt.Errorf("%w: unknown format", errMalformed)
-	}
-	if err != nil {
-		return n, err
-	}
-	return n, bw.Flush()
+	var e erasure
+	err := walkFormat(f, r, w, m, &e, lim)
+	return e.dropped, err
 }
 
 // maxFields bounds the fields of one CSV or TSV record (a parser holds about 40 bytes per
@@ -180,6 +181,9 @@ func (r *recorder) take(end int64) []byte {
 	return out
 }
 
+// rest takes every recorded byte.
+func (r *recorder) rest() []byte { return r.take(r.base + int64(len(r.buf))) }
+
 // failed is the error to return for a parser that failed over r: the bound passed, or
 // the source's read error; nil when r saw neither (the content is at fault).
 func (r *recorder) failed() error {
@@ -190,79 +194,6 @@ func (r *recorder) failed() error {
 		return r.err
 	}
 	return fmt.Errorf("read: %w", r.err)
-}
-
-func filterCSV(src io.Reader, w *bufio.Writer, comma rune, m *matcher, lim Limits) (int, error) {
-	rec := newRecorder(src, lim, "a record", byte(comma))
-	cr := csv.NewReader(rec)
-	cr.Comma = comma
-	cr.FieldsPerRecord = 0 // every record has as many fields as the header
-	cr.ReuseRecord = true
-	wrap := func(err error) error {
-		if ferr := rec.failed(); ferr != nil {
-			return ferr
-		}
-		return fmt.Errorf("%w: %w", errMalformed, err)
-	}
-	header, err := cr.Read()
-	if err == io.EOF {
-		_, err = w.Write(rec.take(rec.base + int64(len(rec.buf))))
-		return 0, err
-	}
-	if err != nil {
-		return 0, wrap(err)
-	}
-	var subj, sess []int
-	for i, name := range header {
-		if i == 0 {
-			name = strings.TrimPrefix(name, "\ufeff")
-		}
-		if contains(m.subjectCols, name) {
-			subj = append(subj, i)
-		}
-		if contains(m.sessionCols, name) {
-			sess = append(sess, i)
-		}
-	}
-	if m.ix != nil {
-		m.ix.claim()
-	}
-	if _, err := w.Write(rec.take(cr.InputOffset())); err != nil {
-		return 0, err
-	}
-	dropped := 0
-	for {
-		fields, err := cr.Read()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return dropped, wrap(err)
-		}
-		raw := rec.take(cr.InputOffset())
-		if matchCSV(fields, subj, sess, m) {
-			if m.ix != nil {
-				m.ix.dropped(fields, subj, sess)
-			}
-			dropped++
-			continue
-		}
-		if m.ix != nil {
-			m.ix.kept(fields, subj, sess)
-		}
-		if _, err := w.Write(raw); err != nil {
-			return dropped, err
-		}
-	}
-	if err := rec.failed(); err != nil {
-		return dropped, err
-	}
-	if m.ix != nil {
-		m.ix.done = true
-	}
-	// Whatever follows the last record (blank lines) is kept.
-	_, err = w.Write(rec.take(rec.base + int64(len(rec.buf))))
-	return dropped, err
 }
 
 func matchCSV(fields []string, subj, sess []int, m *matcher) bool {
@@ -277,34 +208,6 @@ func matchCSV(fields []string, subj, sess []int, m *matcher) bool {
 		}
 	}
 	return false
-}
-
-func filterJSONL(src io.Reader, w *bufio.Writer, m *matcher, lim Limits) (int, error) {
-	br := newReader(src)
-	defer releaseReader(br)
-	var line []byte
-	dropped := 0
-	for lineNo := 1; ; lineNo++ {
-		var err error
-		line, err = readLine(br, line, lineNo, lim)
-		if err != nil && err != io.EOF {
-			return dropped, err
-		}
-		if len(line) > 0 {
-			match, perr := matchJSONL(line, m)
-			if perr != nil {
-				return dropped, fmt.Errorf("%w: line %d: %w", errMalformed, lineNo, perr)
-			}
-			if match {
-				dropped++
-			} else if _, werr := w.Write(line); werr != nil {
-				return dropped, werr
-			}
-		}
-		if err == io.EOF {
-			return dropped, nil
-		}
-	}
 }
 
 // readLine reads line lineNo of br, its '\n' included, into line[:0]. A line of more than

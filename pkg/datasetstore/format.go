@@ -90,69 +90,28 @@ func (t *tracked) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// rewrite copies the dataset object key, read from body, to w without the rows m matches
-// and returns how many rows it dropped; with a nil w it only counts. Compression is settled
-// by content (gzip's magic number) and kept; the format by the extension (ignoring case and
-// a ".gz" suffix) and, for ".json", an unknown extension or Parquet's magic number, by
-// content. Kept rows are copied byte for byte (CSV, TSV, JSONL, JSON arrays; their
-// decompressed bytes when gzip-compressed) or value for value with the schema and the
-// compression codec (Parquet). Content that cannot be decoded or passes lim wraps
-// errMalformed; a failure to read body or to write w is returned as it is. Either way w
-// holds partial output that the caller must discard.
-func rewrite(key string, body io.Reader, w io.Writer, m *matcher, lim Limits) (int, error) {
-	return transcode(body, w, func(src io.Reader, dst *tracked) (int, error) { return decodeAndFilter(key, src, dst, m, lim) })
-}
-
 // transcode runs fn from body to w (nil: none) and tells its failures apart: the
 // destination's or the source's are returned as such, content that cannot be decoded
 // wraps errMalformed.
-func transcode[T any](body io.Reader, w io.Writer, fn func(src io.Reader, dst *tracked) (T, error)) (T, error) {
+func transcode(body io.Reader, w io.Writer, fn func(src io.Reader, dst *tracked) error) error {
 	src := &tracked{r: body}
 	var dst *tracked
 	if w != nil {
 		dst = &tracked{w: w}
 	}
-	n, err := fn(src, dst)
+	err := fn(src, dst)
 	switch {
 	case err == nil:
-		return n, nil
+		return nil
 	case dst != nil && dst.err != nil:
-		return n, fmt.Errorf("write: %w", dst.err)
+		return fmt.Errorf("write: %w", dst.err)
 	case src.err != nil:
-		return n, fmt.Errorf("read: %w", src.err)
+		return fmt.Errorf("read: %w", src.err)
 	case errors.Is(err, errMalformed):
-		return n, err
+		return err
 	}
 	// The source and the destination did not fail: the decompressor did.
-	return n, malformed("%v", err)
-}
-
-func decodeAndFilter(key string, src io.Reader, dst *tracked, m *matcher, lim Limits) (int, error) {
-	f, in, zr, release, err := open(key, src, lim)
-	defer release()
-	if err != nil {
-		return 0, err
-	}
-	var out io.Writer
-	var zw *gzip.Writer
-	if dst != nil {
-		out = dst
-		if zr != nil {
-			zw = gzip.NewWriter(dst)
-			zw.Header = zr.Header
-			out = zw
-		}
-	}
-	n, err := filter(f, in, out, m, lim)
-	if err != nil {
-		return n, err
-	}
-	if zw != nil {
-		if err := zw.Close(); err != nil {
-			return n, err
-		}
-	}
-	return n, nil
+	return malformed("%v", err)
 }
 
 // open settles the compression and the format of the dataset key read from src, and

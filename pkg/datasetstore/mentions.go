@@ -2,7 +2,6 @@ package datasetstore
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -162,47 +161,9 @@ func (ms *mentionScan) field(name string) {
 // or erase). Rows m matches are the subject's own and are left to the row erasure. Content
 // that cannot be decoded or passes lim wraps errMalformed, as in rewrite.
 func scanMentions(key string, body io.Reader, w io.Writer, m *matcher, f *finder, policy string, lim Limits) (mentionScan, error) {
-	return transcode(body, w, func(src io.Reader, dst *tracked) (mentionScan, error) {
-		return decodeAndScan(key, src, dst, m, f, policy, lim)
-	})
-}
-
-func decodeAndScan(key string, src io.Reader, dst *tracked, m *matcher, f *finder, policy string, lim Limits) (mentionScan, error) {
 	var ms mentionScan
-	fm, in, zr, release, err := open(key, src, lim)
-	defer release()
-	if err != nil {
-		return ms, err
-	}
-	out := io.Discard
-	var zw *gzip.Writer
-	if dst != nil {
-		out = dst
-		if zr != nil {
-			zw = gzip.NewWriter(dst)
-			zw.Header = zr.Header
-			out = zw
-		}
-	}
-	s := &scanner{m: m, f: f, policy: policy, write: dst != nil, ms: &ms, lim: lim}
-	switch fm {
-	case formatCSV:
-		err = s.csv(in, out, ',')
-	case formatTSV:
-		err = s.csv(in, out, '\t')
-	case formatJSONL:
-		err = s.jsonl(in, out)
-	case formatJSONArray:
-		err = s.jsonArray(in, out)
-	case formatParquet:
-		err = s.parquet(in, out)
-	case formatEmpty:
-	default:
-		err = malformed("unknown format")
-	}
-	if err == nil && zw != nil {
-		err = zw.Close()
-	}
+	s := &scanner{m: m, f: f, policy: policy, write: w != nil, ms: &ms}
+	err := walk(key, body, w, m, s, lim)
 	return ms, err
 }
 
@@ -213,33 +174,23 @@ type scanner struct {
 	policy string
 	write  bool // rewriting (else only counting)
 	ms     *mentionScan
-	lim    Limits
 }
-
-// rowAction is what the policy does with one row.
-type rowAction int
-
-const (
-	rowKeep   rowAction = iota // no mention, or only counting
-	rowDrop                    // MentionsErase
-	rowRedact                  // MentionsRedact
-)
 
 // decide counts a row that does (found) or does not mention the subject and says what the
 // policy does with it: a counted row is left, a handled one dropped or redacted.
-func (s *scanner) decide(found bool) rowAction {
+func (s *scanner) decide(found bool) action {
 	switch {
 	case !found:
-		return rowKeep
+		return keep
 	case !s.write:
 		s.ms.left++
-		return rowKeep
+		return keep
 	}
 	s.ms.handled++
 	if s.policy == MentionsErase {
-		return rowDrop
+		return drop
 	}
-	return rowRedact
+	return redact
 }
 
 // jsonStrings walks every string literal of the JSON value raw (valid JSON) outside the
@@ -333,21 +284,22 @@ func marshalString(v string) ([]byte, error) {
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), err
 }
 
-// jsonRow applies the policy to one JSON row raw (valid JSON) and returns what to write
-// (nil: drop the row).
-func (s *scanner) jsonRow(raw []byte) []byte {
+// jsonRow applies the policy to one JSON row raw (valid JSON) outside the matcher's named
+// columns; a row that belongs to the subject is left to the row erasure.
+func (s *scanner) jsonRow(raw []byte, matched bool) (action, []byte) {
+	if matched {
+		return keep, nil
+	}
 	_, found := s.jsonStrings(raw, false, s.ms.field)
-	switch s.decide(found) {
-	case rowKeep:
-		return raw
-	case rowDrop:
-		return nil
+	act := s.decide(found)
+	if act != redact {
+		return act, nil
 	}
 	out, _ := s.jsonStrings(raw, true, func(string) {})
 	if _, still := s.jsonStrings(out, false, func(string) {}); still {
 		s.ms.left++
 	}
-	return out
+	return redact, out
 }
 
 // handleMentions applies policy to the mentions left in l after the row erasure: it

@@ -1,80 +1,12 @@
 package datasetstore
 
 import (
-	"errors"
-	"fmt"
 	"io"
 	"strconv"
-	"strings"
 
 	"github.com/parquet-go/parquet-go"
 	pqformat "github.com/parquet-go/parquet-go/format"
 )
-
-// filterParquet filters a Parquet file. Parquet needs random access, so the file is read
-// whole and checked against lim (openParquet: a file past it is malformed, unexamined,
-// never rewritten). The rewrite keeps the schema, the compression codec of the first
-// column chunk and the key/value metadata, and writes every kept row value for value.
-// Columns are leaf columns named by their path, so "metadata.customer_id" names the field
-// customer_id of the group metadata; a repeated column matches when any of its values
-// does. With a nil w it only counts.
-func filterParquet(r io.Reader, w io.Writer, m *matcher, lim Limits) (dropped int, err error) {
-	defer recovered(&err)
-	f, err := openParquet(r, lim)
-	if err != nil {
-		return 0, err
-	}
-	schema := f.Schema()
-	subj, sess := map[int]bool{}, map[int]bool{}
-	for i, p := range schema.Columns() {
-		name := strings.Join(p, ".")
-		if contains(m.subjectCols, name) {
-			subj[i] = true
-		}
-		if contains(m.sessionCols, name) {
-			sess[i] = true
-		}
-	}
-	var pw *parquet.Writer
-	if w != nil {
-		pw = parquetWriter(f, w)
-	}
-	buf := make([]parquet.Row, 256)
-	for g, rg := range f.RowGroups() {
-		rows := rg.Rows()
-		for {
-			n, err := rows.ReadRows(buf)
-			for _, row := range buf[:n] {
-				if matchParquet(row, subj, sess, m) {
-					dropped++
-					continue
-				}
-				if pw != nil {
-					if _, err := pw.WriteRows([]parquet.Row{row}); err != nil {
-						rows.Close()
-						return dropped, fmt.Errorf("parquet rewrite: %w", err)
-					}
-				}
-			}
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				rows.Close()
-				return dropped, malformed("parquet row group %d: %v", g+1, err)
-			}
-		}
-		if err := rows.Close(); err != nil {
-			return dropped, malformed("parquet row group %d: %v", g+1, err)
-		}
-	}
-	if pw != nil {
-		if err := pw.Close(); err != nil {
-			return dropped, fmt.Errorf("parquet rewrite: %w", err)
-		}
-	}
-	return dropped, nil
-}
 
 // matchParquet reports whether a row belongs to the subject: a value of one of its subject
 // (session) columns is a string or an integer equal to the identifier (a session id).
