@@ -133,49 +133,74 @@ func eraseRows(ctx context.Context, l location, m *matcher) (c counts, err error
 	if err != nil || m.empty() {
 		return c, err
 	}
-	vb := ls.vb
 	sv := l.view(m, nil)
+	p := objectPass{m: m, index: true,
+		apply: func(key string, r io.Reader, w io.Writer, m *matcher) (int, error) {
+			return rewrite(key, r, w, m, l.lim)
+		},
+		holds: func(v objectstore.Version) (bool, error) {
+			n, err := countVersion(ctx, ls.vb, v, m, sv, l.lim)
+			return n > 0, err
+		}}
+	c.current, c.old, err = p.run(ctx, l, ls, sv)
+	return c, err
+}
+
+// objectPass is one erasure pass over the objects of a location: the row erasure or the
+// mention handling.
+type objectPass struct {
+	m        *matcher
+	mentions bool // the summaries tell by their mention tokens which versions to skip
+	index    bool // a rewrite keeps the row index of what it writes (view.indexing)
+	// apply copies the dataset key from r to w (nil: it only counts) with the pass applied
+	// and returns the rows it removed or changed.
+	apply func(key string, r io.Reader, w io.Writer, m *matcher) (int, error)
+	// holds reports whether an older version still holds what the pass removes.
+	holds func(v objectstore.Version) (bool, error)
+}
+
+// run rewrites every current object of ls, listed in l, that p changes and deletes every
+// older version that still holds what p removes. It returns the rows p handled in current
+// objects and the older versions it deleted besides those its own rewrites superseded
+// (whose rows are counted). Objects and versions it cannot read are left as they are.
+func (p objectPass) run(ctx context.Context, l location, ls listing, sv *view) (rows, old int64, err error) {
 	for _, key := range ls.keys {
 		if err := ctx.Err(); err != nil {
-			return c, err
+			return rows, old, err
 		}
-		var rows int
+		var n int
 		var superseded string
 		var wr objectstore.Written
-		if !sv.skip(ctx, key, ls.current(key), false) {
+		if !sv.skip(ctx, key, ls.current(key), p.mentions) {
 			unlock := objectLocks.Lock(objectName(l, key))
-			m.begin()
-			rows, superseded, wr, err = eraseCurrent(ctx, l.bucket, key, m, sv, l.lim)
+			p.m.begin()
+			n, superseded, wr, err = p.rewriteCurrent(ctx, l.bucket, key, sv)
 			unlock()
 			if err != nil && !errors.Is(err, errMalformed) {
-				return c, err
+				return rows, old, err
 			}
 			if err == nil {
-				m.keep(false)
+				p.m.keep(false)
 			}
 		}
-		c.current += int64(rows)
+		rows += int64(n)
 		err := dropHeldVersions(ctx, ls, key, superseded, wr, sv,
-			func(v objectstore.Version) bool { return v.ID != superseded && sv.skip(ctx, key, v, false) },
+			func(v objectstore.Version) bool { return v.ID != superseded && sv.skip(ctx, key, v, p.mentions) },
 			func(v objectstore.Version) (bool, error) {
-				m.begin()
-				if v.ID == superseded {
-					return true, nil // the version our rewrite superseded held the rows
-				}
-				n, err := countVersion(ctx, vb, v, m, sv, l.lim)
-				return n > 0, err
+				p.m.begin()
+				return p.holds(v)
 			},
 			func(v objectstore.Version) {
 				if v.ID != superseded {
-					c.old++
-					m.keep(true)
+					old++
+					p.m.keep(true)
 				}
 			})
 		if err != nil {
-			return c, err
+			return rows, old, err
 		}
 	}
-	return c, nil
+	return rows, old, nil
 }
 
 // dropHeldVersions goes through the older versions of key once its current object was
@@ -274,14 +299,14 @@ func versionsOf(ctx context.Context, vb objectstore.Versioned, key string) ([]ob
 	return slices.DeleteFunc(all, func(v objectstore.Version) bool { return v.Key != key }), nil
 }
 
-// eraseCurrent rewrites the current object of key without the rows m matches, streaming it
-// once: the rewrite is conditional on the version read and is abandoned (nothing written)
-// when no row matches. It returns the rows removed and, when it rewrote the object, the
-// version it superseded ("-" when the bucket has no versions) and what it wrote. Rewrites
-// of one object within this process take turns, so concurrent erasures of several subjects
-// do not abort each other's conditional writes. The summaries of the versions read and
-// written go to sv.
-func eraseCurrent(ctx context.Context, b objectstore.Bucket, key string, m *matcher, sv *view, lim Limits) (int, string, objectstore.Written, error) {
+// rewriteCurrent applies p to the current object of key, streaming it once: the rewrite is
+// conditional on the version read and is abandoned (nothing written) when p changes no
+// row. It returns the rows changed and, when it rewrote the object, the version it
+// superseded ("-" when the bucket has no versions) and what it wrote. Rewrites of one
+// object within this process take turns, so concurrent erasures of several subjects do not
+// abort each other's conditional writes. The summaries of the versions read and written go
+// to sv.
+func (p objectPass) rewriteCurrent(ctx context.Context, b objectstore.Bucket, key string, sv *view) (int, string, objectstore.Written, error) {
 	obj, err := b.Get(ctx, key)
 	if errors.Is(err, objectstore.ErrNotFound) {
 		return 0, "", objectstore.Written{}, nil
@@ -291,10 +316,13 @@ func eraseCurrent(ctx context.Context, b objectstore.Bucket, key string, m *matc
 	}
 	defer obj.Body.Close()
 	var rows int
-	mi, ix := sv.indexing(m, key)
+	m, ix := p.m, (*indexer)(nil)
+	if p.index {
+		m, ix = sv.indexing(p.m, key)
+	}
 	wr, err := rewriteObject(ctx, b, key, obj, sv, ix, func(r io.Reader, w io.Writer) (bool, error) {
 		var err error
-		rows, err = rewrite(key, r, w, mi, lim)
+		rows, err = p.apply(key, r, w, m)
 		return rows > 0, err
 	})
 	if errors.Is(err, errUnchanged) {

@@ -310,38 +310,19 @@ func handleMentions(ctx context.Context, l location, m *matcher, f *finder, poli
 	if err != nil {
 		return nil, err
 	}
-	var rows, old int64
 	sv := l.view(m, f)
-	for _, key := range ls.keys {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		var n int
-		var superseded string
-		var wr objectstore.Written
-		if !sv.skip(ctx, key, ls.current(key), true) {
-			unlock := objectLocks.Lock(objectName(l, key))
-			n, superseded, wr, err = mentionCurrent(ctx, l.bucket, key, m, f, policy, sv, l.lim)
-			unlock()
-			if err != nil && !errors.Is(err, errMalformed) {
-				return nil, err
-			}
-		}
-		rows += int64(n)
-		err := dropHeldVersions(ctx, ls, key, superseded, wr, sv,
-			func(v objectstore.Version) bool { return sv.skip(ctx, key, v, true) },
-			func(v objectstore.Version) (bool, error) {
-				ms, err := mentionsInVersion(ctx, ls.vb, v, m, f, sv, l.lim)
-				return ms.left > 0, err
-			},
-			func(v objectstore.Version) {
-				if v.ID != superseded { // the one our rewrite superseded is counted as its rows
-					old++
-				}
-			})
-		if err != nil {
-			return nil, err
-		}
+	p := objectPass{m: m, mentions: true,
+		apply: func(key string, r io.Reader, w io.Writer, m *matcher) (int, error) {
+			ms, err := scanMentions(key, r, w, m, f, policy, l.lim)
+			return ms.handled, err
+		},
+		holds: func(v objectstore.Version) (bool, error) {
+			ms, err := mentionsInVersion(ctx, ls.vb, v, m, f, sv, l.lim)
+			return ms.left > 0, err
+		}}
+	rows, old, err := p.run(ctx, l, ls, sv)
+	if err != nil {
+		return nil, err
 	}
 	what := " (mentions redacted)"
 	if policy == MentionsErase {
@@ -352,37 +333,6 @@ func handleMentions(ctx context.Context, l location, m *matcher, f *finder, poli
 		out = append(out, event.LocationCount{Location: l.name + oldVersions, Deleted: old})
 	}
 	return out, nil
-}
-
-// mentionCurrent rewrites the current object of key with policy applied, conditionally
-// on the version read and only when a row changes. It returns the rows handled and the
-// version it superseded ("-" when the bucket keeps no versions, "" when it wrote nothing)
-// and what it wrote; the summaries of the versions read and written go to sv.
-func mentionCurrent(ctx context.Context, b objectstore.Bucket, key string, m *matcher, f *finder, policy string, sv *view, lim Limits) (int, string, objectstore.Written, error) {
-	obj, err := b.Get(ctx, key)
-	if errors.Is(err, objectstore.ErrNotFound) {
-		return 0, "", objectstore.Written{}, nil
-	}
-	if err != nil {
-		return 0, "", objectstore.Written{}, err
-	}
-	defer obj.Body.Close()
-	var ms mentionScan
-	wr, err := rewriteObject(ctx, b, key, obj, sv, nil, func(r io.Reader, w io.Writer) (bool, error) {
-		var err error
-		ms, err = scanMentions(key, r, w, m, f, policy, lim)
-		return ms.handled > 0, err
-	})
-	if errors.Is(err, errUnchanged) {
-		return 0, "", objectstore.Written{}, nil
-	}
-	if err != nil {
-		return 0, "", objectstore.Written{}, err
-	}
-	if obj.VersionID == "" {
-		return ms.handled, "-", wr, nil
-	}
-	return ms.handled, obj.VersionID, wr, nil
 }
 
 func mentionsInVersion(ctx context.Context, vb objectstore.Versioned, v objectstore.Version, m *matcher, f *finder, sv *view, lim Limits) (mentionScan, error) {
