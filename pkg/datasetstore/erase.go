@@ -133,7 +133,7 @@ func eraseRows(ctx context.Context, l location, m *matcher) (c counts, err error
 	if err != nil || m.empty() {
 		return c, err
 	}
-	sv := l.view(m, nil)
+	sv := l.index(m, nil, false)
 	p := objectPass{m: m, index: true,
 		apply: func(key string, r io.Reader, w io.Writer, m *matcher) (int, error) {
 			return rewrite(key, r, w, m, l.lim)
@@ -163,7 +163,7 @@ type objectPass struct {
 // older version that still holds what p removes. It returns the rows p handled in current
 // objects and the older versions it deleted besides those its own rewrites superseded
 // (whose rows are counted). Objects and versions it cannot read are left as they are.
-func (p objectPass) run(ctx context.Context, l location, ls listing, sv *view) (rows, old int64, err error) {
+func (p objectPass) run(ctx context.Context, l location, ls listing, sv summaryIndex) (rows, old int64, err error) {
 	for _, key := range ls.keys {
 		if err := ctx.Err(); err != nil {
 			return rows, old, err
@@ -210,7 +210,7 @@ func (p objectPass) run(ctx context.Context, l location, ls listing, sv *view) (
 // current version, those skip rules out and those it cannot read (Verify reports them).
 // The version superseded is held without asking holds (the rewrite removed what it held)
 // and deleted while key's summary is stored for the versions that remain.
-func dropHeldVersions(ctx context.Context, ls listing, key, superseded string, wr objectstore.Written, sv *view,
+func dropHeldVersions(ctx context.Context, ls listing, key, superseded string, wr objectstore.Written, sv summaryIndex,
 	skip func(objectstore.Version) bool, holds func(objectstore.Version) (bool, error), deleted func(objectstore.Version)) error {
 	if ls.vb == nil {
 		live := ls.live(key)
@@ -306,7 +306,7 @@ func versionsOf(ctx context.Context, vb objectstore.Versioned, key string) ([]ob
 // object within this process take turns, so concurrent erasures of several subjects do not
 // abort each other's conditional writes. The summaries of the versions read and written go
 // to sv.
-func (p objectPass) rewriteCurrent(ctx context.Context, b objectstore.Bucket, key string, sv *view) (int, string, objectstore.Written, error) {
+func (p objectPass) rewriteCurrent(ctx context.Context, b objectstore.Bucket, key string, sv summaryIndex) (int, string, objectstore.Written, error) {
 	obj, err := b.Get(ctx, key)
 	if errors.Is(err, objectstore.ErrNotFound) {
 		return 0, "", objectstore.Written{}, nil
@@ -331,7 +331,6 @@ func (p objectPass) rewriteCurrent(ctx context.Context, b objectstore.Bucket, ke
 	if err != nil {
 		return 0, "", objectstore.Written{}, err
 	}
-	sv.indexed(key, ix, wr)
 	superseded := obj.VersionID
 	if superseded == "" {
 		superseded = "-"
@@ -344,7 +343,7 @@ func (p objectPass) rewriteCurrent(ctx context.Context, b objectstore.Bucket, ke
 // anything, and unchanged content is not written (errUnchanged). The summary of the
 // version read (when it had none) and of the version written are recorded in sv; ix, when
 // fn's filter records into it, collects the written version's values (view.writer).
-func rewriteObject(ctx context.Context, b objectstore.Bucket, key string, obj *objectstore.Object, sv *view, ix *indexer, fn func(r io.Reader, w io.Writer) (bool, error)) (objectstore.Written, error) {
+func rewriteObject(ctx context.Context, b objectstore.Bucket, key string, obj *objectstore.Object, sv summaryIndex, ix *indexer, fn func(r io.Reader, w io.Writer) (bool, error)) (objectstore.Written, error) {
 	body, readDone := sv.reader(key, obj)
 	var writeDone func(error, objectstore.Written)
 	read := false
@@ -370,7 +369,7 @@ func rewriteObject(ctx context.Context, b objectstore.Bucket, key string, obj *o
 // countObject counts the rows m matches in the current object of key; with a nil m it
 // only settles that the object is a dataset and counts 1. The summary of the version read
 // goes to sv.
-func countObject(ctx context.Context, b objectstore.Bucket, key string, m *matcher, sv *view, lim Limits) (int, error) {
+func countObject(ctx context.Context, b objectstore.Bucket, key string, m *matcher, sv summaryIndex, lim Limits) (int, error) {
 	obj, err := b.Get(ctx, key)
 	if err != nil {
 		return 0, err
@@ -378,7 +377,7 @@ func countObject(ctx context.Context, b objectstore.Bucket, key string, m *match
 	return countRead(key, obj, m, sv, lim)
 }
 
-func countRead(key string, obj *objectstore.Object, m *matcher, sv *view, lim Limits) (int, error) {
+func countRead(key string, obj *objectstore.Object, m *matcher, sv summaryIndex, lim Limits) (int, error) {
 	defer obj.Body.Close()
 	body, done := sv.reader(key, obj)
 	n, err := count(key, body, m, lim)
@@ -395,7 +394,7 @@ func count(key string, body io.Reader, m *matcher, lim Limits) (int, error) {
 
 // countVersion counts the rows m matches in one version (the current one by key, so that
 // the "null" version of an unversioned bucket needs no version id).
-func countVersion(ctx context.Context, vb objectstore.Versioned, v objectstore.Version, m *matcher, sv *view, lim Limits) (int, error) {
+func countVersion(ctx context.Context, vb objectstore.Versioned, v objectstore.Version, m *matcher, sv summaryIndex, lim Limits) (int, error) {
 	if v.Latest {
 		return countObject(ctx, vb, v.Key, m, sv, lim)
 	}
@@ -414,12 +413,12 @@ func isDataset(ctx context.Context, l location, ls listing, key string) error {
 		return nil
 	}
 	if ls.vb == nil {
-		_, err := countObject(ctx, l.bucket, key, nil, nil, l.lim)
+		_, err := countObject(ctx, l.bucket, key, nil, noSummaries{}, l.lim)
 		return err
 	}
 	for _, v := range ls.vers[key] { // newest first
 		if !v.DeleteMarker {
-			_, err := countVersion(ctx, ls.vb, v, nil, nil, l.lim)
+			_, err := countVersion(ctx, ls.vb, v, nil, noSummaries{}, l.lim)
 			return err
 		}
 	}
@@ -451,7 +450,7 @@ func dropAll(ctx context.Context, l location) (c counts, err error) {
 	if err != nil {
 		return c, err
 	}
-	sv := l.view(&matcher{}, nil)
+	sv := l.index(&matcher{}, nil, false)
 	for _, key := range ls.keys {
 		if err := ctx.Err(); err != nil {
 			return c, err
@@ -510,7 +509,7 @@ func remaining(ctx context.Context, l location, m *matcher) (c counts, err error
 		c.current += int64(n)
 		return nil
 	}
-	sv := l.readView(m, nil)
+	sv := l.index(m, nil, true)
 	for _, key := range ls.keys {
 		if err := ctx.Err(); err != nil {
 			return c, err

@@ -56,7 +56,7 @@ func findRows(ctx context.Context, l location, m *matcher) (c counts, err error)
 		return c, err
 	}
 	unreadable := func(err error) bool { return errors.Is(err, errMalformed) || errors.Is(err, objectstore.ErrNotFound) }
-	sv := l.readView(m, nil)
+	sv := l.index(m, nil, true)
 	for _, key := range ls.keys {
 		if err := ctx.Err(); err != nil {
 			return c, err

@@ -310,7 +310,7 @@ func handleMentions(ctx context.Context, l location, m *matcher, f *finder, poli
 	if err != nil {
 		return nil, err
 	}
-	sv := l.view(m, f)
+	sv := l.index(m, f, false)
 	p := objectPass{m: m, mentions: true,
 		apply: func(key string, r io.Reader, w io.Writer, m *matcher) (int, error) {
 			ms, err := scanMentions(key, r, w, m, f, policy, l.lim)
@@ -335,7 +335,7 @@ func handleMentions(ctx context.Context, l location, m *matcher, f *finder, poli
 	return out, nil
 }
 
-func mentionsInVersion(ctx context.Context, vb objectstore.Versioned, v objectstore.Version, m *matcher, f *finder, sv *view, lim Limits) (mentionScan, error) {
+func mentionsInVersion(ctx context.Context, vb objectstore.Versioned, v objectstore.Version, m *matcher, f *finder, sv summaryIndex, lim Limits) (mentionScan, error) {
 	var obj *objectstore.Object
 	var err error
 	if v.Latest {
@@ -364,7 +364,7 @@ func countMentions(ctx context.Context, l location, m *matcher, f *finder) (int6
 	}
 	var n int64
 	var items []string
-	sv := l.readView(m, f)
+	sv := l.index(m, f, true)
 	for _, key := range ls.keys {
 		if err := ctx.Err(); err != nil {
 			return 0, nil, err

@@ -12,10 +12,8 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/objectstore"
 )
 
-// view is what one operation on one location uses of the summaries: the request's
-// pseudonyms and the summaries loaded so far. Its methods accept a nil view (summaries
-// off, or a location that is no S3 bucket), which skips nothing and builds nothing. A view
-// is used by one goroutine.
+// view is the summaryIndex of an S3 location with summaries: the request's pseudonyms
+// and the summaries loaded so far. A view is used by one goroutine.
 type view struct {
 	s      *summaries
 	b      *objectstore.S3
@@ -39,7 +37,7 @@ type loaded struct {
 }
 
 // view returns the summary view of l for the row matcher m and, for mention scans, the
-// finder f (nil otherwise).
+// finder f (nil otherwise); nil when l keeps no summaries.
 func (l location) view(m *matcher, f *finder) *view {
 	b, ok := l.bucket.(*objectstore.S3)
 	if l.sum == nil || m == nil || !ok {
@@ -153,7 +151,7 @@ func (d *loaded) merge(e entry) bool {
 // and holds none of the request's pseudonyms (mentions: none of its identifiers as a
 // mention candidate).
 func (v *view) skip(ctx context.Context, key string, ver objectstore.Version, mentions bool) bool {
-	if v == nil || ver.Token == "" || ver.DeleteMarker || mentions && !v.mentionsOK {
+	if ver.Token == "" || ver.DeleteMarker || mentions && !v.mentionsOK {
 		return false
 	}
 	e, ok := v.find(ctx, key, ver.ID, ver.Token)
@@ -179,7 +177,7 @@ func (v *view) add(key string, e entry) {
 // the reader's error, nil on success): when obj's version has no valid summary, the bytes
 // read are summarised on the way and the summary recorded.
 func (v *view) reader(key string, obj *objectstore.Object) (io.Reader, func(error)) {
-	if v == nil || obj.Token == "" || v.summarised(key, obj) {
+	if obj.Token == "" || v.summarised(key, obj) {
 		return obj.Body, func(error) {}
 	}
 	bl := v.start(key)
@@ -219,11 +217,9 @@ func (v *view) summarised(key string, obj *objectstore.Object) bool {
 // written): on success the summary of the new version is recorded. With ix, a CSV filter
 // may collect the kept rows' values itself (indexer.claim): the bytes written are then
 // not scanned again, and when the process holds the tally of from, only the dropped rows'
-// values are collected.
+// values are collected. After a successful write the row index ix recorded is kept
+// (indexed).
 func (v *view) writer(key string, from *objectstore.Object, w io.Writer, ix *indexer) (io.Writer, func(error, objectstore.Written)) {
-	if v == nil {
-		return w, func(error, objectstore.Written) {}
-	}
 	id := v.cacheID(key)
 	end := v.s.rewriting(id, from.Token)
 	bl := v.start(key)
@@ -233,6 +229,9 @@ func (v *view) writer(key string, from *objectstore.Object, w io.Writer, ix *ind
 		ix.base, taken = v.s.takeTally(id, from, v.scope)
 	}
 	return io.MultiWriter(w, bl), func(err error, wr objectstore.Written) {
+		if err == nil {
+			defer v.indexed(key, ix, wr) // once the rewrite ended
+		}
 		defer end()
 		if err == nil && wr.Token == "" {
 			err = errors.New("no etag")
@@ -309,7 +308,7 @@ func (bl *building) finish(err error) (entry, error) {
 // flush stores key's summary when it changed, keeping the entries of the versions in live
 // (those of key that exist now). A summary left with no entry is deleted.
 func (v *view) flush(ctx context.Context, key string, live []objectstore.Version) error {
-	if v == nil || v.docs[key] == nil {
+	if v.docs[key] == nil {
 		return nil
 	}
 	d := v.docs[key]
@@ -444,20 +443,14 @@ func (v *view) pruneVersions(ctx context.Context, name string, all bool) error {
 
 // dropSummary deletes the summary of key (a tenant erasure deleted the object).
 func (v *view) dropSummary(ctx context.Context, key string) error {
-	if v == nil {
-		return nil
-	}
 	v.s.forget(v.cacheID(key))
 	return v.drop(ctx, v.s.nameOf(key))
 }
 
-// indexing returns m recording into a new indexer when v keeps summaries (the written
-// version's row index is then kept with indexed), else m and nil. The indexer is sized
-// after the row index the process holds for key, if any.
+// indexing returns m recording into a new indexer (the written version's row index is
+// then kept with indexed). The indexer is sized after the row index the process holds for
+// key, if any.
 func (v *view) indexing(m *matcher, key string) (*matcher, *indexer) {
-	if v == nil {
-		return m, nil
-	}
 	mi := *m
 	mi.ix = newIndexer(v.s.heldIndex(v.cacheID(key)))
 	return &mi, mi.ix
@@ -466,7 +459,7 @@ func (v *view) indexing(m *matcher, key string) (*matcher, *indexer) {
 // indexed keeps what ix recorded as the row index of wr, the version of key just written
 // (an ix that recorded no whole object drops the index the process held for key).
 func (v *view) indexed(key string, ix *indexer, wr objectstore.Written) {
-	if v == nil || ix == nil {
+	if ix == nil {
 		return
 	}
 	var x *rowIndex
@@ -479,9 +472,6 @@ func (v *view) indexed(key string, ix *indexer, wr objectstore.Written) {
 // countKnown counts the rows m matches in ver, the current version of key as listed at
 // listed, from the row index this process keeps of it, reporting false when it keeps none.
 func (v *view) countKnown(key string, ver objectstore.Version, listed time.Time, m *matcher) (int, bool) {
-	if v == nil {
-		return 0, false
-	}
 	x := v.s.indexOf(v.cacheID(key), ver, v.scope, listed)
 	if x == nil {
 		return 0, false
