@@ -94,9 +94,9 @@ const oldVersions = " (old versions)"
 type Store struct {
 	s3     *s3.Client
 	dir    objectstore.Bucket
-	sum    *summaries // nil: every object is read (WithSummaries)
-	listed *listings  // nil: every operation lists what it reads (see VerifyBatch)
-	hand   *handoff   // a find's listings for the erases that follow; nil in verifications
+	sum    *summaries           // nil: every object is read (WithSummaries)
+	listed *listings            // nil: every operation lists what it reads (see VerifyBatch)
+	hand   *objectstore.Handoff // a find's listings for the erases that follow; nil in verifications
 	lim    Limits
 	names  deletion.ItemNames // how reports name objects (WithKey)
 }
@@ -107,7 +107,7 @@ var _ deletion.Store = (*Store)(nil)
 // prefixes below the directory dirRoot. Either may be zero (nil, "") when the inventory has
 // no such prefix; a prefix without its backend fails permanently.
 func New(s3c *s3.Client, dirRoot string, opts ...Option) *Store {
-	s := &Store{s3: s3c, hand: newHandoff(), lim: Limits{}.withDefaults()}
+	s := &Store{s3: s3c, hand: objectstore.NewHandoff(), lim: Limits{}.WithDefaults()}
 	if dirRoot != "" {
 		s.dir = objectstore.NewDir(dirRoot)
 	}
@@ -125,9 +125,9 @@ type location struct {
 	prefix   string   // key prefix inside bucket
 	exclude  []string // patterns of the objects not to examine
 	tenant   string
-	sum      *summaries // nil: no summaries
-	listed   *listings  // nil: inventoryOf lists anew
-	hand     *handoff   // nil: no listing passes from a find to an erase
+	sum      *summaries           // nil: no summaries
+	listed   *listings            // nil: inventoryOf lists anew
+	hand     *objectstore.Handoff // nil: no listing passes from a find to an erase
 	lim      Limits
 	names    deletion.ItemNames
 }

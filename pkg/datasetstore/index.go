@@ -5,6 +5,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/lethe-erasure/lethe/pkg/datasetstore/rows"
 	"github.com/lethe-erasure/lethe/pkg/objectstore"
 )
 
@@ -36,7 +37,7 @@ type summaryIndex interface {
 // index returns the summary index of l for the row matcher m and, for mention scans, the
 // finder f: its view when l keeps summaries (readOnly: for Verify, Find and Count),
 // noSummaries otherwise.
-func (l location) index(m *matcher, f *finder, readOnly bool) summaryIndex {
+func (l location) index(m *matcher, f *rows.Finder, readOnly bool) summaryIndex {
 	v := l.view(m, f)
 	if v == nil {
 		return noSummaries{}

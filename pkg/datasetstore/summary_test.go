@@ -9,12 +9,10 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-	"unicode"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -594,58 +592,6 @@ func TestSummariesEraseWhatFullReadsErase(t *testing.T) {
 			}
 		})
 	}
-}
-
-// FuzzMentionTokens: whenever the mention rule finds an identifier without split runes in
-// a string, the string's mention tokens hold that identifier, so a summary never hides a
-// mention.
-func FuzzMentionTokens(f *testing.F) {
-	for _, s := range [][2]string{{"ticket from cust-42.", "cust-42"}, {"(a@b.c)", "a@b.c"}, {"ab", "ab"}, {"x=cust-1!? y", "cust-1!"}, {"é cust-1", "cust-1"}} {
-		f.Add(s[0], s[1])
-	}
-	f.Fuzz(func(t *testing.T, s, id string) {
-		if id == "" || strings.ContainsFunc(id, isSplit) {
-			return
-		}
-		if !(&finder{ids: []string{id}}).in(s) {
-			return
-		}
-		found := false
-		mentionTokens(s, func(tok string) { found = found || tok == id })
-		if !found {
-			t.Fatalf("%q mentions %q but its tokens do not hold it", s, id)
-		}
-	})
-}
-
-// FuzzMentionTokensAreFieldsPieces: mentionTokens gives, in order, the strings the
-// definition names (the pieces of strings.FieldsFunc at white space and the delimiters,
-// each also without a final . : ! or ?), on any input, invalid UTF-8 included.
-func FuzzMentionTokensAreFieldsPieces(f *testing.F) {
-	for _, s := range []string{"ticket from cust-42.", "a\u00a0b\u2003cust-1!? x", "(a@b.c)", "ab", "", "  ", "\xff\xfecust-9;", "é=é=é=é"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		var want []string
-		if len(s) < minSubstring {
-			want = append(want, s)
-		}
-		for _, p := range strings.FieldsFunc(s, func(r rune) bool {
-			return unicode.IsSpace(r) || strings.ContainsRune(`"'()[]{}<>,;=`, r)
-		}) {
-			if len(p) >= minSubstring {
-				want = append(want, p)
-			}
-			if n := len(p) - 1; n >= minSubstring && strings.ContainsRune(".:!?", rune(p[n])) {
-				want = append(want, p[:n])
-			}
-		}
-		var got []string
-		mentionTokens(s, func(tok string) { got = append(got, tok) })
-		if !slices.Equal(got, want) {
-			t.Fatalf("tokens of %q: %q, want %q", s, got, want)
-		}
-	})
 }
 
 // TestCheckingWritesNothing: Verify, Count and Find only read: the summaries they build stay

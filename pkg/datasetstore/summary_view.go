@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lethe-erasure/lethe/pkg/datasetstore/rows"
 	"github.com/lethe-erasure/lethe/pkg/objectstore"
 )
 
@@ -38,7 +39,7 @@ type loaded struct {
 
 // view returns the summary view of l for the row matcher m and, for mention scans, the
 // finder f (nil otherwise); nil when l keeps no summaries.
-func (l location) view(m *matcher, f *finder) *view {
+func (l location) view(m *matcher, f *rows.Finder) *view {
 	b, ok := l.bucket.(*objectstore.S3)
 	if l.sum == nil || m == nil || !ok {
 		return nil
@@ -62,8 +63,8 @@ func (l location) view(m *matcher, f *finder) *view {
 	}
 	if f != nil {
 		v.mentionsOK = true
-		for _, id := range f.ids {
-			if strings.ContainsFunc(id, isSplit) {
+		for _, id := range f.IDs {
+			if strings.ContainsFunc(id, rows.IsSplit) {
 				v.mentionsOK = false
 			}
 			v.mentions = append(v.mentions, k.PseudonymPrefix(l.tenant, id))
@@ -74,7 +75,7 @@ func (l location) view(m *matcher, f *finder) *view {
 
 // readView is view for the read-only operations (Verify, Find, Count): what it summarises
 // stays in the process's cache, so that checking a store never writes to it.
-func (l location) readView(m *matcher, f *finder) *view {
+func (l location) readView(m *matcher, f *rows.Finder) *view {
 	v := l.view(m, f)
 	if v != nil {
 		v.readOnly = true
@@ -215,7 +216,7 @@ func (v *view) summarised(key string, obj *objectstore.Object) bool {
 // writer returns w teed into a summary builder for a rewrite of from, the current version
 // of key, and the function to call once the write is over (with its error and what was
 // written): on success the summary of the new version is recorded. With ix, a CSV filter
-// may collect the kept rows' values itself (indexer.claim): the bytes written are then
+// may collect the kept rows' values itself (indexer.Claim): the bytes written are then
 // not scanned again, and when the process holds the tally of from, only the dropped rows'
 // values are collected. After a successful write the row index ix recorded is kept
 // (indexed).
@@ -423,7 +424,7 @@ func (v *view) drop(ctx context.Context, name string) error {
 // pruneVersions deletes the older versions of the summary name (all, with all set) in a
 // bucket that keeps versions.
 func (v *view) pruneVersions(ctx context.Context, name string, all bool) error {
-	vs, err := versionsOf(ctx, v.b, name)
+	vs, err := objectstore.VersionsOf(ctx, v.b, name)
 	if errors.Is(err, objectstore.ErrNoVersions) {
 		return nil
 	}
@@ -477,12 +478,4 @@ func (v *view) countKnown(key string, ver objectstore.Version, listed time.Time,
 		return 0, false
 	}
 	return x.count(m), true
-}
-
-// put writes through b, returning what was written when b reports it.
-func put(ctx context.Context, b objectstore.Bucket, key string, prev *objectstore.Object, write func(io.Writer) error) (objectstore.Written, error) {
-	if sb, ok := b.(*objectstore.S3); ok {
-		return sb.Write(ctx, key, prev, write)
-	}
-	return objectstore.Written{}, b.Put(ctx, key, prev, write)
 }

@@ -1,4 +1,4 @@
-package datasetstore
+package rows
 
 import (
 	"bufio"
@@ -25,8 +25,8 @@ const (
 )
 
 // policy decides the fate of each row a walker reads; matched reports whether the row
-// belongs to the subject (the walker's matcher). Row erasure (erasure) and mention
-// handling (scanner) are the two policies.
+// belongs to the subject (the walker's Match). Row erasure (erasure) and mention handling
+// (scanner) are the two policies.
 type policy interface {
 	// csvRow decides one CSV or TSV record; redact returns the bytes to write instead.
 	csvRow(r *csvRecord, matched bool) (action, []byte)
@@ -60,9 +60,9 @@ type parquetColumns struct {
 // content. Kept rows are copied byte for byte (CSV, TSV, JSONL, JSON arrays; their
 // decompressed bytes when gzip-compressed) or value for value with the schema and the
 // compression codec (Parquet). Content that cannot be decoded or passes lim wraps
-// errMalformed; a failure to read body or to write w is returned as it is. Either way w
+// ErrMalformed; a failure to read body or to write w is returned as it is. Either way w
 // holds partial output that the caller must discard.
-func walk(key string, body io.Reader, w io.Writer, m *matcher, p policy, lim Limits) error {
+func walk(key string, body io.Reader, w io.Writer, m *Match, p policy, lim Limits) error {
 	return transcode(body, w, func(src io.Reader, dst *tracked) error {
 		f, in, zr, release, err := open(key, src, lim)
 		defer release()
@@ -91,7 +91,7 @@ func walk(key string, body io.Reader, w io.Writer, m *matcher, p policy, lim Lim
 
 // walkFormat is walk of the decompressed dataset r of format f. Every kept row, the
 // header, any blank lines and what follows the last row are copied byte for byte.
-func walkFormat(f format, r io.Reader, w io.Writer, m *matcher, p policy, lim Limits) error {
+func walkFormat(f format, r io.Reader, w io.Writer, m *Match, p policy, lim Limits) error {
 	if f == formatParquet {
 		return walkParquet(r, w, m, p, lim)
 	}
@@ -132,9 +132,9 @@ func write(w io.Writer, act action, raw, out []byte) error {
 	return err
 }
 
-// walkCSV walks a CSV or TSV dataset with a header row. The indexer of m, if any, records
+// walkCSV walks a CSV or TSV dataset with a header row; m.Recorder, if any, is told of
 // every row dropped or written.
-func walkCSV(src io.Reader, w *bufio.Writer, comma rune, m *matcher, p policy, lim Limits) error {
+func walkCSV(src io.Reader, w *bufio.Writer, comma rune, m *Match, p policy, lim Limits) error {
 	rec := newRecorder(src, lim, "a record", byte(comma))
 	cr := csv.NewReader(rec)
 	cr.Comma = comma
@@ -144,7 +144,7 @@ func walkCSV(src io.Reader, w *bufio.Writer, comma rune, m *matcher, p policy, l
 		if ferr := rec.failed(); ferr != nil {
 			return ferr
 		}
-		return fmt.Errorf("%w: %w", errMalformed, err)
+		return fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
 	header, err := cr.Read()
 	if err == io.EOF {
@@ -157,16 +157,16 @@ func walkCSV(src io.Reader, w *bufio.Writer, comma rune, m *matcher, p policy, l
 	r := &csvRecord{header: slices.Clone(header), comma: comma}
 	r.header[0] = strings.TrimPrefix(r.header[0], "\ufeff")
 	for i, name := range r.header {
-		if contains(m.subjectCols, name) {
+		if contains(m.SubjectCols, name) {
 			r.subj = append(r.subj, i)
 		}
-		if contains(m.sessionCols, name) {
+		if contains(m.SessionCols, name) {
 			r.sess = append(r.sess, i)
 		}
 	}
 	r.named = append(slices.Clone(r.subj), r.sess...)
-	if m.ix != nil {
-		m.ix.claim()
+	if m.Recorder != nil {
+		m.Recorder.Claim()
 	}
 	if _, err := w.Write(rec.take(cr.InputOffset())); err != nil {
 		return err
@@ -182,10 +182,10 @@ func walkCSV(src io.Reader, w *bufio.Writer, comma rune, m *matcher, p policy, l
 		r.raw, r.fields = rec.take(cr.InputOffset()), fields
 		act, out := p.csvRow(r, matchCSV(fields, r.subj, r.sess, m))
 		switch {
-		case m.ix != nil && act == drop:
-			m.ix.dropped(fields, r.subj, r.sess)
-		case m.ix != nil:
-			m.ix.kept(fields, r.subj, r.sess)
+		case m.Recorder != nil && act == drop:
+			m.Recorder.Dropped(fields, r.subj, r.sess)
+		case m.Recorder != nil:
+			m.Recorder.Kept(fields, r.subj, r.sess)
 		}
 		if err := write(w, act, r.raw, out); err != nil {
 			return err
@@ -194,8 +194,8 @@ func walkCSV(src io.Reader, w *bufio.Writer, comma rune, m *matcher, p policy, l
 	if err := rec.failed(); err != nil {
 		return err
 	}
-	if m.ix != nil {
-		m.ix.done = true
+	if m.Recorder != nil {
+		m.Recorder.Done()
 	}
 	// Whatever follows the last record (blank lines) is kept.
 	_, err = w.Write(rec.rest())
@@ -203,7 +203,7 @@ func walkCSV(src io.Reader, w *bufio.Writer, comma rune, m *matcher, p policy, l
 }
 
 // walkJSONL walks a JSONL dataset line by line; blank lines are kept.
-func walkJSONL(src io.Reader, w *bufio.Writer, m *matcher, p policy, lim Limits) error {
+func walkJSONL(src io.Reader, w *bufio.Writer, m *Match, p policy, lim Limits) error {
 	br := newReader(src)
 	defer releaseReader(br)
 	var line []byte
@@ -216,7 +216,7 @@ func walkJSONL(src io.Reader, w *bufio.Writer, m *matcher, p policy, lim Limits)
 		if len(line) > 0 {
 			match, perr := matchJSONL(line, m)
 			if perr != nil {
-				return fmt.Errorf("%w: line %d: %w", errMalformed, lineNo, perr)
+				return fmt.Errorf("%w: line %d: %w", ErrMalformed, lineNo, perr)
 			}
 			body := bytes.TrimRight(line, "\r\n")
 			act, out := p.jsonRow(body, match)
@@ -237,7 +237,7 @@ func walkJSONL(src io.Reader, w *bufio.Writer, m *matcher, p policy, lim Limits)
 // most lim.Record bytes): the bytes before, between and after the written elements are
 // copied as they are, and a comma goes with the element it precedes, so dropping elements
 // leaves a valid array with the original layout.
-func walkJSONArray(src io.Reader, w *bufio.Writer, m *matcher, p policy, lim Limits) error {
+func walkJSONArray(src io.Reader, w *bufio.Writer, m *Match, p policy, lim Limits) error {
 	rec := newRecorder(src, lim, "an array element", 0)
 	dec := json.NewDecoder(rec)
 	dec.UseNumber()
@@ -317,7 +317,7 @@ func endOfInput(err error) bool {
 // Columns are leaf columns named by their path, so "metadata.customer_id" names the field
 // customer_id of the group metadata; a repeated column matches when any of its values
 // does.
-func walkParquet(r io.Reader, w io.Writer, m *matcher, p policy, lim Limits) (err error) {
+func walkParquet(r io.Reader, w io.Writer, m *Match, p policy, lim Limits) (err error) {
 	defer recovered(&err)
 	f, err := openParquet(r, lim)
 	if err != nil {
@@ -327,8 +327,8 @@ func walkParquet(r io.Reader, w io.Writer, m *matcher, p policy, lim Limits) (er
 	for i, path := range f.Schema().Columns() {
 		name := strings.Join(path, ".")
 		c.names = append(c.names, name)
-		c.subj[i] = contains(m.subjectCols, name)
-		c.sess[i] = contains(m.sessionCols, name)
+		c.subj[i] = contains(m.SubjectCols, name)
+		c.sess[i] = contains(m.SessionCols, name)
 	}
 	var pw *parquet.Writer
 	if w != nil {

@@ -1,4 +1,4 @@
-package datasetstore
+package rows
 
 import (
 	"io"
@@ -10,7 +10,7 @@ import (
 
 // matchParquet reports whether a row belongs to the subject: a value of one of its subject
 // (session) columns is a string or an integer equal to the identifier (a session id).
-func matchParquet(row parquet.Row, subj, sess map[int]bool, m *matcher) bool {
+func matchParquet(row parquet.Row, subj, sess map[int]bool, m *Match) bool {
 	for _, v := range row {
 		c := v.Column()
 		if !subj[c] && !sess[c] || v.IsNull() {
@@ -27,7 +27,7 @@ func matchParquet(row parquet.Row, subj, sess map[int]bool, m *matcher) bool {
 		default:
 			continue
 		}
-		if subj[c] && m.subject(s) || sess[c] && m.session(s) {
+		if subj[c] && m.Subject(s) || sess[c] && m.Session(s) {
 			return true
 		}
 	}

@@ -1,0 +1,13 @@
+package rows
+
+import "slices"
+
+var testLimits = Limits{}.WithDefaults()
+
+// newMatcher is the Match of the subject id and its sessions: exact comparisons, empty
+// identifiers matching nothing.
+func newMatcher(subjectCols, sessionCols []string, id string, sessions []string) *Match {
+	return &Match{SubjectCols: subjectCols, SessionCols: sessionCols,
+		Subject: func(v string) bool { return id != "" && v == id },
+		Session: func(v string) bool { return v != "" && slices.Contains(sessions, v) }}
+}
