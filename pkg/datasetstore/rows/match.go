@@ -43,13 +43,6 @@ func Rewrite(key string, body io.Reader, w io.Writer, m *Match, lim Limits) (int
 	return e.dropped, err
 }
 
-// filter is rewrite of the decompressed dataset r of format f.
-func filter(f format, r io.Reader, w io.Writer, m *Match, lim Limits) (int, error) {
-	var e erasure
-	err := walkFormat(f, r, w, m, &e, lim)
-	return e.dropped, err
-}
-
 func matchCSV(fields []string, subj, sess []int, m *Match) bool {
 	for _, i := range subj {
 		if m.Subject(fields[i]) {
