@@ -11,6 +11,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/objectstore"
 )
 
 var _ deletion.BatchStore = (*Store)(nil)
@@ -227,12 +228,12 @@ type listings struct {
 
 type listed struct {
 	once sync.Once
-	ls   listing
+	ls   objectstore.Listing
 	err  error
 }
 
 // of returns the listing of l, listing it on first use.
-func (s *listings) of(ctx context.Context, l location) (listing, error) {
+func (s *listings) of(ctx context.Context, l location) (objectstore.Listing, error) {
 	s.mu.Lock()
 	e := s.m[l.name+"\x00"+l.prefix]
 	if e == nil {

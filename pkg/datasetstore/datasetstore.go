@@ -76,6 +76,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/objectstore"
 	"github.com/lethe-erasure/lethe/pkg/retry"
 	"github.com/lethe-erasure/lethe/pkg/subject"
 )
@@ -92,10 +93,10 @@ const oldVersions = " (old versions)"
 // Store erases data subjects from datasets. It is safe for concurrent use.
 type Store struct {
 	s3     *s3.Client
-	dir    Bucket
-	sum    *summaries // nil: every object is read (WithSummaries)
-	listed *listings  // nil: every operation lists what it reads (see VerifyBatch)
-	hand   *handoff   // a find's listings for the erases that follow; nil in verifications
+	dir    objectstore.Bucket
+	sum    *summaries           // nil: every object is read (WithSummaries)
+	listed *listings            // nil: every operation lists what it reads (see VerifyBatch)
+	hand   *objectstore.Handoff // a find's listings for the erases that follow; nil in verifications
 	lim    Limits
 	names  deletion.ItemNames // how reports name objects (WithKey)
 }
@@ -106,9 +107,9 @@ var _ deletion.Store = (*Store)(nil)
 // prefixes below the directory dirRoot. Either may be zero (nil, "") when the inventory has
 // no such prefix; a prefix without its backend fails permanently.
 func New(s3c *s3.Client, dirRoot string, opts ...Option) *Store {
-	s := &Store{s3: s3c, hand: newHandoff(), lim: Limits{}.withDefaults()}
+	s := &Store{s3: s3c, hand: objectstore.NewHandoff(), lim: Limits{}.WithDefaults()}
 	if dirRoot != "" {
-		s.dir = NewDir(dirRoot)
+		s.dir = objectstore.NewDir(dirRoot)
 	}
 	for _, o := range opts {
 		o(s)
@@ -120,13 +121,13 @@ func New(s3c *s3.Client, dirRoot string, opts ...Option) *Store {
 type location struct {
 	name     string // the prefix with the tenant filled in, as reported
 	template string // the prefix as the inventory writes it
-	bucket   Bucket
+	bucket   objectstore.Bucket
 	prefix   string   // key prefix inside bucket
 	exclude  []string // patterns of the objects not to examine
 	tenant   string
-	sum      *summaries // nil: no summaries
-	listed   *listings  // nil: inventoryOf lists anew
-	hand     *handoff   // nil: no listing passes from a find to an erase
+	sum      *summaries           // nil: no summaries
+	listed   *listings            // nil: inventoryOf lists anew
+	hand     *objectstore.Handoff // nil: no listing passes from a find to an erase
 	lim      Limits
 	names    deletion.ItemNames
 }
@@ -141,8 +142,8 @@ func (l location) display(key string) string {
 // fullName is the name of key that its keyed reference is computed from: "s3://bucket/key"
 // or "file://key" (key relative to the dataset root).
 func (l location) fullName(key string) string {
-	if b, ok := l.bucket.(*s3Bucket); ok {
-		return "s3://" + b.name + "/" + key
+	if b, ok := l.bucket.(*objectstore.S3); ok {
+		return "s3://" + b.Name() + "/" + key
 	}
 	return "file://" + key
 }
@@ -185,7 +186,7 @@ func (s *Store) locations(st inventory.Store, subj deletion.Subject) ([]location
 			return nil, retry.Permanent(fmt.Errorf("dataset store %q: prefix %q: %w", st.Name, tmpl, err))
 		}
 		l.template, l.exclude, l.tenant = tmpl, ls.Exclude, subj.Tenant
-		if _, ok := l.bucket.(*s3Bucket); ok {
+		if _, ok := l.bucket.(*objectstore.S3); ok {
 			l.sum = s.sum
 		}
 		l.listed, l.hand, l.lim, l.names = s.listed, s.hand, s.lim, s.names
@@ -209,7 +210,7 @@ func (s *Store) resolve(name string) (location, error) {
 		if s.s3 == nil {
 			return location{}, errors.New("no s3 client configured")
 		}
-		return location{name: name, bucket: NewS3(s.s3, bucket), prefix: key}, nil
+		return location{name: name, bucket: objectstore.NewS3(s.s3, bucket), prefix: key}, nil
 	case "file":
 		if s.dir == nil {
 			return location{}, errors.New("no dataset directory configured")

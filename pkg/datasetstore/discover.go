@@ -1,12 +1,8 @@
 package datasetstore
 
 import (
-	"bufio"
 	"context"
-	"encoding/csv"
-	"encoding/json"
 	"errors"
-	"io"
 	"io/fs"
 	"regexp"
 	"slices"
@@ -14,10 +10,11 @@ import (
 	"strings"
 
 	"github.com/aws/smithy-go"
-	"github.com/parquet-go/parquet-go"
 
+	"github.com/lethe-erasure/lethe/pkg/datasetstore/rows"
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/objectstore"
 )
 
 var _ deletion.Discoverer = (*Store)(nil)
@@ -132,33 +129,6 @@ func mapKeys(m map[string]bool) func(func(string) bool) {
 	}
 }
 
-// sampleParquet reads the column names and up to opts.Sample rows' strings of the first
-// row group of a Parquet dataset.
-func sampleParquet(r io.Reader, opts deletion.DiscoverOptions, lim Limits) (fields, values []string, err error) {
-	defer recovered(&err)
-	pf, err := openParquet(r, lim)
-	if err != nil {
-		return nil, nil, err
-	}
-	for _, p := range pf.Schema().Columns() {
-		fields = append(fields, strings.Join(p, "."))
-	}
-	if groups := pf.RowGroups(); len(groups) > 0 {
-		rows := make([]parquet.Row, opts.Sample)
-		r := groups[0].Rows()
-		n, _ := r.ReadRows(rows)
-		r.Close()
-		for _, row := range rows[:n] {
-			for _, v := range row {
-				if v.Kind() == parquet.ByteArray {
-					values = append(values, string(v.ByteArray()))
-				}
-			}
-		}
-	}
-	return fields, values, nil
-}
-
 // bucketsOf returns the prefix p with its bucket name filled in for each known tenant
 // when the bucket name is a template (a bucket per tenant), else p itself. A bucket named
 // by a subject hash cannot be enumerated and gives none.
@@ -181,7 +151,7 @@ func bucketsOf(p string, tenants []string) []string {
 }
 
 // rootOf returns the root a prefix lives in ("s3://bucket/" or "file://") and its bucket.
-func (s *Store) rootOf(prefix string) (string, Bucket, error) {
+func (s *Store) rootOf(prefix string) (string, objectstore.Bucket, error) {
 	if rest, ok := strings.CutPrefix(prefix, "s3://"); ok {
 		b, _, _ := strings.Cut(rest, "/")
 		l, err := s.resolve("s3://" + b + "/")
@@ -232,80 +202,21 @@ func keyShape(key string, opts deletion.DiscoverOptions) string {
 	return strings.Join(parts, "/")
 }
 
-// sampleBytes bounds what discovery reads of a text dataset's content: its first rows.
-const sampleBytes = 1 << 20
-
 // sampleDataset reads up to opts.Sample rows of the object key, within its first
 // sampleBytes (a Parquet object: within lim), and says why they look like personal data;
 // an object that is no dataset gives no reason.
-func sampleDataset(ctx context.Context, b Bucket, key string, opts deletion.DiscoverOptions, lim Limits) ([]string, error) {
+func sampleDataset(ctx context.Context, b objectstore.Bucket, key string, opts deletion.DiscoverOptions, lim Limits) ([]string, error) {
 	obj, err := b.Get(ctx, key)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, objectstore.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
 	defer obj.Body.Close()
-	f, content, _, release, err := open(key, obj.Body, lim)
-	defer release()
+	fields, values, err := rows.Sample(key, obj.Body, opts.Sample, lim)
 	if err != nil {
-		return nil, nil // not a dataset this store reads
-	}
-	in := io.LimitReader(content, min(sampleBytes, lim.Record))
-	var fields, values []string
-	switch f {
-	case formatCSV, formatTSV:
-		cr := csv.NewReader(in)
-		cr.FieldsPerRecord = -1
-		if f == formatTSV {
-			cr.Comma = '\t'
-		}
-		for n := 0; n <= opts.Sample; n++ {
-			rec, err := cr.Read()
-			if err != nil {
-				break
-			}
-			if n == 0 {
-				fields = append(fields, rec...)
-			} else {
-				values = append(values, rec...)
-			}
-		}
-	case formatJSONL:
-		br := bufio.NewReader(in)
-		var line []byte
-		for n := 0; n < opts.Sample; n++ {
-			line, err = readLine(br, line, n+1, lim)
-			var doc any
-			if json.Unmarshal(line, &doc) == nil {
-				f, v := deletion.Walk(doc)
-				fields, values = append(fields, f...), append(values, v...)
-			}
-			if err != nil {
-				break
-			}
-		}
-	case formatJSONArray:
-		dec := json.NewDecoder(in)
-		if _, err := dec.Token(); err == nil {
-			for n := 0; n < opts.Sample && dec.More(); n++ {
-				var doc any
-				if dec.Decode(&doc) != nil {
-					break
-				}
-				f, v := deletion.Walk(doc)
-				fields, values = append(fields, f...), append(values, v...)
-			}
-		}
-	case formatParquet:
-		var err error
-		if fields, values, err = sampleParquet(content, opts, lim); err != nil {
-			if errors.Is(err, errMalformed) {
-				return nil, nil
-			}
-			return nil, err
-		}
+		return nil, err
 	}
 	var named []string // the last part of each field path only: a map key above may be a value
 	for _, c := range fields {

@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"io"
-	"slices"
 	"strings"
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/lethe-erasure/lethe/pkg/datasetstore/rows"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/keylock"
+	"github.com/lethe-erasure/lethe/pkg/objectstore"
 	"github.com/lethe-erasure/lethe/pkg/pii"
 )
 
@@ -36,38 +37,11 @@ func (c counts) of(name string, current, old int64) []event.LocationCount {
 // errUnchanged aborts a rewrite that would remove nothing.
 var errUnchanged = errors.New("nothing to remove")
 
-// listing is what is stored under one location.
-type listing struct {
-	keys     []string             // the objects to examine, sorted
-	vers     map[string][]Version // per key every version and delete marker (versioned only)
-	vb       Versioned            // nil when the location keeps no versions
-	excluded []string             // names of the objects excluded by pattern, sorted
-	tokens   map[string]string    // per key the listed ETag (no versions, S3 only)
-}
-
-// current is the current version of key as listed (Token "" when the listing gave none).
-func (ls listing) current(key string) Version {
-	for _, v := range ls.vers[key] {
-		if v.Latest {
-			return v
-		}
-	}
-	return Version{Key: key, Latest: true, Token: ls.tokens[key]}
-}
-
-// live is every version of key as listed.
-func (ls listing) live(key string) []Version {
-	if ls.vb != nil {
-		return ls.vers[key]
-	}
-	return []Version{ls.current(key)}
-}
-
 // inventoryOf lists the objects of l: for a versioned bucket every version and delete
 // marker grouped by key (so objects whose current version is a delete marker are still
 // found), otherwise the current objects with no versions. Objects the inventory excludes
 // are only named; summaries (summaryRoot) are never listed.
-func inventoryOf(ctx context.Context, l location) (listing, error) {
+func inventoryOf(ctx context.Context, l location) (objectstore.Listing, error) {
 	if l.listed != nil {
 		return l.listed.of(ctx, l)
 	}
@@ -75,48 +49,16 @@ func inventoryOf(ctx context.Context, l location) (listing, error) {
 }
 
 // list is inventoryOf without a shared listing.
-func list(ctx context.Context, l location) (ls listing, err error) {
-	add := func(key string) {
-		if strings.HasPrefix(key, summaryRoot) {
-			return
-		}
-		if l.excludes(key) {
-			ls.excluded = append(ls.excluded, l.display(key))
-		} else {
-			ls.keys = append(ls.keys, key)
-		}
-	}
-	defer func() {
-		slices.Sort(ls.keys)
-		slices.Sort(ls.excluded)
-	}()
-	if v, ok := l.bucket.(Versioned); ok {
-		all, err := v.ListVersions(ctx, l.prefix)
+func list(ctx context.Context, l location) (objectstore.Listing, error) {
+	return objectstore.List(ctx, l.bucket, l.prefix, func(key string) (bool, string) {
 		switch {
-		case err == nil:
-			ls.vb, ls.vers = v, map[string][]Version{}
-			for _, ver := range all {
-				if _, seen := ls.vers[ver.Key]; !seen {
-					add(ver.Key)
-				}
-				ls.vers[ver.Key] = append(ls.vers[ver.Key], ver)
-			}
-			return ls, nil
-		case !errors.Is(err, errNoVersions):
-			return ls, err
+		case strings.HasPrefix(key, summaryRoot):
+			return true, ""
+		case l.excludes(key):
+			return true, l.display(key)
 		}
-	}
-	if sb, ok := l.bucket.(*s3Bucket); ok {
-		ls.tokens = map[string]string{}
-		err = sb.listTokens(ctx, l.prefix, func(key, token string) error {
-			add(key)
-			ls.tokens[key] = token
-			return nil
-		})
-		return ls, err
-	}
-	err = l.bucket.List(ctx, l.prefix, func(key string) error { add(key); return nil })
-	return ls, err
+		return false, ""
+	})
 }
 
 // eraseRows removes the rows m matches from every dataset of l, then deletes the older
@@ -124,57 +66,82 @@ func list(ctx context.Context, l location) (ls listing, err error) {
 // took when there is one (handoff). Objects and versions it cannot read are left as they
 // are (Verify reports them).
 func eraseRows(ctx context.Context, l location, m *matcher) (c counts, err error) {
-	ls, handed := l.hand.take(l)
+	ls, handed := l.hand.Take(listingKey(l))
 	if !handed {
 		ls, err = inventoryOf(ctx, l)
 	}
-	c.versioned, c.excluded = ls.vb != nil, ls.excluded
+	c.versioned, c.excluded = ls.Versioned != nil, ls.Excluded
 	if err != nil || m.empty() {
 		return c, err
 	}
-	vb := ls.vb
-	sv := l.view(m, nil)
-	for _, key := range ls.keys {
+	sv := l.index(m, nil, false)
+	p := objectPass{m: m, index: true,
+		apply: func(key string, r io.Reader, w io.Writer, m *matcher) (int, error) {
+			return rewrite(key, r, w, m, l.lim)
+		},
+		holds: func(v objectstore.Version) (bool, error) {
+			n, err := countVersion(ctx, ls.Versioned, v, m, sv, l.lim)
+			return n > 0, err
+		}}
+	c.current, c.old, err = p.run(ctx, l, ls, sv)
+	return c, err
+}
+
+// objectPass is one erasure pass over the objects of a location: the row erasure or the
+// mention handling.
+type objectPass struct {
+	m        *matcher
+	mentions bool // the summaries tell by their mention tokens which versions to skip
+	index    bool // a rewrite keeps the row index of what it writes (view.indexing)
+	// apply copies the dataset key from r to w (nil: it only counts) with the pass applied
+	// and returns the rows it removed or changed.
+	apply func(key string, r io.Reader, w io.Writer, m *matcher) (int, error)
+	// holds reports whether an older version still holds what the pass removes.
+	holds func(v objectstore.Version) (bool, error)
+}
+
+// run rewrites every current object of ls, listed in l, that p changes and deletes every
+// older version that still holds what p removes. It returns the rows p handled in current
+// objects and the older versions it deleted besides those its own rewrites superseded
+// (whose rows are counted). Objects and versions it cannot read are left as they are.
+func (p objectPass) run(ctx context.Context, l location, ls objectstore.Listing, sv summaryIndex) (handled, old int64, err error) {
+	for _, key := range ls.Keys {
 		if err := ctx.Err(); err != nil {
-			return c, err
+			return handled, old, err
 		}
-		var rows int
+		var n int
 		var superseded string
-		var wr Written
-		if !sv.skip(ctx, key, ls.current(key), false) {
+		var wr objectstore.Written
+		if !sv.skip(ctx, key, ls.Current(key), p.mentions) {
 			unlock := objectLocks.Lock(objectName(l, key))
-			m.begin()
-			rows, superseded, wr, err = eraseCurrent(ctx, l.bucket, key, m, sv, l.lim)
+			p.m.begin()
+			n, superseded, wr, err = p.rewriteCurrent(ctx, l.bucket, key, sv)
 			unlock()
-			if err != nil && !errors.Is(err, errMalformed) {
-				return c, err
+			if err != nil && !errors.Is(err, rows.ErrMalformed) {
+				return handled, old, err
 			}
 			if err == nil {
-				m.keep(false)
+				p.m.keep(false)
 			}
 		}
-		c.current += int64(rows)
+		handled += int64(n)
 		err := dropHeldVersions(ctx, ls, key, superseded, wr, sv,
-			func(v Version) bool { return v.ID != superseded && sv.skip(ctx, key, v, false) },
-			func(v Version) (bool, error) {
-				m.begin()
-				if v.ID == superseded {
-					return true, nil // the version our rewrite superseded held the rows
-				}
-				n, err := countVersion(ctx, vb, v, m, sv, l.lim)
-				return n > 0, err
+			func(v objectstore.Version) bool { return v.ID != superseded && sv.skip(ctx, key, v, p.mentions) },
+			func(v objectstore.Version) (bool, error) {
+				p.m.begin()
+				return p.holds(v)
 			},
-			func(v Version) {
+			func(v objectstore.Version) {
 				if v.ID != superseded {
-					c.old++
-					m.keep(true)
+					old++
+					p.m.keep(true)
 				}
 			})
 		if err != nil {
-			return c, err
+			return handled, old, err
 		}
 	}
-	return c, nil
+	return handled, old, nil
 }
 
 // dropHeldVersions goes through the older versions of key once its current object was
@@ -184,38 +151,38 @@ func eraseRows(ctx context.Context, l location, m *matcher) (c counts, err error
 // current version, those skip rules out and those it cannot read (Verify reports them).
 // The version superseded is held without asking holds (the rewrite removed what it held)
 // and deleted while key's summary is stored for the versions that remain.
-func dropHeldVersions(ctx context.Context, ls listing, key, superseded string, wr Written, sv *view,
-	skip func(Version) bool, holds func(Version) (bool, error), deleted func(Version)) error {
-	if ls.vb == nil {
-		live := ls.live(key)
+func dropHeldVersions(ctx context.Context, ls objectstore.Listing, key, superseded string, wr objectstore.Written, sv summaryIndex,
+	skip func(objectstore.Version) bool, holds func(objectstore.Version) (bool, error), deleted func(objectstore.Version)) error {
+	if ls.Versioned == nil {
+		live := ls.Live(key)
 		if superseded != "" {
-			live = []Version{{Key: key, Latest: true, Token: wr.Token}}
+			live = []objectstore.Version{{Key: key, Latest: true, Token: wr.Token}}
 		}
 		return sv.flush(ctx, key, live)
 	}
-	candidates := ls.vers[key]
+	candidates := ls.Versions[key]
 	switch {
-	case superseded != "" && superseded == ls.current(key).ID:
+	case superseded != "" && superseded == ls.Current(key).ID:
 		// Our rewrite replaced the version listed as current, so no version was written
 		// between the listing and the rewrite: the listed versions, the one superseded now
 		// non-current, and ours are all there is to go through (a version written after
 		// ours is current, and current versions are kept).
-		candidates = make([]Version, 0, len(ls.vers[key])+1)
-		for _, v := range ls.vers[key] {
+		candidates = make([]objectstore.Version, 0, len(ls.Versions[key])+1)
+		for _, v := range ls.Versions[key] {
 			v.Latest = false
 			candidates = append(candidates, v)
 		}
-		candidates = append(candidates, Version{Key: key, ID: wr.VersionID, Latest: true, Token: wr.Token})
+		candidates = append(candidates, objectstore.Version{Key: key, ID: wr.VersionID, Latest: true, Token: wr.Token})
 	case superseded != "":
 		// Another version became current between the listing and our rewrite: list again
 		// so that it and the version our rewrite superseded are seen as non-current.
 		var err error
-		if candidates, err = versionsOf(ctx, ls.vb, key); err != nil {
+		if candidates, err = objectstore.VersionsOf(ctx, ls.Versioned, key); err != nil {
 			return err
 		}
 	}
-	var live []Version
-	var prior *Version // the version our rewrite superseded: it held what the rewrite removed
+	var live []objectstore.Version
+	var prior *objectstore.Version // the version our rewrite superseded: it held what the rewrite removed
 	for _, v := range candidates {
 		if v.Latest || v.DeleteMarker || skip(v) {
 			live = append(live, v)
@@ -227,7 +194,7 @@ func dropHeldVersions(ctx context.Context, ls listing, key, superseded string, w
 		}
 		held, err := holds(v)
 		switch {
-		case errors.Is(err, errMalformed) || errors.Is(err, ErrNotFound):
+		case errors.Is(err, rows.ErrMalformed) || errors.Is(err, objectstore.ErrNotFound):
 			live = append(live, v)
 			continue
 		case err != nil:
@@ -237,7 +204,7 @@ func dropHeldVersions(ctx context.Context, ls listing, key, superseded string, w
 			live = append(live, v)
 			continue
 		}
-		if err := ls.vb.DeleteVersion(ctx, key, v.ID); err != nil {
+		if err := ls.Versioned.DeleteVersion(ctx, key, v.ID); err != nil {
 			return err
 		}
 		deleted(v)
@@ -248,7 +215,7 @@ func dropHeldVersions(ctx context.Context, ls listing, key, superseded string, w
 	// The summary of what remains is stored while the superseded version is deleted.
 	var g errgroup.Group
 	g.Go(func() error { return sv.flush(ctx, key, live) })
-	err := ls.vb.DeleteVersion(ctx, key, prior.ID)
+	err := ls.Versioned.DeleteVersion(ctx, key, prior.ID)
 	if ferr := g.Wait(); err == nil {
 		err = ferr
 	}
@@ -264,50 +231,43 @@ func objectName(l location, key string) string {
 	return l.name + strings.TrimPrefix(key, l.prefix)
 }
 
-// versionsOf lists the versions of exactly key.
-func versionsOf(ctx context.Context, vb Versioned, key string) ([]Version, error) {
-	all, err := vb.ListVersions(ctx, key)
-	if err != nil {
-		return nil, err
-	}
-	return slices.DeleteFunc(all, func(v Version) bool { return v.Key != key }), nil
-}
-
-// eraseCurrent rewrites the current object of key without the rows m matches, streaming it
-// once: the rewrite is conditional on the version read and is abandoned (nothing written)
-// when no row matches. It returns the rows removed and, when it rewrote the object, the
-// version it superseded ("-" when the bucket has no versions) and what it wrote. Rewrites
-// of one object within this process take turns, so concurrent erasures of several subjects
-// do not abort each other's conditional writes. The summaries of the versions read and
-// written go to sv.
-func eraseCurrent(ctx context.Context, b Bucket, key string, m *matcher, sv *view, lim Limits) (int, string, Written, error) {
+// rewriteCurrent applies p to the current object of key, streaming it once: the rewrite is
+// conditional on the version read and is abandoned (nothing written) when p changes no
+// row. It returns the rows changed and, when it rewrote the object, the version it
+// superseded ("-" when the bucket has no versions) and what it wrote. Rewrites of one
+// object within this process take turns, so concurrent erasures of several subjects do not
+// abort each other's conditional writes. The summaries of the versions read and written go
+// to sv.
+func (p objectPass) rewriteCurrent(ctx context.Context, b objectstore.Bucket, key string, sv summaryIndex) (int, string, objectstore.Written, error) {
 	obj, err := b.Get(ctx, key)
-	if errors.Is(err, ErrNotFound) {
-		return 0, "", Written{}, nil
+	if errors.Is(err, objectstore.ErrNotFound) {
+		return 0, "", objectstore.Written{}, nil
 	}
 	if err != nil {
-		return 0, "", Written{}, err
+		return 0, "", objectstore.Written{}, err
 	}
 	defer obj.Body.Close()
-	var rows int
-	mi, ix := sv.indexing(m, key)
+	var n int
+	m, ix := p.m, (*indexer)(nil)
+	if p.index {
+		m, ix = sv.indexing(p.m, key)
+	}
 	wr, err := rewriteObject(ctx, b, key, obj, sv, ix, func(r io.Reader, w io.Writer) (bool, error) {
 		var err error
-		rows, err = rewrite(key, r, w, mi, lim)
-		return rows > 0, err
+		n, err = p.apply(key, r, w, m)
+		return n > 0, err
 	})
 	if errors.Is(err, errUnchanged) {
-		return 0, "", Written{}, nil
+		return 0, "", objectstore.Written{}, nil
 	}
 	if err != nil {
-		return 0, "", Written{}, err
+		return 0, "", objectstore.Written{}, err
 	}
-	sv.indexed(key, ix, wr)
 	superseded := obj.VersionID
 	if superseded == "" {
 		superseded = "-"
 	}
-	return rows, superseded, wr, nil
+	return n, superseded, wr, nil
 }
 
 // rewriteObject replaces obj, the current object of key, with what fn writes while it
@@ -315,11 +275,11 @@ func eraseCurrent(ctx context.Context, b Bucket, key string, m *matcher, sv *vie
 // anything, and unchanged content is not written (errUnchanged). The summary of the
 // version read (when it had none) and of the version written are recorded in sv; ix, when
 // fn's filter records into it, collects the written version's values (view.writer).
-func rewriteObject(ctx context.Context, b Bucket, key string, obj *Object, sv *view, ix *indexer, fn func(r io.Reader, w io.Writer) (bool, error)) (Written, error) {
+func rewriteObject(ctx context.Context, b objectstore.Bucket, key string, obj *objectstore.Object, sv summaryIndex, ix *indexer, fn func(r io.Reader, w io.Writer) (bool, error)) (objectstore.Written, error) {
 	body, readDone := sv.reader(key, obj)
-	var writeDone func(error, Written)
+	var writeDone func(error, objectstore.Written)
 	read := false
-	wr, err := put(ctx, b, key, obj, func(w io.Writer) error {
+	wr, err := objectstore.Write(ctx, b, key, obj, func(w io.Writer) error {
 		w, writeDone = sv.writer(key, obj, w, ix)
 		changed, err := fn(body, w)
 		read = true
@@ -341,7 +301,7 @@ func rewriteObject(ctx context.Context, b Bucket, key string, obj *Object, sv *v
 // countObject counts the rows m matches in the current object of key; with a nil m it
 // only settles that the object is a dataset and counts 1. The summary of the version read
 // goes to sv.
-func countObject(ctx context.Context, b Bucket, key string, m *matcher, sv *view, lim Limits) (int, error) {
+func countObject(ctx context.Context, b objectstore.Bucket, key string, m *matcher, sv summaryIndex, lim Limits) (int, error) {
 	obj, err := b.Get(ctx, key)
 	if err != nil {
 		return 0, err
@@ -349,7 +309,7 @@ func countObject(ctx context.Context, b Bucket, key string, m *matcher, sv *view
 	return countRead(key, obj, m, sv, lim)
 }
 
-func countRead(key string, obj *Object, m *matcher, sv *view, lim Limits) (int, error) {
+func countRead(key string, obj *objectstore.Object, m *matcher, sv summaryIndex, lim Limits) (int, error) {
 	defer obj.Body.Close()
 	body, done := sv.reader(key, obj)
 	n, err := count(key, body, m, lim)
@@ -359,14 +319,14 @@ func countRead(key string, obj *Object, m *matcher, sv *view, lim Limits) (int, 
 
 func count(key string, body io.Reader, m *matcher, lim Limits) (int, error) {
 	if m == nil {
-		return 1, probe(key, body, lim)
+		return 1, rows.Probe(key, body, lim)
 	}
 	return rewrite(key, body, nil, m, lim)
 }
 
 // countVersion counts the rows m matches in one version (the current one by key, so that
 // the "null" version of an unversioned bucket needs no version id).
-func countVersion(ctx context.Context, vb Versioned, v Version, m *matcher, sv *view, lim Limits) (int, error) {
+func countVersion(ctx context.Context, vb objectstore.Versioned, v objectstore.Version, m *matcher, sv summaryIndex, lim Limits) (int, error) {
 	if v.Latest {
 		return countObject(ctx, vb, v.Key, m, sv, lim)
 	}
@@ -380,17 +340,17 @@ func countVersion(ctx context.Context, vb Versioned, v Version, m *matcher, sv *
 // isDataset reports whether key, listed in ls, is a dataset for a tenant erasure: by its
 // extension, or else by the content of its newest version that holds data. It returns a
 // malformed error when it is not.
-func isDataset(ctx context.Context, l location, ls listing, key string) error {
-	if knownExtension(key) {
+func isDataset(ctx context.Context, l location, ls objectstore.Listing, key string) error {
+	if rows.KnownExtension(key) {
 		return nil
 	}
-	if ls.vb == nil {
-		_, err := countObject(ctx, l.bucket, key, nil, nil, l.lim)
+	if ls.Versioned == nil {
+		_, err := countObject(ctx, l.bucket, key, nil, noSummaries{}, l.lim)
 		return err
 	}
-	for _, v := range ls.vers[key] { // newest first
+	for _, v := range ls.Versions[key] { // newest first
 		if !v.DeleteMarker {
-			_, err := countVersion(ctx, ls.vb, v, nil, nil, l.lim)
+			_, err := countVersion(ctx, ls.Versioned, v, nil, noSummaries{}, l.lim)
 			return err
 		}
 	}
@@ -398,15 +358,15 @@ func isDataset(ctx context.Context, l location, ls listing, key string) error {
 }
 
 // tenantItems counts the objects and versions of key that hold data, if it is a dataset.
-func tenantItems(ctx context.Context, l location, ls listing, key string) (int, error) {
+func tenantItems(ctx context.Context, l location, ls objectstore.Listing, key string) (int, error) {
 	if err := isDataset(ctx, l, ls, key); err != nil {
 		return 0, err
 	}
-	if ls.vb == nil {
+	if ls.Versioned == nil {
 		return 1, nil
 	}
 	n := 0
-	for _, v := range ls.vers[key] {
+	for _, v := range ls.Versions[key] {
 		if !v.DeleteMarker {
 			n++
 		}
@@ -418,17 +378,17 @@ func tenantItems(ctx context.Context, l location, ls listing, key string) (int, 
 // Objects that are no datasets are left as they are (Verify reports them).
 func dropAll(ctx context.Context, l location) (c counts, err error) {
 	ls, err := inventoryOf(ctx, l)
-	c.versioned, c.excluded = ls.vb != nil, ls.excluded
+	c.versioned, c.excluded = ls.Versioned != nil, ls.Excluded
 	if err != nil {
 		return c, err
 	}
-	sv := l.view(&matcher{}, nil)
-	for _, key := range ls.keys {
+	sv := l.index(&matcher{}, nil, false)
+	for _, key := range ls.Keys {
 		if err := ctx.Err(); err != nil {
 			return c, err
 		}
 		switch err := isDataset(ctx, l, ls, key); {
-		case errors.Is(err, errMalformed) || errors.Is(err, ErrNotFound):
+		case errors.Is(err, rows.ErrMalformed) || errors.Is(err, objectstore.ErrNotFound):
 			continue
 		case err != nil:
 			return c, err
@@ -436,15 +396,15 @@ func dropAll(ctx context.Context, l location) (c counts, err error) {
 		if err := sv.dropSummary(ctx, key); err != nil {
 			return c, err
 		}
-		if ls.vb == nil {
+		if ls.Versioned == nil {
 			if err := l.bucket.Delete(ctx, key); err != nil {
 				return c, err
 			}
 			c.current++
 			continue
 		}
-		for _, v := range ls.vers[key] {
-			if err := ls.vb.DeleteVersion(ctx, key, v.ID); err != nil {
+		for _, v := range ls.Versions[key] {
+			if err := ls.Versioned.DeleteVersion(ctx, key, v.ID); err != nil {
 				return c, err
 			}
 			switch {
@@ -463,16 +423,16 @@ func dropAll(ctx context.Context, l location) (c counts, err error) {
 // and what it could not examine there.
 func remaining(ctx context.Context, l location, m *matcher) (c counts, err error) {
 	ls, err := inventoryOf(ctx, l)
-	c.versioned, c.excluded = ls.vb != nil, ls.excluded
+	c.versioned, c.excluded = ls.Versioned != nil, ls.Excluded
 	if err != nil || m != nil && m.empty() {
 		return c, err
 	}
 	check := func(key, what string, read func() (int, error)) error {
 		n, err := read()
 		switch {
-		case errors.Is(err, ErrNotFound):
+		case errors.Is(err, objectstore.ErrNotFound):
 			return nil // gone since the listing
-		case errors.Is(err, errMalformed):
+		case errors.Is(err, rows.ErrMalformed):
 			c.unexamined = append(c.unexamined, l.display(key)+what+": "+reason(err))
 			return nil
 		case err != nil:
@@ -481,8 +441,8 @@ func remaining(ctx context.Context, l location, m *matcher) (c counts, err error
 		c.current += int64(n)
 		return nil
 	}
-	sv := l.readView(m, nil)
-	for _, key := range ls.keys {
+	sv := l.index(m, nil, true)
+	for _, key := range ls.Keys {
 		if err := ctx.Err(); err != nil {
 			return c, err
 		}
@@ -492,18 +452,18 @@ func remaining(ctx context.Context, l location, m *matcher) (c counts, err error
 			}
 			continue
 		}
-		if ls.vb == nil {
-			if !sv.skip(ctx, key, ls.current(key), false) {
+		if ls.Versioned == nil {
+			if !sv.skip(ctx, key, ls.Current(key), false) {
 				if err := check(key, "", func() (int, error) { return countObject(ctx, l.bucket, key, m, sv, l.lim) }); err != nil {
 					return c, err
 				}
 			}
-			if err := sv.flush(ctx, key, ls.live(key)); err != nil {
+			if err := sv.flush(ctx, key, ls.Live(key)); err != nil {
 				return c, err
 			}
 			continue
 		}
-		for _, v := range ls.vers[key] {
+		for _, v := range ls.Versions[key] {
 			if v.DeleteMarker || sv.skip(ctx, key, v, false) {
 				continue
 			}
@@ -511,11 +471,11 @@ func remaining(ctx context.Context, l location, m *matcher) (c counts, err error
 			if !v.Latest {
 				what = " (an older version)"
 			}
-			if err := check(key, what, func() (int, error) { return countVersion(ctx, ls.vb, v, m, sv, l.lim) }); err != nil {
+			if err := check(key, what, func() (int, error) { return countVersion(ctx, ls.Versioned, v, m, sv, l.lim) }); err != nil {
 				return c, err
 			}
 		}
-		if err := sv.flush(ctx, key, ls.live(key)); err != nil {
+		if err := sv.flush(ctx, key, ls.Live(key)); err != nil {
 			return c, err
 		}
 	}
@@ -526,8 +486,8 @@ func remaining(ctx context.Context, l location, m *matcher) (c counts, err error
 // patterns find masked (a decoder's message may quote a value).
 func reason(err error) string {
 	msg := err.Error()
-	if i := strings.Index(msg, errMalformed.Error()+": "); i >= 0 {
-		msg = msg[i+len(errMalformed.Error())+2:]
+	if i := strings.Index(msg, rows.ErrMalformed.Error()+": "); i >= 0 {
+		msg = msg[i+len(rows.ErrMalformed.Error())+2:]
 	}
 	return pii.Mask(msg)
 }

@@ -401,4 +401,4 @@ func testInventory(prefixes ...string) inventory.Store {
 }
 
 // testLimits are the default limits.
-var testLimits = Limits{}.withDefaults()
+var testLimits = Limits{}.WithDefaults()

@@ -243,10 +243,10 @@ func TestEveryFormatErased(t *testing.T) {
 			if rows := tc.codec.decode(t, got[0]); !slices.Equal(rows, kept) {
 				t.Errorf("rows after the erasure:\n%q\nwant\n%q", rows, kept)
 			}
-			if bytes.HasPrefix(orig, gzipMagic) != bytes.HasPrefix(got[0], gzipMagic) {
+			if gzipMagic := []byte{0x1f, 0x8b}; bytes.HasPrefix(orig, gzipMagic) != bytes.HasPrefix(got[0], gzipMagic) {
 				t.Error("compression not kept")
 			}
-			if bytes.HasPrefix(orig, parquetMagic) {
+			if bytes.HasPrefix(orig, []byte("PAR1")) {
 				checkParquetKept(t, orig, got[0])
 			}
 			if res, err := store.Erase(ctx, st, victim); err != nil || res.Deleted() != 0 {

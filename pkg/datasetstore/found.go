@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/lethe-erasure/lethe/pkg/datasetstore/rows"
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/objectstore"
 )
 
 var (
@@ -50,17 +52,19 @@ func (s *Store) Find(ctx context.Context, st inventory.Store, subj deletion.Subj
 func findRows(ctx context.Context, l location, m *matcher) (c counts, err error) {
 	listed := time.Now()
 	ls, err := inventoryOf(ctx, l)
-	c.versioned = ls.vb != nil
+	c.versioned = ls.Versioned != nil
 	if err != nil || m.empty() {
 		return c, err
 	}
-	unreadable := func(err error) bool { return errors.Is(err, errMalformed) || errors.Is(err, ErrNotFound) }
-	sv := l.readView(m, nil)
-	for _, key := range ls.keys {
+	unreadable := func(err error) bool {
+		return errors.Is(err, rows.ErrMalformed) || errors.Is(err, objectstore.ErrNotFound)
+	}
+	sv := l.index(m, nil, true)
+	for _, key := range ls.Keys {
 		if err := ctx.Err(); err != nil {
 			return c, err
 		}
-		if cur := ls.current(key); !sv.skip(ctx, key, cur, false) {
+		if cur := ls.Current(key); !sv.skip(ctx, key, cur, false) {
 			m.begin()
 			// the rows of a version this process wrote are counted from its row index
 			n, known := sv.countKnown(key, cur, listed, m)
@@ -76,12 +80,12 @@ func findRows(ctx context.Context, l location, m *matcher) (c counts, err error)
 				m.keep(false)
 			}
 		}
-		for _, v := range ls.vers[key] {
+		for _, v := range ls.Versions[key] {
 			if v.Latest || v.DeleteMarker || sv.skip(ctx, key, v, false) {
 				continue
 			}
 			m.begin()
-			n, err := countVersion(ctx, ls.vb, v, m, sv, l.lim)
+			n, err := countVersion(ctx, ls.Versioned, v, m, sv, l.lim)
 			if err != nil && !unreadable(err) {
 				return c, err
 			}
@@ -90,11 +94,11 @@ func findRows(ctx context.Context, l location, m *matcher) (c counts, err error)
 				m.keep(true)
 			}
 		}
-		if err := sv.flush(ctx, key, ls.live(key)); err != nil {
+		if err := sv.flush(ctx, key, ls.Live(key)); err != nil {
 			return c, err
 		}
 	}
-	l.hand.put(l, ls, listed)
+	l.hand.Put(listingKey(l), ls, listed)
 	return c, nil
 }
 

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lethe-erasure/lethe/pkg/objectstore"
 )
 
 // TestEraseAfterFindListsOnce: the erase that follows a find works from the find's
@@ -68,26 +70,26 @@ func TestObjectWrittenBetweenFindAndEraseIsCaught(t *testing.T) {
 }
 
 func TestHandoffIsTakenOnceAndExpires(t *testing.T) {
-	h := newHandoff()
+	h := objectstore.NewHandoff()
 	l := location{name: "s3://b/acme/", prefix: "acme/"}
 	other := location{name: "s3://b/acme/", prefix: "acme/", exclude: []string{"*.tmp"}}
-	h.put(l, listing{keys: []string{"acme/a.csv"}}, time.Now())
-	if _, ok := h.take(other); ok {
+	h.Put(listingKey(l), objectstore.Listing{Keys: []string{"acme/a.csv"}}, time.Now())
+	if _, ok := h.Take(listingKey(other)); ok {
 		t.Error("a listing was handed to a location with other exclusions")
 	}
-	if ls, ok := h.take(l); !ok || len(ls.keys) != 1 {
+	if ls, ok := h.Take(listingKey(l)); !ok || len(ls.Keys) != 1 {
 		t.Fatalf("take = %+v, %v; want the listing put", ls, ok)
 	}
-	if _, ok := h.take(l); ok {
+	if _, ok := h.Take(listingKey(l)); ok {
 		t.Error("a listing was handed over twice")
 	}
-	h.put(l, listing{}, time.Now().Add(-2*handoffAge))
-	if _, ok := h.take(l); ok {
-		t.Error("a listing older than handoffAge was handed over")
+	h.Put(listingKey(l), objectstore.Listing{}, time.Now().Add(-2*objectstore.HandoffAge))
+	if _, ok := h.Take(listingKey(l)); ok {
+		t.Error("a listing older than HandoffAge was handed over")
 	}
-	var none *handoff
-	none.put(l, listing{}, time.Now())
-	if _, ok := none.take(l); ok {
+	var none *objectstore.Handoff
+	none.Put(listingKey(l), objectstore.Listing{}, time.Now())
+	if _, ok := none.Take(listingKey(l)); ok {
 		t.Error("a nil handoff handed a listing over")
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
@@ -112,54 +111,5 @@ func TestNestedColumns(t *testing.T) {
 				t.Errorf("Verify = %+v, %v; want nothing remaining and one mention", v, err)
 			}
 		})
-	}
-}
-
-// TestNestedPathMatching pins the JSON path rules on single objects.
-func TestNestedPathMatching(t *testing.T) {
-	m := newMatcher([]string{"metadata.customer_id", "a.b.c"}, nil, "x", nil)
-	for _, tc := range []struct {
-		obj  string
-		want bool
-	}{
-		{`{"metadata":{"customer_id":"x"}}`, true},
-		{`{"metadata":{"customer_id":["y","x"]}}`, true},
-		{`{"metadata":{"customer_id":"y"},"metadata":{"customer_id":"x"}}`, true}, // any duplicate
-		{`{"metadata.customer_id":"x"}`, true},                                    // the flat name
-		{`{"a":{"b":{"c":"x"}}}`, true},
-		{`{"a":{"b":{"c":{"d":"x"}}}}`, false},
-		{`{"a":{"b.c":"x"}}`, true},
-		{`{"customer_id":"x"}`, false},
-		{`{"metadata":{"other":"x"}}`, false},
-		{`{"metadata":"x"}`, false},
-		{`{"metadata":[{"customer_id":"x"}]}`, false},
-		{`{"metadatax":{"customer_id":"x"}}`, false},
-	} {
-		got, err := matchJSONL([]byte(tc.obj), m)
-		if err != nil || got != tc.want {
-			t.Errorf("%s: %v, %v; want %v", tc.obj, got, err, tc.want)
-		}
-	}
-}
-
-// TestJSONArrayLayout: dropping elements keeps the bytes around the others and a valid
-// array, whichever elements go.
-func TestJSONArrayLayout(t *testing.T) {
-	m := testMatcher("a")
-	for _, tc := range []struct{ in, want string }{
-		{`[{"customer_id":"a"}, {"customer_id":"b"},` + "\n" + ` {"customer_id":"a"}]`, `[ {"customer_id":"b"}]`},
-		{"[\n  {\"customer_id\":\"b\", \"q\": \"x,y\"},\n  {\"customer_id\":\"a\"},\n  {\"customer_id\":\"c\"}\n]\n", "[\n  {\"customer_id\":\"b\", \"q\": \"x,y\"},\n  {\"customer_id\":\"c\"}\n]\n"},
-		{`[{"customer_id":"a"},{"customer_id":"a"}]`, `[]`},
-		{` [ ] `, ` [ ] `},
-		{`[{"customer_id":1},{"customer_id":"b","n":[1,2]}]`, `[{"customer_id":1},{"customer_id":"b","n":[1,2]}]`},
-	} {
-		var out strings.Builder
-		if _, err := filter(formatJSONArray, strings.NewReader(tc.in), &out, m, testLimits); err != nil {
-			t.Errorf("%q: %v", tc.in, err)
-			continue
-		}
-		if out.String() != tc.want || !json.Valid([]byte(out.String())) {
-			t.Errorf("%q\n became %q\n want   %q", tc.in, out.String(), tc.want)
-		}
 	}
 }

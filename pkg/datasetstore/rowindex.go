@@ -3,6 +3,8 @@ package datasetstore
 import (
 	"strings"
 	"time"
+
+	"github.com/lethe-erasure/lethe/pkg/objectstore"
 )
 
 // A row index lets Find count the rows of a version this process wrote without reading
@@ -110,16 +112,16 @@ func (ix *indexer) ask(session bool, v string) {
 	}
 }
 
-// claim reports that a CSV or TSV filter records its rows and collects the summary's
+// Claim reports that a CSV or TSV filter records its rows and collects the summary's
 // values of every row it keeps (called before it writes anything).
-func (ix *indexer) claim() { ix.csv, ix.claimed = true, ix.sum != nil }
+func (ix *indexer) Claim() { ix.csv, ix.claimed = true, ix.sum != nil }
 
-// kept ends a row the filter kept, recording its questions and, when claimed without a
+// Kept ends a row the filter kept, recording its questions and, when claimed without a
 // base, collecting its values as the summary's scan of the written row would
 // (summaries.build): the subject columns' values, the session columns' values, and the
-// mention tokens of every other field. dropped ends a row it removed (whose questions
+// mention tokens of every other field. Dropped ends a row it removed (whose questions
 // stopped at the first that matched), collecting its values when claimed with a base.
-func (ix *indexer) kept(fields []string, subj, sess []int) {
+func (ix *indexer) Kept(fields []string, subj, sess []int) {
 	if ix.claimed && ix.base == nil {
 		ix.sum.row(fields, subj, sess)
 	}
@@ -137,18 +139,21 @@ func (ix *indexer) kept(fields []string, subj, sess []int) {
 	ix.reset()
 }
 
-func (ix *indexer) dropped(fields []string, subj, sess []int) {
+func (ix *indexer) Dropped(fields []string, subj, sess []int) {
 	if ix.claimed && ix.base != nil {
 		ix.sum.row(fields, subj, sess)
 	}
 	ix.reset()
 }
 
+// Done reports that the filter went through the whole object.
+func (ix *indexer) Done() { ix.done = true }
+
 func (ix *indexer) reset() { ix.pending, ix.sess = ix.pending[:0], ix.sess[:0] }
 
 // index returns what ix recorded as the index of the version w, or nil when the filter
 // did not go through a whole object.
-func (ix *indexer) index(w Written, scope string) *rowIndex {
+func (ix *indexer) index(w objectstore.Written, scope string) *rowIndex {
 	if ix == nil || !ix.done || ix.over {
 		return nil
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/deletion/deletiontest"
+	"github.com/lethe-erasure/lethe/pkg/objectstore"
 )
 
 // TestFindCountsTheVersionItWroteWithoutReading: once a process has rewritten an object,
@@ -182,7 +183,7 @@ func TestOnlyCSVRewritesRecordRows(t *testing.T) {
 	if n, err := rewrite("acme/d.jsonl", bytes.NewReader(data), &out, m, testLimits); err != nil || n != 1 {
 		t.Fatalf("rewrite = %d, %v", n, err)
 	}
-	if len(m.ix.pending) != 0 || m.ix.index(Written{Token: "t"}, "") != nil {
-		t.Errorf("a JSONL rewrite left %d values pending, index %v", len(m.ix.pending), m.ix.index(Written{Token: "t"}, "") != nil)
+	if len(m.ix.pending) != 0 || m.ix.index(objectstore.Written{Token: "t"}, "") != nil {
+		t.Errorf("a JSONL rewrite left %d values pending, index %v", len(m.ix.pending), m.ix.index(objectstore.Written{Token: "t"}, "") != nil)
 	}
 }

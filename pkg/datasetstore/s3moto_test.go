@@ -18,6 +18,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/deletion/deletiontest"
 	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/objectstore"
 	"github.com/lethe-erasure/lethe/pkg/retry"
 	"github.com/lethe-erasure/lethe/pkg/testenv"
 )
@@ -155,7 +156,7 @@ func TestRewriteOfObjectDeletedMeanwhile(t *testing.T) {
 	w := s3World{c}
 	const key = "acme/x.csv"
 	w.putVersion(t, key, []byte("v1"))
-	b := NewS3(c, testBucket)
+	b := objectstore.NewS3(c, testBucket)
 	stale, err := b.Get(ctx, key)
 	if err != nil {
 		t.Fatal(err)
@@ -165,11 +166,11 @@ func TestRewriteOfObjectDeletedMeanwhile(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = b.Put(ctx, key, stale, func(w io.Writer) error { _, err := io.WriteString(w, "resurrected"); return err })
-	if !errors.Is(err, ErrConflict) && !errors.Is(err, ErrNotFound) {
-		t.Errorf("Put over a deleted object: %v, want ErrConflict or ErrNotFound", err)
+	if !errors.Is(err, objectstore.ErrConflict) && !errors.Is(err, objectstore.ErrNotFound) {
+		t.Errorf("Put over a deleted object: %v, want objectstore.ErrConflict or ErrNotFound", err)
 	}
 	t.Logf("Put over a deleted object: %v", err)
-	if _, err := b.Get(ctx, key); !errors.Is(err, ErrNotFound) {
-		t.Errorf("Get after the refused rewrite: %v, want ErrNotFound (nothing written)", err)
+	if _, err := b.Get(ctx, key); !errors.Is(err, objectstore.ErrNotFound) {
+		t.Errorf("Get after the refused rewrite: %v, want objectstore.ErrNotFound (nothing written)", err)
 	}
 }

@@ -12,10 +12,10 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
+	"github.com/lethe-erasure/lethe/pkg/datasetstore/rows"
 	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/objectstore"
 	"github.com/lethe-erasure/lethe/pkg/subject"
 )
 
@@ -60,7 +60,6 @@ import (
 // Mentions: an identifier holding white space or one of the delimiters ( " ' ( ) [ ] { }
 // < > , ; = ) cannot be told absent by the token sets, so a mention scan for such a
 // subject reads every object, as without summaries.
-
 // summaryRoot is the key prefix of the summaries in each bucket.
 const summaryRoot = ".lethe/summary/"
 
@@ -97,7 +96,7 @@ func WithKey(key subject.Key) Option {
 func WithSummaries(key subject.Key) Option {
 	return func(s *Store) {
 		s.names = deletion.NewItemNames(key)
-		s.sum = &summaries{key: key, mac: key.Derive(summaryLabel), cache: map[string][]entry{}, written: map[string]Written{}, rewrites: map[string]*rewriteInProgress{}, memo: newPrefixMemo(), rows: map[string]*rowIndex{}}
+		s.sum = &summaries{key: key, mac: key.Derive(summaryLabel), cache: map[string][]entry{}, written: map[string]objectstore.Written{}, rewrites: map[string]*rewriteInProgress{}, memo: newPrefixMemo(), rows: map[string]*rowIndex{}}
 	}
 }
 
@@ -109,8 +108,8 @@ type summaries struct {
 	mu       sync.Mutex
 	cache    map[string][]entry // bucket name, NUL, summary name -> entries
 	size     int
-	written  map[string]Written            // idem -> the summary version this process wrote last
-	rewrites map[string]*rewriteInProgress // idem -> the rewrite of its object this process is making
+	written  map[string]objectstore.Written // idem -> the summary version this process wrote last
+	rewrites map[string]*rewriteInProgress  // idem -> the rewrite of its object this process is making
 	memo     *prefixMemo
 	rows     map[string]*rowIndex // idem -> the row index of the version this process wrote last
 	indexed  int                  // values held by rows
@@ -210,55 +209,6 @@ func has(set []byte, vs []uint64) bool {
 	return false
 }
 
-// isSplit are the runes mention tokens are split at: white space and every delimiter the
-// mention rule accepts on either side of an identifier.
-func isSplit(r rune) bool {
-	if r < utf8.RuneSelf {
-		return asciiSplit[r]
-	}
-	return unicode.IsSpace(r)
-}
-
-// asciiSplit is isSplit of each ASCII rune.
-var asciiSplit = func() (t [utf8.RuneSelf]bool) {
-	for r := range rune(utf8.RuneSelf) {
-		t[r] = unicode.IsSpace(r) || strings.ContainsRune(`"'()[]{}<>,;=`, r)
-	}
-	return t
-}()
-
-// mentionTokens calls fn with every string an identifier without split runes can be
-// mentioned as in s (see the mention rule in mentions.go): each piece between split runes
-// of at least minSubstring bytes, the piece without a final . : ! or ?, and s itself when
-// it is shorter than minSubstring (a short identifier is mentioned only as a whole cell).
-// The pieces are those of strings.FieldsFunc(s, isSplit), found without allocating.
-func mentionTokens(s string, fn func(string)) {
-	if len(s) < minSubstring {
-		fn(s)
-	}
-	piece := func(p string) {
-		if len(p) >= minSubstring {
-			fn(p)
-		}
-		if n := len(p) - 1; n >= minSubstring && strings.ContainsRune(".:!?", rune(p[n])) {
-			fn(p[:n])
-		}
-	}
-	start := -1 // of the piece in progress
-	for i, r := range s {
-		switch split := isSplit(r); {
-		case split && start >= 0:
-			piece(s[start:i])
-			start = -1
-		case !split && start < 0:
-			start = i
-		}
-	}
-	if start >= 0 {
-		piece(s[start:])
-	}
-}
-
 // collector gathers the raw values of one object while its summary is built, each with
 // how many times the object's rows hold it (a tally's counts, tally.go); they never leave
 // the process (only their pseudonyms are stored).
@@ -285,7 +235,7 @@ func (c *collector) add(set map[string]int32, v string) {
 	set[v] = n + 1
 }
 
-func (c *collector) mention(s string) { mentionTokens(s, func(t string) { c.add(c.mentions, t) }) }
+func (c *collector) mention(s string) { rows.MentionTokens(s, func(t string) { c.add(c.mentions, t) }) }
 
 // row collects one CSV row whose subject and session columns are at subj and sess, as
 // the mention scanner in counting mode does: every value of those columns, and the mention
@@ -322,7 +272,7 @@ func (s *summaries) nameOf(key string) string {
 func (s *summaries) build(key string, r io.Reader, tenant string, m *matcher, lim Limits) (entry, error) {
 	c := newCollector()
 	cm := &matcher{subjectCols: m.subjectCols, sessionCols: m.sessionCols, collect: c}
-	if _, err := scanMentions(key, r, nil, cm, &finder{collect: c.mention}, "", lim); err != nil {
+	if _, err := scanMentions(key, r, nil, cm, &rows.Finder{Collect: c.mention}, "", lim); err != nil {
 		return entry{}, err
 	}
 	e, _, err := s.entryOf(c, tenant, m, false)
@@ -465,7 +415,7 @@ func (s *summaries) heldIndex(id string) *rowIndex {
 // indexOf returns the row index of ver, the current version of the object of summary id
 // as listed at listed, when this process holds one for scope. An index of another version
 // is dropped when the listing is younger than the index: its version is no longer current.
-func (s *summaries) indexOf(id string, ver Version, scope string, listed time.Time) *rowIndex {
+func (s *summaries) indexOf(id string, ver objectstore.Version, scope string, listed time.Time) *rowIndex {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	x := s.rows[id]
@@ -487,7 +437,7 @@ func (s *summaries) indexOf(id string, ver Version, scope string, listed time.Ti
 // id, the tally of from's row index under scope, removing it from the index so that no
 // other rewrite spends it; nil when the process holds none. A rewrite that does not
 // spend it gives it back (giveBack).
-func (s *summaries) takeTally(id string, from *Object, scope string) (*tally, *rowIndex) {
+func (s *summaries) takeTally(id string, from *objectstore.Object, scope string) (*tally, *rowIndex) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	x := s.rows[id]
@@ -518,7 +468,7 @@ func (s *summaries) dropIndex(id string) {
 }
 
 // lastWrite returns the version of summary id this process wrote last, if it knows one.
-func (s *summaries) lastWrite(id string) (Written, bool) {
+func (s *summaries) lastWrite(id string) (objectstore.Written, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	w, ok := s.written[id]
@@ -527,7 +477,7 @@ func (s *summaries) lastWrite(id string) (Written, bool) {
 
 // wrote records wr as the version of summary id this process wrote last (the zero Written:
 // none known).
-func (s *summaries) wrote(id string, wr Written) {
+func (s *summaries) wrote(id string, wr objectstore.Written) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if wr.Token == "" {

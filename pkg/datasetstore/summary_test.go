@@ -9,12 +9,10 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-	"unicode"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -23,6 +21,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/deletion/deletiontest"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/objectstore"
 	"github.com/lethe-erasure/lethe/pkg/testenv"
 )
 
@@ -225,7 +224,7 @@ func summaryObjects(t *testing.T, c *s3.Client) map[string][]byte {
 	t.Helper()
 	ctx := context.Background()
 	out := map[string][]byte{}
-	b := NewS3(c, testBucket)
+	b := objectstore.NewS3(c, testBucket)
 	var keys []string
 	if err := b.List(ctx, summaryRoot, func(k string) error { keys = append(keys, k); return nil }); err != nil {
 		t.Fatal(err)
@@ -482,7 +481,7 @@ func TestTenantErasureDropsSummaries(t *testing.T) {
 	if _, err := store.Erase(ctx, st, tenant); err != nil {
 		t.Fatal(err)
 	}
-	vs, err := NewS3(c, testBucket).ListVersions(ctx, summaryRoot)
+	vs, err := objectstore.NewS3(c, testBucket).ListVersions(ctx, summaryRoot)
 	if err != nil || len(vs) != 0 {
 		t.Errorf("summary versions after the tenant erasure: %d, %v; want none", len(vs), err)
 	}
@@ -593,58 +592,6 @@ func TestSummariesEraseWhatFullReadsErase(t *testing.T) {
 			}
 		})
 	}
-}
-
-// FuzzMentionTokens: whenever the mention rule finds an identifier without split runes in
-// a string, the string's mention tokens hold that identifier, so a summary never hides a
-// mention.
-func FuzzMentionTokens(f *testing.F) {
-	for _, s := range [][2]string{{"ticket from cust-42.", "cust-42"}, {"(a@b.c)", "a@b.c"}, {"ab", "ab"}, {"x=cust-1!? y", "cust-1!"}, {"é cust-1", "cust-1"}} {
-		f.Add(s[0], s[1])
-	}
-	f.Fuzz(func(t *testing.T, s, id string) {
-		if id == "" || strings.ContainsFunc(id, isSplit) {
-			return
-		}
-		if !(&finder{ids: []string{id}}).in(s) {
-			return
-		}
-		found := false
-		mentionTokens(s, func(tok string) { found = found || tok == id })
-		if !found {
-			t.Fatalf("%q mentions %q but its tokens do not hold it", s, id)
-		}
-	})
-}
-
-// FuzzMentionTokensAreFieldsPieces: mentionTokens gives, in order, the strings the
-// definition names (the pieces of strings.FieldsFunc at white space and the delimiters,
-// each also without a final . : ! or ?), on any input, invalid UTF-8 included.
-func FuzzMentionTokensAreFieldsPieces(f *testing.F) {
-	for _, s := range []string{"ticket from cust-42.", "a\u00a0b\u2003cust-1!? x", "(a@b.c)", "ab", "", "  ", "\xff\xfecust-9;", "é=é=é=é"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		var want []string
-		if len(s) < minSubstring {
-			want = append(want, s)
-		}
-		for _, p := range strings.FieldsFunc(s, func(r rune) bool {
-			return unicode.IsSpace(r) || strings.ContainsRune(`"'()[]{}<>,;=`, r)
-		}) {
-			if len(p) >= minSubstring {
-				want = append(want, p)
-			}
-			if n := len(p) - 1; n >= minSubstring && strings.ContainsRune(".:!?", rune(p[n])) {
-				want = append(want, p[:n])
-			}
-		}
-		var got []string
-		mentionTokens(s, func(tok string) { got = append(got, tok) })
-		if !slices.Equal(got, want) {
-			t.Fatalf("tokens of %q: %q, want %q", s, got, want)
-		}
-	})
 }
 
 // TestCheckingWritesNothing: Verify, Count and Find only read: the summaries they build stay
@@ -867,11 +814,11 @@ func TestReadDuringRewriteWaitsForItsSummary(t *testing.T) {
 	key := "acme/d0.csv"
 	writer, reader := locs[0].view(m, nil), locs[0].readView(m, nil)
 	end := store.sum.rewriting(writer.cacheID(key), `"e1"`)
-	if reader.summarised(key, &Object{VersionID: "v1", Token: `"e1"`}) {
+	if reader.summarised(key, &objectstore.Object{VersionID: "v1", Token: `"e1"`}) {
 		t.Fatal("the version the rewrite started from has no summary, yet it was taken as summarised")
 	}
 	got := make(chan bool)
-	go func() { got <- reader.summarised(key, &Object{VersionID: "v2", Token: `"e2"`}) }()
+	go func() { got <- reader.summarised(key, &objectstore.Object{VersionID: "v2", Token: `"e2"`}) }()
 	select {
 	case <-got:
 		t.Fatal("a read of the version being written did not wait for the rewrite")
@@ -883,7 +830,7 @@ func TestReadDuringRewriteWaitsForItsSummary(t *testing.T) {
 		t.Error("after the rewrite, the version it wrote was not found summarised")
 	}
 	// no rewrite in progress: nothing to wait for
-	if reader.summarised(key, &Object{VersionID: "v3", Token: `"e3"`}) {
+	if reader.summarised(key, &objectstore.Object{VersionID: "v3", Token: `"e3"`}) {
 		t.Error("a version never summarised was taken as summarised")
 	}
 }

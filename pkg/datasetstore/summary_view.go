@@ -8,15 +8,16 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/lethe-erasure/lethe/pkg/datasetstore/rows"
+	"github.com/lethe-erasure/lethe/pkg/objectstore"
 )
 
-// view is what one operation on one location uses of the summaries: the request's
-// pseudonyms and the summaries loaded so far. Its methods accept a nil view (summaries
-// off, or a location that is no S3 bucket), which skips nothing and builds nothing. A view
-// is used by one goroutine.
+// view is the summaryIndex of an S3 location with summaries: the request's pseudonyms
+// and the summaries loaded so far. A view is used by one goroutine.
 type view struct {
 	s      *summaries
-	b      *s3Bucket
+	b      *objectstore.S3
 	tenant string
 	m      *matcher
 	scope  string
@@ -37,9 +38,9 @@ type loaded struct {
 }
 
 // view returns the summary view of l for the row matcher m and, for mention scans, the
-// finder f (nil otherwise).
-func (l location) view(m *matcher, f *finder) *view {
-	b, ok := l.bucket.(*s3Bucket)
+// finder f (nil otherwise); nil when l keeps no summaries.
+func (l location) view(m *matcher, f *rows.Finder) *view {
+	b, ok := l.bucket.(*objectstore.S3)
 	if l.sum == nil || m == nil || !ok {
 		return nil
 	}
@@ -62,8 +63,8 @@ func (l location) view(m *matcher, f *finder) *view {
 	}
 	if f != nil {
 		v.mentionsOK = true
-		for _, id := range f.ids {
-			if strings.ContainsFunc(id, isSplit) {
+		for _, id := range f.IDs {
+			if strings.ContainsFunc(id, rows.IsSplit) {
 				v.mentionsOK = false
 			}
 			v.mentions = append(v.mentions, k.PseudonymPrefix(l.tenant, id))
@@ -74,7 +75,7 @@ func (l location) view(m *matcher, f *finder) *view {
 
 // readView is view for the read-only operations (Verify, Find, Count): what it summarises
 // stays in the process's cache, so that checking a store never writes to it.
-func (l location) readView(m *matcher, f *finder) *view {
+func (l location) readView(m *matcher, f *rows.Finder) *view {
 	v := l.view(m, f)
 	if v != nil {
 		v.readOnly = true
@@ -82,7 +83,7 @@ func (l location) readView(m *matcher, f *finder) *view {
 	return v
 }
 
-func (v *view) cacheID(key string) string { return v.b.name + "\x00" + v.s.nameOf(key) }
+func (v *view) cacheID(key string) string { return v.b.Name() + "\x00" + v.s.nameOf(key) }
 
 // doc returns what is known of key's summary, from the process cache at first.
 func (v *view) doc(key string) *loaded {
@@ -150,8 +151,8 @@ func (d *loaded) merge(e entry) bool {
 // skip reports whether the version ver of key can be left unread: its summary is valid
 // and holds none of the request's pseudonyms (mentions: none of its identifiers as a
 // mention candidate).
-func (v *view) skip(ctx context.Context, key string, ver Version, mentions bool) bool {
-	if v == nil || ver.Token == "" || ver.DeleteMarker || mentions && !v.mentionsOK {
+func (v *view) skip(ctx context.Context, key string, ver objectstore.Version, mentions bool) bool {
+	if ver.Token == "" || ver.DeleteMarker || mentions && !v.mentionsOK {
 		return false
 	}
 	e, ok := v.find(ctx, key, ver.ID, ver.Token)
@@ -176,8 +177,8 @@ func (v *view) add(key string, e entry) {
 // reader returns the body of obj to read and the function to call once it was read (with
 // the reader's error, nil on success): when obj's version has no valid summary, the bytes
 // read are summarised on the way and the summary recorded.
-func (v *view) reader(key string, obj *Object) (io.Reader, func(error)) {
-	if v == nil || obj.Token == "" || v.summarised(key, obj) {
+func (v *view) reader(key string, obj *objectstore.Object) (io.Reader, func(error)) {
+	if obj.Token == "" || v.summarised(key, obj) {
 		return obj.Body, func(error) {}
 	}
 	bl := v.start(key)
@@ -195,7 +196,7 @@ func (v *view) reader(key string, obj *Object) (io.Reader, func(error)) {
 // summarised reports whether obj's version has a valid summary in v. While this process
 // rewrites key from another version, obj is most likely the version being written: it
 // waits for that rewrite's summary rather than building the same one a second time.
-func (v *view) summarised(key string, obj *Object) bool {
+func (v *view) summarised(key string, obj *objectstore.Object) bool {
 	d := v.doc(key)
 	valid := func() bool {
 		return slices.ContainsFunc(d.entries, func(e entry) bool { return e.is(obj.VersionID, obj.Token, v.scope) })
@@ -215,13 +216,11 @@ func (v *view) summarised(key string, obj *Object) bool {
 // writer returns w teed into a summary builder for a rewrite of from, the current version
 // of key, and the function to call once the write is over (with its error and what was
 // written): on success the summary of the new version is recorded. With ix, a CSV filter
-// may collect the kept rows' values itself (indexer.claim): the bytes written are then
+// may collect the kept rows' values itself (indexer.Claim): the bytes written are then
 // not scanned again, and when the process holds the tally of from, only the dropped rows'
-// values are collected.
-func (v *view) writer(key string, from *Object, w io.Writer, ix *indexer) (io.Writer, func(error, Written)) {
-	if v == nil {
-		return w, func(error, Written) {}
-	}
+// values are collected. After a successful write the row index ix recorded is kept
+// (indexed).
+func (v *view) writer(key string, from *objectstore.Object, w io.Writer, ix *indexer) (io.Writer, func(error, objectstore.Written)) {
 	id := v.cacheID(key)
 	end := v.s.rewriting(id, from.Token)
 	bl := v.start(key)
@@ -230,7 +229,10 @@ func (v *view) writer(key string, from *Object, w io.Writer, ix *indexer) (io.Wr
 		ix.sum, bl.ix = newCollector(), ix
 		ix.base, taken = v.s.takeTally(id, from, v.scope)
 	}
-	return io.MultiWriter(w, bl), func(err error, wr Written) {
+	return io.MultiWriter(w, bl), func(err error, wr objectstore.Written) {
+		if err == nil {
+			defer v.indexed(key, ix, wr) // once the rewrite ended
+		}
 		defer end()
 		if err == nil && wr.Token == "" {
 			err = errors.New("no etag")
@@ -306,8 +308,8 @@ func (bl *building) finish(err error) (entry, error) {
 
 // flush stores key's summary when it changed, keeping the entries of the versions in live
 // (those of key that exist now). A summary left with no entry is deleted.
-func (v *view) flush(ctx context.Context, key string, live []Version) error {
-	if v == nil || v.docs[key] == nil {
+func (v *view) flush(ctx context.Context, key string, live []objectstore.Version) error {
+	if v.docs[key] == nil {
 		return nil
 	}
 	d := v.docs[key]
@@ -347,13 +349,13 @@ func (v *view) flush(ctx context.Context, key string, live []Version) error {
 		// another process have written it since, merge what it holds, as below.
 		v.capEntries(d)
 		v.s.remember(id, d.entries)
-		wr, err := v.b.put(ctx, name, &Object{Token: last.Token}, write)
+		wr, err := v.b.Write(ctx, name, &objectstore.Object{Token: last.Token}, write)
 		if err == nil {
 			v.s.wrote(id, wr)
 			d.stored = slices.Clone(d.entries)
 			return v.dropVersion(ctx, name, last.VersionID)
 		}
-		if !errors.Is(err, ErrConflict) && !errors.Is(err, ErrNotFound) {
+		if !errors.Is(err, objectstore.ErrConflict) && !errors.Is(err, objectstore.ErrNotFound) {
 			return fmt.Errorf("summary: %w", err)
 		}
 	}
@@ -368,12 +370,12 @@ func (v *view) flush(ctx context.Context, key string, live []Version) error {
 	}
 	d.stored = slices.Clone(d.entries)
 	if len(d.entries) == 0 {
-		v.s.wrote(id, Written{})
+		v.s.wrote(id, objectstore.Written{})
 		return v.drop(ctx, name)
 	}
-	wr, err := v.b.put(ctx, name, nil, write)
+	wr, err := v.b.Write(ctx, name, nil, write)
 	if err != nil {
-		v.s.wrote(id, Written{})
+		v.s.wrote(id, objectstore.Written{})
 		return fmt.Errorf("summary: %w", err)
 	}
 	v.s.wrote(id, wr)
@@ -392,7 +394,7 @@ func (v *view) dropVersion(ctx context.Context, name, id string) error {
 	if id == "" || id == "null" {
 		return nil
 	}
-	if err := v.b.DeleteVersion(ctx, name, id); err != nil && !errors.Is(err, ErrNotFound) {
+	if err := v.b.DeleteVersion(ctx, name, id); err != nil && !errors.Is(err, objectstore.ErrNotFound) {
 		return fmt.Errorf("summary: %w", err)
 	}
 	return nil
@@ -422,8 +424,8 @@ func (v *view) drop(ctx context.Context, name string) error {
 // pruneVersions deletes the older versions of the summary name (all, with all set) in a
 // bucket that keeps versions.
 func (v *view) pruneVersions(ctx context.Context, name string, all bool) error {
-	vs, err := versionsOf(ctx, v.b, name)
-	if errors.Is(err, errNoVersions) {
+	vs, err := objectstore.VersionsOf(ctx, v.b, name)
+	if errors.Is(err, objectstore.ErrNoVersions) {
 		return nil
 	}
 	if err != nil {
@@ -442,20 +444,14 @@ func (v *view) pruneVersions(ctx context.Context, name string, all bool) error {
 
 // dropSummary deletes the summary of key (a tenant erasure deleted the object).
 func (v *view) dropSummary(ctx context.Context, key string) error {
-	if v == nil {
-		return nil
-	}
 	v.s.forget(v.cacheID(key))
 	return v.drop(ctx, v.s.nameOf(key))
 }
 
-// indexing returns m recording into a new indexer when v keeps summaries (the written
-// version's row index is then kept with indexed), else m and nil. The indexer is sized
-// after the row index the process holds for key, if any.
+// indexing returns m recording into a new indexer (the written version's row index is
+// then kept with indexed). The indexer is sized after the row index the process holds for
+// key, if any.
 func (v *view) indexing(m *matcher, key string) (*matcher, *indexer) {
-	if v == nil {
-		return m, nil
-	}
 	mi := *m
 	mi.ix = newIndexer(v.s.heldIndex(v.cacheID(key)))
 	return &mi, mi.ix
@@ -463,8 +459,8 @@ func (v *view) indexing(m *matcher, key string) (*matcher, *indexer) {
 
 // indexed keeps what ix recorded as the row index of wr, the version of key just written
 // (an ix that recorded no whole object drops the index the process held for key).
-func (v *view) indexed(key string, ix *indexer, wr Written) {
-	if v == nil || ix == nil {
+func (v *view) indexed(key string, ix *indexer, wr objectstore.Written) {
+	if ix == nil {
 		return
 	}
 	var x *rowIndex
@@ -476,21 +472,10 @@ func (v *view) indexed(key string, ix *indexer, wr Written) {
 
 // countKnown counts the rows m matches in ver, the current version of key as listed at
 // listed, from the row index this process keeps of it, reporting false when it keeps none.
-func (v *view) countKnown(key string, ver Version, listed time.Time, m *matcher) (int, bool) {
-	if v == nil {
-		return 0, false
-	}
+func (v *view) countKnown(key string, ver objectstore.Version, listed time.Time, m *matcher) (int, bool) {
 	x := v.s.indexOf(v.cacheID(key), ver, v.scope, listed)
 	if x == nil {
 		return 0, false
 	}
 	return x.count(m), true
-}
-
-// put writes through b, returning what was written when b reports it.
-func put(ctx context.Context, b Bucket, key string, prev *Object, write func(io.Writer) error) (Written, error) {
-	if sb, ok := b.(*s3Bucket); ok {
-		return sb.put(ctx, key, prev, write)
-	}
-	return Written{}, b.Put(ctx, key, prev, write)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/deletion/deletiontest"
+	"github.com/lethe-erasure/lethe/pkg/objectstore"
 )
 
 // TestTalliedSummaryIsThatOfItsBytes: erasing subjects one after another with one Store,
@@ -81,9 +82,9 @@ func TestTalliedSummaryIsThatOfItsBytes(t *testing.T) {
 }
 
 // current returns the current version of key in the test bucket and its bytes.
-func current(t *testing.T, c *s3.Client, key string) (*Object, []byte) {
+func current(t *testing.T, c *s3.Client, key string) (*objectstore.Object, []byte) {
 	t.Helper()
-	obj, err := NewS3(c, testBucket).Get(context.Background(), key)
+	obj, err := objectstore.NewS3(c, testBucket).Get(context.Background(), key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +115,7 @@ func TestUnspentTallyIsGivenBack(t *testing.T) {
 		t.Fatal("no tally kept for the version written")
 	}
 	kept := x.tally
-	obj, err := NewS3(c, testBucket).Get(ctx, key)
+	obj, err := objectstore.NewS3(c, testBucket).Get(ctx, key)
 	if err != nil {
 		t.Fatal(err)
 	}

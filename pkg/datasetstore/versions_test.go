@@ -46,7 +46,7 @@ func TestEraseOldVersions(t *testing.T) {
 	if _, err := c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(testBucket), Key: aws.String(gone)}); err != nil {
 		t.Fatal(err)
 	}
-	const longer = "acme/qa.csv.2024.csv" // versionsOf(key) must not take it for key
+	const longer = "acme/qa.csv.2024.csv" // objectstore.VersionsOf(key) must not take it for key
 	w.putVersion(t, longer, renderCSV(t, []row{bRow, vRow}))
 	w.putVersion(t, longer, renderCSV(t, []row{bRow}))
 

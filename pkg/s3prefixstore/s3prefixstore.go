@@ -18,16 +18,15 @@
 // an erasure of one tenant never lists another's. Reports name templates, never an
 // identifier: an object in one is its prefix template, the shape of the rest of its key
 // and a keyed reference (deletion.ItemNames, WithKey), never its name.
-// Errors are classified once here: a missing bucket, an invalid bucket name or a refused
-// request (AccessDenied) is permanent; anything else (the service down, throttling,
-// internal errors) is transient. A Store is safe for concurrent use.
+// Errors are classified by objectstore.Classify, as the dataset store's are: a missing
+// bucket, a refused or malformed request is permanent; anything else (the service down,
+// throttling, internal errors) is transient. A Store is safe for concurrent use.
 package s3prefixstore
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -40,6 +39,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/objectstore"
 	"github.com/lethe-erasure/lethe/pkg/retry"
 	"github.com/lethe-erasure/lethe/pkg/subject"
 )
@@ -259,10 +259,10 @@ func (s *Store) deleteBatch(ctx context.Context, bucket string, es []entry) (int
 	var errs []error
 	for _, e := range out.Errors {
 		code := aws.ToString(e.Code)
-		switch code {
-		case "NoSuchKey", "NoSuchVersion":
+		switch class := objectstore.CodeClass(code); {
+		case class == objectstore.Missing:
 			// gone already (a concurrent erasure)
-		case "AccessDenied":
+		case code == "AccessDenied":
 			for _, ent := range erred(es, byID, gone, e) {
 				if seen[ent] {
 					continue
@@ -278,7 +278,7 @@ func (s *Store) deleteBatch(ctx context.Context, bucket string, es []entry) (int
 					errs = append(errs, retry.Permanent(fmt.Errorf("s3 bucket %s: delete object version: access denied", bucket)))
 				}
 			}
-		case "InvalidArgument", "MalformedXML":
+		case class == objectstore.Permanent:
 			errs = append(errs, retry.Permanent(fmt.Errorf("s3 bucket %s: delete object version: %s", bucket, code)))
 		default:
 			errs = append(errs, fmt.Errorf("s3 bucket %s: delete object version: %s", bucket, code))
@@ -383,30 +383,6 @@ func addCount(ls []event.LocationCount, loc string, n int64) []event.LocationCou
 	return append(ls, event.LocationCount{Location: loc, Deleted: n})
 }
 
-// permanentCodes are S3 errors that retrying cannot fix: the inventory names a bucket that
-// does not exist, or Lethe may not touch it.
-var permanentCodes = map[string]bool{
-	"NoSuchBucket":          true,
-	"InvalidBucketName":     true,
-	"AccessDenied":          true,
-	"AllAccessDisabled":     true,
-	"InvalidAccessKeyId":    true,
-	"SignatureDoesNotMatch": true,
-	"InvalidArgument":       true,
-}
-
-// wrap classifies an S3 error of op on bucket: permanent for permanentCodes, transient
-// otherwise. It never names a key or a prefix (they hold identifiers): a transport error,
-// whose message would hold the request's URL, keeps only its cause.
-func wrap(op, bucket string, err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err
-	}
-	err = fmt.Errorf("s3 bucket %s: %s: %w", bucket, op, err)
-	var api smithy.APIError
-	if errors.As(err, &api) && permanentCodes[api.ErrorCode()] {
-		return retry.Permanent(err)
-	}
-	return err
-}
+// wrap classifies an S3 error of op on bucket (objectstore.Classify). It never names a key
+// or a prefix: they hold identifiers.
+func wrap(op, bucket string, err error) error { return objectstore.Classify(bucket, op, err) }

@@ -1,9 +1,14 @@
-package datasetstore
+// Package objectstore is the object layer of the dataset store: S3 buckets and directory
+// trees behind one Bucket interface, with conditional rewrites staged before upload, and
+// the one classification of S3 errors that the S3 stores share.
+package objectstore
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
+	"sync"
 )
 
 // Bucket is the object namespace a dataset location lives in: an S3 bucket (NewS3) or a
@@ -81,6 +86,25 @@ var (
 	// ErrConflict reports that an object changed between read and conditional write. The
 	// buckets return it marked retry.Contended: a retry at once reads the new content.
 	ErrConflict = errors.New("object changed during rewrite")
-	// errNoVersions reports a bucket whose server cannot list versions (no versioning).
-	errNoVersions = errors.New("bucket does not list versions")
+	// ErrNoVersions reports a bucket whose server cannot list versions (no versioning).
+	ErrNoVersions = errors.New("bucket does not list versions")
 )
+
+// bufferSize is the size of the write buffers of rewrites.
+const bufferSize = 64 << 10
+
+// writers are reused: a batch rewrites many objects a second.
+var writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, bufferSize) }}
+
+// newWriter returns a buffered writer to w; releaseWriter gives it back once flushed (or
+// abandoned: what it holds is dropped).
+func newWriter(w io.Writer) *bufio.Writer {
+	bw := writers.Get().(*bufio.Writer)
+	bw.Reset(w)
+	return bw
+}
+
+func releaseWriter(bw *bufio.Writer) {
+	bw.Reset(nil)
+	writers.Put(bw)
+}

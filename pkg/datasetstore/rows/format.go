@@ -1,4 +1,4 @@
-package datasetstore
+package rows
 
 import (
 	"bufio"
@@ -9,6 +9,7 @@ import (
 	"io"
 	"path"
 	"strings"
+	"sync"
 )
 
 // format is the encoding of a dataset once decompressed.
@@ -57,13 +58,13 @@ var (
 	parquetMagic = []byte("PAR1")
 )
 
-// errMalformed marks content the store cannot read or decode: the object is left as it is
-// and reported unexamined.
-var errMalformed = errors.New("malformed dataset")
+// ErrMalformed marks content this package cannot read or decode, or that passes the
+// Limits: such an object is to be left as it is and reported unexamined.
+var ErrMalformed = errors.New("malformed dataset")
 
-// malformed is an errMalformed saying why; reasons name places and formats, never values.
+// malformed is an ErrMalformed saying why; reasons name places and formats, never values.
 func malformed(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", errMalformed, fmt.Sprintf(format, args...))
+	return fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, args...))
 }
 
 // tracked remembers the first error other than io.EOF of the reader or writer it wraps,
@@ -90,69 +91,28 @@ func (t *tracked) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// rewrite copies the dataset object key, read from body, to w without the rows m matches
-// and returns how many rows it dropped; with a nil w it only counts. Compression is settled
-// by content (gzip's magic number) and kept; the format by the extension (ignoring case and
-// a ".gz" suffix) and, for ".json", an unknown extension or Parquet's magic number, by
-// content. Kept rows are copied byte for byte (CSV, TSV, JSONL, JSON arrays; their
-// decompressed bytes when gzip-compressed) or value for value with the schema and the
-// compression codec (Parquet). Content that cannot be decoded or passes lim wraps
-// errMalformed; a failure to read body or to write w is returned as it is. Either way w
-// holds partial output that the caller must discard.
-func rewrite(key string, body io.Reader, w io.Writer, m *matcher, lim Limits) (int, error) {
-	return transcode(body, w, func(src io.Reader, dst *tracked) (int, error) { return decodeAndFilter(key, src, dst, m, lim) })
-}
-
 // transcode runs fn from body to w (nil: none) and tells its failures apart: the
 // destination's or the source's are returned as such, content that cannot be decoded
-// wraps errMalformed.
-func transcode[T any](body io.Reader, w io.Writer, fn func(src io.Reader, dst *tracked) (T, error)) (T, error) {
+// wraps ErrMalformed.
+func transcode(body io.Reader, w io.Writer, fn func(src io.Reader, dst *tracked) error) error {
 	src := &tracked{r: body}
 	var dst *tracked
 	if w != nil {
 		dst = &tracked{w: w}
 	}
-	n, err := fn(src, dst)
+	err := fn(src, dst)
 	switch {
 	case err == nil:
-		return n, nil
+		return nil
 	case dst != nil && dst.err != nil:
-		return n, fmt.Errorf("write: %w", dst.err)
+		return fmt.Errorf("write: %w", dst.err)
 	case src.err != nil:
-		return n, fmt.Errorf("read: %w", src.err)
-	case errors.Is(err, errMalformed):
-		return n, err
+		return fmt.Errorf("read: %w", src.err)
+	case errors.Is(err, ErrMalformed):
+		return err
 	}
 	// The source and the destination did not fail: the decompressor did.
-	return n, malformed("%v", err)
-}
-
-func decodeAndFilter(key string, src io.Reader, dst *tracked, m *matcher, lim Limits) (int, error) {
-	f, in, zr, release, err := open(key, src, lim)
-	defer release()
-	if err != nil {
-		return 0, err
-	}
-	var out io.Writer
-	var zw *gzip.Writer
-	if dst != nil {
-		out = dst
-		if zr != nil {
-			zw = gzip.NewWriter(dst)
-			zw.Header = zr.Header
-			out = zw
-		}
-	}
-	n, err := filter(f, in, out, m, lim)
-	if err != nil {
-		return n, err
-	}
-	if zw != nil {
-		if err := zw.Close(); err != nil {
-			return n, err
-		}
-	}
-	return n, nil
+	return malformed("%v", err)
 }
 
 // open settles the compression and the format of the dataset key read from src, and
@@ -196,14 +156,14 @@ func (c *capped) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// probe settles that the object key read from body is a dataset of a known format, reading
-// only its start; it fails as rewrite does.
-func probe(key string, body io.Reader, lim Limits) error {
+// Probe settles that the object key read from body is a dataset of a known format, reading
+// only its start; it fails as Rewrite does.
+func Probe(key string, body io.Reader, lim Limits) error {
 	src := &tracked{r: body}
 	_, _, _, release, err := open(key, src, lim)
 	release()
 	switch {
-	case err == nil || errors.Is(err, errMalformed):
+	case err == nil || errors.Is(err, ErrMalformed):
 		return err
 	case src.err != nil:
 		return fmt.Errorf("read: %w", src.err)
@@ -211,9 +171,9 @@ func probe(key string, body io.Reader, lim Limits) error {
 	return malformed("%v", err)
 }
 
-// knownExtension reports whether key ends in a dataset extension (ignoring case and a
+// KnownExtension reports whether key ends in a dataset extension (ignoring case and a
 // ".gz" suffix).
-func knownExtension(key string) bool {
+func KnownExtension(key string) bool {
 	_, ok := byExtension[extension(key)]
 	return ok || extension(key) == ".json"
 }
@@ -252,4 +212,39 @@ func sniff(key string, r *bufio.Reader) (format, error) {
 		return 0, malformed("json that is neither an array nor objects, one per line")
 	}
 	return 0, malformed("format not recognised (csv, tsv, jsonl, json, parquet, each possibly gzip-compressed)")
+}
+
+// bufferSize is the size of the read and write buffers over datasets.
+const bufferSize = 64 << 10
+
+// Buffers are reused: a batch reads and writes whole objects many times a second, and a
+// fresh 64 KiB buffer each time is most of what the store allocates.
+var (
+	readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, bufferSize) }}
+	writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, bufferSize) }}
+)
+
+// newReader returns a buffered reader of r; release gives it back once nothing reads it.
+func newReader(r io.Reader) *bufio.Reader {
+	br := readers.Get().(*bufio.Reader)
+	br.Reset(r)
+	return br
+}
+
+// newWriter returns a buffered writer to w; release gives it back once flushed (or
+// abandoned: what it holds is dropped).
+func newWriter(w io.Writer) *bufio.Writer {
+	bw := writers.Get().(*bufio.Writer)
+	bw.Reset(w)
+	return bw
+}
+
+func releaseReader(br *bufio.Reader) {
+	br.Reset(nil)
+	readers.Put(br)
+}
+
+func releaseWriter(bw *bufio.Writer) {
+	bw.Reset(nil)
+	writers.Put(bw)
 }

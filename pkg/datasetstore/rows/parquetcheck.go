@@ -1,4 +1,4 @@
-package datasetstore
+package rows
 
 import (
 	"bytes"
@@ -19,11 +19,10 @@ import (
 // decompressed (from the codec's own framing, never by trusting the header), and what
 // decoding its values takes — against lim. A file that fails is malformed (unexamined),
 // never read further; so is one the library panics on (recovered).
-
 // openParquet reads a Parquet object whole from r and opens it, once checked against lim
-// (see above). It is the one way the package opens Parquet: the row filter, the mention
-// scanner, the summary builder and discovery read through it. A read error of r is
-// returned as is; content past lim or not Parquet wraps errMalformed.
+// (see above). It is the one way the package opens Parquet: every walker and Sample read
+// through it. A read error of r is
+// returned as is; content past lim or not Parquet wraps ErrMalformed.
 func openParquet(r io.Reader, lim Limits) (*parquet.File, error) {
 	data, err := io.ReadAll(io.LimitReader(r, lim.Parquet+1))
 	if err != nil {

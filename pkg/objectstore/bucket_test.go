@@ -1,4 +1,4 @@
-package datasetstore
+package objectstore
 
 import (
 	"bytes"
@@ -10,7 +10,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
 	"github.com/lethe-erasure/lethe/pkg/retry"
+	"github.com/lethe-erasure/lethe/pkg/testenv"
 )
 
 // TestBucketPut checks the seam's rewrite contract on both backends: a conditional Put
@@ -23,7 +27,7 @@ func TestBucketPut(t *testing.T) {
 		setup func(t *testing.T) (Bucket, world, func() []string)
 	}{
 		{"s3", func(t *testing.T) (Bucket, world, func() []string) {
-			c := newS3Client(t)
+			c := testenv.S3(t, testBucket).Client
 			return NewS3(c, testBucket), s3World{c}, func() []string { return nil }
 		}},
 		{"dir", func(t *testing.T) (Bucket, world, func() []string) {
@@ -46,7 +50,7 @@ func TestBucketPut(t *testing.T) {
 				t.Cleanup(func() { obj.Body.Close() })
 				return obj
 			}
-			current := func() string { return string(w.versions(t, key)[0]) }
+			current := func() string { return w.current(t, key) }
 
 			stale := read()
 			w.put(t, key, []byte("v2 written meanwhile"))
@@ -115,4 +119,56 @@ func TestDirPutKeepsMode(t *testing.T) {
 	if got, _ := os.ReadFile(p); fi.Mode().Perm() != 0o600 || !bytes.Equal(got, []byte("new")) {
 		t.Errorf("mode %v content %q, want 0600 and new", fi.Mode().Perm(), got)
 	}
+}
+
+const testBucket = "lethe-objects"
+
+// world is a backend as the tests see it, through its own read and write path.
+type world interface {
+	put(t *testing.T, key string, data []byte)
+	current(t *testing.T, key string) string // the current object's content
+}
+
+// s3World reads and writes the bucket through the client, never through S3.
+type s3World struct{ c *s3.Client }
+
+func (w s3World) put(t *testing.T, key string, data []byte) {
+	t.Helper()
+	if _, err := w.c.PutObject(context.Background(), &s3.PutObjectInput{Bucket: aws.String(testBucket), Key: &key, Body: bytes.NewReader(data)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (w s3World) current(t *testing.T, key string) string {
+	t.Helper()
+	obj, err := w.c.GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String(testBucket), Key: &key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obj.Body.Close()
+	b, err := io.ReadAll(obj.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// dirWorld reads and writes the directory through the os package.
+type dirWorld struct{ root string }
+
+func (w dirWorld) put(t *testing.T, key string, data []byte) {
+	t.Helper()
+	p := filepath.Join(w.root, filepath.FromSlash(key))
+	if err := errors.Join(os.MkdirAll(filepath.Dir(p), 0o755), os.WriteFile(p, data, 0o640)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (w dirWorld) current(t *testing.T, key string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(w.root, filepath.FromSlash(key)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -1,41 +1,43 @@
-package datasetstore
+package objectstore
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
-
-	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
-// s3Bucket is one S3 bucket. Rewrites are staged (spool: in memory up to 4 MiB, in a
-// temporary file beyond) so that objects of any size stream and the upload has a known
-// length; they replace the object only if its ETag is unchanged (If-Match).
-type s3Bucket struct {
+// S3 is one S3 bucket. Rewrites are staged (spool: in memory up to 4 MiB, in a temporary
+// file beyond) so that objects of any size stream and the upload has a known length; they
+// replace the object only if its ETag is unchanged (If-Match).
+type S3 struct {
 	client *s3.Client
 	name   string
 }
 
+var _ Versioned = (*S3)(nil)
+
 // NewS3 returns the bucket named name behind client. It lists versions, so it serves
 // versioned and unversioned buckets alike (an unversioned bucket has only current objects).
 // It is safe for concurrent use.
-func NewS3(client *s3.Client, name string) Versioned {
-	return &s3Bucket{client: client, name: name}
+func NewS3(client *s3.Client, name string) *S3 {
+	return &S3{client: client, name: name}
 }
 
-func (b *s3Bucket) List(ctx context.Context, prefix string, fn func(string) error) error {
-	return b.listTokens(ctx, prefix, func(key, _ string) error { return fn(key) })
+// Name is the bucket's name.
+func (b *S3) Name() string { return b.name }
+
+func (b *S3) List(ctx context.Context, prefix string, fn func(string) error) error {
+	return b.ListTokens(ctx, prefix, func(key, _ string) error { return fn(key) })
 }
 
-// listTokens is List that also passes each object's ETag.
-func (b *s3Bucket) listTokens(ctx context.Context, prefix string, fn func(key, token string) error) error {
+// ListTokens is List that also passes each object's ETag.
+func (b *S3) ListTokens(ctx context.Context, prefix string, fn func(key, token string) error) error {
 	p := s3.NewListObjectsV2Paginator(b.client, &s3.ListObjectsV2Input{Bucket: &b.name, Prefix: &prefix})
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
@@ -51,15 +53,15 @@ func (b *s3Bucket) listTokens(ctx context.Context, prefix string, fn func(key, t
 	return nil
 }
 
-func (b *s3Bucket) Get(ctx context.Context, key string) (*Object, error) {
+func (b *S3) Get(ctx context.Context, key string) (*Object, error) {
 	return b.get(ctx, key, "")
 }
 
-func (b *s3Bucket) GetVersion(ctx context.Context, key, id string) (*Object, error) {
+func (b *S3) GetVersion(ctx context.Context, key, id string) (*Object, error) {
 	return b.get(ctx, key, id)
 }
 
-func (b *s3Bucket) get(ctx context.Context, key, id string) (*Object, error) {
+func (b *S3) get(ctx context.Context, key, id string) (*Object, error) {
 	in := &s3.GetObjectInput{Bucket: &b.name, Key: &key}
 	if id != "" {
 		in.VersionId = &id
@@ -81,13 +83,13 @@ func (b *s3Bucket) get(ctx context.Context, key, id string) (*Object, error) {
 	}, nil
 }
 
-func (b *s3Bucket) Put(ctx context.Context, key string, prev *Object, write func(io.Writer) error) error {
-	_, err := b.put(ctx, key, prev, write)
+func (b *S3) Put(ctx context.Context, key string, prev *Object, write func(io.Writer) error) error {
+	_, err := b.Write(ctx, key, prev, write)
 	return err
 }
 
-// put is Put that also returns the ETag and version id of what it wrote.
-func (b *s3Bucket) put(ctx context.Context, key string, prev *Object, write func(io.Writer) error) (Written, error) {
+// Write is Put that also returns the ETag and version id of what it wrote.
+func (b *S3) Write(ctx context.Context, key string, prev *Object, write func(io.Writer) error) (Written, error) {
 	sp := newSpool()
 	defer sp.close()
 	bw := newWriter(sp)
@@ -128,7 +130,7 @@ func (b *s3Bucket) put(ctx context.Context, key string, prev *Object, write func
 	return Written{Token: aws.ToString(out.ETag), VersionID: aws.ToString(out.VersionId)}, nil
 }
 
-func (b *s3Bucket) Delete(ctx context.Context, key string) error {
+func (b *S3) Delete(ctx context.Context, key string) error {
 	if _, err := b.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &b.name, Key: &key}); err != nil {
 		return b.wrap("delete object", err)
 	}
@@ -145,7 +147,7 @@ func nonEmpty(s string) *string {
 
 // DeleteVersion always passes the version id: a plain DELETE in a versioned bucket would
 // only add a delete marker, hiding the current object and keeping the version.
-func (b *s3Bucket) DeleteVersion(ctx context.Context, key, id string) error {
+func (b *S3) DeleteVersion(ctx context.Context, key, id string) error {
 	if id == "" {
 		id = "null" // the version written while versioning was never enabled or suspended
 	}
@@ -156,7 +158,7 @@ func (b *s3Bucket) DeleteVersion(ctx context.Context, key, id string) error {
 	return nil
 }
 
-func (b *s3Bucket) ListVersions(ctx context.Context, prefix string) ([]Version, error) {
+func (b *S3) ListVersions(ctx context.Context, prefix string) ([]Version, error) {
 	in := &s3.ListObjectVersionsInput{Bucket: &b.name, Prefix: &prefix}
 	var out []Version
 	for {
@@ -164,7 +166,7 @@ func (b *s3Bucket) ListVersions(ctx context.Context, prefix string) ([]Version, 
 		if err != nil {
 			var api smithy.APIError
 			if errors.As(err, &api) && api.ErrorCode() == "NotImplemented" {
-				return nil, errNoVersions
+				return nil, ErrNoVersions
 			}
 			return nil, b.wrap("list versions", err)
 		}
@@ -184,38 +186,5 @@ func (b *s3Bucket) ListVersions(ctx context.Context, prefix string) ([]Version, 
 	}
 }
 
-// permanentCodes are S3 errors that retrying cannot fix: the inventory names a bucket that
-// does not exist or that Lethe may not touch.
-var permanentCodes = map[string]bool{
-	"NoSuchBucket":      true,
-	"InvalidBucketName": true,
-	"AccessDenied":      true,
-}
-
-// wrap classifies an S3 error: a missing object or version wraps ErrNotFound, a failed
-// If-Match wraps ErrConflict (retry.Contended), a configuration error is permanent. It
-// names no key (keys may hold identifiers): a transport error, whose message would quote
-// the request's URL, keeps only its cause.
-func (b *s3Bucket) wrap(op string, err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err
-	}
-	err = fmt.Errorf("s3 bucket %s: %s: %w", b.name, op, err)
-	var nsk *types.NoSuchKey
-	var api smithy.APIError
-	switch {
-	case errors.As(err, &nsk):
-		return fmt.Errorf("%w: %w", ErrNotFound, err)
-	case errors.As(err, &api):
-		switch code := api.ErrorCode(); {
-		case code == "NoSuchKey" || code == "NoSuchVersion" || code == "NotFound":
-			return fmt.Errorf("%w: %w", ErrNotFound, err)
-		case code == "PreconditionFailed" || code == "ConditionalRequestConflict":
-			return retry.Contended(fmt.Errorf("%w: %w", ErrConflict, err))
-		case permanentCodes[code]:
-			return retry.Permanent(err)
-		}
-	}
-	return err
-}
+// wrap classifies err, an error of op on the bucket (Classify).
+func (b *S3) wrap(op string, err error) error { return Classify(b.name, op, err) }

@@ -1,4 +1,4 @@
-package datasetstore
+package objectstore
 
 import (
 	"context"
