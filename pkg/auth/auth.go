@@ -210,8 +210,12 @@ func (a *Authenticator) AuthenticateToken(token string) (Principal, error) {
 	return a.lookup(token)
 }
 
-// String describes a without secrets: principal names, counts, issuer and audience.
+// String describes a without secrets: principal names, counts, issuer and audience; a nil
+// Authenticator is "auth: none".
 func (a *Authenticator) String() string {
+	if a == nil {
+		return "auth: none"
+	}
 	if a.disabled {
 		return "auth: DISABLED (every caller is an operator for every tenant)"
 	}
