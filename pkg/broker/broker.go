@@ -56,7 +56,7 @@ const (
 // Settings are the declared cluster settings of a service.
 type Settings struct {
 	Brokers          []string `env:"LETHE_KAFKA_BROKERS" default:"127.0.0.1:9092" doc:"Seed brokers, host:port, comma separated."`
-	Partitions       int      `env:"LETHE_KAFKA_PARTITIONS" default:"6" min:"1" max:"2147483647" doc:"Partitions of the topics a service creates."`
+	Partitions       int32    `env:"LETHE_KAFKA_PARTITIONS" default:"6" min:"1" doc:"Partitions of the topics a service creates."`
 	TLS              bool     `env:"LETHE_KAFKA_TLS" doc:"true: connect to the brokers with TLS, trusting the system roots."`
 	TLSCAFile        string   `env:"LETHE_KAFKA_TLS_CA_FILE" doc:"A PEM bundle to trust instead of the system roots; implies TLS."`
 	SASLMechanism    string   `env:"LETHE_KAFKA_SASL_MECHANISM" doc:"SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; empty: no SASL."`
@@ -86,7 +86,7 @@ func (s Settings) Validate() error {
 // Config returns the cluster configuration s describes for a client named clientID. It
 // reads the CA bundle and the password file.
 func (s Settings) Config(clientID string) (Config, error) {
-	c := Config{Brokers: s.Brokers, ClientID: clientID, Partitions: int32(s.Partitions), CreateTopics: s.CreateTopics, GroupProtocol: s.GroupProtocol}
+	c := Config{Brokers: s.Brokers, ClientID: clientID, Partitions: s.Partitions, CreateTopics: s.CreateTopics, GroupProtocol: s.GroupProtocol}
 	tc, err := tlsenv.Config(s.TLS, s.TLSCAFile, "LETHE_KAFKA_TLS_CA_FILE")
 	if err != nil {
 		return c, fmt.Errorf("broker: %w", err)

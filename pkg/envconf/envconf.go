@@ -227,6 +227,7 @@ type Var struct {
 	Type    string // string, bool, integer, number, duration, list or text (a syntax of its own, see Doc), with the bounds
 	Value   string // formatted; a secret's is Masked when set
 	Field   string // the Go field path, such as Kafka.Brokers
+	Owner   string // the struct type declaring it, such as broker.Settings
 }
 
 // Masked stands for a secret that is set.
@@ -265,8 +266,16 @@ func vars(v reflect.Value, path string, out *[]Var) {
 			val = Masked
 		}
 		*out = append(*out, Var{Name: name, Default: f.Tag.Get("default"), Doc: f.Tag.Get("doc"), Secret: secret,
-			Type: typeName(f), Value: val, Field: path + f.Name})
+			Type: typeName(f), Value: val, Field: path + f.Name, Owner: owner(t)})
 	}
+}
+
+// owner names the struct type t as its package's code does: pkg.Type.
+func owner(t reflect.Type) string {
+	if t.Name() == "" {
+		return ""
+	}
+	return t.PkgPath()[strings.LastIndex(t.PkgPath(), "/")+1:] + "." + t.Name()
 }
 
 func typeName(f reflect.StructField) string {

@@ -103,7 +103,8 @@ func TestVarsAndPrint(t *testing.T) {
 	if got := strings.Join(names, " "); got != "T_NAME T_ON T_N T_RATE T_LIST T_PASSWORD T_WAIT T_LEVEL T_AB T_AB" {
 		t.Errorf("vars %s", got)
 	}
-	if vs[2].Type != "integer from 1 to 1024" || vs[6].Type != "duration from 0s to 1s" || vs[7].Type != "text" || vs[6].Field != "Inner.Wait" || vs[6].Doc != "how long" {
+	if vs[2].Type != "integer from 1 to 1024" || vs[6].Type != "duration from 0s to 1s" || vs[7].Type != "text" || vs[6].Field != "Inner.Wait" || vs[6].Doc != "how long" ||
+		vs[6].Owner != "envconf.inner" || vs[0].Owner != "envconf.decl" {
 		t.Errorf("vars %+v", vs)
 	}
 	var b strings.Builder
