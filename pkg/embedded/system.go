@@ -122,6 +122,22 @@ type System struct {
 	closers []func()
 }
 
+// ServiceConfig is the configuration Start runs the services with: Config (DefaultConfig
+// when nil) with the intake listening on HTTPAddr (default 127.0.0.1:0), its workflow file
+// defaulting to DataDir/workflow.json and the dataset directory to DataDir/datasets.
+func (o Options) ServiceConfig() Config {
+	cfg := DefaultConfig()
+	if o.Config != nil {
+		cfg = *o.Config
+	}
+	cfg.Intake.HTTPAddr = cmp.Or(o.HTTPAddr, "127.0.0.1:0")
+	if o.DataDir != "" {
+		cfg.Intake.WorkflowFile = cmp.Or(cfg.Intake.WorkflowFile, filepath.Join(o.DataDir, "workflow.json"))
+		cfg.Dataset.Dir = cmp.Or(cfg.Dataset.Dir, filepath.Join(o.DataDir, "datasets"))
+	}
+	return cfg
+}
+
 // Specs are the Specs of the services a System runs.
 type Specs struct {
 	Intake, Aggregator service.Spec
@@ -139,10 +155,6 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 			sys.close()
 		}
 	}()
-	cfg := DefaultConfig()
-	if o.Config != nil {
-		cfg = *o.Config
-	}
 	if o.DataDir == "" {
 		if o.DataDir, err = os.MkdirTemp("", "lethe-"); err != nil {
 			return nil, err
@@ -154,9 +166,7 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 	if sys.Inventory == nil {
 		sys.Inventory = inventory.Reference()
 	}
-	cfg.Intake.HTTPAddr = cmp.Or(o.HTTPAddr, "127.0.0.1:0")
-	cfg.Intake.WorkflowFile = cmp.Or(cfg.Intake.WorkflowFile, filepath.Join(o.DataDir, "workflow.json"))
-	cfg.Dataset.Dir = cmp.Or(cfg.Dataset.Dir, filepath.Join(o.DataDir, "datasets"))
+	cfg := o.ServiceConfig()
 	sys.Config = cfg
 	log := o.Log
 	if log == nil {

@@ -132,6 +132,9 @@ func start(ctx context.Context, o options, cfg embedded.StandaloneConfig, stderr
 	if err != nil {
 		return nil, err
 	}
+	if opts.Auth, err = loadAuth(cfg.Services.Intake.Auth, stderr); err != nil {
+		return nil, err
+	}
 	sys, err := embedded.Start(ctx, opts)
 	if err != nil {
 		return nil, err
@@ -141,8 +144,8 @@ func start(ctx context.Context, o options, cfg embedded.StandaloneConfig, stderr
 }
 
 // systemOptions resolves cfg into the embedded system's options: keys (throwaway ones
-// where none is configured, said on stderr), the inventory, authentication, the logger and
-// the services' Config.
+// where none is configured, said on stderr), the inventory, the logger and the services'
+// Config (servicesConfig). Authentication is resolved apart (loadAuth).
 func systemOptions(o options, cfg embedded.StandaloneConfig, stderr io.Writer) (embedded.Options, error) {
 	if o.dataDir == "" && !o.demo {
 		dir, err := os.MkdirTemp("", "lethe-standalone-")
@@ -171,14 +174,7 @@ func systemOptions(o options, cfg embedded.StandaloneConfig, stderr io.Writer) (
 	} else if o.demo || o.seed {
 		inv = demoInventory(inv)
 	}
-	services := cfg.Services
-	if o.demo || o.seed {
-		services.Deleter.Discovery.Tenants = append(slices.Clone(services.Deleter.Discovery.Tenants), demoTenant)
-	}
-	authn, err := loadAuth(services.Intake.Auth, stderr)
-	if err != nil {
-		return embedded.Options{}, err
-	}
+	services := servicesConfig(o, cfg)
 	var kek *envelope.KEK // a throwaway one unless configured
 	if cfg.Keys.KEK.Set() {
 		if kek, err = cfg.Keys.KEK.KEK(); err != nil {
@@ -189,8 +185,18 @@ func systemOptions(o options, cfg embedded.StandaloneConfig, stderr io.Writer) (
 	if err != nil {
 		return embedded.Options{}, err
 	}
-	return embedded.Options{Key: key, DataDir: o.dataDir, HTTPAddr: httpAddr, Inventory: inv, Log: log, Auth: authn, KEK: kek,
+	return embedded.Options{Key: key, DataDir: o.dataDir, HTTPAddr: httpAddr, Inventory: inv, Log: log, KEK: kek,
 		MAC: mac, ChainKey: chainKey, Addrs: cfg.Addrs, Config: &services}, nil
+}
+
+// servicesConfig is the services' configuration the standalone runs: cfg's, with the demo
+// tenant among discovery's known tenants for -demo and -seed.
+func servicesConfig(o options, cfg embedded.StandaloneConfig) embedded.Config {
+	services := cfg.Services
+	if o.demo || o.seed {
+		services.Deleter.Discovery.Tenants = append(slices.Clone(services.Deleter.Discovery.Tenants), demoTenant)
+	}
+	return services
 }
 
 // loadAuth builds authentication when credentials are configured; otherwise the
