@@ -38,7 +38,7 @@ func main() {
 		}
 		schedule := spec.Run
 		spec.Run = func(ctx context.Context) error {
-			go schedule(ctx)
+			go func() { _ = schedule(ctx) }() // releases gated requests until ctx ends; its error is always nil
 			srv := &http.Server{Addr: cfg.HTTPAddr, Handler: svc.Handler(), ReadHeaderTimeout: 5 * time.Second}
 			go func() {
 				<-ctx.Done()

@@ -19,11 +19,13 @@ func main() {
 		fmt.Fprintf(os.Stderr, "configdoc: %v\n", err)
 		os.Exit(1)
 	}
+	var err error
 	if *out == "" {
-		os.Stdout.Write(b.Bytes())
-		return
+		_, err = os.Stdout.Write(b.Bytes())
+	} else {
+		err = os.WriteFile(*out, b.Bytes(), 0o644)
 	}
-	if err := os.WriteFile(*out, b.Bytes(), 0o644); err != nil {
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "configdoc: %v\n", err)
 		os.Exit(1)
 	}
