@@ -18,7 +18,7 @@ export LETHE_TEST_BROKER
 KAFKA := .tools/kafka/libs/.resolved
 KAFKA_CDS := .tools/kafka/kafka.jsa
 
-.PHONY: run serve test vet lint build-modules vuln tools browser-test fuzz bench bench-storage chaos chaos-short clean
+.PHONY: run serve docs test vet lint build-modules vuln tools browser-test fuzz bench bench-storage chaos chaos-short clean
 
 ## run: erase one demo customer from all five stores on embedded components; prints the receipt
 run:
@@ -27,6 +27,10 @@ run:
 ## serve: run every service in one process on embedded components, the demo tenant seeded (intake on 127.0.0.1:8080)
 serve:
 	go run ./services/standalone -seed
+
+## docs: write docs/configuration.md from the services' declared settings (a test fails when it is stale)
+docs:
+	cd pkg && go generate ./catalog
 
 ## test: vet, build every module on its own, and run every module's tests (needs redis-server, node and python3);
 ## the fault-injection module last and verbose, so its figures print

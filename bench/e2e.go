@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/lethe-erasure/lethe/pkg/auth"
 	"github.com/lethe-erasure/lethe/pkg/embedded"
 	"github.com/lethe-erasure/lethe/pkg/intake"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
@@ -65,7 +66,10 @@ func startSystemWith(ctx context.Context, key subject.Key, instances int, sz Siz
 			inv.Stores[i].Locators = st.Locators.With("similar", qdrantstore.SimilarOff)
 		}
 	}
-	sys, err := embedded.Start(ctx, embedded.Options{Key: key, Instances: instances, Log: serviceLog(), Inventory: inv, External: ext})
+	// The bench measures erasures, not the intake's rate limit or the sweeps after them.
+	cfg := embedded.DefaultConfig()
+	cfg.Intake.RateLimit, cfg.Aggregator.Sweeps, cfg.Aggregator.Retain = auth.Rate{}, nil, 0
+	sys, err := embedded.Start(ctx, embedded.Options{Key: key, Instances: instances, Log: serviceLog(), Inventory: inv, External: ext, Config: &cfg})
 	if err != nil {
 		return nil, fmt.Errorf("start system: %w", err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/auditlog/dynamo"
+	"github.com/lethe-erasure/lethe/pkg/envconf"
 	"github.com/lethe-erasure/lethe/pkg/integrity"
 	"github.com/lethe-erasure/lethe/pkg/replay"
 	"github.com/lethe-erasure/lethe/pkg/wal"
@@ -216,7 +217,11 @@ func (c *cli) chainRing() (*integrity.Ring, error) {
 	if c.chainKey != nil {
 		return c.chainKey, nil
 	}
-	r, err := integrity.FromGetenv(c.getenv, "LETHE_CHAIN_KEY", "chain1")
+	var s integrity.ChainSettings
+	if err := envconf.Load(&s, c.getenv); err != nil {
+		return nil, usageErrorf("%v", err)
+	}
+	r, err := s.Ring()
 	if err != nil {
 		return nil, usageErrorf("%v", err)
 	}

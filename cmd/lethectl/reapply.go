@@ -13,6 +13,7 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/aggregator"
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
+	"github.com/lethe-erasure/lethe/pkg/envconf"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/integrity"
 	"github.com/lethe-erasure/lethe/pkg/schemareg"
@@ -74,7 +75,11 @@ func (c *cli) macKey() (*integrity.Ring, error) {
 	if c.mac != nil {
 		return c.mac, nil
 	}
-	r, err := integrity.FromGetenv(c.getenv, "LETHE_MAC_KEY", "mac1")
+	var s integrity.MACSettings
+	if err := envconf.Load(&s, c.getenv); err != nil {
+		return nil, usageErrorf("%v", err)
+	}
+	r, err := s.Ring()
 	if err != nil {
 		return nil, usageErrorf("%v", err)
 	}

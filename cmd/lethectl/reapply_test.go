@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lethe-erasure/lethe/pkg/aggregator"
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/embedded"
 	"github.com/lethe-erasure/lethe/pkg/event"
@@ -21,8 +22,9 @@ import (
 // receipt shows the addenda; verify-chain checks them.
 func TestReapplyAfterRestore(t *testing.T) {
 	clk := testenv.NewClock(time.Now().UTC().Truncate(time.Second))
-	own, err := embedded.Start(context.Background(), embedded.Options{Key: testKey(), DataDir: t.TempDir(),
-		Sweeps: []time.Duration{time.Minute}, Retain: time.Hour, SweepEvery: time.Hour, Now: clk.Now})
+	cfg := embedded.DefaultConfig()
+	cfg.Aggregator.Sweeps, cfg.Aggregator.Retain, cfg.Aggregator.SweepEvery = aggregator.Sweeps{time.Minute}, aggregator.Days(time.Hour), time.Hour
+	own, err := embedded.Start(context.Background(), embedded.Options{Key: testKey(), DataDir: t.TempDir(), Config: &cfg, Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,8 +133,10 @@ func TestReapplyRegistryFramed(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk := testenv.NewClock(time.Now().UTC().Truncate(time.Second))
-	own, err := embedded.Start(context.Background(), embedded.Options{Key: testKey(), DataDir: t.TempDir(), Framings: framings,
-		Sweeps: []time.Duration{time.Hour}, Retain: time.Hour, SweepEvery: time.Hour, Now: clk.Now})
+	cfg := embedded.DefaultConfig()
+	cfg.Framing.Framings = framings
+	cfg.Aggregator.Sweeps, cfg.Aggregator.Retain, cfg.Aggregator.SweepEvery = aggregator.Sweeps{time.Hour}, aggregator.Days(time.Hour), time.Hour
+	own, err := embedded.Start(context.Background(), embedded.Options{Key: testKey(), DataDir: t.TempDir(), Config: &cfg, Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,8 +25,9 @@ func TestWorkflowCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sys, err := embedded.Start(context.Background(), embedded.Options{Key: testKey(), DataDir: t.TempDir(), Auth: authn,
-		Windows: intake.Windows{"LGPD": time.Hour}, RequireApproval: true})
+	cfg := embedded.DefaultConfig()
+	cfg.Intake.CancelWindow = intake.Windows{"LGPD": time.Hour}
+	sys, err := embedded.Start(context.Background(), embedded.Options{Key: testKey(), DataDir: t.TempDir(), Auth: authn, Config: &cfg})
 	if err != nil {
 		t.Fatal(err)
 	}

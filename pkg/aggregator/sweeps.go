@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
+	"github.com/lethe-erasure/lethe/pkg/envconf"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/integrity"
 	"github.com/lethe-erasure/lethe/pkg/metrics"
@@ -368,33 +369,64 @@ func or2(t, def time.Time) time.Time {
 	return t
 }
 
-// SweepsFromEnv reads LETHE_SWEEPS (comma-separated delays after the receipt, e.g.
-// "1m,1h,24h,7d"; "off" for none; default DefaultSweeps) and LETHE_RETAIN (how long the
-// data key is kept after the last sweep, e.g. "35d"; "0" to destroy it right after the
-// last sweep; default DefaultRetain) through getenv. Durations take Go's units plus d
-// (days).
-func SweepsFromEnv(getenv func(string) string) (sweeps []time.Duration, retain time.Duration, err error) {
-	sweeps, retain = DefaultSweeps, DefaultRetain
-	switch v := strings.TrimSpace(getenv("LETHE_SWEEPS")); v {
-	case "":
-	case "off", "none":
-		sweeps = nil
-	default:
-		sweeps = nil
-		for _, f := range strings.Split(v, ",") {
-			d, err := parseDays(strings.TrimSpace(f))
-			if err != nil || d <= 0 {
-				return nil, 0, fmt.Errorf("LETHE_SWEEPS: %q is not a positive duration such as 1h or 7d", f)
-			}
-			sweeps = append(sweeps, d)
-		}
+// Sweeps are re-verification delays as LETHE_SWEEPS writes them: a comma-separated list of
+// positive durations (whole days with a d suffix), or off (none).
+type Sweeps []time.Duration
+
+// UnmarshalText reads a list of delays, or off or none.
+func (s *Sweeps) UnmarshalText(b []byte) error {
+	v := strings.TrimSpace(string(b))
+	if v == "off" || v == "none" {
+		*s = nil
+		return nil
 	}
-	if v := strings.TrimSpace(getenv("LETHE_RETAIN")); v != "" {
-		if retain, err = parseDays(v); err != nil || retain < 0 {
-			return nil, 0, fmt.Errorf("LETHE_RETAIN: %q is not a duration such as 35d", v)
+	var out Sweeps
+	for _, f := range strings.Split(v, ",") {
+		d, err := parseDays(strings.TrimSpace(f))
+		if err != nil || d <= 0 {
+			return fmt.Errorf("%q is not a positive duration such as 1h or 7d", f)
 		}
+		out = append(out, d)
 	}
-	return sweeps, retain, nil
+	*s = out
+	return nil
+}
+
+// MarshalText writes s as UnmarshalText reads it.
+func (s Sweeps) MarshalText() ([]byte, error) {
+	if len(s) == 0 {
+		return []byte("off"), nil
+	}
+	parts := make([]string, len(s))
+	for i, d := range s {
+		parts[i] = Days(d).String()
+	}
+	return []byte(strings.Join(parts, ",")), nil
+}
+
+// Days is a duration that is also written as a whole number of days ("35d").
+type Days time.Duration
+
+// UnmarshalText reads a duration of at least zero.
+func (d *Days) UnmarshalText(b []byte) error {
+	v, err := parseDays(strings.TrimSpace(string(b)))
+	if err != nil || v < 0 {
+		return fmt.Errorf("%q is not a duration such as 35d", b)
+	}
+	*d = Days(v)
+	return nil
+}
+
+// MarshalText writes d as UnmarshalText reads it.
+func (d Days) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// String writes d in whole days when it is at least two days long and divides into them.
+func (d Days) String() string {
+	const day = 24 * time.Hour
+	if v := time.Duration(d); v >= 2*day && v%day == 0 {
+		return strconv.Itoa(int(v/day)) + "d"
+	}
+	return envconf.FormatDuration(time.Duration(d))
 }
 
 // parseDays is time.ParseDuration that also takes a whole number of days ("35d").

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/aggregator"
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
+	"github.com/lethe-erasure/lethe/pkg/envconf"
 	"github.com/lethe-erasure/lethe/pkg/envelope"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
@@ -363,7 +365,7 @@ func TestNoSweepsShredsAtReceipt(t *testing.T) {
 	}
 }
 
-func TestSweepsFromEnv(t *testing.T) {
+func TestConfig(t *testing.T) {
 	day := 24 * time.Hour
 	for _, tc := range []struct {
 		sweeps, retain string
@@ -381,13 +383,24 @@ func TestSweepsFromEnv(t *testing.T) {
 		{"", "-1d", nil, 0, true},
 	} {
 		env := map[string]string{"LETHE_SWEEPS": tc.sweeps, "LETHE_RETAIN": tc.retain}
-		got, retain, err := aggregator.SweepsFromEnv(func(k string) string { return env[k] })
+		var cfg aggregator.Config
+		err := envconf.Load(&cfg, func(k string) string { return env[k] })
 		if (err != nil) != tc.bad {
 			t.Errorf("%q %q: err %v, want error %t", tc.sweeps, tc.retain, err, tc.bad)
 			continue
 		}
-		if !tc.bad && (fmt.Sprint(got) != fmt.Sprint(tc.want) || retain != tc.wantRetain) {
-			t.Errorf("%q %q: %v %v, want %v %v", tc.sweeps, tc.retain, got, retain, tc.want, tc.wantRetain)
+		if !tc.bad && (fmt.Sprint(cfg.Sweeps) != fmt.Sprint(tc.want) || time.Duration(cfg.Retain) != tc.wantRetain) {
+			t.Errorf("%q %q: %v %v, want %v %v", tc.sweeps, tc.retain, cfg.Sweeps, cfg.Retain, tc.want, tc.wantRetain)
 		}
+	}
+	// Printed as written, the defaults included.
+	var cfg aggregator.Config
+	if err := envconf.Defaults(&cfg); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	envconf.Print(&b, cfg)
+	if want := "LETHE_SLA_TARGET=0s\nLETHE_SWEEPS=1m,1h,24h,7d\nLETHE_RETAIN=35d\nLETHE_INFLIGHT=64\n"; b.String() != want {
+		t.Errorf("printed\n%s\nwant\n%s", b.String(), want)
 	}
 }

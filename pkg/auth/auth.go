@@ -18,9 +18,9 @@
 // The event's own fields (such as a source name) are never trusted as identity: whoever
 // can write to the topic could set them.
 //
-// Configuration comes from the environment (see FromEnv) or a Config (see New). Nothing
-// here logs, prints or returns a credential: the Authenticator holds only token hashes and
-// public keys, and its printed form masks the HMAC secret.
+// Configuration comes from the declared Settings (see Settings.Authenticator) or a Config
+// (see New). Nothing here logs, prints or returns a credential: the Authenticator holds
+// only token hashes and public keys, and its printed form masks the HMAC secret.
 package auth
 
 import (
@@ -210,8 +210,12 @@ func (a *Authenticator) AuthenticateToken(token string) (Principal, error) {
 	return a.lookup(token)
 }
 
-// String describes a without secrets: principal names, counts, issuer and audience.
+// String describes a without secrets: principal names, counts, issuer and audience; a nil
+// Authenticator is "auth: none".
 func (a *Authenticator) String() string {
+	if a == nil {
+		return "auth: none"
+	}
 	if a.disabled {
 		return "auth: DISABLED (every caller is an operator for every tenant)"
 	}

@@ -4,44 +4,55 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/lethe-erasure/lethe/pkg/envconf"
 )
 
-// ConfigFromEnv reads an Authenticator's configuration from the environment:
-//
-//	LETHE_TOKENS_FILE             YAML or JSON list of {name, token_sha256, tenants}
-//	LETHE_TOKENS                  "name:sha256hex:tenant1|tenant2;name2:…" (added to the file's)
-//	LETHE_JWKS_FILE               file holding the JSON Web Key Set of RS256 / ES256 JWTs
-//	LETHE_JWKS_URL                or a URL serving it (https; http only on loopback)
-//	LETHE_JWKS_REFRESH            how often the file or URL is read again   10m
-//	LETHE_JWT_HS256_SECRET[_FILE] HS256 secret, >= 32 bytes
-//	LETHE_JWT_ISSUER              iss every JWT must carry           required with JWT
-//	LETHE_JWT_AUDIENCE            aud every JWT must hold            required with JWT
-//	LETHE_JWT_TENANT_CLAIM        claim listing a JWT's tenants      tenants
-//	LETHE_AUTH_DISABLED           true: every caller is Anonymous   false
-//
-// JWT authentication is enabled by a key set or an HS256 secret; it then refuses to start
-// without LETHE_JWT_ISSUER and LETHE_JWT_AUDIENCE. The key set file or URL is also read
-// again when a token names an unknown kid, at most once a minute (see JWTConfig).
-// Values are validated by New; parse errors name the variable and never echo a secret.
-func ConfigFromEnv() (Config, error) { return configFrom(os.Getenv, os.ReadFile) }
-
-// FromEnv builds an Authenticator from the environment (ConfigFromEnv, then New) with a
-// logger that writes warnings to stderr. To log elsewhere, set Config.Logger and call New.
-func FromEnv() (*Authenticator, error) {
-	cfg, err := ConfigFromEnv()
-	if err != nil {
-		return nil, err
-	}
-	return New(cfg)
+// Settings declare an Authenticator's credentials. JWT authentication is enabled by a key
+// set or an HS256 secret; it then refuses to start without LETHE_JWT_ISSUER and
+// LETHE_JWT_AUDIENCE. The key set file or URL is also read again when a token names an
+// unknown kid, at most once a minute (see JWTConfig). Errors name the variable and never
+// echo a secret.
+type Settings struct {
+	TokensFile      string        `env:"LETHE_TOKENS_FILE" doc:"YAML or JSON list of {name, token_sha256, tenants}: bearer tokens as SHA-256 hashes with their tenants."`
+	Tokens          string        `env:"LETHE_TOKENS" secret:"true" doc:"Bearer tokens added to the file's: name:sha256hex:tenant1|tenant2;name2:… (* is every tenant)."`
+	JWKSFile        string        `env:"LETHE_JWKS_FILE" doc:"A file holding the JSON Web Key Set of RS256 / ES256 JWTs; read at start (refused if unreadable or without an RSA >= 2048-bit or P-256 signing key), every LETHE_JWKS_REFRESH and when a token names an unknown kid (at most once a minute); a failed refresh keeps the previous keys and is logged."`
+	JWKSURL         string        `env:"LETHE_JWKS_URL" doc:"Or a URL serving the key set: https (http only on loopback); read as LETHE_JWKS_FILE is."`
+	JWKSRefresh     time.Duration `env:"LETHE_JWKS_REFRESH" default:"10m" min:"1s" doc:"How often the key set file or URL is read again."`
+	HS256Secret     string        `env:"LETHE_JWT_HS256_SECRET" secret:"true" doc:"HS256 secret for JWTs, at least 32 bytes."`
+	HS256SecretFile string        `env:"LETHE_JWT_HS256_SECRET_FILE" doc:"A file holding the HS256 secret; set it or LETHE_JWT_HS256_SECRET, not both."`
+	Issuer          string        `env:"LETHE_JWT_ISSUER" doc:"The iss every JWT must carry; required whenever JWT is enabled (a key set or HS256 secret is set). Tokens must also carry exp; nbf is checked when present (30 s leeway); a typ header, when present, must be JWT or at+jwt (any case)."`
+	Audience        string        `env:"LETHE_JWT_AUDIENCE" doc:"The aud every JWT must hold; required whenever JWT is enabled."`
+	TenantClaim     string        `env:"LETHE_JWT_TENANT_CLAIM" default:"tenants" doc:"Claim listing a JWT's tenants (a string or an array; * is every tenant)."`
+	Disabled        bool          `env:"LETHE_AUTH_DISABLED" doc:"true: run without authentication (refused when credentials are configured); without authentication the intake listens on loopback only and answers loopback Host names only."`
 }
 
-func configFrom(getenv func(string) string, readFile func(string) ([]byte, error)) (Config, error) {
+// Validate refuses a key set file beside a URL, and an HS256 secret beside its file.
+func (s Settings) Validate() error {
+	var errs []error
+	if s.JWKSFile != "" && s.JWKSURL != "" {
+		errs = append(errs, errors.New("auth: set LETHE_JWKS_FILE or LETHE_JWKS_URL, not both"))
+	}
+	if s.HS256Secret != "" && s.HS256SecretFile != "" {
+		errs = append(errs, errors.New("auth: set LETHE_JWT_HS256_SECRET or LETHE_JWT_HS256_SECRET_FILE, not both"))
+	}
+	return errors.Join(errs...)
+}
+
+// Configured reports whether any credential, or LETHE_AUTH_DISABLED=true, is set.
+func (s Settings) Configured() bool {
+	return s.TokensFile != "" || s.Tokens != "" || s.JWKSFile != "" || s.JWKSURL != "" || s.HS256Secret != "" || s.HS256SecretFile != "" || s.Disabled
+}
+
+// Config returns the Authenticator configuration s declares, reading its files.
+func (s Settings) Config() (Config, error) { return s.config(os.ReadFile) }
+
+func (s Settings) config(readFile func(string) ([]byte, error)) (Config, error) {
 	var cfg Config
-	if path := getenv("LETHE_TOKENS_FILE"); path != "" {
-		data, err := readFile(path)
+	if s.TokensFile != "" {
+		data, err := readFile(s.TokensFile)
 		if err != nil {
 			return cfg, fmt.Errorf("auth: LETHE_TOKENS_FILE: %w", err)
 		}
@@ -51,33 +62,19 @@ func configFrom(getenv func(string) string, readFile func(string) ([]byte, error
 		}
 		cfg.Tokens = append(cfg.Tokens, toks...)
 	}
-	if s := getenv("LETHE_TOKENS"); strings.TrimSpace(s) != "" {
-		toks, err := ParseTokensEnv(s)
+	if strings.TrimSpace(s.Tokens) != "" {
+		toks, err := ParseTokensEnv(s.Tokens)
 		if err != nil {
 			return cfg, err
 		}
 		cfg.Tokens = append(cfg.Tokens, toks...)
 	}
-	cfg.JWT.JWKSFile = getenv("LETHE_JWKS_FILE")
-	cfg.JWT.JWKSURL = getenv("LETHE_JWKS_URL")
-	if cfg.JWT.JWKSFile != "" && cfg.JWT.JWKSURL != "" {
-		return cfg, errors.New("auth: set LETHE_JWKS_FILE or LETHE_JWKS_URL, not both")
-	}
-	if v := getenv("LETHE_JWKS_REFRESH"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < time.Second {
-			return cfg, fmt.Errorf("auth: LETHE_JWKS_REFRESH must be a duration of at least 1s, such as 10m")
-		}
-		cfg.JWT.RefreshInterval = d
-	}
-	secret, file := getenv("LETHE_JWT_HS256_SECRET"), getenv("LETHE_JWT_HS256_SECRET_FILE")
+	cfg.JWT.JWKSFile, cfg.JWT.JWKSURL, cfg.JWT.RefreshInterval = s.JWKSFile, s.JWKSURL, s.JWKSRefresh
 	switch {
-	case secret != "" && file != "":
-		return cfg, errors.New("auth: set LETHE_JWT_HS256_SECRET or LETHE_JWT_HS256_SECRET_FILE, not both")
-	case secret != "":
-		cfg.JWT.HS256Secret = []byte(secret)
-	case file != "":
-		data, err := readFile(file)
+	case s.HS256Secret != "":
+		cfg.JWT.HS256Secret = []byte(s.HS256Secret)
+	case s.HS256SecretFile != "":
+		data, err := readFile(s.HS256SecretFile)
 		if err != nil {
 			return cfg, fmt.Errorf("auth: LETHE_JWT_HS256_SECRET_FILE: %w", err)
 		}
@@ -86,29 +83,35 @@ func configFrom(getenv func(string) string, readFile func(string) ([]byte, error
 	if n := len(cfg.JWT.HS256Secret); n > 0 && n < MinHS256SecretBytes {
 		return cfg, fmt.Errorf("auth: LETHE_JWT_HS256_SECRET must have at least %d bytes, has %d", MinHS256SecretBytes, n)
 	}
-	cfg.JWT.Issuer = getenv("LETHE_JWT_ISSUER")
-	cfg.JWT.Audience = getenv("LETHE_JWT_AUDIENCE")
-	cfg.JWT.TenantClaim = getenv("LETHE_JWT_TENANT_CLAIM")
-	if v := getenv("LETHE_AUTH_DISABLED"); v != "" {
-		disabled, err := strconv.ParseBool(v)
-		if err != nil {
-			return cfg, fmt.Errorf("auth: LETHE_AUTH_DISABLED must be true or false: %w", err)
-		}
-		cfg.Disabled = disabled
-	}
+	cfg.JWT.Issuer, cfg.JWT.Audience, cfg.JWT.TenantClaim = s.Issuer, s.Audience, s.TenantClaim
+	cfg.Disabled = s.Disabled
 	return cfg, nil
 }
 
-// credentialVars are the variables that configure authentication.
-var credentialVars = []string{"LETHE_TOKENS", "LETHE_TOKENS_FILE", "LETHE_JWKS_FILE", "LETHE_JWKS_URL",
-	"LETHE_JWT_HS256_SECRET", "LETHE_JWT_HS256_SECRET_FILE", "LETHE_AUTH_DISABLED"}
-
-// FromEnvIfSet is FromEnv when any authentication variable is set, and nil otherwise.
-func FromEnvIfSet() (*Authenticator, error) {
-	for _, v := range credentialVars {
-		if os.Getenv(v) != "" {
-			return FromEnv()
-		}
+// Authenticator builds the Authenticator s declares (Config, then New) with a logger that
+// writes warnings to stderr. Without credentials it fails (see New).
+func (s Settings) Authenticator() (*Authenticator, error) {
+	cfg, err := s.Config()
+	if err != nil {
+		return nil, err
 	}
-	return nil, nil
+	return New(cfg)
+}
+
+// AuthenticatorIfSet is Authenticator when s is Configured, and nil otherwise.
+func (s Settings) AuthenticatorIfSet() (*Authenticator, error) {
+	if !s.Configured() {
+		return nil, nil
+	}
+	return s.Authenticator()
+}
+
+// configFrom loads the Settings through getenv and returns their Config, reading files
+// with readFile.
+func configFrom(getenv func(string) string, readFile func(string) ([]byte, error)) (Config, error) {
+	var s Settings
+	if err := envconf.Load(&s, getenv); err != nil {
+		return Config{}, err
+	}
+	return s.config(readFile)
 }

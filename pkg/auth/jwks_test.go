@@ -16,6 +16,8 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/lethe-erasure/lethe/pkg/envconf"
 )
 
 func newECKey(t *testing.T) *ecdsa.PrivateKey {
@@ -253,17 +255,26 @@ func TestFromEnvJWTRequiresIssuerAndAudience(t *testing.T) {
 	} {
 		t.Setenv("LETHE_JWT_ISSUER", tc.iss)
 		t.Setenv("LETHE_JWT_AUDIENCE", tc.aud)
-		if a, err := FromEnv(); err == nil || !strings.Contains(err.Error(), "set "+tc.want) {
+		if a, err := fromEnv(); err == nil || !strings.Contains(err.Error(), "set "+tc.want) {
 			t.Errorf("iss %q aud %q: %v %v, want a refusal naming %s", tc.iss, tc.aud, a, err, tc.want)
 		}
 	}
 	t.Setenv("LETHE_JWT_ISSUER", "https://idp.example")
 	t.Setenv("LETHE_JWT_AUDIENCE", "lethe")
-	a, err := FromEnv()
+	a, err := fromEnv()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.AuthenticateToken(signJWT(t, map[string]any{"alg": "HS256"}, claims(map[string]any{"exp": time.Now().Add(time.Hour).Unix(), "nbf": nil}), []byte(strings.Repeat("k", 32)))); err != nil {
 		t.Errorf("a token with iss, aud and exp: %v", err)
 	}
+}
+
+// fromEnv builds the Authenticator the environment's Settings declare.
+func fromEnv() (*Authenticator, error) {
+	var s Settings
+	if err := envconf.FromEnv(&s); err != nil {
+		return nil, err
+	}
+	return s.Authenticator()
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -210,17 +209,24 @@ func ParseRate(s string) (rate float64, burst int, err error) {
 	return rate, burst, nil
 }
 
-// LimiterFromEnv builds the limiter named by $LETHE_RATE_LIMIT ("10/s,burst=20", "600/m",
-// "off"); unset means DefaultRate and DefaultBurst. "off" returns nil, which allows
-// everything.
-func LimiterFromEnv() (*Limiter, error) {
-	v := os.Getenv("LETHE_RATE_LIMIT")
-	if strings.TrimSpace(v) == "" {
-		return NewLimiter(DefaultRate, DefaultBurst), nil
-	}
-	rate, burst, err := ParseRate(v)
-	if err != nil {
-		return nil, fmt.Errorf("auth: LETHE_RATE_LIMIT: %w", err)
-	}
-	return NewLimiter(rate, burst), nil
+// Rate is a per-tenant rate limit setting as ParseRate reads it; zero is off.
+type Rate struct {
+	PerSecond float64
+	Burst     int
 }
+
+// UnmarshalText parses a rate limit (ParseRate).
+func (r *Rate) UnmarshalText(b []byte) error {
+	rate, burst, err := ParseRate(string(b))
+	if err != nil {
+		return err
+	}
+	*r = Rate{PerSecond: rate, Burst: burst}
+	return nil
+}
+
+// MarshalText writes r as ParseRate reads it.
+func (r Rate) MarshalText() ([]byte, error) { return []byte(r.Limiter().String()), nil }
+
+// Limiter returns the limiter of r; nil (allowing everything) when r is off.
+func (r Rate) Limiter() *Limiter { return NewLimiter(r.PerSecond, r.Burst) }

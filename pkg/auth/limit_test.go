@@ -10,6 +10,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/lethe-erasure/lethe/pkg/envconf"
 )
 
 func TestLimiterBurstThenRefill(t *testing.T) {
@@ -195,21 +197,20 @@ func TestParseRate(t *testing.T) {
 	}
 }
 
-func TestLimiterFromEnv(t *testing.T) {
-	t.Setenv("LETHE_RATE_LIMIT", "")
-	if l, err := LimiterFromEnv(); err != nil || l.String() != "10/s,burst=20" {
-		t.Fatalf("default: %v, %v", l, err)
+// A Rate setting is ParseRate's, printed back as it reads.
+func TestRateSetting(t *testing.T) {
+	var s struct {
+		Rate Rate `env:"R" default:"10/s,burst=20"`
 	}
-	t.Setenv("LETHE_RATE_LIMIT", "5/s,burst=7")
-	if l, err := LimiterFromEnv(); err != nil || l.String() != "5/s,burst=7" {
-		t.Fatalf("configured: %v, %v", l, err)
+	for v, want := range map[string]string{"": "10/s,burst=20", "5/s,burst=7": "5/s,burst=7", "600/m": "10/s,burst=20", "off": "off"} {
+		if err := envconf.Load(&s, func(string) string { return v }); err != nil {
+			t.Fatalf("%q: %v", v, err)
+		}
+		if b, _ := s.Rate.MarshalText(); string(b) != want || s.Rate.Limiter().String() != want {
+			t.Errorf("%q: %s, limiter %v; want %s", v, b, s.Rate.Limiter(), want)
+		}
 	}
-	t.Setenv("LETHE_RATE_LIMIT", "off")
-	if l, err := LimiterFromEnv(); err != nil || l != nil {
-		t.Fatalf("off: %v, %v", l, err)
-	}
-	t.Setenv("LETHE_RATE_LIMIT", "fast")
-	if _, err := LimiterFromEnv(); err == nil || !strings.Contains(err.Error(), "LETHE_RATE_LIMIT") {
+	if err := envconf.Load(&s, func(string) string { return "fast" }); err == nil || !strings.Contains(err.Error(), "R \"fast\"") {
 		t.Fatalf("bad value: %v", err)
 	}
 }

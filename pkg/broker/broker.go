@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -28,6 +27,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"github.com/lethe-erasure/lethe/pkg/envconf"
 	"github.com/lethe-erasure/lethe/pkg/tlsenv"
 )
 
@@ -53,64 +53,68 @@ const (
 	GroupConsumer = "consumer"
 )
 
-// FromEnv reads the cluster settings from the environment:
-//
-//	LETHE_KAFKA_BROKERS         seed brokers, comma separated (default 127.0.0.1:9092)
-//	LETHE_KAFKA_PARTITIONS      partitions of topics a service creates (default 6)
-//	LETHE_KAFKA_TLS             "true" to connect with TLS (system roots)
-//	LETHE_KAFKA_TLS_CA_FILE     a PEM bundle to trust instead (implies TLS)
-//	LETHE_KAFKA_SASL_MECHANISM  PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512
-//	LETHE_KAFKA_SASL_USERNAME, LETHE_KAFKA_SASL_PASSWORD[_FILE]
-//	LETHE_CREATE_TOPICS         "false": never create topics, wait for them (default true)
-//	LETHE_KAFKA_GROUP_PROTOCOL  classic (default) or consumer (KIP-848: the broker assigns
-//	                            partitions; its group.consumer.session.timeout.ms then
-//	                            applies in place of the consumers' own 10 s)
-func FromEnv(clientID string) (Config, error) {
-	c := Config{Brokers: []string{"127.0.0.1:9092"}, ClientID: clientID, Partitions: 6, CreateTopics: true}
-	switch v := os.Getenv("LETHE_CREATE_TOPICS"); v {
-	case "", "true":
-	case "false":
-		c.CreateTopics = false
+// Settings are the declared cluster settings of a service.
+type Settings struct {
+	Brokers          []string `env:"LETHE_KAFKA_BROKERS" default:"127.0.0.1:9092" doc:"Seed brokers, host:port, comma separated."`
+	Partitions       int32    `env:"LETHE_KAFKA_PARTITIONS" default:"6" min:"1" doc:"Partitions of the topics a service creates."`
+	TLS              bool     `env:"LETHE_KAFKA_TLS" doc:"true: connect to the brokers with TLS, trusting the system roots."`
+	TLSCAFile        string   `env:"LETHE_KAFKA_TLS_CA_FILE" doc:"A PEM bundle to trust instead of the system roots; implies TLS."`
+	SASLMechanism    string   `env:"LETHE_KAFKA_SASL_MECHANISM" doc:"SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; empty: no SASL."`
+	SASLUsername     string   `env:"LETHE_KAFKA_SASL_USERNAME" doc:"SASL user name."`
+	SASLPassword     string   `env:"LETHE_KAFKA_SASL_PASSWORD" secret:"true" doc:"SASL password."`
+	SASLPasswordFile string   `env:"LETHE_KAFKA_SASL_PASSWORD_FILE" doc:"A file holding the SASL password, read when LETHE_KAFKA_SASL_PASSWORD is empty."`
+	CreateTopics     bool     `env:"LETHE_CREATE_TOPICS" default:"true" doc:"false: never create topics; wait up to 2 minutes for them to be provisioned (lethectl topics apply)."`
+	GroupProtocol    string   `env:"LETHE_KAFKA_GROUP_PROTOCOL" default:"classic" doc:"Consumer group protocol: classic (the members assign partitions, cooperative-sticky, 10 s session timeout) or consumer (KIP-848: the broker assigns them and its group.consumer.session.timeout.ms applies; Kafka 4.3 or later advised)."`
+}
+
+// Validate checks the group protocol and the SASL mechanism.
+func (s Settings) Validate() error {
+	var errs []error
+	switch s.GroupProtocol {
+	case GroupClassic, GroupConsumer:
 	default:
-		return c, fmt.Errorf("broker: LETHE_CREATE_TOPICS must be true or false, not %q", v)
+		errs = append(errs, fmt.Errorf("broker: LETHE_KAFKA_GROUP_PROTOCOL must be classic or consumer, not %q", s.GroupProtocol))
 	}
-	switch v := os.Getenv("LETHE_KAFKA_GROUP_PROTOCOL"); v {
-	case "", GroupClassic, GroupConsumer:
-		c.GroupProtocol = v
+	switch strings.ToUpper(s.SASLMechanism) {
+	case "", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
 	default:
-		return c, fmt.Errorf("broker: LETHE_KAFKA_GROUP_PROTOCOL must be classic or consumer, not %q", v)
+		errs = append(errs, fmt.Errorf("broker: LETHE_KAFKA_SASL_MECHANISM %q: want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", s.SASLMechanism))
 	}
-	if b := os.Getenv("LETHE_KAFKA_BROKERS"); b != "" {
-		c.Brokers = strings.Split(b, ",")
-	}
-	if p := os.Getenv("LETHE_KAFKA_PARTITIONS"); p != "" {
-		n, err := strconv.Atoi(p)
-		if err != nil || n <= 0 {
-			return c, fmt.Errorf("broker: LETHE_KAFKA_PARTITIONS must be a positive number")
-		}
-		c.Partitions = int32(n)
-	}
-	tc, err := tlsenv.FromEnv("LETHE_KAFKA_TLS", "LETHE_KAFKA_TLS_CA_FILE")
+	return errors.Join(errs...)
+}
+
+// Config returns the cluster configuration s describes for a client named clientID. It
+// reads the CA bundle and the password file.
+func (s Settings) Config(clientID string) (Config, error) {
+	c := Config{Brokers: s.Brokers, ClientID: clientID, Partitions: s.Partitions, CreateTopics: s.CreateTopics, GroupProtocol: s.GroupProtocol}
+	tc, err := tlsenv.Config(s.TLS, s.TLSCAFile, "LETHE_KAFKA_TLS_CA_FILE")
 	if err != nil {
 		return c, fmt.Errorf("broker: %w", err)
 	}
 	c.TLS = tc
-	if m := os.Getenv("LETHE_KAFKA_SASL_MECHANISM"); m != "" {
-		user := os.Getenv("LETHE_KAFKA_SASL_USERNAME")
-		pass := os.Getenv("LETHE_KAFKA_SASL_PASSWORD")
-		if f := os.Getenv("LETHE_KAFKA_SASL_PASSWORD_FILE"); pass == "" && f != "" {
-			b, err := os.ReadFile(f)
+	if s.SASLMechanism != "" {
+		pass := s.SASLPassword
+		if pass == "" && s.SASLPasswordFile != "" {
+			b, err := os.ReadFile(s.SASLPasswordFile)
 			if err != nil {
 				return c, fmt.Errorf("broker: LETHE_KAFKA_SASL_PASSWORD_FILE: %w", err)
 			}
 			pass = strings.TrimRight(string(b), "\r\n")
 		}
-		var err error
-		if c.SASL, err = Mechanism(m, user, pass); err != nil {
+		if c.SASL, err = Mechanism(s.SASLMechanism, s.SASLUsername, pass); err != nil {
 			return c, err
 		}
 	}
 	return c, nil
+}
+
+// FromEnv loads the Settings from the environment and returns their Config.
+func FromEnv(clientID string) (Config, error) {
+	var s Settings
+	if err := envconf.FromEnv(&s); err != nil {
+		return Config{}, err
+	}
+	return s.Config(clientID)
 }
 
 // Mechanism returns the SASL mechanism named m (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512).

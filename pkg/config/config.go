@@ -1,53 +1,10 @@
-// Package config loads a Lethe service's configuration from the environment and builds
-// the clients it names. Every setting has a default for a local stack; secrets are read
-// from the environment or files and never printed (String masks them).
-//
-//	LETHE_KAFKA_BROKERS      seed brokers, comma separated           127.0.0.1:9092
-//	LETHE_KAFKA_PARTITIONS   partitions of topics a service creates  6
-//	LETHE_KAFKA_TLS, LETHE_KAFKA_TLS_CA_FILE, LETHE_KAFKA_SASL_MECHANISM,
-//	LETHE_KAFKA_SASL_USERNAME, LETHE_KAFKA_SASL_PASSWORD[_FILE]   see broker.FromEnv
-//	LETHE_CREATE_TOPICS      "false": wait for provisioned topics     true (create missing ones)
-//	LETHE_INVENTORY          inventory YAML file                      the embedded reference inventory
-//	LETHE_HMAC_KEY[_FILE]    pseudonym key (>= 32 bytes)              required
-//	LETHE_HMAC_KEY_ID        its id                                   k1
-//	LETHE_KEK[_FILE]         key-encryption key, base64 of 32 bytes  required
-//	LETHE_KEK_ID             its id                                   kek1
-//	LETHE_KEK_OLD            retired KEKs kept to unwrap: id:b64,...  none
-//	LETHE_MAC_KEY[_FILE]     record MAC key (>= 32 bytes)              required
-//	LETHE_MAC_KEY_ID         its id                                   mac1
-//	LETHE_MAC_KEY_OLD        retired MAC keys kept to verify: id:key,...  none
-//	LETHE_CHAIN_KEY[_FILE]   receipt chain key (>= 32 bytes)          required by the aggregator
-//	LETHE_CHAIN_KEY_ID       its id                                   chain1
-//	LETHE_CHAIN_KEY_OLD      retired chain keys kept to verify        none
-//	LETHE_ALLOW_UNSEALED     "true": deleters erase requests whose identifiers are in the clear (development only)  false
-//	LETHE_KEYS_TABLE         DynamoDB table of per-request data keys  none (then LETHE_KEYS_DIR)
-//	LETHE_KEYS_DIR           embedded data-key store directory        ./data/keys
-//	LETHE_HTTP_ADDR          intake listen address                    127.0.0.1:8080
-//	LETHE_METRICS_ADDR       /metrics, /healthz, /readyz              127.0.0.1:9090
-//	LETHE_SLA                due-date windows, e.g. GDPR=720h         GDPR 30d, LGPD 15d, PDPA 30d, CCPA 45d
-//	LETHE_SLA_TARGET         internal target beside them (aggregator) none, e.g. 5m
-//	LETHE_SWEEPS             re-verification delays after the receipt (aggregator.SweepsFromEnv)  1m,1h,24h,7d; off for none
-//	LETHE_RETAIN             data keys kept after the last sweep (aggregator)  35d
-//	LETHE_AUDIT_TABLE        DynamoDB audit table                     none (then LETHE_AUDIT_DIR)
-//	LETHE_AUDIT_DIR          embedded audit store directory           ./data/audit
-//	LETHE_AUDIT_CREATE_TABLE create the DynamoDB table if missing     false
-//	LETHE_DYNAMODB_ENDPOINT  DynamoDB endpoint (DynamoDB Local, tests) none
-//	LETHE_WORKFLOW_FILE      workflow log directory, one intake only  none (then the audit table's, if DynamoDB)
-//	LETHE_LOG_LEVEL          debug, info, warn, error                 info
-//
-// The intake's credentials are read by auth.ConfigFromEnv: LETHE_TOKENS[_FILE] and, for
-// JWTs, LETHE_JWKS_FILE or LETHE_JWKS_URL (refreshed every LETHE_JWKS_REFRESH, 10m) or
-// LETHE_JWT_HS256_SECRET[_FILE], with LETHE_JWT_ISSUER and LETHE_JWT_AUDIENCE, both
-// required whenever JWT is enabled (the intake refuses to start without them), and
-// LETHE_JWT_TENANT_CLAIM.
+// Package config declares the settings every Lethe service reads (Settings) and builds the
+// clients and keys they name (Config). Each service's own settings are declared in the
+// package that owns the service; docs/configuration.md lists them all. Secrets are never
+// printed.
 //
 // AWS credentials and region come from the AWS default chain (AWS_REGION, AWS_PROFILE,
 // web identity, instance roles).
-//
-// Each store's client reads its own settings, in the package that owns the client, so a
-// deleter links and documents only its own backend's SDK: qdrantstore.ClientFromEnv
-// (LETHE_QDRANT_*), redisstore.ClientFromEnv (LETHE_REDIS_*), s3env.Client
-// (LETHE_S3_ENDPOINT) and datasetstore.DirFromEnv (LETHE_DATASET_DIR).
 package config
 
 import (
@@ -55,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
@@ -67,18 +23,73 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/auditlog/dynamo"
 	"github.com/lethe-erasure/lethe/pkg/awsclient"
 	"github.com/lethe-erasure/lethe/pkg/broker"
+	"github.com/lethe-erasure/lethe/pkg/envconf"
 	"github.com/lethe-erasure/lethe/pkg/envelope"
 	"github.com/lethe-erasure/lethe/pkg/envelope/dynamokeys"
 	"github.com/lethe-erasure/lethe/pkg/integrity"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/pii"
+	"github.com/lethe-erasure/lethe/pkg/schemareg"
 	"github.com/lethe-erasure/lethe/pkg/subject"
 	"github.com/lethe-erasure/lethe/pkg/wal"
 	"github.com/lethe-erasure/lethe/pkg/workflow"
 	wfdynamo "github.com/lethe-erasure/lethe/pkg/workflow/dynamo"
 )
 
-// Config is a service's configuration.
+// Settings are the declared settings every service reads.
+type Settings struct {
+	Process  Process
+	Kafka    broker.Settings
+	Registry schemareg.Settings
+	Keys     Keys
+	Stores   Stores
+	Metrics  Metrics
+}
+
+// Process declare what a service process reads besides its clients.
+type Process struct {
+	Inventory string `env:"LETHE_INVENTORY" doc:"Inventory YAML file; empty: the embedded reference inventory."`
+	LogLevel  string `env:"LETHE_LOG_LEVEL" default:"info" doc:"Log level: debug, info, warn or error."`
+}
+
+// Validate checks the log level.
+func (p Process) Validate() error {
+	if _, err := zapcore.ParseLevel(p.LogLevel); err != nil {
+		return fmt.Errorf("config: LETHE_LOG_LEVEL %q: want debug, info, warn or error", p.LogLevel)
+	}
+	return nil
+}
+
+// Keys declare the keys of a service.
+type Keys struct {
+	HMAC  subject.KeySettings
+	KEK   envelope.KEKSettings
+	MAC   integrity.MACSettings
+	Chain integrity.ChainSettings
+}
+
+// Validate refuses a record MAC key or chain key set both as a value and as a file.
+func (k Keys) Validate() error {
+	return errors.Join(integrity.NotBoth("LETHE_MAC_KEY", k.MAC.Secret, k.MAC.File), integrity.NotBoth("LETHE_CHAIN_KEY", k.Chain.Secret, k.Chain.File))
+}
+
+// Stores declare the audit table and the data-key store.
+type Stores struct {
+	AuditTable       string `env:"LETHE_AUDIT_TABLE" doc:"DynamoDB audit table of requests, reports and receipts (the intake also keeps its workflow there); empty: the directory store of LETHE_AUDIT_DIR."`
+	AuditDir         string `env:"LETHE_AUDIT_DIR" default:"data/audit" doc:"Embedded audit store directory when no table is set (one process only)."`
+	AuditCreateTable bool   `env:"LETHE_AUDIT_CREATE_TABLE" doc:"true: create the DynamoDB audit and data-key tables if missing."`
+	KeysTable        string `env:"LETHE_KEYS_TABLE" doc:"DynamoDB table of per-request data keys; empty: the directory store of LETHE_KEYS_DIR."`
+	KeysDir          string `env:"LETHE_KEYS_DIR" default:"data/keys" doc:"Embedded data-key store directory when no table is set (one process only)."`
+	DynamoDBEndpoint string `env:"LETHE_DYNAMODB_ENDPOINT" doc:"DynamoDB endpoint (DynamoDB Local, tests); empty: AWS."`
+}
+
+// Metrics declare where a service serves its metrics and health.
+type Metrics struct {
+	Addr string `env:"LETHE_METRICS_ADDR" default:"127.0.0.1:9090" doc:"Listen address of /metrics, /healthz and /readyz."`
+}
+
+// Config is a service's resolved configuration: its settings and the keys, inventory and
+// cluster configuration they name.
 type Config struct {
 	Service          string
 	Broker           broker.Config
@@ -88,13 +99,11 @@ type Config struct {
 	KEK              *envelope.KEK
 	KeysTable        string
 	KeysDir          string
-	HTTPAddr         string
 	MetricsAddr      string
 	AuditTable       string
 	AuditDir         string
 	AuditCreateTable bool
 	DynamoDBEndpoint string
-	WorkflowFile     string
 	LogLevel         string
 
 	// MAC authenticates the records the services hand one another: erasure.requested,
@@ -102,8 +111,6 @@ type Config struct {
 	MAC *integrity.Ring
 	// ChainKey MACs the receipt chain (auditlog.Chain); nil when LETHE_CHAIN_KEY is unset.
 	ChainKey *integrity.Ring
-	// AllowUnsealed lets deleters erase requests whose identifiers travel in the clear.
-	AllowUnsealed bool
 
 	opened []io.Closer // stores opened by AuditStore, Sealer and WorkflowStore, closed by Close
 }
@@ -125,75 +132,71 @@ func (c *Config) track(v any) {
 	}
 }
 
-// FromEnv loads the configuration of service. It fails without a valid pseudonym key, KEK
-// or record MAC key, or with an invalid inventory.
-func FromEnv(service string) (*Config, error) {
-	c := &Config{
-		Service:          service,
-		InventoryFile:    os.Getenv("LETHE_INVENTORY"),
-		HTTPAddr:         env("LETHE_HTTP_ADDR", "127.0.0.1:8080"),
-		MetricsAddr:      env("LETHE_METRICS_ADDR", "127.0.0.1:9090"),
-		AuditTable:       os.Getenv("LETHE_AUDIT_TABLE"),
-		AuditDir:         env("LETHE_AUDIT_DIR", "data/audit"),
-		AuditCreateTable: os.Getenv("LETHE_AUDIT_CREATE_TABLE") == "true",
-		KeysTable:        os.Getenv("LETHE_KEYS_TABLE"),
-		KeysDir:          env("LETHE_KEYS_DIR", "data/keys"),
-		DynamoDBEndpoint: os.Getenv("LETHE_DYNAMODB_ENDPOINT"),
-		WorkflowFile:     os.Getenv("LETHE_WORKFLOW_FILE"),
-		LogLevel:         env("LETHE_LOG_LEVEL", "info"),
-		AllowUnsealed:    os.Getenv("LETHE_ALLOW_UNSEALED") == "true",
-	}
+// New resolves the settings s of service. It fails without a valid pseudonym key, KEK or
+// record MAC key, or with an invalid inventory.
+func New(service string, s Settings) (*Config, error) {
+	c := &Config{Service: service, InventoryFile: s.Process.Inventory, MetricsAddr: s.Metrics.Addr, LogLevel: s.Process.LogLevel}
+	c.setStores(s.Stores)
 	var err error
-	if c.Broker, err = broker.FromEnv("lethe-" + service); err != nil {
+	if c.Broker, err = s.Kafka.Config("lethe-" + service); err != nil {
 		return nil, err
 	}
-	if c.Key, err = subject.KeyFromEnv(); err != nil {
+	if c.Key, err = s.Keys.HMAC.Key(); err != nil {
 		return nil, err
 	}
-	if c.KEK, err = envelope.KEKFromEnv(); err != nil {
+	if c.KEK, err = s.Keys.KEK.KEK(); err != nil {
 		return nil, err
 	}
-	if c.MAC, err = integrity.FromEnv("LETHE_MAC_KEY", "mac1"); err != nil {
+	if c.MAC, err = s.Keys.MAC.Ring(); err != nil {
 		return nil, err
 	}
 	if c.MAC == nil {
 		return nil, errors.New("config: no record MAC key: set LETHE_MAC_KEY (at least 32 bytes, e.g. head -c 32 /dev/urandom | base64) or LETHE_MAC_KEY_FILE, the same on every service")
 	}
-	if c.ChainKey, err = integrity.FromEnv("LETHE_CHAIN_KEY", "chain1"); err != nil {
+	if c.ChainKey, err = s.Keys.Chain.Ring(); err != nil {
 		return nil, err
 	}
-	if c.InventoryFile == "" {
-		c.Inventory = inventory.Reference()
-	} else if c.Inventory, err = inventory.Load(c.InventoryFile); err != nil {
+	if c.Inventory, err = LoadInventory(c.InventoryFile); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-// KeysFromEnv loads only what Sealer reads, with the defaults FromEnv uses: the KEK ring
+// LoadInventory loads the inventory file, or the embedded reference inventory when file is
+// empty.
+func LoadInventory(file string) (*inventory.Inventory, error) {
+	if file == "" {
+		return inventory.Reference(), nil
+	}
+	return inventory.Load(file)
+}
+
+func (c *Config) setStores(s Stores) {
+	c.AuditTable, c.AuditDir, c.AuditCreateTable = s.AuditTable, s.AuditDir, s.AuditCreateTable
+	c.KeysTable, c.KeysDir, c.DynamoDBEndpoint = s.KeysTable, s.KeysDir, s.DynamoDBEndpoint
+}
+
+// KeysFromEnv loads only what Sealer reads, with the defaults New uses: the KEK ring
 // (LETHE_KEK[_FILE], LETHE_KEK_ID, LETHE_KEK_OLD), LETHE_KEYS_TABLE, LETHE_KEYS_DIR,
 // LETHE_DYNAMODB_ENDPOINT and LETHE_LOG_LEVEL, for tools that work on the data-key store
 // without running a service (lethectl keys rewrap). Its Sealer never creates a table.
 func KeysFromEnv(service string) (*Config, error) {
-	kek, err := envelope.KEKFromEnv()
+	var s struct {
+		Process Process
+		KEK     envelope.KEKSettings
+		Stores  Stores
+	}
+	if err := envconf.FromEnv(&s); err != nil {
+		return nil, err
+	}
+	kek, err := s.KEK.KEK()
 	if err != nil {
 		return nil, err
 	}
-	return &Config{
-		Service:          service,
-		KEK:              kek,
-		KeysTable:        os.Getenv("LETHE_KEYS_TABLE"),
-		KeysDir:          env("LETHE_KEYS_DIR", "data/keys"),
-		DynamoDBEndpoint: os.Getenv("LETHE_DYNAMODB_ENDPOINT"),
-		LogLevel:         env("LETHE_LOG_LEVEL", "info"),
-	}, nil
-}
-
-func env(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
+	c := &Config{Service: service, KEK: kek, LogLevel: s.Process.LogLevel}
+	c.setStores(s.Stores)
+	c.AuditCreateTable = false
+	return c, nil
 }
 
 // String prints the configuration with secrets masked.
@@ -202,9 +205,9 @@ func (c *Config) String() string {
 	if inv == "" {
 		inv = "embedded reference"
 	}
-	return fmt.Sprintf("service=%s kafka=%s inventory=%s (version %s, %d stores) key=%s kek=%s mac=%s chain=%s allow_unsealed=%t keys=%s http=%s metrics=%s audit=%s",
-		c.Service, c.Broker, inv, c.Inventory.Version, len(c.Inventory.Stores), c.Key, c.KEK, c.MAC, c.ChainKey, c.AllowUnsealed, c.keysName(),
-		c.HTTPAddr, c.MetricsAddr, c.auditName())
+	return fmt.Sprintf("service=%s kafka=%s inventory=%s (version %s, %d stores) key=%s kek=%s mac=%s chain=%s keys=%s metrics=%s audit=%s",
+		c.Service, c.Broker, inv, c.Inventory.Version, len(c.Inventory.Stores), c.Key, c.KEK, c.MAC, c.ChainKey, c.keysName(),
+		c.MetricsAddr, c.auditName())
 }
 
 func (c *Config) keysName() string {
@@ -316,13 +319,13 @@ func (c *Config) AuditStore(ctx context.Context) (auditlog.Store, error) {
 }
 
 // WorkflowStore opens the store of the privacy team's workflow (gated requests and legal
-// holds): the log directory WorkflowFile when it is set (one process owns it), else the
-// DynamoDB audit table when AuditTable is set (every intake replica shares it). Without
-// either it returns nil: no workflow. Call it after AuditStore, which creates the table.
-func (c *Config) WorkflowStore(ctx context.Context) (workflow.Store, error) {
+// holds): the log directory file when it is set (one process owns it), else the DynamoDB
+// audit table when AuditTable is set (every intake replica shares it). Without either it
+// returns nil: no workflow. Call it after AuditStore, which creates the table.
+func (c *Config) WorkflowStore(ctx context.Context, file string) (workflow.Store, error) {
 	switch {
-	case c.WorkflowFile != "":
-		s, err := workflow.OpenFile(c.WorkflowFile)
+	case file != "":
+		s, err := workflow.OpenFile(file)
 		if err != nil {
 			return nil, err
 		}
@@ -339,12 +342,12 @@ func (c *Config) WorkflowStore(ctx context.Context) (workflow.Store, error) {
 	return nil, nil
 }
 
-// WorkflowName names the store WorkflowStore opens: "dir:<path>", "dynamodb:<table>" or
-// "none".
-func (c *Config) WorkflowName() string {
+// WorkflowName names the store WorkflowStore opens for file: "dir:<path>",
+// "dynamodb:<table>" or "none".
+func (c *Config) WorkflowName(file string) string {
 	switch {
-	case c.WorkflowFile != "":
-		return "dir:" + c.WorkflowFile
+	case file != "":
+		return "dir:" + file
 	case c.AuditTable != "":
 		return "dynamodb:" + c.AuditTable
 	}

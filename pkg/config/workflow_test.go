@@ -26,14 +26,14 @@ func TestWorkflowStore(t *testing.T) {
 		{"neither", "", "", "none", func(s workflow.Store) bool { return s == nil }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &Config{Service: "intake", AuditTable: tc.table, WorkflowFile: tc.file, LogLevel: "error"}
+			c := &Config{Service: "intake", AuditTable: tc.table, LogLevel: "error"}
 			defer c.Close()
-			s, err := c.WorkflowStore(context.Background())
+			s, err := c.WorkflowStore(context.Background(), tc.file)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !tc.check(s) || c.WorkflowName() != tc.want {
-				t.Errorf("WorkflowStore = %T, WorkflowName = %q; want %s", s, c.WorkflowName(), tc.want)
+			if !tc.check(s) || c.WorkflowName(tc.file) != tc.want {
+				t.Errorf("WorkflowStore = %T, WorkflowName = %q; want %s", s, c.WorkflowName(tc.file), tc.want)
 			}
 		})
 	}

@@ -95,8 +95,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	logs := &syncBuffer{}
 	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), logs, zap.DebugLevel))
 	ctx := context.Background()
-	sys, err := embedded.Start(ctx, embedded.Options{Key: key, DataDir: t.TempDir(), Log: log, Auth: authn,
-		Windows: intake.Windows{"LGPD": time.Hour}, RequireApproval: true})
+	cfg := embedded.DefaultConfig()
+	cfg.Intake.CancelWindow = intake.Windows{"LGPD": time.Hour}
+	sys, err := embedded.Start(ctx, embedded.Options{Key: key, DataDir: t.TempDir(), Log: log, Auth: authn, Config: &cfg})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package datasetstore
 
 import (
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 
@@ -43,30 +42,4 @@ func parseSize(s string) (int64, error) {
 		return 0, fmt.Errorf("not a positive size in bytes (suffixes KiB, MiB, GiB)")
 	}
 	return n << shift, nil
-}
-
-// LimitsFromEnv reads the Limits from LETHE_DATASET_MAX_RECORD,
-// LETHE_DATASET_MAX_DECOMPRESSED and LETHE_DATASET_MAX_PARQUET (bytes, or with a KiB, MiB
-// or GiB suffix); an unset variable keeps its default, a malformed one is an error.
-func LimitsFromEnv() (Limits, error) {
-	var l Limits
-	for _, v := range []struct {
-		name string
-		dst  *int64
-	}{
-		{"LETHE_DATASET_MAX_RECORD", &l.Record},
-		{"LETHE_DATASET_MAX_DECOMPRESSED", &l.Decompressed},
-		{"LETHE_DATASET_MAX_PARQUET", &l.Parquet},
-	} {
-		s := os.Getenv(v.name)
-		if s == "" {
-			continue
-		}
-		n, err := parseSize(s)
-		if err != nil {
-			return Limits{}, fmt.Errorf("%s: %w", v.name, err)
-		}
-		*v.dst = n
-	}
-	return l.WithDefaults(), nil
 }

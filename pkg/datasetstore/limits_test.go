@@ -13,6 +13,7 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/deletion/deletiontest"
+	"github.com/lethe-erasure/lethe/pkg/envconf"
 	"github.com/lethe-erasure/lethe/pkg/event"
 )
 
@@ -80,18 +81,30 @@ func TestBoundedObjectsAreUnexamined(t *testing.T) {
 	}
 }
 
-func TestLimitsFromEnv(t *testing.T) {
-	t.Setenv("LETHE_DATASET_MAX_RECORD", "8MiB")
-	t.Setenv("LETHE_DATASET_MAX_DECOMPRESSED", "1073741824")
-	l, err := LimitsFromEnv()
-	if err != nil || l != (Limits{Record: 8 << 20, Decompressed: 1 << 30, Parquet: DefaultMaxParquet}) {
-		t.Errorf("limits %+v, %v", l, err)
+func TestSettings(t *testing.T) {
+	env := map[string]string{"LETHE_DATASET_MAX_RECORD": "8MiB", "LETHE_DATASET_MAX_DECOMPRESSED": "1073741824"}
+	var s Settings
+	err := envconf.Load(&s, func(k string) string { return env[k] })
+	if l := s.Limits(); err != nil || l != (Limits{Record: 8 << 20, Decompressed: 1 << 30, Parquet: DefaultMaxParquet}) || s.Summaries != "on" {
+		t.Errorf("settings %+v, limits %+v, %v", s, l, err)
+	}
+	if err := envconf.Defaults(&s); err != nil || s.Limits() != (Limits{}).WithDefaults() {
+		t.Errorf("default limits %+v, %v; want the package's defaults", s.Limits(), err)
 	}
 	for _, bad := range []string{"0", "-1", "8 MB", "lots", "9999999999GiB"} {
-		t.Setenv("LETHE_DATASET_MAX_PARQUET", bad)
-		if _, err := LimitsFromEnv(); err == nil || !strings.Contains(err.Error(), "LETHE_DATASET_MAX_PARQUET") {
+		env["LETHE_DATASET_MAX_PARQUET"] = bad
+		if err := envconf.Load(&s, func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), "LETHE_DATASET_MAX_PARQUET") {
 			t.Errorf("%q: %v", bad, err)
 		}
+	}
+	env = map[string]string{"LETHE_DATASET_SUMMARIES": "no"}
+	if err := envconf.Load(&s, func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), "LETHE_DATASET_SUMMARIES") {
+		t.Errorf("summaries no: %v", err)
+	}
+	var b strings.Builder
+	if err := envconf.Print(&b, Settings{Summaries: "off", MaxRecord: 8 << 20, MaxDecompressed: 1 << 30, MaxParquet: 1000}); err != nil ||
+		!strings.Contains(b.String(), "LETHE_DATASET_MAX_RECORD=8MiB\nLETHE_DATASET_MAX_DECOMPRESSED=1GiB\nLETHE_DATASET_MAX_PARQUET=1000\n") {
+		t.Errorf("printed %q, %v", b.String(), err)
 	}
 }
 

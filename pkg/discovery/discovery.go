@@ -15,11 +15,7 @@ package discovery
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -47,47 +43,23 @@ type Report struct {
 	Error     string     `json:"error,omitempty"` // of the last run, masked; counts are the previous run's
 }
 
-// Options configure a Runner; FromEnv reads them.
+// Options configure a Runner.
 type Options struct {
 	Interval time.Duration // between runs; 0: only on request (POST /discovery)
 	deletion.DiscoverOptions
 }
 
-// FromEnv reads the discovery options:
-//
-//	LETHE_DISCOVERY_INTERVAL  time between runs (a Go duration; 0 or empty: off)   off
-//	LETHE_DISCOVERY_FIELDS    identity-like field names, comma-separated           deletion.DefaultFields
-//	LETHE_DISCOVERY_SAMPLE    items sampled per location                           deletion.DefaultSample
-//	LETHE_DISCOVERY_TENANTS   known tenants, comma-separated, for matching {tenant} none
-func FromEnv() (Options, error) {
-	var o Options
-	if v := os.Getenv("LETHE_DISCOVERY_INTERVAL"); v != "" && v != "0" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 {
-			return o, fmt.Errorf("LETHE_DISCOVERY_INTERVAL: %q is no positive duration", v)
-		}
-		o.Interval = d
-	}
-	if v := os.Getenv("LETHE_DISCOVERY_SAMPLE"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			return o, fmt.Errorf("LETHE_DISCOVERY_SAMPLE: %q is no positive number", v)
-		}
-		o.Sample = n
-	}
-	o.Fields = list(os.Getenv("LETHE_DISCOVERY_FIELDS"))
-	o.Tenants = list(os.Getenv("LETHE_DISCOVERY_TENANTS"))
-	return o, nil
+// Settings declare a deleter's discovery.
+type Settings struct {
+	Interval time.Duration `env:"LETHE_DISCOVERY_INTERVAL" min:"0s" doc:"Time between inventory discovery runs; 0: only on request (POST /discovery)."`
+	Fields   []string      `env:"LETHE_DISCOVERY_FIELDS" default:"customer_id,user_id,userid,customer,subject_id,account_id,member_id,email,email_address,phone,phone_number,session_id,thread_id,conversation_id,owner_id,person_id,patient_id,client_id" doc:"Identity-like column and key-segment names discovery looks for, comma separated."`
+	Sample   int           `env:"LETHE_DISCOVERY_SAMPLE" default:"200" min:"1" doc:"Items sampled per location for values matching personal-data patterns."`
+	Tenants  []string      `env:"LETHE_DISCOVERY_TENANTS" doc:"Known tenants, comma separated, for matching {tenant} in locations."`
 }
 
-func list(v string) []string {
-	var out []string
-	for _, s := range strings.Split(v, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			out = append(out, s)
-		}
-	}
-	return out
+// Options returns the Runner options s declares.
+func (s Settings) Options() Options {
+	return Options{Interval: s.Interval, DiscoverOptions: deletion.DiscoverOptions{Fields: s.Fields, Sample: s.Sample, Tenants: s.Tenants}}
 }
 
 // Runner runs discovery for one kind.

@@ -3,6 +3,7 @@ package discovery_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/discovery"
+	"github.com/lethe-erasure/lethe/pkg/envconf"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/metrics"
 )
@@ -54,17 +56,20 @@ func TestRunOnce(t *testing.T) {
 	}
 }
 
-func TestFromEnv(t *testing.T) {
-	t.Setenv("LETHE_DISCOVERY_INTERVAL", "15m")
-	t.Setenv("LETHE_DISCOVERY_FIELDS", "kunde, email ")
-	t.Setenv("LETHE_DISCOVERY_SAMPLE", "50")
-	t.Setenv("LETHE_DISCOVERY_TENANTS", "acme,globex")
-	o, err := discovery.FromEnv()
+func TestSettings(t *testing.T) {
+	env := map[string]string{"LETHE_DISCOVERY_INTERVAL": "15m", "LETHE_DISCOVERY_FIELDS": "kunde, email ", "LETHE_DISCOVERY_SAMPLE": "50", "LETHE_DISCOVERY_TENANTS": "acme,globex"}
+	var s discovery.Settings
+	err := envconf.Load(&s, func(k string) string { return env[k] })
+	o := s.Options()
 	if err != nil || o.Interval != 15*time.Minute || strings.Join(o.Fields, "|") != "kunde|email" || o.Sample != 50 || len(o.Tenants) != 2 {
-		t.Errorf("FromEnv = %+v, %v", o, err)
+		t.Errorf("Options = %+v, %v", o, err)
 	}
-	t.Setenv("LETHE_DISCOVERY_INTERVAL", "soon")
-	if _, err := discovery.FromEnv(); err == nil || !strings.Contains(err.Error(), "LETHE_DISCOVERY_INTERVAL") {
+	env["LETHE_DISCOVERY_INTERVAL"] = "soon"
+	if err := envconf.Load(&s, func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), "LETHE_DISCOVERY_INTERVAL") {
 		t.Errorf("bad interval: %v", err)
+	}
+	// The declared defaults are the stores' own.
+	if err := envconf.Defaults(&s); err != nil || !slices.Equal(s.Fields, deletion.DefaultFields) || s.Sample != deletion.DefaultSample || s.Interval != 0 {
+		t.Errorf("defaults %+v, %v; want deletion.DefaultFields, deletion.DefaultSample, off", s, err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
 
+	"github.com/lethe-erasure/lethe/pkg/aggregator"
 	"github.com/lethe-erasure/lethe/pkg/embedded"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/schemareg"
@@ -53,7 +54,9 @@ func TestIntakeFramingsComplete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sys, err := embedded.Start(context.Background(), embedded.Options{Key: key, DataDir: t.TempDir(), Framings: framings})
+	cfg := embedded.DefaultConfig()
+	cfg.Framing.Framings = framings
+	sys, err := embedded.Start(context.Background(), embedded.Options{Key: key, DataDir: t.TempDir(), Config: &cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,10 +236,10 @@ func startFramed(t *testing.T, framings schemareg.Framings) framedSystem {
 		t.Fatal(err)
 	}
 	clk := testenv.NewClock(time.Now().UTC())
-	sys, err := embedded.Start(context.Background(), embedded.Options{
-		Key: key, DataDir: t.TempDir(), Framings: framings, Now: clk.Now,
-		Sweeps: []time.Duration{time.Minute}, Retain: time.Hour, SweepEvery: 20 * time.Millisecond,
-	})
+	cfg := embedded.DefaultConfig()
+	cfg.Framing.Framings = framings
+	cfg.Aggregator.Sweeps, cfg.Aggregator.Retain, cfg.Aggregator.SweepEvery = aggregator.Sweeps{time.Minute}, aggregator.Days(time.Hour), 20*time.Millisecond
+	sys, err := embedded.Start(context.Background(), embedded.Options{Key: key, DataDir: t.TempDir(), Config: &cfg, Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,11 +70,11 @@ func (s *Stack) Close() {
 // Addrs are the listen addresses (host:port) of the embedded components. An empty one is
 // a free port of 127.0.0.1.
 type Addrs struct {
-	Kafka    string // the kfake broker
-	Registry string // the Schema Registry (srfake), HTTP
-	Qdrant   string // the Qdrant emulator, gRPC (with server reflection)
-	Redis    string // redis-server, or miniredis when none is installed
-	S3       string // gofakes3, HTTP, path-style
+	Kafka    string `env:"LETHE_STANDALONE_KAFKA_ADDR" doc:"Listen address of the embedded Kafka broker (kfake); empty: 127.0.0.1:9092 when serving, a free port with -demo."`
+	Registry string `env:"LETHE_STANDALONE_REGISTRY_ADDR" doc:"Listen address of the embedded Schema Registry (srfake), HTTP; empty: 127.0.0.1:8081 when serving, a free port with -demo."`
+	Qdrant   string `env:"LETHE_STANDALONE_QDRANT_ADDR" doc:"Listen address of the Qdrant emulator, gRPC with server reflection; empty: 127.0.0.1:6334 when serving, a free port with -demo."`
+	Redis    string `env:"LETHE_STANDALONE_REDIS_ADDR" doc:"Listen address of redis-server (miniredis without one); empty: 127.0.0.1:6379 when serving, a free port with -demo."`
+	S3       string `env:"LETHE_STANDALONE_S3_ADDR" doc:"Listen address of the embedded S3 (gofakes3, path-style, bucket lethe-datasets); empty: 127.0.0.1:9000 when serving, a free port with -demo."`
 }
 
 // StartStack starts the components on free ports; redis-server keeps its files under

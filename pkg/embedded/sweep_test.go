@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/lethe-erasure/lethe/pkg/aggregator"
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/embedded"
 	"github.com/lethe-erasure/lethe/pkg/envelope"
@@ -46,10 +47,9 @@ func TestSweepFindsLateWriteAndRestoredSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk := testenv.NewClock(time.Now().UTC())
-	sys, err := embedded.Start(context.Background(), embedded.Options{
-		Key: key, DataDir: t.TempDir(), Now: clk.Now,
-		Sweeps: []time.Duration{time.Minute, time.Hour}, Retain: 24 * time.Hour, SweepEvery: time.Hour,
-	})
+	cfg := embedded.DefaultConfig()
+	cfg.Aggregator.Sweeps, cfg.Aggregator.Retain, cfg.Aggregator.SweepEvery = aggregator.Sweeps{time.Minute, time.Hour}, aggregator.Days(24*time.Hour), time.Hour
+	sys, err := embedded.Start(context.Background(), embedded.Options{Key: key, DataDir: t.TempDir(), Config: &cfg, Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,12 +18,12 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/aggregator"
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/auth"
-	"github.com/lethe-erasure/lethe/pkg/consumer"
+	"github.com/lethe-erasure/lethe/pkg/config"
 	"github.com/lethe-erasure/lethe/pkg/datasetstore"
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/discovery"
+	"github.com/lethe-erasure/lethe/pkg/envconf"
 	"github.com/lethe-erasure/lethe/pkg/envelope"
-	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/intake"
 	"github.com/lethe-erasure/lethe/pkg/integrity"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
@@ -34,23 +34,44 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/service"
 	"github.com/lethe-erasure/lethe/pkg/subject"
 	"github.com/lethe-erasure/lethe/pkg/wal"
-	"github.com/lethe-erasure/lethe/pkg/worker"
+	"github.com/lethe-erasure/lethe/pkg/workflow"
 )
+
+// Config is the declared configuration of the services run in one process: each service's
+// own settings, which mean what they mean to the separate services.
+type Config struct {
+	Intake     intake.Config
+	Aggregator aggregator.Config
+	Deleter    service.DeleterConfig
+	Dataset    datasetstore.Settings
+	Framing    schemareg.FramingSettings
+	Consumers  service.Consumers
+}
+
+// DefaultConfig is Config at its declared defaults: what the separate services resolve
+// from an empty environment.
+func DefaultConfig() Config {
+	var c Config
+	if err := envconf.Defaults(&c); err != nil {
+		panic(err) // the declared defaults parse: a test proves it
+	}
+	return c
+}
 
 // Options configure Start. Key is required; the rest have defaults.
 type Options struct {
 	Key      subject.Key
-	DataDir  string // audit store, redis files and datasets; default a new temporary directory, removed by Stop
-	HTTPAddr string // intake listen address; default 127.0.0.1:0; loopback only without Auth
-	// AllowedHosts and AllowedOrigins: see intake.Service.
-	AllowedHosts, AllowedOrigins []string
-	Inventory                    *inventory.Inventory // default the reference inventory
-	Policy                       intake.Policy        // default intake.DefaultPolicy()
-	Log                          *zap.Logger          // default no logging
-	Instances                    int                  // consumer instances per deleter group; default 1
-	Auth                         *auth.Authenticator  // intake authentication; nil: none
-	Limiter                      *auth.Limiter        // per-tenant submission rate; nil: unlimited
-	KEK                          *envelope.KEK        // seals identifiers on erasure.requested (keys under DataDir/keys); nil: a throwaway one
+	DataDir  string // audit store, redis files, datasets and the workflow; default a new temporary directory, removed by Stop
+	HTTPAddr string // intake listen address, in place of Config.Intake.HTTPAddr; default 127.0.0.1:0; loopback only without Auth
+	// Config is the services' configuration; nil: DefaultConfig(). Config.Intake's
+	// workflow file defaults to DataDir/workflow.json (a JSON file of earlier versions there
+	// is migrated) and Config.Dataset's directory to DataDir/datasets.
+	Config    *Config
+	Inventory *inventory.Inventory // default the reference inventory
+	Log       *zap.Logger          // default no logging
+	Instances int                  // consumer instances per deleter group; default 1
+	Auth      *auth.Authenticator  // intake authentication; nil: none
+	KEK       *envelope.KEK        // seals identifiers on erasure.requested (keys under DataDir/keys); nil: a throwaway one
 	// MAC authenticates the records the services hand one another (package integrity);
 	// nil: a throwaway one, so records left unconsumed at a stop are refused after a
 	// restart. ChainKey MACs the receipt chain; nil: receipts are chained by SHA-256
@@ -59,28 +80,11 @@ type Options struct {
 	ChainKey *integrity.Ring
 	Addrs    Addrs    // where the embedded components listen; empty: free ports
 	External External // running components to use instead of embedded ones
-	// Framings says how the records Lethe writes are framed (default single-object
-	// encoding everywhere); every consumer reads both framings whatever it says.
-	Framings schemareg.Framings
 	// Deleters run beside the built-in ones (qdrant, redis, dataset, audit_log), for kinds
 	// those do not serve. Each is given the system's stack only through its Store.
 	Deleters []Deleter
-	// Sweeps and Retain are the aggregator's re-verification delays and key retention
-	// (aggregator.Aggregator); none: the key is destroyed at the receipt. SweepEvery is how
-	// often the schedule is read (default 10s); Now is the aggregator's clock (default the
-	// system's).
-	Sweeps     []time.Duration
-	Retain     time.Duration
-	SweepEvery time.Duration
-	Now        func() time.Time
-	// Windows are the cancellation windows before execution; RequireApproval makes TENANT
-	// requests wait for a second principal with the approver role. The workflow's records
-	// and legal holds are kept in DataDir/workflow.json (a write-ahead log directory).
-	Windows         intake.Windows
-	RequireApproval bool
-	// Discovery configures the inventory discovery of every deleter whose store discovers
-	// (served on the intake address as GET and POST /discovery); zero: on request only.
-	Discovery discovery.Options
+	// Now is the aggregator's clock (default the system's).
+	Now func() time.Time
 }
 
 // Deleter is one deleter service run in process: its name (its consumer group is
@@ -108,13 +112,41 @@ type System struct {
 	// Aggregator joins the reports and runs the schedule (sweeps, shredding, physical erasure).
 	Aggregator *aggregator.Aggregator
 	Discovery  discovery.Set // one runner per kind whose store discovers
+	// Config is the configuration the services run with, Options' defaults applied.
+	Config Config
+	// Specs are what each service's constructor returned: the groups and loops running.
+	Specs Specs
 
 	cancel  context.CancelFunc
 	group   *errgroup.Group
 	closers []func()
 }
 
-// Start starts the components and every service. Stop releases them.
+// ServiceConfig is the configuration Start runs the services with: Config (DefaultConfig
+// when nil) with the intake listening on HTTPAddr (default 127.0.0.1:0), its workflow file
+// defaulting to DataDir/workflow.json and the dataset directory to DataDir/datasets.
+func (o Options) ServiceConfig() Config {
+	cfg := DefaultConfig()
+	if o.Config != nil {
+		cfg = *o.Config
+	}
+	cfg.Intake.HTTPAddr = cmp.Or(o.HTTPAddr, "127.0.0.1:0")
+	if o.DataDir != "" {
+		cfg.Intake.WorkflowFile = cmp.Or(cfg.Intake.WorkflowFile, filepath.Join(o.DataDir, "workflow.json"))
+		cfg.Dataset.Dir = cmp.Or(cfg.Dataset.Dir, filepath.Join(o.DataDir, "datasets"))
+	}
+	return cfg
+}
+
+// Specs are the Specs of the services a System runs.
+type Specs struct {
+	Intake, Aggregator service.Spec
+	Deleters           []service.Spec // the built-in deleters', then Options.Deleters', in order
+}
+
+// Start starts the components and every service. Each service is built by the
+// constructor its own binary uses (intake.New, service.NewDeleter, aggregator.New) with
+// Config; Stop releases them.
 func Start(ctx context.Context, o Options) (_ *System, err error) {
 	sys := &System{Key: o.Key, Inventory: o.Inventory, Metrics: metrics.New(), MAC: o.MAC, ChainKey: o.ChainKey}
 	m := sys.Metrics
@@ -134,15 +166,8 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 	if sys.Inventory == nil {
 		sys.Inventory = inventory.Reference()
 	}
-	if o.Policy == nil {
-		o.Policy = intake.DefaultPolicy()
-	}
-	if o.HTTPAddr == "" {
-		o.HTTPAddr = "127.0.0.1:0"
-	}
-	if err := intake.CheckBind(o.HTTPAddr, o.Auth); err != nil {
-		return nil, err
-	}
+	cfg := o.ServiceConfig()
+	sys.Config = cfg
 	log := o.Log
 	if log == nil {
 		log = zap.NewNop()
@@ -156,7 +181,7 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 		wal.LogRepairs(log, "audit", d.Repairs())
 	}
 	sys.closers = append(sys.closers, st.Close)
-	st.Registry.Framings = o.Framings
+	st.Registry.Framings = cfg.Framing.Framings
 	prod, err := st.Broker.NewProducer()
 	if err != nil {
 		return nil, err
@@ -167,71 +192,53 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 	}
 	sys.closers = append(sys.closers, func() { sys.Sealer.Keys.(*envelope.DirKeyStore).Close() })
 	wal.LogRepairs(log, "keys", sys.Sealer.Keys.(*envelope.DirKeyStore).Repairs())
-
 	if sys.MAC == nil {
 		if sys.MAC, err = throwawayRing("ephemeral"); err != nil {
 			return nil, err
 		}
 	}
-	signed := &integrity.Signer{Producer: prod, Ring: sys.MAC, Types: map[string]*event.Type{event.TopicRequested: event.Request}}
-	sys.Intake = &intake.Service{Key: o.Key, Inventory: sys.Inventory, Producer: signed, Store: st.Audit, Policy: o.Policy, Log: log.With(zap.String("service", "intake")), Metrics: m, Auth: o.Auth, Limiter: o.Limiter, Sealer: sys.Sealer, Registry: st.Registry}
-	wf, err := startWorkflow(sys.Intake, o, st, log)
+	// What each service's binary resolves from the settings every service reads, here from
+	// the stack.
+	resolved := &config.Config{Service: "standalone", Broker: st.Broker, Inventory: sys.Inventory, Key: o.Key, KEK: sys.Sealer.KEK,
+		MAC: sys.MAC, ChainKey: sys.ChainKey}
+	env := func(name string) service.Env {
+		return service.Env{Config: resolved, Log: log.With(zap.String("service", name)), Producer: prod, Metrics: m, Sealer: sys.Sealer, Registry: st.Registry}
+	}
+
+	wf, err := workflow.OpenFile(cfg.Intake.WorkflowFile)
 	if err != nil {
 		return nil, err
 	}
+	wal.LogRepairs(log, "workflow", wf.Repairs())
 	sys.closers = append(sys.closers, func() { wf.Close() })
+	sys.Intake, sys.Specs.Intake, err = intake.New(cfg.Intake, env("intake"), intake.Deps{Store: st.Audit, Workflow: wf, Auth: o.Auth})
+	if err != nil {
+		return nil, err
+	}
+
 	deleters := append([]Deleter{
 		{"qdrant-deleter", qdrantstore.Kind, qdrantstore.New(st.Qdrant)},
 		{"redis-deleter", redisstore.Kind, redisstore.New(st.Redis)},
-		{"dataset-deleter", datasetstore.Kind, datasetstore.New(st.S3, filepath.Join(o.DataDir, "datasets"), datasetstore.WithSummaries(o.Key))},
+		{"dataset-deleter", datasetstore.Kind, cfg.Dataset.Store(st.S3, o.Key)},
 		{"audit-verifier", auditlog.Kind, auditlog.NewVerifier(st.Audit)},
 	}, o.Deleters...)
 	if sys.Stores, err = checkDeleters(sys.Inventory, deleters); err != nil {
 		return nil, err
 	}
-	sys.Aggregator = &aggregator.Aggregator{
-		Store:     st.Audit,
-		Producer:  prod,
-		Log:       log.With(zap.String("service", "aggregator")),
-		Metrics:   m,
-		Sealer:    sys.Sealer,
-		Registry:  st.Registry,
-		Inventory: sys.Inventory,
-		Sweeps:    o.Sweeps,
-		Retain:    o.Retain,
-		Now:       o.Now,
-		MAC:       sys.MAC,
-		ChainKey:  sys.ChainKey,
-	}
-	groups := []service.Group{
-		{Name: "lethe-intake", Topics: []string{event.TopicIntake}, Handler: sys.Intake.HandleIntake, Redact: sys.Intake.Redact},
-		{Name: "lethe-aggregator", Topics: []string{event.TopicRequested, event.TopicStoreDone, event.TopicStoreFound}, Handler: sys.Aggregator.Handle, InFlight: worker.DefaultInFlight},
-	}
 	for _, d := range deleters {
-		if r := discovery.For(d.Kind, d.Store, sys.Inventory, o.Discovery, m, log.With(zap.String("service", d.Name))); r != nil {
+		spec, r, err := service.NewDeleter(d.Name, d.Kind, cfg.Deleter, env(d.Name), d.Store)
+		if err != nil {
+			return nil, fmt.Errorf("embedded: %w", err)
+		}
+		if r != nil {
 			sys.Discovery = append(sys.Discovery, r)
 		}
+		sys.Specs.Deleters = append(sys.Specs.Deleters, spec)
 	}
-	for _, d := range deleters {
-		w := &worker.Worker{
-			Inventory: sys.Inventory,
-			Stores:    map[string]deletion.Store{d.Kind: d.Store},
-			Producer:  prod,
-			Log:       log.With(zap.String("service", d.Name)),
-			Metrics:   m,
-			Sealer:    sys.Sealer,
-			MAC:       sys.MAC,
-			Registry:  st.Registry,
-			Discovery: sys.Discovery,
-			Batching:  worker.DefaultBatching,
-		}
-		for range max(o.Instances, 1) {
-			groups = append(groups, service.Group{Name: "lethe-" + d.Name, Topics: []string{event.TopicRequested}, Handler: w.Handle, InFlight: worker.DefaultInFlight})
-		}
-	}
+	sys.Aggregator, sys.Specs.Aggregator = aggregator.New(cfg.Aggregator, env("aggregator"), st.Audit)
+	sys.Aggregator.Now = o.Now
 
-	sys.Intake.AllowedHosts, sys.Intake.AllowedOrigins = o.AllowedHosts, o.AllowedOrigins
-	l, err := net.Listen("tcp", o.HTTPAddr)
+	l, err := net.Listen("tcp", cfg.Intake.HTTPAddr)
 	if err != nil {
 		return nil, fmt.Errorf("intake listener: %w", err)
 	}
@@ -253,20 +260,19 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 	sys.cancel = cancel
 	g, gctx := errgroup.WithContext(runCtx)
 	sys.group = g
-	// Records of Lethe's own topics reach the handlers in single-object encoding whatever
-	// their framing; intake reads registry-framed records itself (resolving schemas it
-	// never released).
-	for _, grp := range groups {
-		h := st.Registry.Reframe(schemareg.OwnTopics(), grp.Handler)
-		g.Go(func() error {
-			return consumer.Run(gctx, consumer.Config{Broker: st.Broker, Group: grp.Name, Topics: grp.Topics, Log: log.With(zap.String("group", grp.Name)), Metrics: m, Redact: grp.Redact, InFlight: grp.InFlight}, h)
-		})
+	specs := append([]service.Spec{sys.Specs.Intake, sys.Specs.Aggregator}, sys.Specs.Deleters...)
+	for i, spec := range specs {
+		groups := spec.Groups
+		if i >= 2 {
+			for range max(o.Instances, 1) - 1 {
+				groups = append(groups, spec.Groups...)
+			}
+		}
+		service.RunGroups(gctx, g, groups, service.GroupRun{Broker: st.Broker, Log: log, Metrics: m, Registry: st.Registry, MaxInFlight: cfg.Consumers.MaxInFlight})
+		if spec.Run != nil {
+			g.Go(func() error { return spec.Run(gctx) })
+		}
 	}
-	watchdog := &aggregator.Watchdog{Store: st.Audit, Producer: prod, Interval: 5 * time.Second, Log: log.With(zap.String("service", "aggregator")), Metrics: m, Registry: st.Registry}
-	g.Go(func() error { return watchdog.Run(gctx) })
-	g.Go(func() error { return sys.Aggregator.Run(gctx, cmp.Or(o.SweepEvery, 10*time.Second)) })
-	g.Go(func() error { sys.Intake.RunSchedule(gctx, time.Second); return nil })
-	g.Go(func() error { return sys.Discovery.Run(gctx) })
 	g.Go(func() error {
 		if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
 			return err

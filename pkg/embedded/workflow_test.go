@@ -36,8 +36,9 @@ func TestGatesSurviveARestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := func() *embedded.System {
-		sys, err := embedded.Start(ctx, embedded.Options{Key: key, DataDir: dataDir, KEK: kek, Auth: authn,
-			Windows: intake.Windows{"LGPD": 2 * time.Second}, RequireApproval: true})
+		cfg := embedded.DefaultConfig()
+		cfg.Intake.CancelWindow = intake.Windows{"LGPD": 2 * time.Second}
+		sys, err := embedded.Start(ctx, embedded.Options{Key: key, DataDir: dataDir, KEK: kek, Auth: authn, Config: &cfg})
 		if err != nil {
 			t.Fatal(err)
 		}

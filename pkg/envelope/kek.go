@@ -11,6 +11,8 @@ import (
 	"os"
 	"sort"
 	"strings"
+
+	"github.com/lethe-erasure/lethe/pkg/envconf"
 )
 
 // KeySize is the size in bytes of every key-encryption key and data key (AES-256).
@@ -59,35 +61,38 @@ func NewKEK(currentID string, keys map[string][]byte) (*KEK, error) {
 	return k, nil
 }
 
-// KEKFromEnv loads the key ring from the environment:
-//
-//   - LETHE_KEK: the current key, standard or URL base64 (padded or not) of exactly 32
-//     bytes; or LETHE_KEK_FILE: a file holding that base64 text, or exactly 32 raw bytes.
-//     Setting both is an error.
-//   - LETHE_KEK_ID: the current key's id (default "kek1").
-//   - LETHE_KEK_OLD: older keys kept for unwrapping after a rotation, as
-//     "id:base64,id:base64" (optional).
-//
-// A missing, short, long or constant key is an error; errors name the variable, never
-// its value.
-func KEKFromEnv() (*KEK, error) {
-	id := os.Getenv("LETHE_KEK_ID")
-	if id == "" {
-		id = "kek1"
+// KEKSettings declare the key-encryption key ring.
+type KEKSettings struct {
+	Secret string `env:"LETHE_KEK" secret:"true" doc:"Key-encryption key that wraps each request's data key: standard or URL base64, padded or not, of exactly 32 bytes; required (standalone generates a throwaway one)."`
+	File   string `env:"LETHE_KEK_FILE" doc:"A file holding the key-encryption key as base64 text or exactly 32 raw bytes; set it or LETHE_KEK, not both."`
+	ID     string `env:"LETHE_KEK_ID" default:"kek1" doc:"Id of the current key-encryption key."`
+	Old    string `env:"LETHE_KEK_OLD" secret:"true" doc:"Retired key-encryption keys kept to unwrap older data keys after a rotation: id:base64,id:base64."`
+}
+
+// Validate refuses both a key and its file.
+func (s KEKSettings) Validate() error {
+	if s.Secret != "" && s.File != "" {
+		return errors.New("envelope: set LETHE_KEK or LETHE_KEK_FILE, not both")
 	}
-	val, file := os.Getenv("LETHE_KEK"), os.Getenv("LETHE_KEK_FILE")
+	return nil
+}
+
+// Set reports whether a key or its file is configured.
+func (s KEKSettings) Set() bool { return s.Secret != "" || s.File != "" }
+
+// KEK returns the ring s declares. A missing, short, long or constant key is an error;
+// errors name the variable, never its value.
+func (s KEKSettings) KEK() (*KEK, error) {
 	var cur []byte
 	switch {
-	case val != "" && file != "":
-		return nil, errors.New("envelope: set LETHE_KEK or LETHE_KEK_FILE, not both")
-	case val != "":
-		b, err := decodeKey(val)
+	case s.Secret != "":
+		b, err := decodeKey(s.Secret)
 		if err != nil {
 			return nil, fmt.Errorf("envelope: LETHE_KEK: %w", err)
 		}
 		cur = b
-	case file != "":
-		raw, err := os.ReadFile(file)
+	case s.File != "":
+		raw, err := os.ReadFile(s.File)
 		if err != nil {
 			return nil, fmt.Errorf("envelope: read LETHE_KEK_FILE: %w", err)
 		}
@@ -102,8 +107,8 @@ func KEKFromEnv() (*KEK, error) {
 	default:
 		return nil, errors.New("envelope: no key-encryption key: set LETHE_KEK (base64 of 32 random bytes) or LETHE_KEK_FILE")
 	}
-	keys := map[string][]byte{id: cur}
-	if old := strings.TrimSpace(os.Getenv("LETHE_KEK_OLD")); old != "" {
+	keys := map[string][]byte{s.ID: cur}
+	if old := strings.TrimSpace(s.Old); old != "" {
 		for i, entry := range strings.Split(old, ",") {
 			oid, enc, ok := strings.Cut(strings.TrimSpace(entry), ":")
 			if !ok {
@@ -119,7 +124,16 @@ func KEKFromEnv() (*KEK, error) {
 			keys[oid] = b
 		}
 	}
-	return NewKEK(id, keys)
+	return NewKEK(s.ID, keys)
+}
+
+// KEKFromEnv loads the KEKSettings from the environment and returns their ring.
+func KEKFromEnv() (*KEK, error) {
+	var s KEKSettings
+	if err := envconf.FromEnv(&s); err != nil {
+		return nil, err
+	}
+	return s.KEK()
 }
 
 // decodeKey decodes base64 (standard or URL alphabet, padded or not) of exactly KeySize

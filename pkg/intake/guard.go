@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"slices"
 	"strings"
 
@@ -87,19 +86,4 @@ func (s *Service) originAllowed(r *http.Request) bool {
 // carry tenant labels and discovery scans backends, so neither is for a tenant's app.
 func (s *Service) Operator(h http.Handler) http.Handler {
 	return s.guard(s.Auth.Operators(h))
-}
-
-// AccessFromEnv reads the allowed hosts and origins from $LETHE_ALLOWED_HOSTS and
-// $LETHE_ALLOWED_ORIGINS, comma separated.
-func AccessFromEnv() (hosts, origins []string) {
-	list := func(v string) []string {
-		var out []string
-		for _, f := range strings.Split(os.Getenv(v), ",") {
-			if f = strings.TrimSpace(f); f != "" {
-				out = append(out, f)
-			}
-		}
-		return out
-	}
-	return list("LETHE_ALLOWED_HOSTS"), list("LETHE_ALLOWED_ORIGINS")
 }

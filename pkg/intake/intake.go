@@ -22,7 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -35,6 +35,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/auth"
 	"github.com/lethe-erasure/lethe/pkg/consumer"
+	"github.com/lethe-erasure/lethe/pkg/envconf"
 	"github.com/lethe-erasure/lethe/pkg/envelope"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
@@ -108,23 +109,47 @@ func DefaultPolicy() Policy {
 	return Policy{"GDPR": 30 * 24 * time.Hour, "LGPD": 15 * 24 * time.Hour, "PDPA": 30 * 24 * time.Hour, "CCPA": 45 * 24 * time.Hour}
 }
 
-// PolicyFromEnv returns DefaultPolicy overridden by $LETHE_SLA ("GDPR=720h,LGPD=360h").
-func PolicyFromEnv() (Policy, error) {
-	p := DefaultPolicy()
-	env := os.Getenv("LETHE_SLA")
-	if env == "" {
-		return p, nil
-	}
-	for _, kv := range strings.Split(env, ",") {
+// UnmarshalText sets p to DefaultPolicy overridden by a list of REGULATION=duration
+// entries ("GDPR=720h,LGPD=360h").
+func (p *Policy) UnmarshalText(b []byte) error {
+	out := DefaultPolicy()
+	for _, kv := range strings.Split(string(b), ",") {
 		k, v, ok := strings.Cut(kv, "=")
 		k = strings.ToUpper(strings.TrimSpace(k))
 		d, err := time.ParseDuration(strings.TrimSpace(v))
 		if !ok || k == "" || err != nil || d <= 0 {
-			return nil, fmt.Errorf("intake: LETHE_SLA entry %q: want REGULATION=duration", kv)
+			return fmt.Errorf("entry %q: want REGULATION=duration", kv)
 		}
-		p[k] = d
+		out[k] = d
 	}
-	return p, nil
+	*p = out
+	return nil
+}
+
+// MarshalText writes p's entries in regulation order.
+func (p Policy) MarshalText() ([]byte, error) { return marshalDurations(p), nil }
+
+// marshalDurations writes m as key=duration entries in key order.
+func marshalDurations[M ~map[string]time.Duration](m M) []byte {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, k+"="+envconf.FormatDuration(m[k]))
+	}
+	return []byte(strings.Join(parts, ","))
+}
+
+// PolicySettings declare the due-date windows.
+type PolicySettings struct {
+	Policy Policy `env:"LETHE_SLA" default:"GDPR=720h,LGPD=360h,PDPA=720h,CCPA=1080h" doc:"Due-date windows per regulation, overriding the legal ones (GDPR 30 d, LGPD 15 d, PDPA 30 d, CCPA 45 d) entry by entry, e.g. GDPR=720h,LGPD=360h."`
+}
+
+// PolicyFromEnv loads the PolicySettings from the environment and returns their Policy.
+func PolicyFromEnv() (Policy, error) {
+	var s PolicySettings
+	if err := envconf.FromEnv(&s); err != nil {
+		return nil, err
+	}
+	return s.Policy, nil
 }
 
 // Service is the intake.

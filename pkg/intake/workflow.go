@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -54,27 +53,27 @@ func (w Windows) For(tenant, regulation string) time.Duration {
 	return w[strings.ToUpper(regulation)]
 }
 
-// WindowsFromEnv parses $LETHE_CANCEL_WINDOW ("GDPR=24h,tenant:acme=0s").
-func WindowsFromEnv() (Windows, error) {
-	w := Windows{}
-	env := os.Getenv("LETHE_CANCEL_WINDOW")
-	if env == "" {
-		return w, nil
-	}
-	for _, kv := range strings.Split(env, ",") {
+// UnmarshalText parses a list of cancellation windows: "GDPR=24h,tenant:acme=0s".
+func (w *Windows) UnmarshalText(b []byte) error {
+	out := Windows{}
+	for _, kv := range strings.Split(string(b), ",") {
 		k, v, ok := strings.Cut(kv, "=")
 		k = strings.TrimSpace(k)
 		d, err := time.ParseDuration(strings.TrimSpace(v))
 		if !ok || k == "" || err != nil || d < 0 {
-			return nil, fmt.Errorf("intake: LETHE_CANCEL_WINDOW entry %q: want REGULATION=duration or tenant:ID=duration", kv)
+			return fmt.Errorf("entry %q: want REGULATION=duration or tenant:ID=duration", kv)
 		}
 		if !strings.HasPrefix(k, "tenant:") {
 			k = strings.ToUpper(k)
 		}
-		w[k] = d
+		out[k] = d
 	}
-	return w, nil
+	*w = out
+	return nil
 }
+
+// MarshalText writes w's entries in key order.
+func (w Windows) MarshalText() ([]byte, error) { return marshalDurations(w), nil }
 
 // gate records req in the workflow when it must pass a gate before it runs (a dry run is
 // published as one, and recorded PREVIEWED) and reports whether it did; an ungated request

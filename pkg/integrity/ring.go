@@ -69,28 +69,50 @@ func NewRing(current string, secrets map[string][]byte) (*Ring, error) {
 	return r, nil
 }
 
-// FromEnv loads the ring named name (such as "LETHE_MAC_KEY") from the environment:
-//
-//   - name: the current secret, its bytes as written (at least 32; generate one with
-//     head -c 32 /dev/urandom | base64); or name_FILE: a file holding it (a trailing
-//     newline is dropped). Setting both is an error.
-//   - name_ID: the current secret's id (default defaultID).
-//   - name_OLD: older secrets kept to verify after a rotation, "id:secret,id:secret"
-//     (a secret there holds no comma).
-//
-// It returns nil and no error when neither name nor name_FILE is set; errors name the
-// variable, never its value.
-func FromEnv(name, defaultID string) (*Ring, error) {
-	return FromGetenv(os.Getenv, name, defaultID)
+// MACSettings declare the record MAC key ring.
+type MACSettings struct {
+	Secret string `env:"LETHE_MAC_KEY" secret:"true" doc:"Record MAC key, at least 32 bytes, the same on every service (and for lethectl reapply): requests, reports and finds without a valid MAC under it are refused and dead-lettered; services refuse to start without it (standalone generates a throwaway one)."`
+	File   string `env:"LETHE_MAC_KEY_FILE" doc:"A file holding the record MAC key (a trailing newline is dropped); set it or LETHE_MAC_KEY, not both."`
+	ID     string `env:"LETHE_MAC_KEY_ID" default:"mac1" doc:"Id of the current record MAC key."`
+	Old    string `env:"LETHE_MAC_KEY_OLD" secret:"true" doc:"Retired record MAC keys kept to verify records signed before a rotation: id:key,id:key."`
 }
 
-// FromGetenv is FromEnv reading the variables through getenv.
-func FromGetenv(getenv func(string) string, name, defaultID string) (*Ring, error) {
-	val, file := getenv(name), getenv(name+"_FILE")
+// Ring returns the ring s declares, or nil and no error when neither the key nor its file
+// is set. Errors name the variable, never its value.
+func (s MACSettings) Ring() (*Ring, error) {
+	return ringOf("LETHE_MAC_KEY", s.Secret, s.File, s.ID, s.Old)
+}
+
+// ChainSettings declare the receipt chain key ring.
+type ChainSettings struct {
+	Secret string `env:"LETHE_CHAIN_KEY" secret:"true" doc:"Receipt chain key, at least 32 bytes: the aggregator MACs every receipt and addendum with it and refuses to start without it; give it to auditors for lethectl audit verify-chain --keyed, to no other service (standalone runs without one unless set)."`
+	File   string `env:"LETHE_CHAIN_KEY_FILE" doc:"A file holding the receipt chain key (a trailing newline is dropped); set it or LETHE_CHAIN_KEY, not both."`
+	ID     string `env:"LETHE_CHAIN_KEY_ID" default:"chain1" doc:"Id of the current receipt chain key."`
+	Old    string `env:"LETHE_CHAIN_KEY_OLD" secret:"true" doc:"Earlier receipt chain keys, kept for good to verify older records: id:key,id:key."`
+}
+
+// Ring returns the ring s declares, or nil and no error when neither the key nor its file
+// is set. Errors name the variable, never its value.
+func (s ChainSettings) Ring() (*Ring, error) {
+	return ringOf("LETHE_CHAIN_KEY", s.Secret, s.File, s.ID, s.Old)
+}
+
+// NotBoth refuses a secret set both in the variable name and in the file of name_FILE.
+func NotBoth(name, val, file string) error {
+	if val != "" && file != "" {
+		return fmt.Errorf("integrity: set %s or %s_FILE, not both", name, name)
+	}
+	return nil
+}
+
+// ringOf builds the ring of the variables name, name_FILE, name_ID and name_OLD: the
+// current secret as written or read from file, and older ones as "id:secret,id:secret"
+// (a secret there holds no comma).
+func ringOf(name, val, file, id, old string) (*Ring, error) {
 	var cur []byte
 	switch {
 	case val != "" && file != "":
-		return nil, fmt.Errorf("integrity: set %s or %s_FILE, not both", name, name)
+		return nil, NotBoth(name, val, file)
 	case val != "":
 		cur = []byte(val)
 	case file != "":
@@ -102,12 +124,8 @@ func FromGetenv(getenv func(string) string, name, defaultID string) (*Ring, erro
 	default:
 		return nil, nil
 	}
-	id := getenv(name + "_ID")
-	if id == "" {
-		id = defaultID
-	}
 	secrets := map[string][]byte{id: cur}
-	if old := strings.TrimSpace(getenv(name + "_OLD")); old != "" {
+	if old = strings.TrimSpace(old); old != "" {
 		for i, entry := range strings.Split(old, ",") {
 			oid, s, ok := strings.Cut(strings.TrimSpace(entry), ":")
 			if !ok {

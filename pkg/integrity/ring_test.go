@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/lethe-erasure/lethe/pkg/envconf"
 )
 
 var (
@@ -81,7 +83,7 @@ func firstKey(m map[string][]byte) string {
 	return ""
 }
 
-func TestFromEnv(t *testing.T) {
+func TestMACSettings(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "key")
 	if err := os.WriteFile(file, append(secret2, '\n'), 0o600); err != nil {
@@ -95,15 +97,20 @@ func TestFromEnv(t *testing.T) {
 		fail    string
 	}{
 		{name: "unset", env: map[string]string{}},
-		{name: "value", env: map[string]string{"K": string(secret1)}, current: "d1", ids: "[d1]"},
+		{name: "value", env: map[string]string{"K": string(secret1)}, current: "mac1", ids: "[mac1]"},
 		{name: "file and old", env: map[string]string{"K_FILE": file, "K_ID": "k2", "K_OLD": "k1:" + string(secret1)}, current: "k2", ids: "[k1 k2]"},
 		{name: "both", env: map[string]string{"K": string(secret1), "K_FILE": file}, fail: "not both"},
 		{name: "short", env: map[string]string{"K": "too-short"}, fail: "at least 32"},
-		{name: "old malformed", env: map[string]string{"K": string(secret1), "K_OLD": "nocolon"}, fail: "K_OLD entry 1"},
-		{name: "old duplicate", env: map[string]string{"K": string(secret1), "K_OLD": "d1:" + string(secret2)}, fail: "appears twice"},
+		{name: "old malformed", env: map[string]string{"K": string(secret1), "K_OLD": "nocolon"}, fail: "LETHE_MAC_KEY_OLD entry 1"},
+		{name: "old duplicate", env: map[string]string{"K": string(secret1), "K_OLD": "mac1:" + string(secret2)}, fail: "appears twice"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			r, err := FromGetenv(func(k string) string { return c.env[k] }, "K", "d1")
+			var s MACSettings
+			err := envconf.Load(&s, func(k string) string { return c.env[strings.Replace(k, "LETHE_MAC_KEY", "K", 1)] })
+			var r *Ring
+			if err == nil {
+				r, err = s.Ring()
+			}
 			if c.fail != "" {
 				if err == nil || !strings.Contains(err.Error(), c.fail) {
 					t.Fatalf("error %v, want one saying %q", err, c.fail)

@@ -14,20 +14,19 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/metrics"
 )
 
-// PoolFromEnv returns a connection pool to the database the environment names and logs
-// where (host, port, database and user; never the password or the DSN) on log, which may
-// be nil. It does not connect: the first statement does, and Check reports whether it can.
-//
-//	LETHE_POSTGRES_DSN       a libpq connection string or URL       required, a secret
-//	LETHE_POSTGRES_DSN_FILE  a file holding it (a mounted secret), read when the variable is empty
-//
-// The DSN may also set pool_max_conns and the other pgxpool settings; the libpq
-// environment (PGPASSWORD, PGSSLMODE, ...) fills what it leaves out. The role needs SELECT
-// and DELETE on the inventory's tables and nothing else.
-func PoolFromEnv(log *zap.Logger) (*pgxpool.Pool, error) {
-	dsn := os.Getenv("LETHE_POSTGRES_DSN")
-	if f := os.Getenv("LETHE_POSTGRES_DSN_FILE"); dsn == "" && f != "" {
-		b, err := os.ReadFile(f)
+// Settings declare the database a deleter connects to.
+type Settings struct {
+	DSN     string `env:"LETHE_POSTGRES_DSN" secret:"true" doc:"A libpq connection string or URL, required, a secret never logged; it may set pool_max_conns and the other pgxpool settings, and the libpq environment (PGPASSWORD, PGSSLMODE, ...) fills what it leaves out. The role needs SELECT and DELETE on the inventory's tables only."`
+	DSNFile string `env:"LETHE_POSTGRES_DSN_FILE" doc:"A file holding the connection string (a mounted secret), read when LETHE_POSTGRES_DSN is empty."`
+}
+
+// Pool returns a connection pool to the database s names and logs where (host, port,
+// database and user; never the password or the DSN) on log, which may be nil. It does not
+// connect: the first statement does, and Check reports whether it can.
+func (s Settings) Pool(log *zap.Logger) (*pgxpool.Pool, error) {
+	dsn := s.DSN
+	if dsn == "" && s.DSNFile != "" {
+		b, err := os.ReadFile(s.DSNFile)
 		if err != nil {
 			return nil, fmt.Errorf("postgresstore: LETHE_POSTGRES_DSN_FILE: %w", err)
 		}

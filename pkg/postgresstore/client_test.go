@@ -15,28 +15,23 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/testenv"
 )
 
-// TestPoolFromEnv: the DSN comes from the variable or its file, the pool reaches the
+// TestPool: the DSN comes from the variable or its file, the pool reaches the
 // server, and neither the log nor an error shows the password.
-func TestPoolFromEnv(t *testing.T) {
+func TestPool(t *testing.T) {
 	dsn := strings.Replace(testenv.Postgres(t), "lethe@", "lethe:s3cret-pw@", 1) // trust ignores it
 	core, logs := observer.New(zap.InfoLevel)
 
-	t.Setenv("LETHE_POSTGRES_DSN", "")
-	t.Setenv("LETHE_POSTGRES_DSN_FILE", "")
-	if _, err := postgresstore.PoolFromEnv(nil); err == nil || !strings.Contains(err.Error(), "LETHE_POSTGRES_DSN") {
+	if _, err := (postgresstore.Settings{}).Pool(nil); err == nil || !strings.Contains(err.Error(), "LETHE_POSTGRES_DSN") {
 		t.Errorf("without a DSN: %v, want an error naming LETHE_POSTGRES_DSN", err)
 	}
-	t.Setenv("LETHE_POSTGRES_DSN", "postgres://lethe:s3cret-pw@host:notaport/db")
-	if _, err := postgresstore.PoolFromEnv(nil); err == nil || strings.Contains(err.Error(), "s3cret-pw") {
+	if _, err := (postgresstore.Settings{DSN: "postgres://lethe:s3cret-pw@host:notaport/db"}).Pool(nil); err == nil || strings.Contains(err.Error(), "s3cret-pw") {
 		t.Errorf("a DSN that does not parse: %v, want an error without the password", err)
 	}
 	file := filepath.Join(t.TempDir(), "dsn")
 	if err := os.WriteFile(file, []byte(dsn+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("LETHE_POSTGRES_DSN", "")
-	t.Setenv("LETHE_POSTGRES_DSN_FILE", file)
-	pool, err := postgresstore.PoolFromEnv(zap.New(core))
+	pool, err := postgresstore.Settings{DSNFile: file}.Pool(zap.New(core))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"strconv"
 	"time"
 
@@ -16,21 +15,19 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/metrics"
 )
 
-// ClientFromEnv connects to the Qdrant the environment names and logs where (never the API
-// key) on log, which may be nil:
-//
-//	LETHE_QDRANT_ADDR      Qdrant gRPC host:port   127.0.0.1:6334
-//	LETHE_QDRANT_API_KEY   Qdrant API key          none
-func ClientFromEnv(log *zap.Logger) (*qdrant.Client, error) {
-	addr := os.Getenv("LETHE_QDRANT_ADDR")
-	if addr == "" {
-		addr = "127.0.0.1:6334"
-	}
-	key := os.Getenv("LETHE_QDRANT_API_KEY")
+// Settings declare the Qdrant a deleter connects to.
+type Settings struct {
+	Addr   string `env:"LETHE_QDRANT_ADDR" default:"127.0.0.1:6334" doc:"Qdrant gRPC host:port."`
+	APIKey string `env:"LETHE_QDRANT_API_KEY" secret:"true" doc:"Qdrant API key; empty: none."`
+}
+
+// Client connects to the Qdrant s names and logs where (never the API key) on log, which
+// may be nil.
+func (s Settings) Client(log *zap.Logger) (*qdrant.Client, error) {
 	if log != nil {
-		log.Info("qdrant client", zap.String("qdrant", addr), zap.Bool("qdrant_api_key", key != ""))
+		log.Info("qdrant client", zap.String("qdrant", s.Addr), zap.Bool("qdrant_api_key", s.APIKey != ""))
 	}
-	return Dial(addr, key)
+	return Dial(s.Addr, s.APIKey)
 }
 
 // Dial connects to Qdrant at addr (host:port) over gRPC. Reconnects back off at most 1 s,

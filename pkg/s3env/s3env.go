@@ -1,16 +1,12 @@
 // Package s3env builds the S3 client of a store that reads S3 (datasets, document
-// prefixes) from the environment, so that only the deleters that use S3 link its SDK:
-//
-//	LETHE_S3_ENDPOINT   S3 endpoint (MinIO, tests); empty = AWS   none
-//
-// Credentials and region come from the AWS default chain (AWS_REGION, AWS_PROFILE, web
-// identity, instance roles); with an endpoint the client addresses buckets path-style.
+// prefixes), so that only the deleters that use S3 link its SDK. Credentials and region
+// come from the AWS default chain (AWS_REGION, AWS_PROFILE, web identity, instance roles);
+// with an endpoint the client addresses buckets path-style.
 package s3env
 
 import (
 	"context"
 	"fmt"
-	"os"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
@@ -20,18 +16,22 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/awsclient"
 )
 
-// Client returns the S3 client the environment describes and logs its endpoint (no
-// credentials) on log, which may be nil.
-func Client(ctx context.Context, log *zap.Logger) (*s3.Client, error) {
-	endpoint := os.Getenv("LETHE_S3_ENDPOINT")
+// Settings declare the S3 a deleter reads.
+type Settings struct {
+	Endpoint string `env:"LETHE_S3_ENDPOINT" doc:"S3-compatible endpoint (MinIO, tests); empty: AWS."`
+}
+
+// Client returns the S3 client s describes and logs its endpoint (no credentials) on log,
+// which may be nil.
+func (s Settings) Client(ctx context.Context, log *zap.Logger) (*s3.Client, error) {
 	ac, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithHTTPClient(awsclient.HTTPClient()))
 	if err != nil {
 		return nil, fmt.Errorf("s3env: aws: %w", err)
 	}
 	if log != nil {
-		log.Info("s3 client", zap.String("s3_endpoint", or(endpoint, "aws")), zap.String("region", ac.Region))
+		log.Info("s3 client", zap.String("s3_endpoint", or(s.Endpoint, "aws")), zap.String("region", ac.Region))
 	}
-	return New(ac, endpoint), nil
+	return New(ac, s.Endpoint), nil
 }
 
 // New returns an S3 client over ac; a non-empty endpoint replaces AWS's and selects

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/lethe-erasure/lethe/pkg/envconf"
 	"github.com/lethe-erasure/lethe/pkg/event"
 )
 
@@ -56,6 +59,26 @@ func ParseFramings(s string) (Framings, error) {
 		}
 	}
 	return f, nil
+}
+
+// UnmarshalText parses a framing setting (ParseFramings).
+func (f *Framings) UnmarshalText(b []byte) error {
+	v, err := ParseFramings(string(b))
+	if err != nil {
+		return err
+	}
+	*f = v
+	return nil
+}
+
+// MarshalText writes f as ParseFramings reads it: the default, then each topic's framing
+// in topic order.
+func (f Framings) MarshalText() ([]byte, error) {
+	parts := []string{string(f.Of(""))}
+	for _, t := range slices.Sorted(maps.Keys(f.Topics)) {
+		parts = append(parts, t+"="+string(f.Topics[t]))
+	}
+	return []byte(strings.Join(parts, ",")), nil
 }
 
 // UsesRegistry reports whether any topic is framed for the registry.
@@ -167,33 +190,51 @@ func OwnTopics() map[string]*event.Type {
 	return t
 }
 
-// FromEnv returns the Codec of the registry at $LETHE_SCHEMA_REGISTRY_URL, with the
-// framings of $LETHE_FRAMING and Lethe's schemas registered (RegisterAll), read through
-// getenv (os.Getenv when nil). Without a registry URL it returns nil, which reads and
-// writes single-object encoding only, and fails when LETHE_FRAMING frames some topic
-// for a registry.
+// FramingSettings declare how Lethe frames the records it writes.
+type FramingSettings struct {
+	Framings Framings `env:"LETHE_FRAMING" default:"single-object" doc:"How Lethe frames the records it writes, per topic: single-object, registry, or a list (registry,erasure.completed=single-object); it applies to every topic Lethe writes, by every service and by lethectl reapply; consumers read both framings whatever it says."`
+}
+
+// Settings declare the Schema Registry and the framing.
+type Settings struct {
+	URL string `env:"LETHE_SCHEMA_REGISTRY_URL" doc:"The Schema Registry, http://host:port; required when LETHE_FRAMING names registry; services and lethectl register Lethe's schemas there."`
+	FramingSettings
+}
+
+// Validate refuses registry framing without a registry.
+func (s Settings) Validate() error {
+	if s.URL == "" && s.Framings.UsesRegistry() {
+		return errors.New("schemareg: LETHE_FRAMING frames records for a registry, and LETHE_SCHEMA_REGISTRY_URL is not set")
+	}
+	return nil
+}
+
+// Codec returns the Codec of the registry s names, with its framings and Lethe's schemas
+// registered (RegisterAll). Without a registry URL it returns nil, which reads and writes
+// single-object encoding only.
+func (s Settings) Codec(ctx context.Context) (*Codec, error) {
+	if s.URL == "" {
+		return nil, nil
+	}
+	c, err := Dial(s.URL)
+	if err != nil {
+		return nil, err
+	}
+	c.Framings = s.Framings
+	if err := c.RegisterAll(ctx); err != nil {
+		return nil, fmt.Errorf("schemareg: %s: %w", s.URL, err)
+	}
+	return c, nil
+}
+
+// FromEnv loads the Settings through getenv (os.Getenv when nil) and returns their Codec.
 func FromEnv(ctx context.Context, getenv func(string) string) (*Codec, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	framings, err := ParseFramings(getenv("LETHE_FRAMING"))
-	if err != nil {
+	var s Settings
+	if err := envconf.Load(&s, getenv); err != nil {
 		return nil, err
 	}
-	url := getenv("LETHE_SCHEMA_REGISTRY_URL")
-	if url == "" {
-		if framings.UsesRegistry() {
-			return nil, errors.New("schemareg: LETHE_FRAMING frames records for a registry, and LETHE_SCHEMA_REGISTRY_URL is not set")
-		}
-		return nil, nil
-	}
-	c, err := Dial(url)
-	if err != nil {
-		return nil, err
-	}
-	c.Framings = framings
-	if err := c.RegisterAll(ctx); err != nil {
-		return nil, fmt.Errorf("schemareg: %s: %w", url, err)
-	}
-	return c, nil
+	return s.Codec(ctx)
 }

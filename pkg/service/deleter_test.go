@@ -14,6 +14,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/config"
 	"github.com/lethe-erasure/lethe/pkg/consumer"
 	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/envconf"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/integrity"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
@@ -57,7 +58,7 @@ func deleterEnv(t *testing.T, doc string) Env {
 }
 
 func TestDeleterSpec(t *testing.T) {
-	open := func(context.Context, Env) (deletion.Store, []metrics.Check, error) {
+	open := func(context.Context, Env, struct{}) (deletion.Store, []metrics.Check, error) {
 		return fieldStore{}, []metrics.Check{{Name: "rows"}}, nil
 	}
 	env := deleterEnv(t, `
@@ -66,7 +67,7 @@ stores:
   - {name: chats, kind: rows, locators: {table: chat}}
   - {name: vectors, kind: qdrant, locators: {anything: [goes]}}
 `)
-	spec, err := DeleterSpec("rows-deleter", "rows", open)(context.Background(), env)
+	spec, err := DeleterSpec("rows-deleter", "rows", open)(context.Background(), env, deleterDefaults(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +89,7 @@ stores:
   - {name: audit, kind: rows}
   - {name: vectors, kind: qdrant, locators: {anything: [goes]}}
 `)
-	_, err = DeleterSpec("rows-deleter", "rows", open)(context.Background(), env)
+	_, err = DeleterSpec("rows-deleter", "rows", open)(context.Background(), env, deleterDefaults(t))
 	for _, want := range []string{"refusing to start", `inventory store "tickets" of kind "rows"`, `unknown field "tabel"`, `"audit"`, "locators.table is empty"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("invalid store: %v, want it to name %q", err, want)
@@ -99,18 +100,28 @@ stores:
 	}
 
 	// A failing open is returned; an inventory without the kind is no error.
-	_, err = DeleterSpec("rows-deleter", "rows", func(context.Context, Env) (deletion.Store, []metrics.Check, error) {
+	_, err = DeleterSpec("rows-deleter", "rows", func(context.Context, Env, struct{}) (deletion.Store, []metrics.Check, error) {
 		return nil, nil, errors.New("no dsn")
-	})(context.Background(), env)
+	})(context.Background(), env, deleterDefaults(t))
 	if err == nil || !strings.Contains(err.Error(), "no dsn") {
 		t.Errorf("failing open: %v", err)
 	}
-	if _, err := DeleterSpec("x-deleter", "x", open)(context.Background(), env); err != nil {
+	if _, err := DeleterSpec("x-deleter", "x", open)(context.Background(), env, deleterDefaults(t)); err != nil {
 		t.Errorf("inventory without the kind: %v", err)
 	}
 }
 
-func TestBatchingFromEnv(t *testing.T) {
+// deleterDefaults are a deleter's settings in an empty environment.
+func deleterDefaults(t *testing.T) DeleterSettings[struct{}] {
+	t.Helper()
+	var cfg DeleterSettings[struct{}]
+	if err := envconf.Defaults(&cfg); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func TestDeleterConfig(t *testing.T) {
 	for _, tc := range []struct {
 		max, wait, inflight, running string
 		want                         worker.Batching
@@ -131,23 +142,26 @@ func TestBatchingFromEnv(t *testing.T) {
 		{"", "", "", "65", worker.Batching{}, 0, true},
 	} {
 		env := map[string]string{"LETHE_BATCH_MAX": tc.max, "LETHE_BATCH_WAIT": tc.wait, "LETHE_INFLIGHT": tc.inflight, "LETHE_BATCH_RUNNING": tc.running}
-		got, inflight, err := BatchingFromEnv(func(k string) string { return env[k] })
+		var cfg DeleterConfig
+		err := envconf.Load(&cfg, func(k string) string { return env[k] })
+		got, inflight := cfg.Batch.Batching(), cfg.InFlight.PerPartition
 		if (err != nil) != tc.bad || !tc.bad && (got != tc.want || inflight != tc.wantInFlight) {
 			t.Errorf("max %q wait %q inflight %q running %q: %+v %d, %v", tc.max, tc.wait, tc.inflight, tc.running, got, inflight, err)
 		}
 	}
 }
 
-func TestMaxInFlightFromEnv(t *testing.T) {
+func TestConsumers(t *testing.T) {
 	for v, want := range map[string]int{"": consumer.DefaultMaxInFlight, "1": 1, "96": 96, "65536": 65536, "0": -1, "-5": -1, "65537": -1, "lots": -1} {
-		got, err := MaxInFlightFromEnv(func(k string) string {
+		var c Consumers
+		err := envconf.Load(&c, func(k string) string {
 			if k == "LETHE_INFLIGHT_MAX" {
 				return v
 			}
 			return ""
 		})
-		if want < 0 && err == nil || want >= 0 && (err != nil || got != want) {
-			t.Errorf("LETHE_INFLIGHT_MAX %q: %d, %v; want %d", v, got, err, want)
+		if want < 0 && err == nil || want >= 0 && (err != nil || c.MaxInFlight != want) {
+			t.Errorf("LETHE_INFLIGHT_MAX %q: %d, %v; want %d", v, c.MaxInFlight, err, want)
 		}
 	}
 }
@@ -166,9 +180,9 @@ stores:
 		t.Fatal(err)
 	}
 	env.Config.MAC, env.Sealer = mac, testenv.Sealer(t)
-	spec, err := DeleterSpec("rows-deleter", "rows", func(context.Context, Env) (deletion.Store, []metrics.Check, error) {
+	spec, err := DeleterSpec("rows-deleter", "rows", func(context.Context, Env, struct{}) (deletion.Store, []metrics.Check, error) {
 		return fieldStore{}, nil, nil
-	})(context.Background(), env)
+	})(context.Background(), env, deleterDefaults(t))
 	if err != nil {
 		t.Fatal(err)
 	}

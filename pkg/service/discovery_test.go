@@ -35,14 +35,14 @@ func (d discoverStore) Discover(_ context.Context, _ *inventory.Inventory, o del
 // A deleter whose store discovers runs discovery on its schedule, exports the gauge and
 // serves the report on GET /discovery (and a fresh run on POST).
 func TestDeleterRunsDiscovery(t *testing.T) {
-	t.Setenv("LETHE_DISCOVERY_INTERVAL", "1h")
-	t.Setenv("LETHE_DISCOVERY_TENANTS", "acme")
+	cfg := deleterDefaults(t)
+	cfg.Deleter.Discovery.Interval, cfg.Deleter.Discovery.Tenants = time.Hour, []string{"acme"}
 	store := discoverStore{runs: make(chan struct{}, 1)}
 	env := deleterEnv(t, "version: \"1\"\nstores:\n  - {name: chats, kind: rows, locators: {table: chat}}\n")
 	env.Metrics = metrics.New()
-	spec, err := DeleterSpec("rows-deleter", "rows", func(context.Context, Env) (deletion.Store, []metrics.Check, error) {
+	spec, err := DeleterSpec("rows-deleter", "rows", func(context.Context, Env, struct{}) (deletion.Store, []metrics.Check, error) {
 		return store, nil, nil
-	})(context.Background(), env)
+	})(context.Background(), env, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,9 +94,9 @@ func TestDeleterRunsDiscovery(t *testing.T) {
 	// A store that cannot discover gets no schedule and no endpoint.
 	env = deleterEnv(t, "version: \"1\"\nstores:\n  - {name: chats, kind: rows, locators: {table: chat}}\n")
 	env.Metrics = metrics.New()
-	spec, err = DeleterSpec("rows-deleter", "rows", func(context.Context, Env) (deletion.Store, []metrics.Check, error) {
+	spec, err = DeleterSpec("rows-deleter", "rows", func(context.Context, Env, struct{}) (deletion.Store, []metrics.Check, error) {
 		return fieldStore{}, nil, nil
-	})(context.Background(), env)
+	})(context.Background(), env, cfg)
 	if err != nil || spec.Run != nil {
 		t.Errorf("spec without discovery: run %v, %v", spec.Run != nil, err)
 	}
@@ -119,7 +119,7 @@ func TestDiscoveryNeedsAnOperator(t *testing.T) {
 		addr string
 		want int
 	}{{"127.0.0.1:9090", http.StatusOK}, {"0.0.0.0:9090", http.StatusForbidden}, {":9090", http.StatusForbidden}} {
-		h, err := discoveryHandler(set, tc.addr)
+		h, err := discoveryHandler(set, auth.Settings{}, tc.addr)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -129,8 +129,7 @@ func TestDiscoveryNeedsAnOperator(t *testing.T) {
 	}
 	ops, opsHash := auth.NewToken()
 	app, appHash := auth.NewToken()
-	t.Setenv("LETHE_TOKENS", "ops:"+opsHash+":*;app:"+appHash+":acme")
-	h, err := discoveryHandler(set, "0.0.0.0:9090")
+	h, err := discoveryHandler(set, auth.Settings{Tokens: "ops:" + opsHash + ":*;app:" + appHash + ":acme"}, "0.0.0.0:9090")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/lethe-erasure/lethe/pkg/envconf"
 	"github.com/lethe-erasure/lethe/pkg/metrics"
 	"github.com/lethe-erasure/lethe/pkg/testenv"
 )
@@ -30,6 +31,15 @@ func setEnv(t *testing.T, brokers string) string {
 	return addr
 }
 
+// runEnv runs the service "test" built by build, configured by the environment.
+func runEnv(ctx context.Context, build func(context.Context, Env) (Spec, error)) error {
+	var cfg Config[struct{}]
+	if err := envconf.FromEnv(&cfg); err != nil {
+		return err
+	}
+	return run(ctx, "test", cfg, func(ctx context.Context, env Env, _ struct{}) (Spec, error) { return build(ctx, env) })
+}
+
 // A service serves metrics and health, creates its topics, runs its groups and stops on
 // cancel.
 func TestRunServesHealthAndRunsGroups(t *testing.T) {
@@ -40,7 +50,7 @@ func TestRunServesHealthAndRunsGroups(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, "test", func(ctx context.Context, env Env) (Spec, error) {
+		done <- runEnv(ctx, func(ctx context.Context, env Env) (Spec, error) {
 			if env.Sealer == nil || env.Metrics == nil || env.Producer == nil {
 				t.Error("incomplete Env")
 			}
@@ -110,13 +120,13 @@ func TestRunServesHealthAndRunsGroups(t *testing.T) {
 func TestRunRefusesWithoutKeys(t *testing.T) {
 	setEnv(t, "127.0.0.1:1")
 	t.Setenv("LETHE_HMAC_KEY", "short")
-	err := run(context.Background(), "test", func(context.Context, Env) (Spec, error) { return Spec{}, nil })
+	err := runEnv(context.Background(), func(context.Context, Env) (Spec, error) { return Spec{}, nil })
 	if err == nil || !strings.Contains(err.Error(), "32") {
 		t.Errorf("short HMAC key: %v", err)
 	}
 	t.Setenv("LETHE_HMAC_KEY", strings.Repeat("h", 32))
 	t.Setenv("LETHE_KEK", "")
-	if err := run(context.Background(), "test", func(context.Context, Env) (Spec, error) { return Spec{}, nil }); err == nil {
+	if err := runEnv(context.Background(), func(context.Context, Env) (Spec, error) { return Spec{}, nil }); err == nil {
 		t.Error("missing KEK accepted")
 	}
 }
@@ -126,12 +136,44 @@ func TestRunRefusesWithoutKeys(t *testing.T) {
 func TestRunRefusesWithoutMACKey(t *testing.T) {
 	setEnv(t, "127.0.0.1:1")
 	t.Setenv("LETHE_MAC_KEY", "")
-	err := run(context.Background(), "test", func(context.Context, Env) (Spec, error) { return Spec{}, nil })
+	err := runEnv(context.Background(), func(context.Context, Env) (Spec, error) { return Spec{}, nil })
 	if err == nil || !strings.Contains(err.Error(), "LETHE_MAC_KEY") {
 		t.Errorf("missing MAC key: %v", err)
 	}
 	t.Setenv("LETHE_MAC_KEY", "short")
-	if err := run(context.Background(), "test", func(context.Context, Env) (Spec, error) { return Spec{}, nil }); err == nil || !strings.Contains(err.Error(), "32") {
+	if err := runEnv(context.Background(), func(context.Context, Env) (Spec, error) { return Spec{}, nil }); err == nil || !strings.Contains(err.Error(), "32") {
 		t.Errorf("short MAC key: %v", err)
+	}
+}
+
+// --print-config prints every declared variable, the service's own included, secrets
+// masked, and exits 0 without building the service; a bad setting exits 2 naming it.
+func TestExecPrintConfig(t *testing.T) {
+	setEnv(t, "k1:9092,k2:9092")
+	t.Setenv("LETHE_INFLIGHT", "7")
+	build := func(context.Context, Env, DeleterSettings[struct{}]) (Spec, error) {
+		t.Error("--print-config built the service")
+		return Spec{}, nil
+	}
+	var out, errs strings.Builder
+	if code := Exec("test", []string{"--print-config"}, &out, &errs, build); code != 0 {
+		t.Fatalf("exit %d: %s", code, errs.String())
+	}
+	for _, want := range []string{"LETHE_KAFKA_BROKERS=k1:9092,k2:9092\n", "LETHE_HMAC_KEY=****\n", "LETHE_MAC_KEY=****\n", "LETHE_INFLIGHT=7\n",
+		"LETHE_BATCH_MAX=128\n", "LETHE_INFLIGHT_MAX=256\n", "LETHE_KAFKA_SASL_PASSWORD=\n", "LETHE_LOG_LEVEL=error\n"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("--print-config lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "record-mac-key") || strings.Contains(out.String(), strings.Repeat("h", 32)) {
+		t.Errorf("--print-config prints a secret:\n%s", out.String())
+	}
+	t.Setenv("LETHE_BATCH_WAIT", "soon")
+	errs.Reset()
+	if code := Exec("test", []string{"--print-config"}, &out, &errs, build); code != 2 || !strings.Contains(errs.String(), `LETHE_BATCH_WAIT "soon"`) {
+		t.Errorf("bad setting: exit %d, %s", code, errs.String())
+	}
+	if code := Exec("test", []string{"--bogus"}, &out, &errs, build); code != 2 {
+		t.Errorf("unknown flag: exit %d", code)
 	}
 }

@@ -22,6 +22,8 @@ import (
 	"sync"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/lethe-erasure/lethe/pkg/envconf"
 )
 
 // MinKeyLen is the shortest pseudonym key accepted, in bytes.
@@ -64,16 +66,21 @@ func NewKey(id string, secret []byte) (Key, error) {
 	return k, nil
 }
 
-// KeyFromEnv loads the key from the environment: the secret from $LETHE_HMAC_KEY or from
-// the file named by $LETHE_HMAC_KEY_FILE, the id from $LETHE_HMAC_KEY_ID (default "k1").
-func KeyFromEnv() (Key, error) {
-	id := os.Getenv("LETHE_HMAC_KEY_ID")
-	if id == "" {
-		id = "k1"
-	}
-	secret := os.Getenv("LETHE_HMAC_KEY")
-	if f := os.Getenv("LETHE_HMAC_KEY_FILE"); secret == "" && f != "" {
-		b, err := os.ReadFile(f)
+// KeySettings declare the pseudonym key.
+type KeySettings struct {
+	Secret string `env:"LETHE_HMAC_KEY" secret:"true" doc:"Pseudonym key, at least 32 bytes; services refuse to start without it or its file (standalone generates a throwaway one and says so)."`
+	File   string `env:"LETHE_HMAC_KEY_FILE" doc:"A file holding the pseudonym key, read when LETHE_HMAC_KEY is empty."`
+	ID     string `env:"LETHE_HMAC_KEY_ID" default:"k1" doc:"Id of the pseudonym key, recorded in every request and receipt."`
+}
+
+// Set reports whether a key or its file is configured.
+func (s KeySettings) Set() bool { return s.Secret != "" || s.File != "" }
+
+// Key returns the key s declares, reading its file when the secret is empty.
+func (s KeySettings) Key() (Key, error) {
+	secret := s.Secret
+	if secret == "" && s.File != "" {
+		b, err := os.ReadFile(s.File)
 		if err != nil {
 			return Key{}, fmt.Errorf("subject: read key file: %w", err)
 		}
@@ -82,7 +89,16 @@ func KeyFromEnv() (Key, error) {
 	if secret == "" {
 		return Key{}, errors.New("subject: no pseudonym key: set LETHE_HMAC_KEY or LETHE_HMAC_KEY_FILE (at least 32 bytes)")
 	}
-	return NewKey(id, []byte(secret))
+	return NewKey(s.ID, []byte(secret))
+}
+
+// KeyFromEnv loads the KeySettings from the environment and returns their Key.
+func KeyFromEnv() (Key, error) {
+	var s KeySettings
+	if err := envconf.FromEnv(&s); err != nil {
+		return Key{}, err
+	}
+	return s.Key()
 }
 
 // ID is the key id.

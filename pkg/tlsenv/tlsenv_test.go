@@ -34,35 +34,28 @@ func selfSigned(t *testing.T) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }
 
-func TestFromEnv(t *testing.T) {
-	t.Setenv("X_TLS", "")
-	t.Setenv("X_TLS_CA_FILE", "")
-	if c, err := tlsenv.FromEnv("X_TLS", "X_TLS_CA_FILE"); c != nil || err != nil {
+func TestConfig(t *testing.T) {
+	if c, err := tlsenv.Config(false, "", "X_TLS_CA_FILE"); c != nil || err != nil {
 		t.Errorf("nothing set: %v, %v; want plaintext", c, err)
 	}
-	t.Setenv("X_TLS", "true")
-	if c, err := tlsenv.FromEnv("X_TLS", "X_TLS_CA_FILE"); c == nil || err != nil || c.RootCAs != nil {
+	if c, err := tlsenv.Config(true, "", "X_TLS_CA_FILE"); c == nil || err != nil || c.RootCAs != nil {
 		t.Errorf("TLS on: %v, %v; want TLS with the system roots", c, err)
 	}
-	t.Setenv("X_TLS", "")
-	t.Setenv("X_TLS_CA_FILE", filepath.Join(t.TempDir(), "missing.pem"))
-	if _, err := tlsenv.FromEnv("X_TLS", "X_TLS_CA_FILE"); err == nil || !strings.HasPrefix(err.Error(), "X_TLS_CA_FILE: ") {
+	if _, err := tlsenv.Config(false, filepath.Join(t.TempDir(), "missing.pem"), "X_TLS_CA_FILE"); err == nil || !strings.HasPrefix(err.Error(), "X_TLS_CA_FILE: ") {
 		t.Errorf("missing CA file: %v", err)
 	}
 	notPEM := filepath.Join(t.TempDir(), "ca.pem")
 	if err := os.WriteFile(notPEM, []byte("not a certificate"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("X_TLS_CA_FILE", notPEM)
-	if _, err := tlsenv.FromEnv("X_TLS", "X_TLS_CA_FILE"); err == nil || !strings.Contains(err.Error(), "holds no PEM certificate") {
+	if _, err := tlsenv.Config(false, notPEM, "X_TLS_CA_FILE"); err == nil || !strings.Contains(err.Error(), "holds no PEM certificate") {
 		t.Errorf("CA file without a certificate: %v", err)
 	}
 	ca := filepath.Join(t.TempDir(), "ca.pem")
 	if err := os.WriteFile(ca, selfSigned(t), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("X_TLS_CA_FILE", ca)
-	if c, err := tlsenv.FromEnv("X_TLS", "X_TLS_CA_FILE"); err != nil || c == nil || c.RootCAs == nil || c.MinVersion != tls.VersionTLS12 {
+	if c, err := tlsenv.Config(false, ca, "X_TLS_CA_FILE"); err != nil || c == nil || c.RootCAs == nil || c.MinVersion != tls.VersionTLS12 {
 		t.Errorf("CA file: %v, %v; want TLS 1.2+ trusting it", c, err)
 	}
 }

@@ -10,15 +10,16 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/tlsenv"
 )
 
-// ClientFromEnv returns the HTTP client webhook stores send with, and logs its settings on
-// log, which may be nil:
-//
-//	LETHE_WEBHOOK_CA_FILE   a PEM bundle to trust instead of the system roots   none
-//
-// TLS (1.2 at least) is always on: there is no variable to turn it off. Each store's own
-// timeout bounds every exchange.
-func ClientFromEnv(log *zap.Logger) (*http.Client, error) {
-	cfg, err := tlsenv.FromEnv("", "LETHE_WEBHOOK_CA_FILE")
+// Settings declare the webhook deleter's HTTP client.
+type Settings struct {
+	CAFile string `env:"LETHE_WEBHOOK_CA_FILE" doc:"A PEM bundle the webhook deleter trusts instead of the system roots; TLS (1.2 at least) is always on."`
+}
+
+// Client returns the HTTP client webhook stores send with, and logs its settings on log,
+// which may be nil. TLS (1.2 at least) is always on: there is no variable to turn it off.
+// Each store's own timeout bounds every exchange.
+func (s Settings) Client(log *zap.Logger) (*http.Client, error) {
+	cfg, err := tlsenv.Config(false, s.CAFile, "LETHE_WEBHOOK_CA_FILE")
 	if err != nil {
 		return nil, fmt.Errorf("webhookstore: %w", err)
 	}

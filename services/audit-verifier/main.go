@@ -1,7 +1,7 @@
 // Command audit-verifier verifies every inventory store of kind "audit_log": it consumes
 // erasure.requested, reads the subject's audit events back for raw identifiers and PII
-// patterns, and publishes one erasure.store.done per store. Configuration: see package
-// config.
+// patterns, and publishes one erasure.store.done per store. Configuration:
+// service.DeleterConfig and the settings every service reads (docs/configuration.md).
 package main
 
 import (
@@ -14,7 +14,7 @@ import (
 )
 
 func main() {
-	service.Deleter("audit-verifier", auditlog.Kind, func(ctx context.Context, env service.Env) (deletion.Store, []metrics.Check, error) {
+	service.Deleter("audit-verifier", auditlog.Kind, func(ctx context.Context, env service.Env, _ struct{}) (deletion.Store, []metrics.Check, error) {
 		audit, err := env.Config.AuditStore(ctx)
 		if err != nil {
 			return nil, nil, err

@@ -1,6 +1,7 @@
 // Command intake accepts erasure requests over HTTP (POST /v1/erasures) and from
 // erasure.intake, publishes them on erasure.requested, and serves status and receipts.
-// Configuration: see package config.
+// Configuration: intake.Config and the settings every service reads
+// (docs/configuration.md).
 package main
 
 import (
@@ -11,48 +12,34 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/lethe-erasure/lethe/pkg/auth"
-	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/intake"
-	"github.com/lethe-erasure/lethe/pkg/integrity"
-	"github.com/lethe-erasure/lethe/pkg/metrics"
 	"github.com/lethe-erasure/lethe/pkg/service"
 )
 
 func main() {
-	service.Main("intake", func(ctx context.Context, env service.Env) (service.Spec, error) {
-		policy, err := intake.PolicyFromEnv()
-		if err != nil {
-			return service.Spec{}, err
-		}
+	service.Main("intake", func(ctx context.Context, env service.Env, cfg intake.Config) (service.Spec, error) {
 		store, err := env.Config.AuditStore(ctx)
 		if err != nil {
 			return service.Spec{}, err
 		}
-		authn, err := auth.FromEnv()
+		authn, err := cfg.Auth.Authenticator()
 		if err != nil {
 			return service.Spec{}, err
 		}
-		limiter, err := auth.LimiterFromEnv()
+		// The workflow store (the DynamoDB audit table, shared by every replica, or
+		// LETHE_WORKFLOW_FILE, one process owning it).
+		wf, err := env.Config.WorkflowStore(ctx, cfg.WorkflowFile)
 		if err != nil {
 			return service.Spec{}, err
 		}
-		env.Log.Info("access", zap.Stringer("auth", authn), zap.Stringer("rate_limit", limiter))
-		// Every request the intake publishes is signed: deleters and the aggregator refuse
-		// one without a valid MAC.
-		signed := &integrity.Signer{Producer: env.Producer, Ring: env.Config.MAC, Types: map[string]*event.Type{event.TopicRequested: event.Request}}
-		svc := &intake.Service{Key: env.Config.Key, Inventory: env.Config.Inventory, Producer: signed, Store: store,
-			Policy: policy, Log: env.Log, Metrics: env.Metrics, Auth: authn, Limiter: limiter, Sealer: env.Sealer, Registry: env.Registry}
-		if err := configureWorkflow(ctx, svc, env, authn); err != nil {
+		svc, spec, err := intake.New(cfg, env, intake.Deps{Store: store, Workflow: wf, Auth: authn})
+		if err != nil {
 			return service.Spec{}, err
 		}
-		if err := intake.CheckBind(env.Config.HTTPAddr, authn); err != nil {
-			return service.Spec{}, err
-		}
-		svc.AllowedHosts, svc.AllowedOrigins = intake.AccessFromEnv()
-		serve := func(ctx context.Context) error {
-			go svc.RunSchedule(ctx, time.Second)
-			srv := &http.Server{Addr: env.Config.HTTPAddr, Handler: svc.Handler(), ReadHeaderTimeout: 5 * time.Second}
+		schedule := spec.Run
+		spec.Run = func(ctx context.Context) error {
+			go func() { _ = schedule(ctx) }() // releases gated requests until ctx ends; its error is always nil
+			srv := &http.Server{Addr: cfg.HTTPAddr, Handler: svc.Handler(), ReadHeaderTimeout: 5 * time.Second}
 			go func() {
 				<-ctx.Done()
 				sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -65,10 +52,6 @@ func main() {
 			}
 			return nil
 		}
-		return service.Spec{
-			Groups: []service.Group{{Name: "lethe-intake", Topics: []string{event.TopicIntake}, Handler: svc.HandleIntake, Redact: svc.Redact}},
-			Run:    serve,
-			Checks: []metrics.Check{service.AuditCheck(store)},
-		}, nil
+		return spec, nil
 	})
 }

@@ -1,7 +1,8 @@
 // Command postgres-deleter erases data subjects from every inventory store of kind
 // "postgres": it consumes erasure.requested, deletes the subject's rows and verifies by
-// COUNT, and publishes one erasure.store.done per store. Configuration: packages config and
-// postgresstore (PoolFromEnv: LETHE_POSTGRES_DSN or LETHE_POSTGRES_DSN_FILE, a secret).
+// COUNT, and publishes one erasure.store.done per store. Configuration:
+// postgresstore.Settings (LETHE_POSTGRES_DSN or LETHE_POSTGRES_DSN_FILE, a secret),
+// service.DeleterConfig and the settings every service reads (docs/configuration.md).
 package main
 
 import (
@@ -14,8 +15,8 @@ import (
 )
 
 func main() {
-	service.Deleter("postgres-deleter", postgresstore.Kind, func(ctx context.Context, env service.Env) (deletion.Store, []metrics.Check, error) {
-		pool, err := postgresstore.PoolFromEnv(env.Log)
+	service.Deleter("postgres-deleter", postgresstore.Kind, func(ctx context.Context, env service.Env, s postgresstore.Settings) (deletion.Store, []metrics.Check, error) {
+		pool, err := s.Pool(env.Log)
 		if err != nil {
 			return nil, nil, err
 		}

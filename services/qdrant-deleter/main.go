@@ -1,7 +1,7 @@
 // Command qdrant-deleter erases data subjects from every inventory store of kind "qdrant":
 // it consumes erasure.requested, erases and verifies by reading back, and publishes one
-// erasure.store.done per store. Configuration: packages config and qdrantstore
-// (ClientFromEnv).
+// erasure.store.done per store. Configuration: qdrantstore.Settings,
+// service.DeleterConfig and the settings every service reads (docs/configuration.md).
 package main
 
 import (
@@ -14,8 +14,8 @@ import (
 )
 
 func main() {
-	service.Deleter("qdrant-deleter", qdrantstore.Kind, func(ctx context.Context, env service.Env) (deletion.Store, []metrics.Check, error) {
-		client, err := qdrantstore.ClientFromEnv(env.Log)
+	service.Deleter("qdrant-deleter", qdrantstore.Kind, func(ctx context.Context, env service.Env, s qdrantstore.Settings) (deletion.Store, []metrics.Check, error) {
+		client, err := s.Client(env.Log)
 		if err != nil {
 			return nil, nil, err
 		}

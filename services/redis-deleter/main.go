@@ -1,7 +1,7 @@
 // Command redis-deleter erases data subjects from every inventory store of kind "redis":
 // it consumes erasure.requested, erases and verifies by reading back, and publishes one
-// erasure.store.done per store. Configuration: packages config and redisstore
-// (ClientFromEnv).
+// erasure.store.done per store. Configuration: redisstore.Settings,
+// service.DeleterConfig and the settings every service reads (docs/configuration.md).
 package main
 
 import (
@@ -14,8 +14,8 @@ import (
 )
 
 func main() {
-	service.Deleter("redis-deleter", redisstore.Kind, func(ctx context.Context, env service.Env) (deletion.Store, []metrics.Check, error) {
-		client, err := redisstore.ClientFromEnv(env.Log)
+	service.Deleter("redis-deleter", redisstore.Kind, func(ctx context.Context, env service.Env, s redisstore.Settings) (deletion.Store, []metrics.Check, error) {
+		client, err := s.Client(env.Log)
 		if err != nil {
 			return nil, nil, err
 		}

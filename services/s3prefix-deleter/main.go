@@ -1,7 +1,8 @@
 // Command s3prefix-deleter erases data subjects from every inventory store of kind
 // "s3prefix": it consumes erasure.requested, deletes every object version and delete marker
 // under the subject's S3 prefixes, verifies by listing the versions again, and publishes
-// one erasure.store.done per store. Configuration: packages config and s3env.
+// one erasure.store.done per store. Configuration: s3env.Settings, service.DeleterConfig
+// and the settings every service reads (docs/configuration.md).
 package main
 
 import (
@@ -15,8 +16,8 @@ import (
 )
 
 func main() {
-	service.Deleter("s3prefix-deleter", s3prefixstore.Kind, func(ctx context.Context, env service.Env) (deletion.Store, []metrics.Check, error) {
-		client, err := s3env.Client(ctx, env.Log)
+	service.Deleter("s3prefix-deleter", s3prefixstore.Kind, func(ctx context.Context, env service.Env, s s3env.Settings) (deletion.Store, []metrics.Check, error) {
+		client, err := s.Client(ctx, env.Log)
 		if err != nil {
 			return nil, nil, err
 		}

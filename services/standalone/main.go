@@ -20,18 +20,17 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
-	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/lethe-erasure/lethe/pkg/aggregator"
 	"github.com/lethe-erasure/lethe/pkg/auth"
-	"github.com/lethe-erasure/lethe/pkg/discovery"
+	"github.com/lethe-erasure/lethe/pkg/config"
 	"github.com/lethe-erasure/lethe/pkg/embedded"
+	"github.com/lethe-erasure/lethe/pkg/envconf"
 	"github.com/lethe-erasure/lethe/pkg/envelope"
-	"github.com/lethe-erasure/lethe/pkg/intake"
 	"github.com/lethe-erasure/lethe/pkg/integrity"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/pii"
@@ -43,12 +42,13 @@ func main() {
 }
 
 type options struct {
-	demo     bool
-	seed     bool
-	dataDir  string
-	httpAddr string
-	verbose  bool
-	addrs    embedded.Addrs
+	demo        bool
+	seed        bool
+	printConfig bool
+	dataDir     string
+	httpAddr    string
+	verbose     bool
+	addrs       embedded.Addrs
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -57,6 +57,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var o options
 	fs.BoolVar(&o.demo, "demo", false, "seed a demo tenant, erase one customer, print the receipt and exit")
 	fs.BoolVar(&o.seed, "seed", false, "serve with the demo tenant seeded (its customers' ids are printed)")
+	fs.BoolVar(&o.printConfig, "print-config", false, "print the resolved configuration, secrets masked, and exit")
 	fs.StringVar(&o.dataDir, "data", "", "directory for the audit store, redis and logs (default: a new temporary directory)")
 	fs.StringVar(&o.httpAddr, "http", "", "intake listen address (default $LETHE_HTTP_ADDR or 127.0.0.1:8080; -demo: a free port)")
 	fs.BoolVar(&o.verbose, "v", false, "write service logs to stderr instead of the data directory")
@@ -64,9 +65,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	cfg, err := loadConfig(o)
+	if err != nil {
+		fmt.Fprintf(stderr, "lethe standalone: configuration: %v\n", err)
+		return 2
+	}
+	if o.printConfig {
+		if err := envconf.Print(stdout, cfg); err != nil {
+			return 1
+		}
+		return 0
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := standalone(ctx, o, stdout, stderr); err != nil {
+	if err := standalone(ctx, o, cfg, stdout, stderr); err != nil {
 		fmt.Fprintf(stderr, "lethe standalone: %v\n", err)
 		return 1
 	}
@@ -79,8 +91,8 @@ type app struct {
 	log *zap.Logger
 }
 
-func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error {
-	a, err := start(ctx, o, stderr)
+func standalone(ctx context.Context, o options, cfg embedded.StandaloneConfig, stdout, stderr io.Writer) error {
+	a, err := start(ctx, o, cfg, stderr)
 	if err != nil {
 		return err
 	}
@@ -99,115 +111,115 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	return errors.Join(err, a.Stop())
 }
 
+// loadConfig loads the standalone's declared configuration from the environment and
+// applies the flags: -http and the component addresses win over their variables. Without
+// -demo, unset component addresses take their real counterparts' ports (serveAddrs).
+func loadConfig(o options) (embedded.StandaloneConfig, error) {
+	var cfg embedded.StandaloneConfig
+	if err := envconf.FromEnv(&cfg); err != nil {
+		return cfg, err
+	}
+	if o.httpAddr != "" {
+		cfg.Services.Intake.HTTPAddr = o.httpAddr
+	}
+	resolveAddrs(&cfg.Addrs, o.addrs, o.demo)
+	return cfg, nil
+}
+
 // start starts the embedded system with the process's configuration.
-func start(ctx context.Context, o options, stderr io.Writer) (*app, error) {
-	if o.dataDir == "" && !o.demo {
-		dir, err := os.MkdirTemp("", "lethe-standalone-")
-		if err != nil {
-			return nil, err
-		}
-		o.dataDir = dir
-	}
-	if o.httpAddr == "" && !o.demo {
-		o.httpAddr = os.Getenv("LETHE_HTTP_ADDR")
-		if o.httpAddr == "" {
-			o.httpAddr = "127.0.0.1:8080"
-		}
-	}
-	resolveAddrs(&o.addrs, o.demo)
-	framings, err := framingsFromEnv()
+func start(ctx context.Context, o options, cfg embedded.StandaloneConfig, stderr io.Writer) (*app, error) {
+	opts, err := systemOptions(o, cfg, stderr)
 	if err != nil {
 		return nil, err
 	}
-	key, err := loadKey(stderr)
-	if err != nil {
+	if opts.Auth, err = loadAuth(cfg.Services.Intake.Auth, stderr); err != nil {
 		return nil, err
 	}
-	log, err := newLogger(o, stderr)
-	if err != nil {
-		return nil, err
-	}
-	inv := inventory.Reference()
-	if f := os.Getenv("LETHE_INVENTORY"); f != "" {
-		if inv, err = inventory.Load(f); err != nil {
-			return nil, err
-		}
-	} else if o.demo || o.seed {
-		inv = demoInventory(inv)
-	}
-	dopts, err := discovery.FromEnv()
-	if err != nil {
-		return nil, err
-	}
-	if o.demo || o.seed {
-		dopts.Tenants = append(dopts.Tenants, demoTenant)
-	}
-	policy, err := intake.PolicyFromEnv()
-	if err != nil {
-		return nil, err
-	}
-	authn, err := loadAuth(stderr)
-	if err != nil {
-		return nil, err
-	}
-	limiter, err := auth.LimiterFromEnv()
-	if err != nil {
-		return nil, err
-	}
-	var kek *envelope.KEK // a throwaway one unless configured
-	if os.Getenv("LETHE_KEK") != "" || os.Getenv("LETHE_KEK_FILE") != "" {
-		if kek, err = envelope.KEKFromEnv(); err != nil {
-			return nil, err
-		}
-	}
-	mac, chainKey, err := loadIntegrity(stderr)
-	if err != nil {
-		return nil, err
-	}
-	windows, err := intake.WindowsFromEnv()
-	if err != nil {
-		return nil, err
-	}
-	// The demo erases and exits: nothing would run its sweeps, so its keys go at the receipt.
-	var sweeps []time.Duration
-	var retain time.Duration
-	if !o.demo {
-		if sweeps, retain, err = aggregator.SweepsFromEnv(os.Getenv); err != nil {
-			return nil, err
-		}
-	}
-	hosts, origins := intake.AccessFromEnv()
-	sys, err := embedded.Start(ctx, embedded.Options{Key: key, DataDir: o.dataDir, HTTPAddr: o.httpAddr, Inventory: inv, Policy: policy, Log: log,
-		Auth: authn, Limiter: limiter, KEK: kek, MAC: mac, ChainKey: chainKey, Sweeps: sweeps, Retain: retain, Windows: windows, RequireApproval: authn != nil && !authn.Disabled(),
-		Discovery: dopts, Addrs: o.addrs, Framings: framings, AllowedHosts: hosts, AllowedOrigins: origins})
+	sys, err := embedded.Start(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
 	printStack(stderr, sys, !o.demo)
-	return &app{System: sys, log: log}, nil
+	return &app{System: sys, log: opts.Log}, nil
 }
 
-// loadAuth configures authentication from the environment when credentials are
-// configured there; otherwise the standalone intake accepts every caller and says so.
-func loadAuth(stderr io.Writer) (*auth.Authenticator, error) {
-	a, err := auth.FromEnvIfSet()
+// systemOptions resolves cfg into the embedded system's options: keys (throwaway ones
+// where none is configured, said on stderr), the inventory, the logger and the services'
+// Config (servicesConfig). Authentication is resolved apart (loadAuth).
+func systemOptions(o options, cfg embedded.StandaloneConfig, stderr io.Writer) (embedded.Options, error) {
+	if o.dataDir == "" && !o.demo {
+		dir, err := os.MkdirTemp("", "lethe-standalone-")
+		if err != nil {
+			return embedded.Options{}, err
+		}
+		o.dataDir = dir
+	}
+	httpAddr := o.httpAddr
+	if !o.demo {
+		httpAddr = cfg.Services.Intake.HTTPAddr
+	}
+	key, err := loadKey(cfg.Keys.HMAC, stderr)
+	if err != nil {
+		return embedded.Options{}, err
+	}
+	log, err := newLogger(o, cfg.Process.LogLevel, stderr)
+	if err != nil {
+		return embedded.Options{}, err
+	}
+	inv := inventory.Reference()
+	if f := cfg.Process.Inventory; f != "" {
+		if inv, err = inventory.Load(f); err != nil {
+			return embedded.Options{}, err
+		}
+	} else if o.demo || o.seed {
+		inv = demoInventory(inv)
+	}
+	services := servicesConfig(o, cfg)
+	var kek *envelope.KEK // a throwaway one unless configured
+	if cfg.Keys.KEK.Set() {
+		if kek, err = cfg.Keys.KEK.KEK(); err != nil {
+			return embedded.Options{}, err
+		}
+	}
+	mac, chainKey, err := loadIntegrity(cfg.Keys, stderr)
+	if err != nil {
+		return embedded.Options{}, err
+	}
+	return embedded.Options{Key: key, DataDir: o.dataDir, HTTPAddr: httpAddr, Inventory: inv, Log: log, KEK: kek,
+		MAC: mac, ChainKey: chainKey, Addrs: cfg.Addrs, Config: &services}, nil
+}
+
+// servicesConfig is the services' configuration the standalone runs: cfg's, with the demo
+// tenant among discovery's known tenants for -demo and -seed.
+func servicesConfig(o options, cfg embedded.StandaloneConfig) embedded.Config {
+	services := cfg.Services
+	if o.demo || o.seed {
+		services.Deleter.Discovery.Tenants = append(slices.Clone(services.Deleter.Discovery.Tenants), demoTenant)
+	}
+	return services
+}
+
+// loadAuth builds authentication when credentials are configured; otherwise the
+// standalone intake accepts every caller and says so.
+func loadAuth(s auth.Settings, stderr io.Writer) (*auth.Authenticator, error) {
+	a, err := s.AuthenticatorIfSet()
 	if a == nil && err == nil {
 		fmt.Fprintln(stderr, "lethe standalone: no LETHE_TOKENS or JWT settings; the intake accepts unauthenticated requests on loopback only")
 	}
 	return a, err
 }
 
-// loadIntegrity reads the record MAC key and the receipt chain key from the environment
-// when they are set. Without LETHE_MAC_KEY the system signs its records with a throwaway
-// key; without LETHE_CHAIN_KEY receipts are chained by SHA-256 alone. Both are said.
-func loadIntegrity(stderr io.Writer) (mac, chain *integrity.Ring, err error) {
-	if mac, err = integrity.FromEnv("LETHE_MAC_KEY", "mac1"); err != nil {
+// loadIntegrity builds the record MAC key and the receipt chain key when they are set.
+// Without LETHE_MAC_KEY the system signs its records with a throwaway key; without
+// LETHE_CHAIN_KEY receipts are chained by SHA-256 alone. Both are said.
+func loadIntegrity(k config.Keys, stderr io.Writer) (mac, chain *integrity.Ring, err error) {
+	if mac, err = k.MAC.Ring(); err != nil {
 		return nil, nil, err
 	}
 	if mac == nil {
 		fmt.Fprintln(stderr, "lethe standalone: no LETHE_MAC_KEY set; records between the services are signed with a throwaway key (records left unconsumed at a restart are refused)")
 	}
-	if chain, err = integrity.FromEnv("LETHE_CHAIN_KEY", "chain1"); err != nil {
+	if chain, err = k.Chain.Ring(); err != nil {
 		return nil, nil, err
 	}
 	if chain == nil {
@@ -216,11 +228,11 @@ func loadIntegrity(stderr io.Writer) (mac, chain *integrity.Ring, err error) {
 	return mac, chain, nil
 }
 
-// loadKey reads the pseudonym key from the environment, or generates a throwaway one when
-// none is configured (and says so). A configured key that is too short is an error.
-func loadKey(stderr io.Writer) (subject.Key, error) {
-	if os.Getenv("LETHE_HMAC_KEY") != "" || os.Getenv("LETHE_HMAC_KEY_FILE") != "" {
-		return subject.KeyFromEnv()
+// loadKey builds the configured pseudonym key, or generates a throwaway one when none is
+// configured (and says so). A configured key that is too short is an error.
+func loadKey(s subject.KeySettings, stderr io.Writer) (subject.Key, error) {
+	if s.Set() {
+		return s.Key()
 	}
 	key, err := ephemeralKey(rand.Reader)
 	if err == nil {
@@ -243,7 +255,13 @@ func ephemeralKey(r io.Reader) (subject.Key, error) {
 	return subject.NewKey(fmt.Sprintf("ephemeral-%x", id), secret)
 }
 
-func newLogger(o options, stderr io.Writer) (*zap.Logger, error) {
+// newLogger writes the services' logs at level: to stderr with -v or when serving, else
+// (-demo) to a temporary file.
+func newLogger(o options, level string, stderr io.Writer) (*zap.Logger, error) {
+	lvl, err := zapcore.ParseLevel(level)
+	if err != nil {
+		return nil, fmt.Errorf("LETHE_LOG_LEVEL: %w", err)
+	}
 	var w zapcore.WriteSyncer = zapcore.AddSync(stderr)
 	if !o.verbose && o.demo {
 		f, err := os.CreateTemp("", "lethe-demo-*.log")
@@ -253,5 +271,5 @@ func newLogger(o options, stderr io.Writer) (*zap.Logger, error) {
 		w = zapcore.AddSync(f)
 	}
 	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
-	return zap.New(pii.Core(zapcore.NewCore(enc, w, zap.InfoLevel))), nil
+	return zap.New(pii.Core(zapcore.NewCore(enc, w, lvl))), nil
 }

@@ -5,11 +5,10 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"path/filepath"
 
 	"github.com/lethe-erasure/lethe/pkg/embedded"
-	"github.com/lethe-erasure/lethe/pkg/schemareg"
+	"github.com/lethe-erasure/lethe/pkg/envconf"
 )
 
 // Default listen addresses of the embedded components when serving (without -demo), the
@@ -23,54 +22,42 @@ var serveAddrs = embedded.Addrs{
 	S3:       "127.0.0.1:9000",
 }
 
-// component is one embedded component's address setting: its flag and its variable.
+// component is one embedded component's address flag.
 type component struct {
-	flag, env, what string
-	addr            *string
+	flag, what string
+	addr       *string
 }
 
 func components(a *embedded.Addrs) []component {
 	return []component{
-		{"kafka", "LETHE_STANDALONE_KAFKA_ADDR", "Kafka broker (kfake)", &a.Kafka},
-		{"registry", "LETHE_STANDALONE_REGISTRY_ADDR", "Schema Registry (srfake)", &a.Registry},
-		{"qdrant", "LETHE_STANDALONE_QDRANT_ADDR", "Qdrant emulator, gRPC", &a.Qdrant},
-		{"redis", "LETHE_STANDALONE_REDIS_ADDR", "redis-server (miniredis without one)", &a.Redis},
-		{"s3", "LETHE_STANDALONE_S3_ADDR", "S3 (gofakes3)", &a.S3},
+		{"kafka", "Kafka broker (kfake)", &a.Kafka},
+		{"registry", "Schema Registry (srfake)", &a.Registry},
+		{"qdrant", "Qdrant emulator, gRPC", &a.Qdrant},
+		{"redis", "redis-server (miniredis without one)", &a.Redis},
+		{"s3", "S3 (gofakes3)", &a.S3},
 	}
 }
 
 // addrFlags defines a flag per component on fs; the values are resolved by resolveAddrs.
 func addrFlags(fs *flag.FlagSet, a *embedded.Addrs) {
-	for _, c := range components(a) {
-		fs.StringVar(c.addr, c.flag, "", fmt.Sprintf("%s listen address (default $%s, or %s; -demo: a free port)", c.what, c.env, *componentDefault(c.flag)))
+	vars := envconf.Vars(a)
+	for i, c := range components(a) {
+		fs.StringVar(c.addr, c.flag, "", fmt.Sprintf("%s listen address (default $%s, or %s; -demo: a free port)", c.what, vars[i].Name, *components(&serveAddrs)[i].addr))
 	}
 }
 
-func componentDefault(name string) *string {
-	for _, c := range components(&serveAddrs) {
-		if c.flag == name {
-			return c.addr
-		}
-	}
-	return new(string)
-}
-
-// resolveAddrs fills every address not set by flag from its variable, then (unless demo)
-// from serveAddrs.
-func resolveAddrs(a *embedded.Addrs, demo bool) {
-	for _, c := range components(a) {
-		if *c.addr == "" {
-			*c.addr = os.Getenv(c.env)
+// resolveAddrs sets each address of a, loaded from its variable, to its flag's value when
+// given, then (unless demo) an unset one to serveAddrs'.
+func resolveAddrs(a *embedded.Addrs, flags embedded.Addrs, demo bool) {
+	set, given, serve := components(a), components(&flags), components(&serveAddrs)
+	for i, c := range set {
+		if *given[i].addr != "" {
+			*c.addr = *given[i].addr
 		}
 		if *c.addr == "" && !demo {
-			*c.addr = *componentDefault(c.flag)
+			*c.addr = *serve[i].addr
 		}
 	}
-}
-
-// framingsFromEnv reads $LETHE_FRAMING (schemareg.ParseFramings).
-func framingsFromEnv() (schemareg.Framings, error) {
-	return schemareg.ParseFramings(os.Getenv("LETHE_FRAMING"))
 }
 
 // printStack writes where every component listens and, when serving (examples), commands

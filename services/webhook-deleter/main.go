@@ -1,8 +1,9 @@
 // Command webhook-deleter erases data subjects held by processors and vendors, every
 // inventory store of kind "webhook": it consumes erasure.requested, sends each processor a
 // signed erase and verify request (docs/webhook-contract.md), and publishes one
-// erasure.store.done per store with the processor's attestation. Configuration: packages
-// config and webhookstore (ClientFromEnv).
+// erasure.store.done per store with the processor's attestation. Configuration:
+// webhookstore.Settings, service.DeleterConfig and the settings every service reads
+// (docs/configuration.md).
 package main
 
 import (
@@ -15,8 +16,8 @@ import (
 )
 
 func main() {
-	service.Deleter("webhook-deleter", webhookstore.Kind, func(ctx context.Context, env service.Env) (deletion.Store, []metrics.Check, error) {
-		client, err := webhookstore.ClientFromEnv(env.Log)
+	service.Deleter("webhook-deleter", webhookstore.Kind, func(ctx context.Context, env service.Env, s webhookstore.Settings) (deletion.Store, []metrics.Check, error) {
+		client, err := s.Client(env.Log)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -12,7 +12,7 @@ import (
 )
 
 func main() {
-	service.Deleter("helpdesk-deleter", "helpdesk", func(ctx context.Context, env service.Env) (deletion.Store, []metrics.Check, error) {
+	service.Deleter("helpdesk-deleter", "helpdesk", func(ctx context.Context, env service.Env, _ struct{}) (deletion.Store, []metrics.Check, error) {
 		return &ticketStore{}, nil, nil
 	})
 }

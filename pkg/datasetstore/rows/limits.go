@@ -57,15 +57,15 @@ func (e *boundError) Error() string {
 func (e *boundError) Unwrap() error { return ErrMalformed }
 
 func overRecord(what string, lim Limits) error {
-	return &boundError{what: what, bound: sizeString(lim.Record) + " record"}
+	return &boundError{what: what, bound: SizeString(lim.Record) + " record"}
 }
 
 func overDecompressed(lim Limits) error {
-	return &boundError{what: "the decompressed content", bound: sizeString(lim.Decompressed) + " decompressed"}
+	return &boundError{what: "the decompressed content", bound: SizeString(lim.Decompressed) + " decompressed"}
 }
 
 func overParquet(what string, lim Limits) error {
-	return &boundError{what: what, bound: sizeString(lim.Parquet) + " parquet"}
+	return &boundError{what: what, bound: SizeString(lim.Parquet) + " parquet"}
 }
 
 // isBound reports whether err is a boundError.
@@ -74,8 +74,8 @@ func isBound(err error) bool {
 	return errors.As(err, &be)
 }
 
-// sizeString writes n bytes in the largest binary unit that divides it.
-func sizeString(n int64) string {
+// SizeString writes n bytes in the largest binary unit that divides it.
+func SizeString(n int64) string {
 	for _, u := range []struct {
 		name  string
 		shift uint
