@@ -18,9 +18,9 @@ const (
 	// Transient errors may succeed when repeated: the service down, throttling, internal
 	// errors, and every code not listed below.
 	Transient Class = iota
-	// Missing: the object or version named does not exist.
+	// Missing errors name an object or version that does not exist.
 	Missing
-	// Conflict: a conditional request lost a race with another writer.
+	// Conflict errors are conditional requests that lost a race with another writer.
 	Conflict
 	// Permanent errors repeating cannot fix: the bucket does not exist, the request is
 	// refused or malformed.

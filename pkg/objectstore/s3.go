@@ -32,6 +32,7 @@ func NewS3(client *s3.Client, name string) *S3 {
 // Name is the bucket's name.
 func (b *S3) Name() string { return b.name }
 
+// List calls fn with the key of every current object under prefix, in key order.
 func (b *S3) List(ctx context.Context, prefix string, fn func(string) error) error {
 	return b.ListTokens(ctx, prefix, func(key, _ string) error { return fn(key) })
 }
@@ -53,10 +54,12 @@ func (b *S3) ListTokens(ctx context.Context, prefix string, fn func(key, token s
 	return nil
 }
 
+// Get opens the current version of key.
 func (b *S3) Get(ctx context.Context, key string) (*Object, error) {
 	return b.get(ctx, key, "")
 }
 
+// GetVersion opens version id of key.
 func (b *S3) GetVersion(ctx context.Context, key, id string) (*Object, error) {
 	return b.get(ctx, key, id)
 }
@@ -83,6 +86,7 @@ func (b *S3) get(ctx context.Context, key, id string) (*Object, error) {
 	}, nil
 }
 
+// Put writes key from write; with prev, only if the object is still prev (If-Match).
 func (b *S3) Put(ctx context.Context, key string, prev *Object, write func(io.Writer) error) error {
 	_, err := b.Write(ctx, key, prev, write)
 	return err
@@ -130,6 +134,7 @@ func (b *S3) Write(ctx context.Context, key string, prev *Object, write func(io.
 	return Written{Token: aws.ToString(out.ETag), VersionID: aws.ToString(out.VersionId)}, nil
 }
 
+// Delete deletes key without a version id: in a versioned bucket, a delete marker.
 func (b *S3) Delete(ctx context.Context, key string) error {
 	if _, err := b.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &b.name, Key: &key}); err != nil {
 		return b.wrap("delete object", err)
@@ -158,6 +163,8 @@ func (b *S3) DeleteVersion(ctx context.Context, key, id string) error {
 	return nil
 }
 
+// ListVersions returns every version and delete marker of every key under prefix;
+// ErrNoVersions when the server lists no versions.
 func (b *S3) ListVersions(ctx context.Context, prefix string) ([]Version, error) {
 	in := &s3.ListObjectVersionsInput{Bucket: &b.name, Prefix: &prefix}
 	var out []Version
