@@ -16,7 +16,6 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/auditlog/dynamo"
-	"github.com/lethe-erasure/lethe/pkg/envconf"
 	"github.com/lethe-erasure/lethe/pkg/integrity"
 	"github.com/lethe-erasure/lethe/pkg/replay"
 	"github.com/lethe-erasure/lethe/pkg/wal"
@@ -214,21 +213,7 @@ LETHE_CHAIN_KEY_FILE=/run/secrets/chain-key lethectl audit verify-chain --audit-
 
 // chainRing is the injected chain key, else LETHE_CHAIN_KEY's.
 func (c *cli) chainRing() (*integrity.Ring, error) {
-	if c.chainKey != nil {
-		return c.chainKey, nil
-	}
-	var s integrity.ChainSettings
-	if err := envconf.Load(&s, c.getenv); err != nil {
-		return nil, usageErrorf("%v", err)
-	}
-	r, err := s.Ring()
-	if err != nil {
-		return nil, usageErrorf("%v", err)
-	}
-	if r == nil {
-		return nil, usageErrorf("--keyed needs the receipt chain key: set LETHE_CHAIN_KEY or LETHE_CHAIN_KEY_FILE (with LETHE_CHAIN_KEY_ID and LETHE_CHAIN_KEY_OLD as the aggregator has them)")
-	}
-	return r, nil
+	return loadRing[integrity.ChainSettings](c, c.chainKey, "--keyed needs the receipt chain key: set LETHE_CHAIN_KEY or LETHE_CHAIN_KEY_FILE (with LETHE_CHAIN_KEY_ID and LETHE_CHAIN_KEY_OLD as the aggregator has them)")
 }
 
 // chainResult is one tenant's chain check.

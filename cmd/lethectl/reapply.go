@@ -72,19 +72,28 @@ lethectl reapply --tenant acme --store qdrant --since 72h --wait=false`,
 
 // macKey is the injected record MAC key, else LETHE_MAC_KEY's.
 func (c *cli) macKey() (*integrity.Ring, error) {
-	if c.mac != nil {
-		return c.mac, nil
+	return loadRing[integrity.MACSettings](c, c.mac, "no record MAC key: set LETHE_MAC_KEY or LETHE_MAC_KEY_FILE (with LETHE_MAC_KEY_ID) as the services have them; deleters refuse unsigned requests")
+}
+
+// loadRing is injected when set, else the key ring that settings S declare in the
+// environment; missing is the usage error when S declares none.
+func loadRing[S any, P interface {
+	*S
+	Ring() (*integrity.Ring, error)
+}](c *cli, injected *integrity.Ring, missing string) (*integrity.Ring, error) {
+	if injected != nil {
+		return injected, nil
 	}
-	var s integrity.MACSettings
+	var s S
 	if err := envconf.Load(&s, c.getenv); err != nil {
 		return nil, usageErrorf("%v", err)
 	}
-	r, err := s.Ring()
+	r, err := P(&s).Ring()
 	if err != nil {
 		return nil, usageErrorf("%v", err)
 	}
 	if r == nil {
-		return nil, usageErrorf("no record MAC key: set LETHE_MAC_KEY or LETHE_MAC_KEY_FILE (with LETHE_MAC_KEY_ID) as the services have them; deleters refuse unsigned requests")
+		return nil, usageErrorf("%s", missing)
 	}
 	return r, nil
 }
