@@ -17,7 +17,7 @@ import (
 )
 
 // BenchmarkDatasetChain measures what the dataset deleter does for a batch of subjects of
-// one tenant, as in the end-to-end phases: FindBatch (the find recorded before erasing),
+// one tenant, as in the end-to-end phases: CountBatch (the find recorded before erasing),
 // EraseBatch and VerifyBatch, with summaries, on the embedded stack's versioned bucket,
 // over the tenant's one CSV object of 1,000 unrelated rows and one row per subject (4,000
 // subjects; the object is seeded again once every subject was erased). It reports each
@@ -63,7 +63,7 @@ func BenchmarkDatasetChain(b *testing.B) {
 					next++
 				}
 				t0 := time.Now()
-				found, errs := store.FindBatch(ctx, ds, batch)
+				found, errs := store.CountBatch(ctx, ds, batch)
 				if errs[0] != nil || found[0][0].Deleted != 1 {
 					b.Fatalf("find: %+v, %v", found[0], errs[0])
 				}

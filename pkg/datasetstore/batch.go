@@ -190,7 +190,7 @@ func (s *Store) eraseGroup(ctx context.Context, st inventory.Store, l Locators, 
 	})
 }
 
-// runGroup runs pass (eraseRows, findRows) over each location of one group with a matcher
+// runGroup runs pass (eraseRows, countMatched) over each location of one group with a matcher
 // for the subjects use, and hands each subject its counts of the location and the pass's
 // error; it stops after the first location that fails.
 func runGroup(ctx context.Context, l Locators, subjects []deletion.Subject, use []int, locs []location,

@@ -15,7 +15,7 @@ func TestEraseAfterFindListsOnce(t *testing.T) {
 	ctx := context.Background()
 	_, rq, _, st, store := summarisedTen(t)
 	rq.reset()
-	found, err := store.Find(ctx, st, victimSubject)
+	found, err := store.Count(ctx, st, victimSubject)
 	if err != nil || len(found) == 0 || found[0].Deleted != 1 {
 		t.Fatalf("find = %+v, %v; want the victim's row", found, err)
 	}
@@ -44,7 +44,7 @@ func TestObjectWrittenBetweenFindAndEraseIsCaught(t *testing.T) {
 	ctx := context.Background()
 	c, _, _, st, store := summarisedTen(t)
 	w := s3World{c}
-	if _, err := store.Find(ctx, st, victimSubject); err != nil {
+	if _, err := store.Count(ctx, st, victimSubject); err != nil {
 		t.Fatal(err)
 	}
 	late := "acme/late.csv"

@@ -54,7 +54,7 @@ func TestBoundedObjectsAreUnexamined(t *testing.T) {
 	rows := int64(countRows(t, "good.csv", delimited(',').encode(t, all), victim))
 	for round := range 2 { // the second round reads through the summaries the first wrote
 		store := New(c, "", withSummaries, WithLimits(lim))
-		if n, err := store.Count(ctx, st, victim); err != nil || round == 0 && n.Deleted() != rows {
+		if n, err := store.Count(ctx, st, victim); err != nil || round == 0 && deletion.Total(n) != rows {
 			t.Fatalf("count %+v, %v; want the good dataset's %d rows only", n, err, rows)
 		}
 		res, v := eraseAndVerify(t, store, st, victim)

@@ -39,11 +39,11 @@ func TestFindCountsTheVersionItWroteWithoutReading(t *testing.T) {
 			}
 			rq.reset()
 			batch := []deletion.Subject{subjects[5], subjects[4], subjects[7], deletiontest.NewSubject("acme", "nobody")}
-			found, errs := store.FindBatch(ctx, st, batch)
+			found, errs := store.CountBatch(ctx, st, batch)
 			if gets := rq.n("GET", key); gets != 0 {
-				t.Errorf("FindBatch read the version this process wrote %d times; want 0", gets)
+				t.Errorf("CountBatch read the version this process wrote %d times; want 0", gets)
 			}
-			want, werrs := New(c, "", withSummaries).FindBatch(ctx, st, batch)
+			want, werrs := New(c, "", withSummaries).CountBatch(ctx, st, batch)
 			for i := range batch {
 				if errs[i] != nil || werrs[i] != nil || !reflect.DeepEqual(found[i], want[i]) {
 					t.Errorf("subject %d: found %+v, %v; a reading process finds %+v, %v", i, found[i], errs[i], want[i], werrs[i])
@@ -57,9 +57,9 @@ func TestFindCountsTheVersionItWroteWithoutReading(t *testing.T) {
 				t.Fatal(errs[0])
 			}
 			rq.reset()
-			found, errs = store.FindBatch(ctx, st, batch)
+			found, errs = store.CountBatch(ctx, st, batch)
 			if gets := rq.n("GET", key); gets != 1 {
-				t.Errorf("FindBatch after another writer read the object %d times; want 1", gets)
+				t.Errorf("CountBatch after another writer read the object %d times; want 1", gets)
 			}
 			if errs[0] != nil || found[0][0].Deleted != 3 {
 				t.Errorf("found %+v, %v; want 3 rows", found[0], errs[0])
@@ -107,16 +107,16 @@ func TestFindFromTheIndexMatchesReading(t *testing.T) {
 				}
 				b := batch()
 				rq.reset()
-				found, errs := store.FindBatch(ctx, st, b)
+				found, errs := store.CountBatch(ctx, st, b)
 				reads := rq.n("GET", key)
-				want, werrs := New(c, "", withSummaries).FindBatch(ctx, st, b)
+				want, werrs := New(c, "", withSummaries).CountBatch(ctx, st, b)
 				for i := range b {
 					if errs[i] != nil || werrs[i] != nil || !reflect.DeepEqual(found[i], want[i]) {
 						t.Fatalf("%v: subject %d: found %+v, %v; reading finds %+v, %v", b, i, found[i], errs[i], want[i], werrs[i])
 					}
 				}
 				if wrote && reads != 0 {
-					t.Errorf("FindBatch read the object %d times after this process rewrote it", reads)
+					t.Errorf("CountBatch read the object %d times after this process rewrote it", reads)
 				}
 			}
 		})

@@ -369,17 +369,17 @@ func TestBatchRewritesEachObjectOnce(t *testing.T) {
 	// for each subject what Find counts for it alone.
 	store := New(c, "", withSummaries)
 	rq.reset()
-	found, ferrs := store.FindBatch(ctx, st, subjects)
+	found, ferrs := store.CountBatch(ctx, st, subjects)
 	for d := range 10 {
 		key := fmt.Sprintf("acme/d%d.csv", d)
 		if gets, want := rq.n("GET", key), map[bool]int{true: 1, false: 0}[d < 5]; gets != want {
-			t.Errorf("FindBatch: %s read %d times, want %d", key, gets, want)
+			t.Errorf("CountBatch: %s read %d times, want %d", key, gets, want)
 		}
 	}
 	for i, err := range ferrs {
-		alone, err2 := store.Find(ctx, st, subjects[i])
+		alone, err2 := store.Count(ctx, st, subjects[i])
 		if err != nil || err2 != nil || !reflect.DeepEqual(found[i], alone) {
-			t.Errorf("subject %d: FindBatch %+v, %v; Find %+v, %v", i, found[i], err, alone, err2)
+			t.Errorf("subject %d: CountBatch %+v, %v; Count %+v, %v", i, found[i], err, alone, err2)
 		}
 	}
 	rq.reset()
@@ -570,8 +570,8 @@ func TestSummariesEraseWhatFullReadsErase(t *testing.T) {
 				case 4:
 					s := subj()
 					for i, store := range stores {
-						res, err := store.Find(ctx, st, s)
-						got[i] = fmt.Sprintf("find %s: %+v %v", s.ID, res, err)
+						res, errs := store.CountBatch(ctx, st, []deletion.Subject{s})
+						got[i] = fmt.Sprintf("count batch %s: %+v %v", s.ID, res, errs)
 					}
 				default:
 					s := subj()
@@ -607,7 +607,7 @@ func TestCheckingWritesNothing(t *testing.T) {
 	if _, err := store.Count(ctx, st, victimSubject); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Find(ctx, st, victimSubject); err != nil {
+	if _, err := store.Count(ctx, st, victimSubject); err != nil {
 		t.Fatal(err)
 	}
 	for k, n := range rq.counts {

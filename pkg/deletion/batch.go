@@ -27,15 +27,14 @@ type BatchStore interface {
 	VerifyBatch(ctx context.Context, st inventory.Store, subjects []Subject) ([]event.Verification, []error)
 }
 
-// BatchFinder is an optional capability of a Finder that counts many subjects of one
-// inventory store at once (one read per object for the whole batch), found by type
-// assertion; the runtime uses it where it batches erasures. FindBatch returns one count
-// list and one error per subject, in the order of subjects, each with the meaning Find
-// gives it for that subject alone, and counts what EraseBatch of the same subjects would
-// delete.
-type BatchFinder interface {
-	Finder
-	FindBatch(ctx context.Context, st inventory.Store, subjects []Subject) ([][]event.LocationCount, []error)
+// BatchCounter is an optional capability of a Counter, found by type assertion: it counts
+// many subjects of one inventory store at once (one read per object for the whole batch).
+// The worker uses it where it batches erasures. CountBatch returns one count list and one
+// error per subject, in the order of subjects, each meaning what Count means for that
+// subject alone.
+type BatchCounter interface {
+	Counter
+	CountBatch(ctx context.Context, st inventory.Store, subjects []Subject) ([][]event.LocationCount, []error)
 }
 
 // VerifyEach is a VerifyBatch for stores whose verification gains nothing from batching:

@@ -64,21 +64,26 @@ type Validator interface {
 	Validate(st inventory.Store) error
 }
 
-// Finder is an optional capability of a Store: Find counts, without changing anything,
-// what Erase would delete of s in st now, per location, with the locations and units
-// Erase reports (a location Erase would report with zero may be left out). The worker
-// records the counts durably before it erases, so that the receipt counts what was deleted
-// even when the deleter dies between its delete and its report. Find is read-only, safe for
-// concurrent use, honours ctx and classifies its errors as Erase does; it may return nil
-// for a scope it does not count (the record is then skipped).
-type Finder interface {
-	Find(ctx context.Context, st inventory.Store, s Subject) ([]event.LocationCount, error)
+// Counter is an optional capability of a Store. Count counts what Erase would delete of s
+// in st now, per location, in Erase's locations and units; it changes nothing. A location
+// Erase would report with zero may be left out. Count is safe for concurrent use, honours
+// ctx and classifies its errors as Erase does.
+//
+// The worker records these counts before it erases, so that a receipt counts what was
+// deleted even when the deleter dies between its delete and its report. A dry run reports
+// them. A store without Counter records nothing and cannot take part in a dry run: it
+// reports FAILED with ErrDryRunUnsupported and is never erased.
+type Counter interface {
+	Count(ctx context.Context, st inventory.Store, s Subject) ([]event.LocationCount, error)
 }
 
 // Deleted sums the counts of r.
-func (r Result) Deleted() int64 {
+func (r Result) Deleted() int64 { return Total(r.Locations) }
+
+// Total sums the counts of locs.
+func Total(locs []event.LocationCount) int64 {
 	var n int64
-	for _, l := range r.Locations {
+	for _, l := range locs {
 		n += l.Deleted
 	}
 	return n
@@ -113,15 +118,6 @@ func ValidateStores(inv *inventory.Inventory, kind string, s Store) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// Counter is an optional capability of a Store: Count says, per location, how many items
-// of s an Erase of st would delete, and deletes nothing (a dry run). It is read-only, safe
-// for concurrent use and classifies its errors as Erase does. A store without it cannot
-// take part in a dry run: the runtime reports it FAILED with ErrDryRunUnsupported and
-// never erases it instead.
-type Counter interface {
-	Count(ctx context.Context, st inventory.Store, s Subject) (Result, error)
 }
 
 // ErrDryRunUnsupported is the report of a store without Counter in a dry run.

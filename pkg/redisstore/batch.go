@@ -169,15 +169,15 @@ func (r *Store) VerifyBatch(ctx context.Context, st inventory.Store, subjects []
 	return vs, errs
 }
 
-var _ deletion.BatchFinder = (*Store)(nil)
+var _ deletion.BatchCounter = (*Store)(nil)
 
-// FindBatch counts what Find counts for each subject. The subjects st serves index_only
+// CountBatch counts what Count counts for each subject. The subjects st serves index_only
 // share two pipelines, one reading every index set of the batch and one checking which of
-// the listed keys exist; the others are found one by one with Find.
-func (r *Store) FindBatch(ctx context.Context, st inventory.Store, subjects []deletion.Subject) ([][]event.LocationCount, []error) {
+// the listed keys exist; the others are counted one by one with Count.
+func (r *Store) CountBatch(ctx context.Context, st inventory.Store, subjects []deletion.Subject) ([][]event.LocationCount, []error) {
 	out := make([][]event.LocationCount, len(subjects))
 	errs := make([]error, len(subjects))
-	plans, use, sets := r.indexOnlyBatch(ctx, st, subjects, errs, func(i int) { out[i], errs[i] = r.Find(ctx, st, subjects[i]) })
+	plans, use, sets := r.indexOnlyBatch(ctx, st, subjects, errs, func(i int) { out[i], errs[i] = r.Count(ctx, st, subjects[i]) })
 	found := make(map[int]map[string]int, len(use)) // subject -> listed key -> location
 	for _, set := range sets {
 		for _, m := range set.members {

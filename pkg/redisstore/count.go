@@ -14,42 +14,39 @@ import (
 
 var _ deletion.Counter = (*Store)(nil)
 
-// Count says, per key template, how many distinct keys of s an Erase would unlink: the
-// keys its patterns find on every primary and the names the index lists (an index member
-// whose key has expired counts too, so the figure is an upper bound). It changes nothing;
-// an index key that is not a set is skipped, as Erase skips it.
-func (r *Store) Count(ctx context.Context, st inventory.Store, s deletion.Subject) (deletion.Result, error) {
+// Count counts, per key template as Erase reports them, the keys of s that exist now and
+// that Erase would unlink: those the index lists and, unless st is index_only, those the
+// patterns find on every primary. It changes nothing. An index key that is not a set is
+// skipped here (Verify reports it).
+func (r *Store) Count(ctx context.Context, st inventory.Store, s deletion.Subject) ([]event.LocationCount, error) {
 	p, err := newPlan(st, s)
 	if err != nil {
-		return deletion.Result{}, err
+		return nil, err
 	}
 	var mu sync.Mutex
 	found := map[string]int{}
-	add := func(k string) {
-		if i := p.match(k); i >= 0 {
-			found[k] = i
+	add := func(keys []string) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, k := range keys {
+			if loc := p.match(k); loc >= 0 {
+				found[k] = loc
+			}
 		}
 	}
 	if !indexOnly(st, s) {
 		for _, pt := range p.patterns {
 			_, err := r.forEachPrimary(ctx, func(ctx context.Context, node redis.Cmdable) error {
-				return scan(ctx, node, pt.glob, "", func(keys []string) error {
-					mu.Lock()
-					defer mu.Unlock()
-					for _, k := range keys {
-						add(k)
-					}
-					return nil
-				})
+				return scan(ctx, node, pt.glob, "", func(keys []string) error { add(keys); return nil })
 			})
 			if err != nil {
-				return deletion.Result{}, classify("scan "+p.locations[pt.loc], err)
+				return nil, classify("scan "+p.locations[pt.loc], err)
 			}
 		}
 	}
 	indexes, err := r.indexes(ctx, p)
 	if err != nil {
-		return deletion.Result{}, err
+		return nil, err
 	}
 	for _, idx := range indexes {
 		members, err := r.members(ctx, idx)
@@ -57,19 +54,26 @@ func (r *Store) Count(ctx context.Context, st inventory.Store, s deletion.Subjec
 			continue
 		}
 		if err != nil {
-			return deletion.Result{}, err
+			return nil, err
 		}
-		for _, m := range members {
-			add(m)
-		}
+		add(members)
 	}
 	n := make([]int64, len(p.locations))
-	for _, i := range found {
-		n[i]++
+	keys := make([]indexed, 0, len(found))
+	for k, loc := range found {
+		keys = append(keys, indexed{key: k, loc: loc})
 	}
-	res := deletion.Result{Locations: make([]event.LocationCount, len(p.locations))}
+	if err := r.countExisting(ctx, keys, func(k indexed, exists int64) { n[k.loc] += exists }); err != nil {
+		return nil, err
+	}
+	return locationCounts(p, n), nil
+}
+
+// locationCounts pairs p's locations with the counts n, one per location.
+func locationCounts(p plan, n []int64) []event.LocationCount {
+	locs := make([]event.LocationCount, len(p.locations))
 	for i, loc := range p.locations {
-		res.Locations[i] = event.LocationCount{Location: loc, Deleted: n[i]}
+		locs[i] = event.LocationCount{Location: loc, Deleted: n[i]}
 	}
-	return res, nil
+	return locs
 }

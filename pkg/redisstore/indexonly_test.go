@@ -79,12 +79,12 @@ func TestIndexOnlyBatchReadsAsEachAlone(t *testing.T) {
 	store := redisstore.New(c)
 	same := func(stage string) {
 		t.Helper()
-		found, ferrs := store.FindBatch(ctx, st, batch)
+		found, ferrs := store.CountBatch(ctx, st, batch)
 		vs, verrs := store.VerifyBatch(ctx, st, batch)
 		for i, s := range batch {
-			one, err := store.Find(ctx, st, s)
+			one, err := store.Count(ctx, st, s)
 			if ferrs[i] != nil || err != nil || !reflect.DeepEqual(found[i], one) {
-				t.Errorf("%s, subject %d: FindBatch %v (%v), Find %v (%v)", stage, i, found[i], ferrs[i], one, err)
+				t.Errorf("%s, subject %d: CountBatch %v (%v), Count %v (%v)", stage, i, found[i], ferrs[i], one, err)
 			}
 			v, err := store.Verify(ctx, st, s)
 			if verrs[i] != nil || err != nil || !reflect.DeepEqual(vs[i], v) {
@@ -93,7 +93,7 @@ func TestIndexOnlyBatchReadsAsEachAlone(t *testing.T) {
 		}
 	}
 	same("before the erase")
-	found, _ := store.FindBatch(ctx, st, batch)
+	found, _ := store.CountBatch(ctx, st, batch)
 	vs, _ := store.VerifyBatch(ctx, st, batch)
 	// The index lists the even-numbered keys of each kind; the store holds two (session, cache).
 	for i := range 5 {

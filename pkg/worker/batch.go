@@ -143,7 +143,7 @@ func (bt *batcher) join(k batchKey, st inventory.Store, subj deletion.Subject, c
 }
 
 // runBatch runs b through impl (a deletion.BatchStore, or for opFind a
-// deletion.BatchFinder) under a context that ends when every caller's has ended, and
+// deletion.BatchCounter) under a context that ends when every caller's has ended, and
 // publishes the outcomes.
 func runBatch(op batchOp, impl any, b *batch) {
 	defer close(b.done)
@@ -168,7 +168,7 @@ func runBatch(op batchOp, impl any, b *batch) {
 		b.vers, b.errs = impl.(deletion.BatchStore).VerifyBatch(ctx, b.st, b.subjects)
 		got = len(b.vers)
 	case opFind:
-		b.found, b.errs = impl.(deletion.BatchFinder).FindBatch(ctx, b.st, b.subjects)
+		b.found, b.errs = impl.(deletion.BatchCounter).CountBatch(ctx, b.st, b.subjects)
 		got = len(b.found)
 	}
 	if got != n || len(b.errs) != n {
@@ -210,12 +210,12 @@ func (w *Worker) verifyOne(ctx context.Context, impl deletion.Store, st inventor
 }
 
 // findOne counts what an erase of subj would delete, through a batch when the store
-// finds in batches.
-func (w *Worker) findOne(ctx context.Context, finder deletion.Finder, st inventory.Store, subj deletion.Subject) ([]event.LocationCount, error) {
-	if _, ok := finder.(deletion.BatchFinder); !ok || !w.batching(subj) {
-		return finder.Find(ctx, st, subj)
+// counts in batches.
+func (w *Worker) findOne(ctx context.Context, counter deletion.Counter, st inventory.Store, subj deletion.Subject) ([]event.LocationCount, error) {
+	if _, ok := counter.(deletion.BatchCounter); !ok || !w.batching(subj) {
+		return counter.Count(ctx, st, subj)
 	}
-	b, i, err := w.batched(ctx, opFind, finder, st, subj)
+	b, i, err := w.batched(ctx, opFind, counter, st, subj)
 	if err != nil {
 		return nil, err
 	}

@@ -179,25 +179,25 @@ func TestBatchGathersWhileTheStoreIsBusy(t *testing.T) {
 	wg.Wait()
 }
 
-// batchFinder is a batchStore that also finds in batches.
-type batchFinder struct {
+// batchCounter is a batchStore that also counts in batches.
+type batchCounter struct {
 	*batchStore
-	finds []int // subjects per FindBatch call
+	finds []int // subjects per CountBatch call
 }
 
-func (f *batchFinder) Find(ctx context.Context, st inventory.Store, s deletion.Subject) ([]event.LocationCount, error) {
+func (f *batchCounter) Count(ctx context.Context, st inventory.Store, s deletion.Subject) ([]event.LocationCount, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return []event.LocationCount{{Location: "key:acme:{subject}", Deleted: f.items[s.ID]}}, nil
 }
 
-func (f *batchFinder) FindBatch(ctx context.Context, st inventory.Store, ss []deletion.Subject) ([][]event.LocationCount, []error) {
+func (f *batchCounter) CountBatch(ctx context.Context, st inventory.Store, ss []deletion.Subject) ([][]event.LocationCount, []error) {
 	f.mu.Lock()
 	f.finds = append(f.finds, len(ss))
 	f.mu.Unlock()
 	out := make([][]event.LocationCount, len(ss))
 	for i, s := range ss {
-		out[i], _ = f.Find(ctx, st, s)
+		out[i], _ = f.Count(ctx, st, s)
 	}
 	return out, make([]error, len(ss))
 }
@@ -206,7 +206,7 @@ func (f *batchFinder) FindBatch(ctx context.Context, st inventory.Store, ss []de
 // record carries its own counts.
 func TestFindsAreBatched(t *testing.T) {
 	const n = 6
-	fs := &batchFinder{batchStore: &batchStore{items: map[string]int64{}}}
+	fs := &batchCounter{batchStore: &batchStore{items: map[string]int64{}}}
 	w, addrs := setup(t, map[string]deletion.Store{"redis": fs})
 	w.Batching = worker.Batching{Max: n, Wait: 2 * time.Second}
 	var wg sync.WaitGroup
@@ -223,7 +223,7 @@ func TestFindsAreBatched(t *testing.T) {
 	}
 	wg.Wait()
 	if len(fs.finds) != 1 || fs.finds[0] != n {
-		t.Errorf("FindBatch calls %v, want one of %d", fs.finds, n)
+		t.Errorf("CountBatch calls %v, want one of %d", fs.finds, n)
 	}
 	for _, r := range testenv.ReadTopic(t, addrs, event.TopicStoreFound) {
 		var f event.StoreFound

@@ -30,12 +30,12 @@ func (w *Worker) count(ctx context.Context, req *event.Requested, st inventory.S
 	}
 	c, ok := w.Stores[st.Kind].(deletion.Counter)
 	var err error
-	var res deletion.Result
+	var locs []event.LocationCount
 	if !ok {
 		err = deletion.ErrDryRunUnsupported
 	} else {
 		for try := 1; try <= max(w.Attempts, 1); try++ {
-			if res, err = c.Count(ctx, st, subj); err == nil || retry.IsPermanent(err) || ctx.Err() != nil {
+			if locs, err = c.Count(ctx, st, subj); err == nil || retry.IsPermanent(err) || ctx.Err() != nil {
 				break
 			}
 		}
@@ -48,15 +48,12 @@ func (w *Worker) count(ctx context.Context, req *event.Requested, st inventory.S
 		}
 		return done
 	}
-	if res.Locations != nil {
-		done.Locations = res.Locations
+	if locs != nil {
+		done.Locations = locs
 	}
 	done.Status = event.StatusNothingFound
-	if res.Deleted() > 0 {
+	if deletion.Total(locs) > 0 {
 		done.Status = event.StatusDeleted // would delete
-	}
-	if res.NoPIIByDesign {
-		done.Status = event.StatusNoPII
 	}
 	return done
 }

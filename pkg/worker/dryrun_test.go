@@ -13,11 +13,11 @@ import (
 // countingStore is a fakeStore that can also count (deletion.Counter).
 type countingStore struct{ *fakeStore }
 
-func (c countingStore) Count(_ context.Context, st inventory.Store, s deletion.Subject) (deletion.Result, error) {
+func (c countingStore) Count(_ context.Context, st inventory.Store, s deletion.Subject) ([]event.LocationCount, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls = append(c.calls, call{"count", st.Name, s})
-	return deletion.Result{Locations: []event.LocationCount{{Location: "key:" + s.Tenant + ":{subject}:*", Deleted: c.by[st.Name].items}}}, nil
+	return []event.LocationCount{{Location: "key:" + s.Tenant + ":{subject}:*", Deleted: c.by[st.Name].items}}, nil
 }
 
 // A dry run counts through Counter and erases nothing; a store without Counter reports

@@ -16,14 +16,14 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/worker"
 )
 
-// findingStore is a fakeStore that is a deletion.Finder and logs, with the producer, the
+// findingStore is a fakeStore that is a deletion.Counter and logs, with the producer, the
 // order of finds, publications and erasures.
 type findingStore struct {
 	*fakeStore
 	log *eventLog
 }
 
-func (f findingStore) Find(ctx context.Context, st inventory.Store, s deletion.Subject) ([]event.LocationCount, error) {
+func (f findingStore) Count(ctx context.Context, st inventory.Store, s deletion.Subject) ([]event.LocationCount, error) {
 	f.mu.Lock()
 	n := f.by[st.Name].items
 	f.mu.Unlock()
@@ -72,7 +72,7 @@ func (p *loggingProducer) ProduceSync(ctx context.Context, rs ...*kgo.Record) kg
 	return p.Producer.ProduceSync(ctx, rs...)
 }
 
-// Before it erases, the worker publishes what the store's Finder found and waits for the
+// Before it erases, the worker publishes what the store's Counter counted and waits for the
 // acknowledgement; a store where nothing is found publishes an empty find. Each report
 // names its run's find, and only that one.
 func TestFindIsAcknowledgedBeforeTheErase(t *testing.T) {

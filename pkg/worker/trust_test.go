@@ -153,7 +153,7 @@ func TestRequestWithoutValidMACIsRefused(t *testing.T) {
 	}
 }
 
-// What a Finder found is signed too: the aggregator counts it.
+// What a Counter counted before an erase is signed too: the aggregator counts it.
 func TestFindsAreSigned(t *testing.T) {
 	k := testenv.Ring(t, "mac1", macSecret)
 	fake := newFake(map[string]*behaviour{"redis": {items: 3}, "langgraph": {items: 2}})

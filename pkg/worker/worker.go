@@ -7,8 +7,8 @@
 // backoff within a budget, after which, as for permanent errors, the store reports FAILED
 // with the reason. A report's counts sum every erase that succeeded, so a retry after a
 // failed verification (which finds nothing left to erase) does not lose what the earlier
-// try deleted. Before it erases a store whose deletion.Store is a deletion.Finder, the worker
-// publishes what it found there on erasure.store.found, nothing found included, and waits
+// try deleted. Before it erases a store whose deletion.Store is a deletion.Counter, the worker
+// publishes what it counted there on erasure.store.found, nothing found included, and waits
 // for the broker's acknowledgement; the store's report names that find. A deleter killed
 // between its delete and its report is redelivered the request, finds nothing and reports
 // NOTHING_FOUND, and the aggregator merges that report with the earlier find, which it
@@ -76,7 +76,7 @@ type Worker struct {
 	Stores    map[string]deletion.Store // by inventory kind
 	Producer  Producer
 	DoneTopic string // default event.TopicStoreDone
-	// FoundTopic carries what a Finder found before each erase; default
+	// FoundTopic carries what a Counter counted before each erase; default
 	// event.TopicStoreFound.
 	FoundTopic string
 	Attempts   int           // tries per store before FAILED; default 5
@@ -281,16 +281,16 @@ func (w *Worker) erase(ctx context.Context, req *event.Requested, st inventory.S
 	if attempts <= 0 {
 		attempts = 5
 	}
-	finder, _ := impl.(deletion.Finder)
+	counter, _ := impl.(deletion.Counter)
 	// A pass after the receipt (a sweep) reports into an addendum, not a receipt: no find.
-	recorded := finder == nil || event.AfterReceipt(req.Purpose)
+	recorded := counter == nil || event.AfterReceipt(req.Purpose)
 	var found []event.LocationCount // what this run found and recorded before erasing
 	run := ""                       // the id of this run's find, once recorded
 	races := 0                      // Contended failures retried so far
 	for try := 1; try <= attempts; try++ {
 		err = nil
 		if !recorded {
-			run, found, err = w.recordFound(ctx, req, st, subj, finder)
+			run, found, err = w.recordFound(ctx, req, st, subj, counter)
 			recorded = err == nil
 		}
 		if err == nil {
@@ -368,14 +368,14 @@ func (w *Worker) stampDiscovery(kind string, v *event.Verification) {
 	}
 }
 
-// recordFound publishes what finder finds of subj in st on the found topic, nothing found
+// recordFound publishes what counter counts of subj in st on the found topic, nothing found
 // included, waits for the broker's acknowledgement and returns the find's run id and
 // counts. The report names the run (StoreDone.FoundRuns): the finds of one request share
 // its key, so the aggregator reads them in order, and one that has read the find a report
 // names has read every earlier run's find too — including that of a run that erased and
 // crashed before its report.
-func (w *Worker) recordFound(ctx context.Context, req *event.Requested, st inventory.Store, subj deletion.Subject, finder deletion.Finder) (string, []event.LocationCount, error) {
-	locs, err := w.findOne(ctx, finder, st, subj)
+func (w *Worker) recordFound(ctx context.Context, req *event.Requested, st inventory.Store, subj deletion.Subject, counter deletion.Counter) (string, []event.LocationCount, error) {
+	locs, err := w.findOne(ctx, counter, st, subj)
 	if err != nil {
 		return "", nil, err
 	}
