@@ -33,7 +33,7 @@ func (s *Store) Count(ctx context.Context, st inventory.Store, subj deletion.Sub
 	for _, l := range locs {
 		var c counts
 		if m == nil {
-			c, err = countTenant(ctx, l)
+			c, err = tenantData(ctx, l, false)
 		} else {
 			c, err = countMatched(ctx, l, m)
 		}
@@ -43,38 +43,6 @@ func (s *Store) Count(ctx context.Context, st inventory.Store, subj deletion.Sub
 		out = append(out, c.of(l.name, c.current, c.old)...)
 	}
 	return out, nil
-}
-
-// countTenant counts the dataset objects of l and their older versions, as dropAll would
-// delete them.
-func countTenant(ctx context.Context, l location) (c counts, err error) {
-	ls, err := inventoryOf(ctx, l)
-	c.versioned = ls.Versioned != nil
-	if err != nil {
-		return c, err
-	}
-	for _, key := range ls.Keys {
-		switch err := isDataset(ctx, l, ls, key); {
-		case errors.Is(err, rows.ErrMalformed) || errors.Is(err, objectstore.ErrNotFound):
-			continue
-		case err != nil:
-			return c, err
-		}
-		if ls.Versioned == nil {
-			c.current++
-			continue
-		}
-		for _, v := range ls.Versions[key] {
-			switch {
-			case v.DeleteMarker:
-			case v.Latest:
-				c.current++
-			default:
-				c.old++
-			}
-		}
-	}
-	return c, nil
 }
 
 // countMatched counts the rows m matches in the current objects of l and the older versions

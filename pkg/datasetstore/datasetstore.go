@@ -257,7 +257,7 @@ func (s *Store) Erase(ctx context.Context, st inventory.Store, subj deletion.Sub
 	for _, l := range locs {
 		var c counts
 		if subj.TenantScope() {
-			c, err = dropAll(ctx, l)
+			c, err = tenantData(ctx, l, true)
 		} else {
 			c, err = eraseRows(ctx, l, m)
 		}

@@ -374,9 +374,10 @@ func tenantItems(ctx context.Context, l location, ls objectstore.Listing, key st
 	return n, nil
 }
 
-// dropAll deletes every dataset object of l, every version and delete marker included.
-// Objects that are no datasets are left as they are (Verify reports them).
-func dropAll(ctx context.Context, l location) (c counts, err error) {
+// tenantData counts every dataset object of l and its older versions and, with drop,
+// deletes them, every version and delete marker included. Objects that are no datasets are
+// left as they are (Verify reports them).
+func tenantData(ctx context.Context, l location, drop bool) (c counts, err error) {
 	ls, err := inventoryOf(ctx, l)
 	c.versioned, c.excluded = ls.Versioned != nil, ls.Excluded
 	if err != nil {
@@ -393,19 +394,25 @@ func dropAll(ctx context.Context, l location) (c counts, err error) {
 		case err != nil:
 			return c, err
 		}
-		if err := sv.dropSummary(ctx, key); err != nil {
-			return c, err
+		if drop {
+			if err := sv.dropSummary(ctx, key); err != nil {
+				return c, err
+			}
 		}
 		if ls.Versioned == nil {
-			if err := l.bucket.Delete(ctx, key); err != nil {
-				return c, err
+			if drop {
+				if err := l.bucket.Delete(ctx, key); err != nil {
+					return c, err
+				}
 			}
 			c.current++
 			continue
 		}
 		for _, v := range ls.Versions[key] {
-			if err := ls.Versioned.DeleteVersion(ctx, key, v.ID); err != nil {
-				return c, err
+			if drop {
+				if err := ls.Versioned.DeleteVersion(ctx, key, v.ID); err != nil {
+					return c, err
+				}
 			}
 			switch {
 			case v.DeleteMarker:
