@@ -150,7 +150,7 @@ func redisKeys(inv *inventory.Inventory, c Customer, n int) map[string][]string 
 // SeedRedisTargets writes each target's 11 keys and lists them in its index with
 // redisstore.Index, as the application does.
 func SeedRedisTargets(ctx context.Context, rc redis.UniversalClient, inv *inventory.Inventory, k subject.Key, targets []Customer) error {
-	stores := map[string]inventory.Store{}
+	stores := map[string]inventory.Entry{}
 	for _, st := range inv.OfKinds(redisstore.Kind) {
 		stores[st.Name] = st
 	}
@@ -249,7 +249,7 @@ func qdrantLocators(inv *inventory.Inventory) qdrantstore.Locators {
 }
 
 // redisLocators are the locators of st, a store of a reference inventory.
-func redisLocators(st inventory.Store) redisstore.Locators {
+func redisLocators(st inventory.Entry) redisstore.Locators {
 	l, err := redisstore.LocatorsOf(st)
 	if err != nil {
 		panic(err)

@@ -50,7 +50,7 @@ func BenchmarkDatasetSummaries(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			st := inventory.Store{Name: "datasets", Kind: datasetstore.Kind, Locators: inventory.Locators{
+			st := inventory.Entry{Name: "datasets", Kind: datasetstore.Kind, Locators: inventory.Locators{
 				"prefixes":        []string{"s3://" + bucket + "/{tenant}/eval/"},
 				"subject_columns": []string{"customer_id"},
 				"session_columns": []string{"session_id"},

@@ -66,8 +66,8 @@ func measureSemantic(ctx context.Context, q *qdrant.Client, sz Size, n int) (off
 	}
 	defer func() { _ = q.DeleteCollection(context.WithoutCancel(ctx), coll) }() // cleanup of a benchmark collection
 	base := inventory.Locators{"collections": []string{"semantic_{tenant}"}, "subject_fields": []string{"customer_id"}}
-	invOff := inventory.Store{Name: "semantic", Kind: qdrantstore.Kind, Locators: base.With("similar", qdrantstore.SimilarOff)}
-	invOn := inventory.Store{Name: "semantic", Kind: qdrantstore.Kind, Locators: base}
+	invOff := inventory.Entry{Name: "semantic", Kind: qdrantstore.Kind, Locators: base.With("similar", qdrantstore.SimilarOff)}
+	invOn := inventory.Entry{Name: "semantic", Kind: qdrantstore.Kind, Locators: base}
 	st := qdrantstore.New(q)
 	if err := st.EnsureIndexes(ctx, invOn, tenant); err != nil {
 		return nil, nil, 0, err

@@ -147,7 +147,7 @@ func (b *storeBench) measureSizes(ctx context.Context, sizes []Size, n int) (map
 // Lethe's erasures are timed.
 type adapter struct {
 	store    deletion.Store
-	invs     []inventory.Store
+	invs     []inventory.Entry
 	want     int64
 	baseline func(Customer) (int, error)
 	extra    func(Customer) (int, error)
@@ -194,7 +194,7 @@ func timeEach(cs []Customer, want int64, erase func(Customer) (int, error)) (Dur
 
 // eraseVerify erases s from every inventory store in invs and verifies each, failing
 // unless exactly want items went and none remain. It returns the time taken.
-func eraseVerify(ctx context.Context, store deletion.Store, invs []inventory.Store, s deletion.Subject, want int64) (time.Duration, error) {
+func eraseVerify(ctx context.Context, store deletion.Store, invs []inventory.Entry, s deletion.Subject, want int64) (time.Duration, error) {
 	start := time.Now()
 	var deleted, remaining int64
 	for _, inv := range invs {
@@ -261,8 +261,8 @@ func (b *storeBench) seed(ctx context.Context, c *corpus) error {
 
 // indexOnly returns copies of the Redis stores that trust their index (index_only): the
 // app writes every key of a subject through it, as the benchmark's seeding does.
-func indexOnly(sts []inventory.Store) []inventory.Store {
-	out := make([]inventory.Store, len(sts))
+func indexOnly(sts []inventory.Entry) []inventory.Entry {
+	out := make([]inventory.Entry, len(sts))
 	for i, st := range sts {
 		st.Locators = st.Locators.With("index_only", true)
 		out[i] = st
@@ -273,8 +273,8 @@ func indexOnly(sts []inventory.Store) []inventory.Store {
 // withoutSemantic turns the semantic read-back off in sts, so that the per-store figures
 // compare the same work as the seeds' approach; runSemantic measures the read-back beside
 // the erasure without it.
-func withoutSemantic(sts []inventory.Store) []inventory.Store {
-	out := make([]inventory.Store, len(sts))
+func withoutSemantic(sts []inventory.Entry) []inventory.Entry {
+	out := make([]inventory.Entry, len(sts))
 	for i, st := range sts {
 		st.Locators = st.Locators.With("similar", qdrantstore.SimilarOff)
 		out[i] = st

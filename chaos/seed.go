@@ -123,7 +123,7 @@ func (s *System) seedTenant(ctx context.Context, tenant string, subs []*Subject)
 	return nil
 }
 
-func collection(st inventory.Store, tenant string) string {
+func collection(st inventory.Entry, tenant string) string {
 	l, err := qdrantstore.LocatorsOf(st)
 	if err != nil {
 		panic(err) // the chaos inventory is the reference one, valid by its tests
@@ -131,7 +131,7 @@ func collection(st inventory.Store, tenant string) string {
 	return inventory.Expand(l.Collections[0], inventory.Vars{Tenant: tenant}, nil)
 }
 
-func (s *System) seedQdrant(ctx context.Context, st inventory.Store, tenant string, subs []*Subject) error {
+func (s *System) seedQdrant(ctx context.Context, st inventory.Entry, tenant string, subs []*Subject) error {
 	coll := collection(st, tenant)
 	err := s.Qdrant.CreateCollection(ctx, &qdrant.CreateCollection{CollectionName: coll,
 		VectorsConfig: qdrant.NewVectorsConfig(&qdrant.VectorParams{Size: chunkDim, Distance: qdrant.Distance_Cosine})})
@@ -158,7 +158,7 @@ func (s *System) seedQdrant(ctx context.Context, st inventory.Store, tenant stri
 
 // seedRedis writes keysPerTmpl keys per template and session of each subject, listing
 // every key in the subject's index (the stores are index_only).
-func (s *System) seedRedis(ctx context.Context, st inventory.Store, subs []*Subject) error {
+func (s *System) seedRedis(ctx context.Context, st inventory.Entry, subs []*Subject) error {
 	l, err := redisstore.LocatorsOf(st)
 	if err != nil {
 		return err

@@ -41,7 +41,7 @@ func testMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	inv := inventory.Reference()
-	inv.Stores = append(inv.Stores, inventory.Store{Name: "archive", Kind: datasetstore.Kind,
+	inv.Stores = append(inv.Stores, inventory.Entry{Name: "archive", Kind: datasetstore.Kind,
 		Locators: inventory.Locators{"prefixes": []string{"s3://archive-{tenant}/"}, "subject_columns": []string{"customer_id"}}})
 	if err := inv.Validate(); err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -55,7 +55,7 @@ func (c *cli) redisIndexLegacy(ctx context.Context, file, name, progress string,
 	if err != nil {
 		return err
 	}
-	st, ok := inv.Store(name)
+	st, ok := inv.Entry(name)
 	if !ok || st.Kind != redisstore.Kind {
 		return withCode(exitNotFound, fmt.Errorf("inventory %s has no store %q of kind %s", inv.Version, name, redisstore.Kind))
 	}

@@ -128,7 +128,7 @@ func (a *Aggregator) Handle(ctx context.Context, rec *kgo.Record) error {
 		}
 		if a.Inventory != nil {
 			for _, st := range req.ExpectedStores {
-				if _, ok := a.Inventory.Store(st); !ok {
+				if _, ok := a.Inventory.Entry(st); !ok {
 					return retry.Permanent(fmt.Errorf("aggregator: request expects store %q, which inventory %s does not list: no deleter serves it", st, a.Inventory.Version))
 				}
 			}

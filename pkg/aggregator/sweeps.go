@@ -56,7 +56,7 @@ func (a *Aggregator) withRetention(req auditlog.Request, r event.Receipt) event.
 		if a.Inventory == nil {
 			break
 		}
-		if st, ok := a.Inventory.Store(s.Store); ok && st.PhysicalWithin > 0 {
+		if st, ok := a.Inventory.Entry(s.Store); ok && st.PhysicalWithin > 0 {
 			due := r.CompletedAt.Add(st.PhysicalWithin)
 			r.Stores[i].PhysicalErasureDue = &due
 		}

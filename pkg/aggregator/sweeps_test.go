@@ -222,7 +222,7 @@ func TestSweepAddendaAndRetention(t *testing.T) {
 	t.Cleanup(func() { st.Close() })
 	clk := testenv.NewClock(clock)
 	sealer := newSealer(t)
-	inv := &inventory.Inventory{Version: "v1", Stores: []inventory.Store{
+	inv := &inventory.Inventory{Version: "v1", Stores: []inventory.Entry{
 		{Name: "qdrant", Kind: "qdrant", PhysicalWithin: 48 * time.Hour},
 		{Name: "redis", Kind: "redis", PhysicalWithin: 48 * time.Hour},
 		{Name: "audit_log", Kind: "audit_log"},

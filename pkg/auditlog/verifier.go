@@ -56,7 +56,7 @@ var _ deletion.Validator = (*Verifier)(nil)
 
 // Validate checks the locators of an audit_log inventory store: it has none, so any field
 // is an error naming it. The audit table itself is the service's configuration.
-func (v *Verifier) Validate(st inventory.Store) error {
+func (v *Verifier) Validate(st inventory.Entry) error {
 	var none struct{}
 	if err := st.Locators.Decode(&none); err != nil {
 		return retry.Permanent(fmt.Errorf("auditlog: store %q: %w", st.Name, err))
@@ -68,7 +68,7 @@ func (v *Verifier) Validate(st inventory.Store) error {
 func NewVerifier(s Store) *Verifier { return &Verifier{s: s} }
 
 // Erase deletes nothing and reports NoPIIByDesign with no locations.
-func (v *Verifier) Erase(ctx context.Context, st inventory.Store, s deletion.Subject) (deletion.Result, error) {
+func (v *Verifier) Erase(ctx context.Context, st inventory.Entry, s deletion.Subject) (deletion.Result, error) {
 	if err := v.Validate(st); err != nil {
 		return deletion.Result{}, err
 	}
@@ -80,7 +80,7 @@ func (v *Verifier) Erase(ctx context.Context, st inventory.Store, s deletion.Sub
 // string of a field Event does not declare is checked too, and an event that cannot be read
 // or decoded is unexamined (named by its position, never by its content), so the store
 // cannot verify clean. A subject-scope subject without a hash is a Permanent error.
-func (v *Verifier) Verify(ctx context.Context, st inventory.Store, s deletion.Subject) (event.Verification, error) {
+func (v *Verifier) Verify(ctx context.Context, st inventory.Entry, s deletion.Subject) (event.Verification, error) {
 	if s.TenantScope() {
 		return event.Verification{Method: "tenant scope: audit events hold keyed pseudonyms only (not scanned)"}, nil
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
-func auditStore(t *testing.T) inventory.Store {
+func auditStore(t *testing.T) inventory.Entry {
 	t.Helper()
 	sts := inventory.Reference().OfKinds(auditlog.Kind)
 	if len(sts) != 1 {
@@ -172,7 +172,7 @@ func TestVerifierValidate(t *testing.T) {
 	if err := v.Validate(inventory.Reference().OfKinds(auditlog.Kind)[0]); err != nil {
 		t.Fatalf("reference store: %v", err)
 	}
-	bad := inventory.Store{Name: "audit", Kind: auditlog.Kind, Locators: inventory.Locators{"table": "x"}}
+	bad := inventory.Entry{Name: "audit", Kind: auditlog.Kind, Locators: inventory.Locators{"table": "x"}}
 	err := v.Validate(bad)
 	if err == nil || !strings.Contains(err.Error(), `store "audit"`) || !strings.Contains(err.Error(), `unknown field "table"`) {
 		t.Errorf("Validate with a locator = %v, want an error naming the store and the field", err)

@@ -91,7 +91,7 @@ func (m *matcher) keep(version bool) {
 // retries (erasing is idempotent). A row holding the identifiers of two subjects of the
 // batch is counted for the first of them only. Tenant-scope subjects, and every subject of
 // a store whose mention policy redacts or erases, go through Erase.
-func (s *Store) EraseBatch(ctx context.Context, st inventory.Store, subjects []deletion.Subject) ([]deletion.Result, []error) {
+func (s *Store) EraseBatch(ctx context.Context, st inventory.Entry, subjects []deletion.Subject) ([]deletion.Result, []error) {
 	results := make([]deletion.Result, len(subjects))
 	errs := make([]error, len(subjects))
 	l, err := LocatorsOf(st)
@@ -122,7 +122,7 @@ type groups struct {
 
 // batchGroups sorts subjects into groups; a tenant-scope subject goes to single, and a
 // subject the store refuses gets its error in errs.
-func (s *Store) batchGroups(st inventory.Store, subjects []deletion.Subject, errs []error, single func(i int)) groups {
+func (s *Store) batchGroups(st inventory.Entry, subjects []deletion.Subject, errs []error, single func(i int)) groups {
 	gs := groups{use: map[string][]int{}, locsOf: map[string][]location{}}
 	for i, subj := range subjects {
 		if errs[i] != nil {
@@ -178,7 +178,7 @@ const batchGroupLimit = 8
 
 // eraseGroup erases the subjects use (indexes into subjects) from locs, one rewrite per
 // object for all of them, and sets their results and errors.
-func (s *Store) eraseGroup(ctx context.Context, st inventory.Store, l Locators, subjects []deletion.Subject, use []int, locs []location, results []deletion.Result, errs []error) {
+func (s *Store) eraseGroup(ctx context.Context, st inventory.Entry, l Locators, subjects []deletion.Subject, use []int, locs []location, results []deletion.Result, errs []error) {
 	runGroup(ctx, l, subjects, use, locs, eraseRows, func(i int, lcs []event.LocationCount, err error) {
 		if errs[i] != nil {
 			return
@@ -212,7 +212,7 @@ func runGroup(ctx context.Context, l Locators, subjects []deletion.Subject, use 
 
 // VerifyBatch verifies each subject with Verify, the subjects sharing one listing of each
 // location (listings).
-func (s *Store) VerifyBatch(ctx context.Context, st inventory.Store, subjects []deletion.Subject) ([]event.Verification, []error) {
+func (s *Store) VerifyBatch(ctx context.Context, st inventory.Entry, subjects []deletion.Subject) ([]event.Verification, []error) {
 	shared := &Store{s3: s.s3, dir: s.dir, sum: s.sum, listed: &listings{m: map[string]*listed{}}, lim: s.lim, names: s.names}
 	return deletion.VerifyEach(ctx, shared, st, subjects)
 }

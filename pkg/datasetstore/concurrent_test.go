@@ -29,7 +29,7 @@ func TestConcurrentErasuresOfOneObject(t *testing.T) {
 	}
 	b.WriteString("keeper,sess-keeper,stays\n")
 	w.put(t, "acme/eval.csv", []byte(b.String()))
-	st, _ := inventory.Reference().Store("dataset")
+	st, _ := inventory.Reference().Entry("dataset")
 	store := New(c, "")
 	var wg sync.WaitGroup
 	errs := make([]error, n)
@@ -99,7 +99,7 @@ func TestEraseBatchTenantsConcurrently(t *testing.T) {
 	}
 	oc := &overlapClient{overlap: make(chan struct{})}
 	watched := s3.New(c.Options(), func(o *s3.Options) { oc.next = o.HTTPClient; o.HTTPClient = oc })
-	st, _ := inventory.Reference().Store("dataset")
+	st, _ := inventory.Reference().Entry("dataset")
 	subjects := []deletion.Subject{deletiontest.NewSubject("acme", "cust-1"), deletiontest.NewSubject("globex", "cust-1")}
 	results, errs := New(watched, "").EraseBatch(context.Background(), st, subjects)
 	for i, err := range errs {

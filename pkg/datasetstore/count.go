@@ -24,7 +24,7 @@ var (
 // older versions. It changes nothing; what it cannot read it does not count (Verify
 // reports it). With summaries, the current version of a CSV or TSV object that this
 // process wrote last is counted from its row index (rowindex.go), without a read.
-func (s *Store) Count(ctx context.Context, st inventory.Store, subj deletion.Subject) ([]event.LocationCount, error) {
+func (s *Store) Count(ctx context.Context, st inventory.Entry, subj deletion.Subject) ([]event.LocationCount, error) {
 	locs, m, err := s.targets(st, subj)
 	if err != nil {
 		return nil, err
@@ -104,7 +104,7 @@ func countMatched(ctx context.Context, l location, m *matcher) (c counts, err er
 // older version once for the whole batch, with EraseBatch's grouping and attribution (a row
 // holding the identifiers of two subjects counts for the first of them). Where EraseBatch
 // erases one subject at a time, so does CountBatch.
-func (s *Store) CountBatch(ctx context.Context, st inventory.Store, subjects []deletion.Subject) ([][]event.LocationCount, []error) {
+func (s *Store) CountBatch(ctx context.Context, st inventory.Entry, subjects []deletion.Subject) ([][]event.LocationCount, []error) {
 	found := make([][]event.LocationCount, len(subjects))
 	errs := make([]error, len(subjects))
 	l, err := LocatorsOf(st)
@@ -134,7 +134,7 @@ func (s *Store) CountBatch(ctx context.Context, st inventory.Store, subjects []d
 
 // targets are the locations of st for subj and, for a subject-scope subj, its row matcher
 // (nil for a tenant).
-func (s *Store) targets(st inventory.Store, subj deletion.Subject) ([]location, *matcher, error) {
+func (s *Store) targets(st inventory.Entry, subj deletion.Subject) ([]location, *matcher, error) {
 	locs, err := s.locations(st, subj)
 	if err != nil {
 		return nil, nil, err

@@ -167,7 +167,7 @@ func (l location) excludes(key string) bool {
 }
 
 // locations expands and resolves the prefixes of st for s.
-func (s *Store) locations(st inventory.Store, subj deletion.Subject) ([]location, error) {
+func (s *Store) locations(st inventory.Entry, subj deletion.Subject) ([]location, error) {
 	ls, err := LocatorsOf(st)
 	if err != nil {
 		return nil, err
@@ -224,7 +224,7 @@ func (s *Store) resolve(name string) (location, error) {
 }
 
 // matcherFor builds the row matcher of a subject-scope request.
-func matcherFor(st inventory.Store, subj deletion.Subject) (*matcher, error) {
+func matcherFor(st inventory.Entry, subj deletion.Subject) (*matcher, error) {
 	l, err := LocatorsOf(st)
 	if err != nil {
 		return nil, err
@@ -238,7 +238,7 @@ func matcherFor(st inventory.Store, subj deletion.Subject) (*matcher, error) {
 
 // Erase removes s from the datasets of st; see the package documentation for what it
 // deletes and reports. On error the result holds the locations completed so far.
-func (s *Store) Erase(ctx context.Context, st inventory.Store, subj deletion.Subject) (deletion.Result, error) {
+func (s *Store) Erase(ctx context.Context, st inventory.Entry, subj deletion.Subject) (deletion.Result, error) {
 	var res deletion.Result
 	locs, err := s.locations(st, subj)
 	if err != nil {
@@ -281,7 +281,7 @@ func (s *Store) Erase(ctx context.Context, st inventory.Store, subj deletion.Sub
 // Excluded. Rows that still mention the subject's identifiers outside the named columns
 // (see MentionsFail) are counted in Mentions, apart from Remaining, and each object holding
 // them is named in UnexaminedItems with its columns (not counted as unexamined).
-func (s *Store) Verify(ctx context.Context, st inventory.Store, subj deletion.Subject) (event.Verification, error) {
+func (s *Store) Verify(ctx context.Context, st inventory.Entry, subj deletion.Subject) (event.Verification, error) {
 	v := event.Verification{Method: MethodRows}
 	if subj.TenantScope() {
 		v.Method = MethodObjects

@@ -55,7 +55,7 @@ func TestDiscover(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	inv := &inventory.Inventory{Version: "1", Stores: []inventory.Store{
+	inv := &inventory.Inventory{Version: "1", Stores: []inventory.Entry{
 		testInventory("s3://"+testBucket+"/{tenant}/eval/", "datasets/{tenant}/"),
 	}}
 	got, err := New(c, root).Discover(ctx, inv, deletion.DiscoverOptions{Tenants: []string{"acme"}})

@@ -388,8 +388,8 @@ func (f *fixture) count(t *testing.T, s deletion.Subject) int {
 	return n
 }
 
-func testInventory(prefixes ...string) inventory.Store {
-	return inventory.Store{
+func testInventory(prefixes ...string) inventory.Entry {
+	return inventory.Entry{
 		Name: "dataset",
 		Kind: Kind,
 		Locators: inventory.Locators{

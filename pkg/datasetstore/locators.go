@@ -35,19 +35,19 @@ type Locators struct {
 var _ deletion.Validator = (*Store)(nil)
 
 // Validate checks the locators of st (see the package function Validate).
-func (s *Store) Validate(st inventory.Store) error { return Validate(st) }
+func (s *Store) Validate(st inventory.Entry) error { return Validate(st) }
 
 // Validate checks that st's locators are dataset locators: known fields only, at least one
 // prefix, each using only {tenant} and {subject_hash} and holding {tenant} followed by
 // "/", at least one subject or session column, and exclude patterns that are valid globs.
 // It touches no backend.
-func Validate(st inventory.Store) error {
+func Validate(st inventory.Entry) error {
 	_, err := LocatorsOf(st)
 	return err
 }
 
 // LocatorsOf decodes and checks the locators of st; its errors are permanent.
-func LocatorsOf(st inventory.Store) (Locators, error) {
+func LocatorsOf(st inventory.Entry) (Locators, error) {
 	return inventory.DecodeChecked(st, "dataset store", Locators.check)
 }
 

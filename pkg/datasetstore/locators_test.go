@@ -29,7 +29,7 @@ func TestValidate(t *testing.T) {
 		{inventory.Locators{"prefixes": []string{"s3://b/{tenant}-evals/"}, "subject_columns": []string{"c"}}, `{tenant} must be followed by "/"`},
 		{inventory.Locators{"prefixes": []string{"s3://b/{tenant}/x/{tenant}.csv"}, "subject_columns": []string{"c"}}, `{tenant} must be followed by "/"`},
 	} {
-		err := Validate(inventory.Store{Name: "d", Kind: Kind, Locators: tc.locators})
+		err := Validate(inventory.Entry{Name: "d", Kind: Kind, Locators: tc.locators})
 		if err == nil || !retry.IsPermanent(err) || !strings.Contains(err.Error(), `store "d"`) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Validate(%v) = %v, want a permanent error naming the store and %q", tc.locators, err, tc.want)
 		}
@@ -40,7 +40,7 @@ func TestValidate(t *testing.T) {
 // end of one, bucket names included.
 func TestValidateTenantPrefixes(t *testing.T) {
 	for _, p := range []string{"s3://b/{tenant}/", "s3://data-{tenant}/", "s3://b/evals/t-{tenant}/x/", "datasets/{tenant}/", "file://archive/{tenant}/", "s3://b/{subject_hash}/{tenant}/"} {
-		st := inventory.Store{Name: "d", Kind: Kind, Locators: inventory.Locators{"prefixes": []string{p}, "subject_columns": []string{"c"}}}
+		st := inventory.Entry{Name: "d", Kind: Kind, Locators: inventory.Locators{"prefixes": []string{p}, "subject_columns": []string{"c"}}}
 		if err := Validate(st); err != nil {
 			t.Errorf("Validate(%q) = %v", p, err)
 		}

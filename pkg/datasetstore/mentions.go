@@ -173,7 +173,7 @@ type mentionPolicy struct {
 }
 
 // mentionsOf returns the mention handling st's locators choose for subj.
-func mentionsOf(st inventory.Store, subj deletion.Subject) (*mentionPolicy, error) {
+func mentionsOf(st inventory.Entry, subj deletion.Subject) (*mentionPolicy, error) {
 	if subj.TenantScope() {
 		return nil, nil
 	}

@@ -148,7 +148,7 @@ func TestRewriteLeavesValidObject(t *testing.T) {
 }
 
 // eraseAndVerify erases subj from st and verifies, failing the test on an error.
-func eraseAndVerify(t *testing.T, s *Store, st inventory.Store, subj deletion.Subject) (deletion.Result, event.Verification) {
+func eraseAndVerify(t *testing.T, s *Store, st inventory.Entry, subj deletion.Subject) (deletion.Result, event.Verification) {
 	t.Helper()
 	res, err := s.Erase(context.Background(), st, subj)
 	if err != nil {

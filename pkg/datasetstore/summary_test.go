@@ -192,7 +192,7 @@ func TestSummarySkipsObjectsWithoutTheSubject(t *testing.T) {
 // tenObjectsPlain is tenObjects for a bucket without versions.
 // summarisedTen puts tenObjects in a counted, versioned bucket and returns a Store with
 // summaries over it and the inventory store of their prefix.
-func summarisedTen(t *testing.T) (*s3.Client, *requests, []string, inventory.Store, *Store) {
+func summarisedTen(t *testing.T) (*s3.Client, *requests, []string, inventory.Entry, *Store) {
 	c, rq := countedS3(t, true)
 	keys := tenObjects(t, s3World{c})
 	return c, rq, keys, testInventory("s3://" + testBucket + "/{tenant}/"), New(c, "", withSummaries)

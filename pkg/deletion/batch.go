@@ -23,8 +23,8 @@ import (
 // Every implementation passes the batch checks of the conformance suite.
 type BatchStore interface {
 	Store
-	EraseBatch(ctx context.Context, st inventory.Store, subjects []Subject) ([]Result, []error)
-	VerifyBatch(ctx context.Context, st inventory.Store, subjects []Subject) ([]event.Verification, []error)
+	EraseBatch(ctx context.Context, st inventory.Entry, subjects []Subject) ([]Result, []error)
+	VerifyBatch(ctx context.Context, st inventory.Entry, subjects []Subject) ([]event.Verification, []error)
 }
 
 // BatchCounter is an optional capability of a Counter, found by type assertion: it counts
@@ -34,7 +34,7 @@ type BatchStore interface {
 // subject alone.
 type BatchCounter interface {
 	Counter
-	CountBatch(ctx context.Context, st inventory.Store, subjects []Subject) ([][]event.LocationCount, []error)
+	CountBatch(ctx context.Context, st inventory.Entry, subjects []Subject) ([][]event.LocationCount, []error)
 }
 
 // VerifyEach is a VerifyBatch for stores whose verification gains nothing from batching:
@@ -42,7 +42,7 @@ type BatchCounter interface {
 // for concurrent use), so a batch's verification takes about as long as its slowest
 // subject's, as the unbatched verifications of concurrent requests would, rather than the
 // sum of them.
-func VerifyEach(ctx context.Context, s Store, st inventory.Store, subjects []Subject) ([]event.Verification, []error) {
+func VerifyEach(ctx context.Context, s Store, st inventory.Entry, subjects []Subject) ([]event.Verification, []error) {
 	vs := make([]event.Verification, len(subjects))
 	errs := make([]error, len(subjects))
 	var g errgroup.Group

@@ -23,11 +23,11 @@ type meetingStore struct {
 	met    chan struct{}
 }
 
-func (m *meetingStore) Erase(context.Context, inventory.Store, deletion.Subject) (deletion.Result, error) {
+func (m *meetingStore) Erase(context.Context, inventory.Entry, deletion.Subject) (deletion.Result, error) {
 	return deletion.Result{}, nil
 }
 
-func (m *meetingStore) Verify(_ context.Context, _ inventory.Store, s deletion.Subject) (event.Verification, error) {
+func (m *meetingStore) Verify(_ context.Context, _ inventory.Entry, s deletion.Subject) (event.Verification, error) {
 	m.mu.Lock()
 	m.inside++
 	if m.inside == m.want {
@@ -50,7 +50,7 @@ func (m *meetingStore) Verify(_ context.Context, _ inventory.Store, s deletion.S
 func TestVerifyEachConcurrentInOrder(t *testing.T) {
 	subjects := []deletion.Subject{{ID: "1"}, {ID: "2"}, {ID: "bad"}, {ID: "4"}}
 	st := &meetingStore{want: len(subjects), met: make(chan struct{})}
-	vs, errs := deletion.VerifyEach(context.Background(), st, inventory.Store{Name: "s"}, subjects)
+	vs, errs := deletion.VerifyEach(context.Background(), st, inventory.Entry{Name: "s"}, subjects)
 	select {
 	case <-st.met:
 	default:

@@ -49,9 +49,9 @@ type Result struct {
 // Store erases data subjects from inventory stores of one kind.
 type Store interface {
 	// Erase deletes every item of s in st and says how many it deleted where.
-	Erase(ctx context.Context, st inventory.Store, s Subject) (Result, error)
+	Erase(ctx context.Context, st inventory.Entry, s Subject) (Result, error)
 	// Verify reads st back and counts what of s remains (zero after a complete erasure).
-	Verify(ctx context.Context, st inventory.Store, s Subject) (event.Verification, error)
+	Verify(ctx context.Context, st inventory.Entry, s Subject) (event.Verification, error)
 }
 
 // Validator is an optional capability of a Store, found by type assertion as in
@@ -61,7 +61,7 @@ type Store interface {
 // its kind before it consumes anything and refuses to start on an error. Validate touches no
 // backend, is cheap and safe for concurrent use.
 type Validator interface {
-	Validate(st inventory.Store) error
+	Validate(st inventory.Entry) error
 }
 
 // Counter is an optional capability of a Store. Count counts what Erase would delete of s
@@ -74,7 +74,7 @@ type Validator interface {
 // them. A store without Counter records nothing and cannot take part in a dry run: it
 // reports FAILED with ErrDryRunUnsupported and is never erased.
 type Counter interface {
-	Count(ctx context.Context, st inventory.Store, s Subject) ([]event.LocationCount, error)
+	Count(ctx context.Context, st inventory.Entry, s Subject) ([]event.LocationCount, error)
 }
 
 // Deleted sums the counts of r.

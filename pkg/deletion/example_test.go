@@ -25,7 +25,7 @@ var (
 )
 
 // Validate accepts only entries that name a table: a deleter refuses to start otherwise.
-func (n *notes) Validate(st inventory.Store) error {
+func (n *notes) Validate(st inventory.Entry) error {
 	if _, ok := st.Locators["table"].(string); !ok {
 		return errors.New("locator table: want a string")
 	}
@@ -33,7 +33,7 @@ func (n *notes) Validate(st inventory.Store) error {
 }
 
 // Erase deletes the subject's notes, matching the id exactly, and says how many.
-func (n *notes) Erase(ctx context.Context, st inventory.Store, s deletion.Subject) (deletion.Result, error) {
+func (n *notes) Erase(ctx context.Context, st inventory.Entry, s deletion.Subject) (deletion.Result, error) {
 	if s.TenantScope() {
 		return deletion.Result{}, retry.Permanent(errors.New("notes: tenant scope is not supported"))
 	}
@@ -46,7 +46,7 @@ func (n *notes) Erase(ctx context.Context, st inventory.Store, s deletion.Subjec
 }
 
 // Verify reads back what remains of the subject.
-func (n *notes) Verify(ctx context.Context, st inventory.Store, s deletion.Subject) (event.Verification, error) {
+func (n *notes) Verify(ctx context.Context, st inventory.Entry, s deletion.Subject) (event.Verification, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return event.Verification{Method: "count by subject", Remaining: int64(len(n.data[s.Tenant][s.ID]))}, nil
@@ -59,7 +59,7 @@ func Example() {
 	store := &notes{data: map[string]map[string][]string{
 		"acme": {"cust-1": {"likes tea", "ships to Lyon"}, "cust-10": {"keep me"}},
 	}}
-	inv := &inventory.Inventory{Stores: []inventory.Store{{Name: "support-notes", Kind: "notes", Locators: inventory.Locators{"table": "notes"}}}}
+	inv := &inventory.Inventory{Stores: []inventory.Entry{{Name: "support-notes", Kind: "notes", Locators: inventory.Locators{"table": "notes"}}}}
 	if err := deletion.ValidateStores(inv, "notes", store); err != nil {
 		fmt.Println("refuse to start:", err)
 		return
@@ -82,7 +82,7 @@ func Example() {
 	}
 	fmt.Println("other subject keeps", len(store.data["acme"]["cust-10"]), "note")
 
-	bad := &inventory.Inventory{Stores: []inventory.Store{{Name: "old-notes", Kind: "notes"}}}
+	bad := &inventory.Inventory{Stores: []inventory.Entry{{Name: "old-notes", Kind: "notes"}}}
 	fmt.Println(deletion.ValidateStores(bad, "notes", store))
 	// Output:
 	// deleted 2, remaining 0: DELETED

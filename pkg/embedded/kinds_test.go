@@ -19,14 +19,14 @@ type tickets struct {
 	rows map[string]int // tenant/subject -> tickets
 }
 
-func (s *tickets) Validate(st inventory.Store) error {
+func (s *tickets) Validate(st inventory.Entry) error {
 	var l struct {
 		Queue string `yaml:"queue"`
 	}
 	return st.Locators.Decode(&l)
 }
 
-func (s *tickets) Erase(_ context.Context, _ inventory.Store, sub deletion.Subject) (deletion.Result, error) {
+func (s *tickets) Erase(_ context.Context, _ inventory.Entry, sub deletion.Subject) (deletion.Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := s.rows[sub.Tenant+"/"+sub.ID]
@@ -34,7 +34,7 @@ func (s *tickets) Erase(_ context.Context, _ inventory.Store, sub deletion.Subje
 	return deletion.Result{Locations: []event.LocationCount{{Location: "tickets", Deleted: int64(n)}}}, nil
 }
 
-func (s *tickets) Verify(_ context.Context, _ inventory.Store, sub deletion.Subject) (event.Verification, error) {
+func (s *tickets) Verify(_ context.Context, _ inventory.Entry, sub deletion.Subject) (event.Verification, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return event.Verification{Method: "ticket count", Remaining: int64(s.rows[sub.Tenant+"/"+sub.ID])}, nil

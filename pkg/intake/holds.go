@@ -55,7 +55,7 @@ func (s *Service) PlaceHold(ctx context.Context, p auth.Principal, in HoldReques
 		return workflow.Hold{}, fmt.Errorf("%w: reason is at most 500 bytes, legal_basis 200", ErrInvalid)
 	}
 	if in.Store != "" {
-		if _, ok := s.Inventory.Store(in.Store); !ok {
+		if _, ok := s.Inventory.Entry(in.Store); !ok {
 			return workflow.Hold{}, fmt.Errorf("%w: store %q is not in inventory %s", ErrInvalid, in.Store, s.Inventory.Version)
 		}
 	}

@@ -31,12 +31,12 @@ const (
 // Inventory is the list of stores that must report for every request.
 type Inventory struct {
 	Version string  `yaml:"version" json:"version"`
-	Stores  []Store `yaml:"stores" json:"stores"`
+	Stores  []Entry `yaml:"stores" json:"stores"`
 }
 
-// Store is one inventory entry. Name and Kind are all the runtime reads: Kind names the
+// Entry is one inventory entry. Name and Kind are all the runtime reads: Kind names the
 // deleter that serves the store, and only the package serving that kind reads Locators.
-type Store struct {
+type Entry struct {
 	Name     string   `yaml:"name" json:"name"`
 	Kind     string   `yaml:"kind" json:"kind"`
 	Locators Locators `yaml:"locators,omitempty" json:"locators,omitempty"`
@@ -126,19 +126,19 @@ func (inv *Inventory) Names() []string {
 	return out
 }
 
-// Store returns the store named name.
-func (inv *Inventory) Store(name string) (Store, bool) {
+// Entry returns the store named name.
+func (inv *Inventory) Entry(name string) (Entry, bool) {
 	for _, s := range inv.Stores {
 		if s.Name == name {
 			return s, true
 		}
 	}
-	return Store{}, false
+	return Entry{}, false
 }
 
 // OfKinds returns the stores whose kind is one of kinds.
-func (inv *Inventory) OfKinds(kinds ...string) []Store {
-	var out []Store
+func (inv *Inventory) OfKinds(kinds ...string) []Entry {
+	var out []Entry
 	for _, s := range inv.Stores {
 		if contains(kinds, s.Kind) {
 			out = append(out, s)

@@ -73,7 +73,7 @@ func TestLangChainExample(t *testing.T) {
 		HashFields    []string `yaml:"hash_fields"`
 		SessionFields []string `yaml:"session_fields"`
 	}
-	st, ok := inv.Store("qdrant")
+	st, ok := inv.Entry("qdrant")
 	if err := st.Locators.Decode(&q); !ok || err != nil || !reflect.DeepEqual(q.SubjectFields, []string{"metadata.customer_id"}) ||
 		!reflect.DeepEqual(q.SessionFields, []string{"metadata.session_id"}) {
 		t.Errorf("qdrant locators %+v: %v", st.Locators, err)
@@ -84,7 +84,7 @@ func TestLangChainExample(t *testing.T) {
 		SessionColumns []string `yaml:"session_columns"`
 		Exclude        []string `yaml:"exclude"`
 	}
-	st, ok = inv.Store("dataset")
+	st, ok = inv.Entry("dataset")
 	if err := st.Locators.Decode(&d); !ok || err != nil || !reflect.DeepEqual(d.SubjectColumns, []string{"metadata.customer_id"}) || len(d.Exclude) == 0 {
 		t.Errorf("dataset locators %+v: %v", st.Locators, err)
 	}
@@ -134,7 +134,7 @@ func TestParseValid(t *testing.T) {
 	if got, want := inv.Names(), []string{"vectors", "sessions", "exports-2", "audit", "tickets"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("Names() = %v, want %v", got, want)
 	}
-	s, _ := inv.Store("sessions")
+	s, _ := inv.Entry("sessions")
 	var keys struct {
 		Keys  []string `yaml:"keys"`
 		Index string   `yaml:"index"`
@@ -146,7 +146,7 @@ func TestParseValid(t *testing.T) {
 		t.Errorf("sessions keys = %q, want %q", keys.Keys, want)
 	}
 	// A kind no package of Lethe defines keeps its locators as written, nested ones included.
-	tk, _ := inv.Store("tickets")
+	tk, _ := inv.Entry("tickets")
 	var tickets struct {
 		Queue  string         `yaml:"queue"`
 		Fields map[string]any `yaml:"fields"`
@@ -276,7 +276,7 @@ func TestLookups(t *testing.T) {
 		t.Errorf("Names() = %v, want %v", got, want)
 	}
 
-	s, ok := inv.Store("langgraph")
+	s, ok := inv.Entry("langgraph")
 	if !ok || s.Name != "langgraph" || s.Kind != "redis" {
 		t.Errorf("Store(langgraph) = %+v, %v", s, ok)
 	}
@@ -284,7 +284,7 @@ func TestLookups(t *testing.T) {
 		t.Errorf("langgraph keys = %q, want %q", s.Locators["keys"], want)
 	}
 	for _, name := range []string{"", "postgres", "Redis", "redi"} {
-		if s, ok := inv.Store(name); ok {
+		if s, ok := inv.Entry(name); ok {
 			t.Errorf("Store(%q) found %+v", name, s)
 		}
 	}

@@ -58,7 +58,7 @@ type entry struct {
 // DecodeChecked decodes st's locators into a T (Locators.Decode) and checks them with check.
 // Its error names the store after what (for example "qdrant: store") and is permanent: an
 // inventory that does not decode or check does not get better by retrying.
-func DecodeChecked[T any](st Store, what string, check func(T) error) (T, error) {
+func DecodeChecked[T any](st Entry, what string, check func(T) error) (T, error) {
 	var l T
 	err := st.Locators.Decode(&l)
 	if err == nil {

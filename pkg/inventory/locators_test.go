@@ -19,7 +19,7 @@ type fakeLocators struct {
 	ignored   string
 }
 
-func parseOne(t *testing.T, locators string) inventory.Store {
+func parseOne(t *testing.T, locators string) inventory.Entry {
 	t.Helper()
 	inv, err := inventory.Parse([]byte("version: \"1\"\nstores:\n  - name: s\n    kind: any\n    locators: " + locators + "\n"))
 	if err != nil {
@@ -162,11 +162,11 @@ func TestDecodeChecked(t *testing.T) {
 		}
 		return nil
 	}
-	good := inventory.Store{Name: "s", Locators: inventory.Locators{"keys": []string{"a"}}}
+	good := inventory.Entry{Name: "s", Locators: inventory.Locators{"keys": []string{"a"}}}
 	if l, err := inventory.DecodeChecked(good, "kind: store", check); err != nil || len(l.Keys) != 1 {
 		t.Fatalf("DecodeChecked = %+v, %v", l, err)
 	}
-	for _, st := range []inventory.Store{
+	for _, st := range []inventory.Entry{
 		{Name: "s", Locators: inventory.Locators{"key": []string{"a"}}},
 		{Name: "s", Locators: inventory.Locators{"keys": []string{}}},
 	} {

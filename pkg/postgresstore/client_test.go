@@ -36,7 +36,7 @@ func TestPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	inv := &inventory.Inventory{Version: "1", Stores: []inventory.Store{{Name: "chat", Kind: postgresstore.Kind}}}
+	inv := &inventory.Inventory{Version: "1", Stores: []inventory.Entry{{Name: "chat", Kind: postgresstore.Kind}}}
 	checks := postgresstore.Checks(pool, inv)
 	if len(checks) != 1 {
 		t.Fatalf("%d checks for an inventory with a postgres store, want 1", len(checks))

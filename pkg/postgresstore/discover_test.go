@@ -29,7 +29,7 @@ func TestDiscover(t *testing.T) {
 	sv.exec(t, "CREATE SCHEMA "+s+"_globex")
 	sv.exec(t, "CREATE TABLE "+s+"_globex.checkpoints (thread_id text)") // covered per tenant
 	sv.exec(t, "CREATE TABLE "+s+"_globex.memories (user_id text, memory text)")
-	inv := &inventory.Inventory{Version: "1", Stores: []inventory.Store{f.store()}}
+	inv := &inventory.Inventory{Version: "1", Stores: []inventory.Entry{f.store()}}
 	got, err := postgresstore.New(sv.pool).Discover(context.Background(), inv, deletion.DiscoverOptions{Tenants: []string{"acme", "globex"}})
 	if err != nil {
 		t.Fatal(err)

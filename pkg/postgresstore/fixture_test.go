@@ -66,8 +66,8 @@ func (sv *server) fixture(t testing.TB) *fixture {
 	return f
 }
 
-func (f *fixture) store() inventory.Store {
-	return inventory.Store{Name: "chat", Kind: postgresstore.Kind, Locators: inventory.Locators{
+func (f *fixture) store() inventory.Entry {
+	return inventory.Entry{Name: "chat", Kind: postgresstore.Kind, Locators: inventory.Locators{
 		"tables": []any{
 			map[string]any{"table": f.schema + ".chat_history", "subject_columns": []any{"user_id"},
 				"session_columns": []any{"session_id"}, "tenant_column": "tenant_id"},

@@ -60,16 +60,16 @@ var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 // name of identifiers (with {tenant} as the only placeholder), at least one subject or
 // session column, columns that are identifiers named once, and a tenant column unless the
 // table name holds {tenant}. It touches no database.
-func Validate(st inventory.Store) error {
+func Validate(st inventory.Entry) error {
 	_, err := decode(st)
 	return err
 }
 
 // Validate is the package's Validate; it implements deletion.Validator.
-func (*Store) Validate(st inventory.Store) error { return Validate(st) }
+func (*Store) Validate(st inventory.Entry) error { return Validate(st) }
 
 // decode decodes and validates st's locators; its errors name the store.
-func decode(st inventory.Store) (Locators, error) {
+func decode(st inventory.Entry) (Locators, error) {
 	l, err := decodeTables(st)
 	if err != nil {
 		err = fmt.Errorf("postgresstore: store %q: %w", st.Name, err)
@@ -77,7 +77,7 @@ func decode(st inventory.Store) (Locators, error) {
 	return l, err
 }
 
-func decodeTables(st inventory.Store) (Locators, error) {
+func decodeTables(st inventory.Entry) (Locators, error) {
 	var l Locators
 	if err := st.Locators.Decode(&l); err != nil {
 		return l, err

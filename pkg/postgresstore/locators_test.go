@@ -48,7 +48,7 @@ func TestValidate(t *testing.T) {
 		{"unknown field", []any{table("table", "c_{tenant}", "subject_column", cols)}, `unknown field "subject_column"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st := inventory.Store{Name: "pg", Kind: postgresstore.Kind, Locators: inventory.Locators{"tables": tc.tables}}
+			st := inventory.Entry{Name: "pg", Kind: postgresstore.Kind, Locators: inventory.Locators{"tables": tc.tables}}
 			err := (&postgresstore.Store{}).Validate(st)
 			switch {
 			case tc.want == "" && err != nil:

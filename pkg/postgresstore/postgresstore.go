@@ -91,7 +91,7 @@ func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
 // Erase deletes every row of s in st's tables in one transaction and reports the deleted
 // rows per table. See the package documentation for the contract.
-func (p *Store) Erase(ctx context.Context, st inventory.Store, s deletion.Subject) (deletion.Result, error) {
+func (p *Store) Erase(ctx context.Context, st inventory.Entry, s deletion.Subject) (deletion.Result, error) {
 	l, err := decode(st)
 	if err != nil {
 		return deletion.Result{}, retry.Permanent(err)
@@ -125,7 +125,7 @@ func (p *Store) Erase(ctx context.Context, st inventory.Store, s deletion.Subjec
 
 // Verify counts the rows of s that remain in st's tables, at one snapshot. It changes
 // nothing.
-func (p *Store) Verify(ctx context.Context, st inventory.Store, s deletion.Subject) (event.Verification, error) {
+func (p *Store) Verify(ctx context.Context, st inventory.Entry, s deletion.Subject) (event.Verification, error) {
 	l, err := decode(st)
 	if err != nil {
 		return event.Verification{}, retry.Permanent(err)

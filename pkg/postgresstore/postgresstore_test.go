@@ -51,18 +51,18 @@ func TestErrorClassification(t *testing.T) {
 	s := deletiontest.NewSubject("acme", "cust-err")
 	permanent := []struct {
 		name    string
-		breakIt func(t *testing.T, f *fixture) inventory.Store
+		breakIt func(t *testing.T, f *fixture) inventory.Entry
 	}{
-		{"ColumnOfAnotherType", func(t *testing.T, f *fixture) inventory.Store { f.alterUserIDToJSON(t); return f.store() }},
-		{"FixedTableMissing", func(t *testing.T, f *fixture) inventory.Store {
+		{"ColumnOfAnotherType", func(t *testing.T, f *fixture) inventory.Entry { f.alterUserIDToJSON(t); return f.store() }},
+		{"FixedTableMissing", func(t *testing.T, f *fixture) inventory.Entry {
 			sv.exec(t, "DROP TABLE "+f.schema+".chat_history")
 			return f.store()
 		}},
-		{"ColumnMissing", func(t *testing.T, f *fixture) inventory.Store {
+		{"ColumnMissing", func(t *testing.T, f *fixture) inventory.Entry {
 			sv.exec(t, "ALTER TABLE "+f.schema+".chat_history DROP COLUMN session_id")
 			return f.store()
 		}},
-		{"ForeignKeyRestricts", func(t *testing.T, f *fixture) inventory.Store {
+		{"ForeignKeyRestricts", func(t *testing.T, f *fixture) inventory.Entry {
 			sv.exec(t, "CREATE TABLE "+f.schema+".feedback (chat_id bigint REFERENCES "+f.schema+".chat_history (id) ON DELETE RESTRICT)")
 			sv.exec(t, "INSERT INTO "+f.schema+".feedback SELECT id FROM "+f.schema+".chat_history")
 			return f.store()
@@ -137,7 +137,7 @@ func TestTypedMatching(t *testing.T) {
 		('t', NULL, NULL, NULL, 'BOB', NULL),
 		('t', NULL, NULL, NULL, 'bob', 'bob'),
 		('u', 7, NULL, NULL, NULL, NULL)`)
-	inv := inventory.Store{Name: "typed", Kind: postgresstore.Kind, Locators: inventory.Locators{"tables": []any{
+	inv := inventory.Entry{Name: "typed", Kind: postgresstore.Kind, Locators: inventory.Locators{"tables": []any{
 		map[string]any{"table": "typed", "subject_columns": []any{"num", "small", "id", "name", "vc", "nm"}, "tenant_column": "tenant_id"},
 	}}}
 	st := postgresstore.New(sv.pool)
@@ -231,7 +231,7 @@ func TestRowLevelSecurityIsUnexamined(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	inv := inventory.Store{Name: "notes", Kind: postgresstore.Kind, Locators: inventory.Locators{"tables": []any{
+	inv := inventory.Entry{Name: "notes", Kind: postgresstore.Kind, Locators: inventory.Locators{"tables": []any{
 		map[string]any{"table": "notes", "subject_columns": []any{"user_id"}, "tenant_column": "tenant_id"},
 	}}}
 	s := deletion.Subject{Tenant: "acme", ID: "cust-1"}

@@ -23,7 +23,7 @@ var _ deletion.BatchStore = (*Store)(nil)
 // identifier to match) fails alone and is left out of the delete; a failed delete fails
 // every subject whose points were in that collection. Tenant-scope subjects, and every
 // subject of a store with semantic read-back, are erased one by one with Erase.
-func (st *Store) EraseBatch(ctx context.Context, inv inventory.Store, subjects []deletion.Subject) ([]deletion.Result, []error) {
+func (st *Store) EraseBatch(ctx context.Context, inv inventory.Entry, subjects []deletion.Subject) ([]deletion.Result, []error) {
 	results := make([]deletion.Result, len(subjects))
 	errs := make([]error, len(subjects))
 	l, err := LocatorsOf(inv)
@@ -126,7 +126,7 @@ const countLimit = 16
 // is verified clean by these shared reads. Every other subject — one whose collection
 // still holds something of the batch, a tenant-scope one, any subject of a store with
 // semantic read-back — is verified with Verify, its exact count its own.
-func (st *Store) VerifyBatch(ctx context.Context, inv inventory.Store, subjects []deletion.Subject) ([]event.Verification, []error) {
+func (st *Store) VerifyBatch(ctx context.Context, inv inventory.Entry, subjects []deletion.Subject) ([]event.Verification, []error) {
 	vs := make([]event.Verification, len(subjects))
 	errs := make([]error, len(subjects))
 	l, err := LocatorsOf(inv)

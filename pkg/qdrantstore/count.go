@@ -17,7 +17,7 @@ var _ deletion.Counter = (*Store)(nil)
 // of s would delete now: those the filter Erase uses matches, or for a tenant-scope s
 // every point of the tenant (by its tenant field, or in its own collections). It writes
 // nothing; errors are classified as Verify's.
-func (st *Store) Count(ctx context.Context, inv inventory.Store, s deletion.Subject) ([]event.LocationCount, error) {
+func (st *Store) Count(ctx context.Context, inv inventory.Entry, s deletion.Subject) ([]event.LocationCount, error) {
 	l, err := LocatorsOf(inv)
 	if err != nil {
 		return nil, err

@@ -38,7 +38,7 @@ func TestDiscoverReportsOnlyUncoveredCollections(t *testing.T) {
 	put("notes_globex", map[string]any{"page_content": "write to " + email + " tomorrow"}, map[string]any{"page_content": "nothing"})
 	put("products", map[string]any{"sku": "A-1", "title": "lamp"})
 
-	inv := &inventory.Inventory{Version: "1", Stores: []inventory.Store{
+	inv := &inventory.Inventory{Version: "1", Stores: []inventory.Entry{
 		{Name: "qdrant", Kind: qdrantstore.Kind, Locators: inventory.Locators{"collections": []string{"shopbot_{tenant}"}, "subject_fields": []string{"customer_id"}}},
 		{Name: "memory", Kind: qdrantstore.Kind, Locators: inventory.Locators{"collections": []string{"mem_{subject}_v2"}, "subject_fields": []string{"user_id"}, "tenant_field": "tenant_id"}},
 		{Name: "cache", Kind: "redis", Locators: inventory.Locators{"keys": []string{"x"}}},

@@ -144,7 +144,7 @@ func TestEmptyConditionMatchesAllAndIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := New(client)
-	inv, _ := inventory.Reference().Store("qdrant")
+	inv, _ := inventory.Reference().Entry("qdrant")
 	s := deletion.Subject{Tenant: "acme", ID: "c0", Scope: event.ScopeSubject}
 	for name, f := range map[string]*qdrant.Filter{
 		"empty condition":                  {Should: []*qdrant.Condition{{}}},

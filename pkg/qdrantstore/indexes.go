@@ -35,13 +35,13 @@ type KeptIndex struct {
 // collection that does not exist yet is skipped; templates naming a subject or session are
 // skipped too, since they cannot be enumerated per tenant. Errors are classified like
 // Erase's.
-func (st *Store) EnsureIndexes(ctx context.Context, inv inventory.Store, tenant string) error {
+func (st *Store) EnsureIndexes(ctx context.Context, inv inventory.Entry, tenant string) error {
 	_, err := st.EnsureIndexesReport(ctx, inv, tenant)
 	return err
 }
 
 // EnsureIndexesReport is EnsureIndexes, returning the indexes it kept.
-func (st *Store) EnsureIndexesReport(ctx context.Context, inv inventory.Store, tenant string) ([]KeptIndex, error) {
+func (st *Store) EnsureIndexesReport(ctx context.Context, inv inventory.Entry, tenant string) ([]KeptIndex, error) {
 	l, err := LocatorsOf(inv)
 	if err != nil {
 		return nil, err

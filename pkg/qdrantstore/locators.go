@@ -128,16 +128,16 @@ var _ deletion.Validator = (*Store)(nil)
 // least one payload field, every field within Qdrant's key grammar, only known
 // placeholders in collection templates, and either a tenant field or {tenant} in every
 // collection template. It touches no backend.
-func (st *Store) Validate(inv inventory.Store) error { return Validate(inv) }
+func (st *Store) Validate(inv inventory.Entry) error { return Validate(inv) }
 
 // Validate is Store.Validate without a Store, for tools that check an inventory offline.
-func Validate(inv inventory.Store) error {
+func Validate(inv inventory.Entry) error {
 	_, err := LocatorsOf(inv)
 	return err
 }
 
 // LocatorsOf decodes and checks the locators of inv; its errors are permanent.
-func LocatorsOf(inv inventory.Store) (Locators, error) {
+func LocatorsOf(inv inventory.Entry) (Locators, error) {
 	return inventory.DecodeChecked(inv, "qdrant: store", Locators.check)
 }
 

@@ -26,7 +26,7 @@ func TestValidate(t *testing.T) {
 			[]string{`locators.subject_fields: qdrant payload key "user id"`, "unexpected ' ' at byte 4", "locators.session_fields"}},
 		{inventory.Locators{"collections": "kb_{tenant}", "subject_fields": []string{"c"}}, []string{`field "collections"`}},
 	} {
-		err := qdrantstore.Validate(inventory.Store{Name: "q", Kind: qdrantstore.Kind, Locators: tc.locators})
+		err := qdrantstore.Validate(inventory.Entry{Name: "q", Kind: qdrantstore.Kind, Locators: tc.locators})
 		if err == nil || !retry.IsPermanent(err) || !strings.Contains(err.Error(), `store "q"`) {
 			t.Errorf("Validate(%v) = %v, want a permanent error naming the store", tc.locators, err)
 			continue

@@ -33,7 +33,7 @@ func mentionKB(t *testing.T, victim deletion.Subject) (*kb, []string) {
 	}
 }
 
-func mentionStore(policy string) inventory.Store {
+func mentionStore(policy string) inventory.Entry {
 	extra := map[string]any{"text_fields": []string{"page_content", "metadata.text"}, "similar": "off"}
 	if policy != "" {
 		extra["mentions"] = policy
@@ -51,7 +51,7 @@ func (k *kb) payload(id string) map[string]*qdrant.Value {
 	return pts[0].GetPayload()
 }
 
-func (k *kb) eraseVerify(inv inventory.Store, s deletion.Subject) (deletion.Result, event.Verification) {
+func (k *kb) eraseVerify(inv inventory.Entry, s deletion.Subject) (deletion.Result, event.Verification) {
 	k.t.Helper()
 	ctx := context.Background()
 	res, err := k.store.Erase(ctx, inv, s)

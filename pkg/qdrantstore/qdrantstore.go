@@ -92,7 +92,7 @@ var errNotCompleted = errors.New("qdrant: write not completed")
 // transient, FailedPrecondition after st's own retries; a subject with no identifier to
 // match, or a filter that could match every point, is a permanent error sent to no one.
 // Error messages name collections by template, never by an identifier.
-func (st *Store) Erase(ctx context.Context, inv inventory.Store, s deletion.Subject) (deletion.Result, error) {
+func (st *Store) Erase(ctx context.Context, inv inventory.Entry, s deletion.Subject) (deletion.Result, error) {
 	l, err := LocatorsOf(inv)
 	if err != nil {
 		return deletion.Result{}, err
@@ -112,7 +112,7 @@ func (st *Store) Erase(ctx context.Context, inv inventory.Store, s deletion.Subj
 
 // eraseFilter deletes the points passing f from every collection of st for s, after
 // checking f.
-func (st *Store) eraseFilter(ctx context.Context, inv inventory.Store, l Locators, s deletion.Subject, f *qdrant.Filter) (deletion.Result, error) {
+func (st *Store) eraseFilter(ctx context.Context, inv inventory.Entry, l Locators, s deletion.Subject, f *qdrant.Filter) (deletion.Result, error) {
 	if err := checkFilter(f); err != nil {
 		return deletion.Result{}, err
 	}
@@ -220,7 +220,7 @@ func (st *Store) retry(ctx context.Context, call func() error) error {
 // Verify counts, exactly and with the filter Erase uses, the points of s that remain in
 // st's collections (for a tenant-scope s, every point of the tenant: those of its tenant
 // field, or every point of its own collections).
-func (st *Store) Verify(ctx context.Context, inv inventory.Store, s deletion.Subject) (event.Verification, error) {
+func (st *Store) Verify(ctx context.Context, inv inventory.Entry, s deletion.Subject) (event.Verification, error) {
 	l, err := LocatorsOf(inv)
 	if err != nil {
 		return event.Verification{}, err

@@ -29,7 +29,7 @@ type env struct {
 	srv    *qdrantfake.Server
 	client *qdrant.Client
 	store  *qdrantstore.Store
-	inv    inventory.Store
+	inv    inventory.Entry
 	nextID atomic.Uint64
 }
 
@@ -41,7 +41,7 @@ func newEnv(t *testing.T) *env {
 
 func envOver(t *testing.T, client *qdrant.Client, srv *qdrantfake.Server) *env {
 	t.Helper()
-	inv, ok := inventory.Reference().Store("qdrant")
+	inv, ok := inventory.Reference().Entry("qdrant")
 	if !ok {
 		t.Fatal("reference inventory has no qdrant store")
 	}

@@ -81,7 +81,7 @@ type pending struct {
 	m  map[string]*readBack
 }
 
-func pendingKey(inv inventory.Store, s deletion.Subject) string {
+func pendingKey(inv inventory.Entry, s deletion.Subject) string {
 	return inv.Name + "\x00" + s.Tenant + "\x00" + s.ID + "\x00" + s.Hash
 }
 

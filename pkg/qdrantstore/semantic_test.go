@@ -50,7 +50,7 @@ func newKB(t *testing.T, dim uint64, dist qdrant.Distance, names ...string) *kb 
 }
 
 // inv is an inventory store over kb_{tenant} with extra locators.
-func kbStore(extra map[string]any) inventory.Store {
+func kbStore(extra map[string]any) inventory.Entry {
 	l := inventory.Locators{
 		"collections":    []string{"kb_{tenant}"},
 		"subject_fields": []string{"customer_id"},
@@ -59,7 +59,7 @@ func kbStore(extra map[string]any) inventory.Store {
 	for k, v := range extra {
 		l[k] = v
 	}
-	return inventory.Store{Name: "kb", Kind: qdrantstore.Kind, Locators: l}
+	return inventory.Entry{Name: "kb", Kind: qdrantstore.Kind, Locators: l}
 }
 
 // add upserts one point with payload and vectors (the unnamed one when vs has key "")
@@ -85,7 +85,7 @@ func (k *kb) add(payload map[string]any, vs map[string][]float32) string {
 	return strconv.FormatUint(k.next, 10)
 }
 
-func (k *kb) erase(inv inventory.Store, s deletion.Subject) (deletion.Result, []string) {
+func (k *kb) erase(inv inventory.Entry, s deletion.Subject) (deletion.Result, []string) {
 	k.t.Helper()
 	res, v := k.eraseVerify(inv, s)
 	if v.Remaining != 0 {

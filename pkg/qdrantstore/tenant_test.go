@@ -48,7 +48,7 @@ func TestValidateTenantScoping(t *testing.T) {
 			`locators.tenant_field: "customer_id" is also one of subject_fields`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := qdrantstore.New(nil).Validate(inventory.Store{Name: "q", Kind: qdrantstore.Kind, Locators: tc.locators})
+			err := qdrantstore.New(nil).Validate(inventory.Entry{Name: "q", Kind: qdrantstore.Kind, Locators: tc.locators})
 			switch {
 			case tc.want == "" && err != nil:
 				t.Errorf("Validate: %v", err)
@@ -67,7 +67,7 @@ const sharedColl = "kb_shared"
 type sharedEnv struct {
 	client *qdrant.Client
 	store  *qdrantstore.Store
-	inv    inventory.Store
+	inv    inventory.Entry
 	next   atomic.Uint64
 }
 
@@ -83,7 +83,7 @@ func newSharedEnv(t *testing.T, extra map[string]any) *sharedEnv {
 		"session_fields": []string{"session_id"},
 	}
 	maps.Copy(l, extra)
-	return &sharedEnv{client: client, store: qdrantstore.New(client), inv: inventory.Store{Name: "kb", Kind: qdrantstore.Kind, Locators: l}}
+	return &sharedEnv{client: client, store: qdrantstore.New(client), inv: inventory.Entry{Name: "kb", Kind: qdrantstore.Kind, Locators: l}}
 }
 
 // put upserts one point per payload, with the same vector for all.

@@ -22,7 +22,7 @@ var _ deletion.BatchStore = (*Store)(nil)
 // templates cannot serve fails alone; a failed round trip fails every subject of the
 // batch (the runtime retries; unlinking is idempotent). Tenant-scope subjects go through
 // Erase.
-func (r *Store) EraseBatch(ctx context.Context, st inventory.Store, subjects []deletion.Subject) ([]deletion.Result, []error) {
+func (r *Store) EraseBatch(ctx context.Context, st inventory.Entry, subjects []deletion.Subject) ([]deletion.Result, []error) {
 	results := make([]deletion.Result, len(subjects))
 	errs := make([]error, len(subjects))
 	plans := make([]plan, len(subjects))
@@ -142,7 +142,7 @@ func (r *Store) eraseIndexedBatch(ctx context.Context, plans []plan, tallies []*
 // VerifyBatch verifies each subject as Verify does. The subjects st serves index_only
 // share one pipeline that reads every index set of the batch; the others are verified one
 // by one with Verify.
-func (r *Store) VerifyBatch(ctx context.Context, st inventory.Store, subjects []deletion.Subject) ([]event.Verification, []error) {
+func (r *Store) VerifyBatch(ctx context.Context, st inventory.Entry, subjects []deletion.Subject) ([]event.Verification, []error) {
 	vs := make([]event.Verification, len(subjects))
 	errs := make([]error, len(subjects))
 	plans, use, sets := r.indexOnlyBatch(ctx, st, subjects, errs, func(i int) { vs[i], errs[i] = r.Verify(ctx, st, subjects[i]) })
@@ -174,7 +174,7 @@ var _ deletion.BatchCounter = (*Store)(nil)
 // CountBatch counts what Count counts for each subject. The subjects st serves index_only
 // share two pipelines, one reading every index set of the batch and one checking which of
 // the listed keys exist; the others are counted one by one with Count.
-func (r *Store) CountBatch(ctx context.Context, st inventory.Store, subjects []deletion.Subject) ([][]event.LocationCount, []error) {
+func (r *Store) CountBatch(ctx context.Context, st inventory.Entry, subjects []deletion.Subject) ([][]event.LocationCount, []error) {
 	out := make([][]event.LocationCount, len(subjects))
 	errs := make([]error, len(subjects))
 	plans, use, sets := r.indexOnlyBatch(ctx, st, subjects, errs, func(i int) { out[i], errs[i] = r.Count(ctx, st, subjects[i]) })
@@ -217,7 +217,7 @@ func (r *Store) CountBatch(ctx context.Context, st inventory.Store, subjects []d
 // outcome its own. A subject the
 // templates cannot serve, and every subject in use when the read fails, gets its error in
 // errs and is left out of use.
-func (r *Store) indexOnlyBatch(ctx context.Context, st inventory.Store, subjects []deletion.Subject, errs []error, one func(i int)) ([]plan, []int, []indexSet) {
+func (r *Store) indexOnlyBatch(ctx context.Context, st inventory.Entry, subjects []deletion.Subject, errs []error, one func(i int)) ([]plan, []int, []indexSet) {
 	plans := make([]plan, len(subjects))
 	var use []int
 	var others errgroup.Group

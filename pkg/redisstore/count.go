@@ -18,7 +18,7 @@ var _ deletion.Counter = (*Store)(nil)
 // that Erase would unlink: those the index lists and, unless st is index_only, those the
 // patterns find on every primary. It changes nothing. An index key that is not a set is
 // skipped here (Verify reports it).
-func (r *Store) Count(ctx context.Context, st inventory.Store, s deletion.Subject) ([]event.LocationCount, error) {
+func (r *Store) Count(ctx context.Context, st inventory.Entry, s deletion.Subject) ([]event.LocationCount, error) {
 	p, err := newPlan(st, s)
 	if err != nil {
 		return nil, err

@@ -26,9 +26,9 @@ var kindsOf = map[string][]string{
 
 var allKinds = []string{"session", "cache", "graph"}
 
-func refStore(t testing.TB, name string) inventory.Store {
+func refStore(t testing.TB, name string) inventory.Entry {
 	t.Helper()
-	st, ok := inventory.Reference().Store(name)
+	st, ok := inventory.Reference().Entry(name)
 	if !ok {
 		t.Fatalf("reference inventory has no store %q", name)
 	}

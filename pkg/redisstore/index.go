@@ -18,7 +18,7 @@ import (
 // do not cover would never be erased through the index, so Index refuses it with a
 // permanent error and writes nothing. When st has no index, Index does nothing. Adding a
 // key twice is harmless.
-func Index(ctx context.Context, client redis.UniversalClient, st inventory.Store, s deletion.Subject, keys ...string) error {
+func Index(ctx context.Context, client redis.UniversalClient, st inventory.Entry, s deletion.Subject, keys ...string) error {
 	l, err := LocatorsOf(st)
 	if err != nil {
 		return err

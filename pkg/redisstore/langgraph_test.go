@@ -19,7 +19,7 @@ func TestLangGraphCheckpointerExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, ok := inv.Store("langgraph_checkpoints")
+	st, ok := inv.Entry("langgraph_checkpoints")
 	if !ok {
 		t.Fatal("no langgraph_checkpoints store")
 	}

@@ -114,7 +114,7 @@ func (m *legacyMatcher) vars(key string) (inventory.Vars, bool) {
 // key when the index names the subject) cannot be indexed and are counted in skipped. It
 // stops after opts.MaxKeys keys (the progress says where) or when every template was
 // scanned (Done). Errors are classified as the store's are.
-func IndexLegacy(ctx context.Context, client redis.UniversalClient, st inventory.Store, prog LegacyProgress, opts LegacyOptions) (LegacyProgress, int64, error) {
+func IndexLegacy(ctx context.Context, client redis.UniversalClient, st inventory.Entry, prog LegacyProgress, opts LegacyOptions) (LegacyProgress, int64, error) {
 	l, err := LocatorsOf(st)
 	if err != nil {
 		return prog, 0, err

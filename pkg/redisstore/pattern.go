@@ -97,7 +97,7 @@ type Locators struct {
 var _ deletion.Validator = (*Store)(nil)
 
 // Validate checks the locators of st (see the package function Validate).
-func (s *Store) Validate(st inventory.Store) error { return Validate(st) }
+func (s *Store) Validate(st inventory.Entry) error { return Validate(st) }
 
 // Validate checks that st's locators are redis locators whose key and index templates this
 // package can match exactly: known fields only, at least one key template, only known
@@ -108,13 +108,13 @@ func (s *Store) Validate(st inventory.Store) error { return Validate(st) }
 // subject "a" would match subject "ab"; "session:{subject}:*" fails because keys without
 // the tenant are shared by tenants, and one tenant's erasure would reach another's keys.
 // Validate is cheap and side-effect free.
-func Validate(st inventory.Store) error {
+func Validate(st inventory.Entry) error {
 	_, err := LocatorsOf(st)
 	return err
 }
 
 // LocatorsOf decodes and checks the locators of st; its errors are permanent.
-func LocatorsOf(st inventory.Store) (Locators, error) {
+func LocatorsOf(st inventory.Entry) (Locators, error) {
 	return inventory.DecodeChecked(st, "redisstore: store", Locators.check)
 }
 
@@ -235,7 +235,7 @@ func (p plan) notSetItem(n int, indexOnly bool) string {
 var errEmpty = errors.New("identifier needed by a template is empty")
 
 // newPlan expands st's templates for s. Errors are permanent: retrying cannot fix them.
-func newPlan(st inventory.Store, s deletion.Subject) (plan, error) {
+func newPlan(st inventory.Entry, s deletion.Subject) (plan, error) {
 	l, err := LocatorsOf(st)
 	if err != nil {
 		return plan{}, err

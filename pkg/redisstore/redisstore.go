@@ -104,7 +104,7 @@ func New(client redis.UniversalClient) *Store { return &Store{client: client} }
 // Erase deletes every key of s that st's templates cover, first through the index, then by
 // scanning every primary, and reports the deleted count per key template. See the package
 // documentation for the contract.
-func (r *Store) Erase(ctx context.Context, st inventory.Store, s deletion.Subject) (deletion.Result, error) {
+func (r *Store) Erase(ctx context.Context, st inventory.Entry, s deletion.Subject) (deletion.Result, error) {
 	p, err := newPlan(st, s)
 	if err != nil {
 		return deletion.Result{}, err
@@ -139,7 +139,7 @@ func (r *Store) Erase(ctx context.Context, st inventory.Store, s deletion.Subjec
 // zero: an index key that is not a set (its members, and for an index_only store the
 // subject's keys, are unknown) and a shard of a Ring that is down (not scanned). It changes
 // nothing.
-func (r *Store) Verify(ctx context.Context, st inventory.Store, s deletion.Subject) (event.Verification, error) {
+func (r *Store) Verify(ctx context.Context, st inventory.Entry, s deletion.Subject) (event.Verification, error) {
 	p, err := newPlan(st, s)
 	if err != nil {
 		return event.Verification{}, err
@@ -246,7 +246,7 @@ func (r *Store) members(ctx context.Context, idx string) ([]string, error) {
 // indexOnly reports whether st trusts its index alone for s: the app writes every key of a
 // subject through the index, so erasing and verifying cost the subject's footprint, not a
 // scan of the keyspace. A tenant erasure always scans.
-func indexOnly(st inventory.Store, s deletion.Subject) bool {
+func indexOnly(st inventory.Entry, s deletion.Subject) bool {
 	l, err := LocatorsOf(st)
 	return err == nil && l.IndexOnly && l.Index != "" && !s.TenantScope()
 }

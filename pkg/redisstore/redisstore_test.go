@@ -145,7 +145,7 @@ func TestTenantScope(t *testing.T) {
 func TestSessionAndHashTemplates(t *testing.T) {
 	backends(t, func(t *testing.T, c *redis.Client) {
 		ctx := context.Background()
-		st := inventory.Store{Name: "hist", Kind: redisstore.Kind, Locators: inventory.Locators{
+		st := inventory.Entry{Name: "hist", Kind: redisstore.Kind, Locators: inventory.Locators{
 			"keys": []string{"hist:{tenant}:{session}:*", "fp:{tenant}:{subject_hash}"},
 		}}
 		s := deletiontest.NewSubject("acme", "c")
@@ -235,7 +235,7 @@ func TestValidate(t *testing.T) {
 		{[]string{"session:{tenant}:{subject}:*"}, "idx:{subject}", false},
 		{nil, "", false},
 	} {
-		st := inventory.Store{Name: "s", Kind: redisstore.Kind, Locators: inventory.Locators{"keys": tc.keys, "index": tc.index}}
+		st := inventory.Entry{Name: "s", Kind: redisstore.Kind, Locators: inventory.Locators{"keys": tc.keys, "index": tc.index}}
 		if err := redisstore.Validate(st); (err == nil) != tc.ok {
 			t.Errorf("Validate(%q, %q) = %v, want ok=%v", tc.keys, tc.index, err, tc.ok)
 		}
@@ -258,13 +258,13 @@ func TestValidate(t *testing.T) {
 		{inventory.Locators{"keys": []string{"s:{tenant}:{subject}:*"}, "index_only": true}, "locators.index_only needs locators.index"},
 		{inventory.Locators{"keys": []string{"s:{tenant}:{subject}:*"}, "index": "i:{tenant}:{subject}*"}, "locators.index: template"},
 	} {
-		st := inventory.Store{Name: "s", Kind: redisstore.Kind, Locators: tc.locators}
+		st := inventory.Entry{Name: "s", Kind: redisstore.Kind, Locators: tc.locators}
 		err := redisstore.New(nil).Validate(st)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), `store "s"`) {
 			t.Errorf("Validate(%v) = %v, want an error naming the store and %q", tc.locators, err, tc.want)
 		}
 	}
-	bad := inventory.Store{Name: "s", Kind: redisstore.Kind, Locators: inventory.Locators{"keys": []string{"k:{tenant}:{subject}*"}}}
+	bad := inventory.Entry{Name: "s", Kind: redisstore.Kind, Locators: inventory.Locators{"keys": []string{"k:{tenant}:{subject}*"}}}
 	_, err := redisstore.New(miniRedis(t)).Erase(context.Background(), bad, deletiontest.NewSubject("acme", "a"))
 	if !retry.IsPermanent(err) {
 		t.Errorf("Erase with an ambiguous template = %v, want a permanent error", err)
@@ -272,7 +272,7 @@ func TestValidate(t *testing.T) {
 }
 
 // keysOf returns the key templates of st.
-func keysOf(t *testing.T, st inventory.Store) []string {
+func keysOf(t *testing.T, st inventory.Entry) []string {
 	t.Helper()
 	var l redisstore.Locators
 	if err := st.Locators.Decode(&l); err != nil {

@@ -35,11 +35,11 @@ func TestValidateRequiresTenant(t *testing.T) {
 			`locators.index: template "idx:{subject}" names no {tenant}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := redisstore.New(nil).Validate(inventory.Store{Name: "chat", Kind: redisstore.Kind, Locators: tc.locators})
+			err := redisstore.New(nil).Validate(inventory.Entry{Name: "chat", Kind: redisstore.Kind, Locators: tc.locators})
 			if err == nil || !retry.IsPermanent(err) || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("Validate = %v, want a permanent error with %q", err, tc.want)
 			}
-			st := inventory.Store{Name: "chat", Kind: redisstore.Kind, Locators: tc.locators}
+			st := inventory.Entry{Name: "chat", Kind: redisstore.Kind, Locators: tc.locators}
 			if _, err := redisstore.New(miniRedis(t)).Erase(context.Background(), st, deletion.Subject{Tenant: "acme", Scope: event.ScopeTenant}); !retry.IsPermanent(err) {
 				t.Errorf("tenant Erase over the template = %v, want a permanent error", err)
 			}
@@ -63,7 +63,7 @@ func TestCrossTenant(t *testing.T) {
 func TestTenantScopeMatchesTheTenantPart(t *testing.T) {
 	backends(t, func(t *testing.T, c *redis.Client) {
 		ctx := context.Background()
-		st := inventory.Store{Name: "hist", Kind: redisstore.Kind, Locators: inventory.Locators{
+		st := inventory.Entry{Name: "hist", Kind: redisstore.Kind, Locators: inventory.Locators{
 			"keys":  []string{"hist:{session}:{tenant}:*", "fp:{subject_hash}:{tenant}"},
 			"index": "idx:{subject}:{tenant}",
 		}}

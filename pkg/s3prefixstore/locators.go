@@ -87,7 +87,7 @@ func parseTemplate(raw string) (template, error) {
 
 // templates decodes and parses the locators of st; its errors are permanent and name the
 // store and the field.
-func templates(st inventory.Store) ([]template, error) {
+func templates(st inventory.Entry) ([]template, error) {
 	var l Locators
 	err := st.Locators.Decode(&l)
 	var ts []template
@@ -114,7 +114,7 @@ func templates(st inventory.Store) ([]template, error) {
 var _ deletion.Validator = (*Store)(nil)
 
 // Validate checks the locators of st (see Locators); it touches no backend.
-func (s *Store) Validate(st inventory.Store) error {
+func (s *Store) Validate(st inventory.Entry) error {
 	_, err := templates(st)
 	return err
 }

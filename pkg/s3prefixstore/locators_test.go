@@ -33,7 +33,7 @@ func TestValidate(t *testing.T) {
 		{inventory.Locators{"prefixes": []any{"s3://uploads/{subject}/{tenant}/"}}, "names no tenant"},
 		{inventory.Locators{"prefixes": []any{"s3://uploads/{tennant}/{subject}/"}}, "placeholder {tennant}"},
 	} {
-		err := New(nil).Validate(inventory.Store{Name: "docs", Kind: Kind, Locators: tc.locators})
+		err := New(nil).Validate(inventory.Entry{Name: "docs", Kind: Kind, Locators: tc.locators})
 		switch {
 		case tc.err == "" && err != nil:
 			t.Errorf("%v: %v", tc.locators, err)
@@ -110,7 +110,7 @@ func FuzzEncode(f *testing.F) {
 // TestValidateStoresNamesStoreAndField: what the deleter checks before it starts names the
 // store and the field at fault.
 func TestValidateStoresNamesStoreAndField(t *testing.T) {
-	inv := &inventory.Inventory{Version: "1", Stores: []inventory.Store{
+	inv := &inventory.Inventory{Version: "1", Stores: []inventory.Entry{
 		{Name: "uploads", Kind: Kind, Locators: inventory.Locators{"prefixes": []any{"s3://uploads/{tenant}/{subject}/", "s3://uploads/{tenant}/{subject}"}}},
 		{Name: "other", Kind: "dataset", Locators: inventory.Locators{"prefixes": []any{"whatever"}}},
 	}}

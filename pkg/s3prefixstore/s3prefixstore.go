@@ -88,7 +88,7 @@ type target struct {
 }
 
 // targets expands the templates of st for s, dropping prefixes that another one covers.
-func targets(st inventory.Store, s deletion.Subject) ([]target, error) {
+func targets(st inventory.Entry, s deletion.Subject) ([]target, error) {
 	ts, err := templates(st)
 	if err != nil {
 		return nil, err
@@ -139,7 +139,7 @@ type entry struct {
 
 // Erase deletes every version and delete marker under the prefixes of s in st, except
 // versions under Object Lock (Verify reports those). It is idempotent.
-func (s *Store) Erase(ctx context.Context, st inventory.Store, sub deletion.Subject) (deletion.Result, error) {
+func (s *Store) Erase(ctx context.Context, st inventory.Entry, sub deletion.Subject) (deletion.Result, error) {
 	tgs, err := targets(st, sub)
 	if err != nil {
 		return deletion.Result{}, err
@@ -343,7 +343,7 @@ func (s *Store) lockOf(ctx context.Context, bucket string, e entry) (string, err
 // Verify lists every prefix of s in st again: each version or delete marker left counts as
 // remaining, except versions under Object Lock, which count as unexamined and are named
 // (deletion.ItemNames) with their version id and the reason (at most maxItems of them).
-func (s *Store) Verify(ctx context.Context, st inventory.Store, sub deletion.Subject) (event.Verification, error) {
+func (s *Store) Verify(ctx context.Context, st inventory.Entry, sub deletion.Subject) (event.Verification, error) {
 	tgs, err := targets(st, sub)
 	if err != nil {
 		return event.Verification{}, err

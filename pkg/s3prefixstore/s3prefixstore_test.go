@@ -26,8 +26,8 @@ const (
 	sessionTemplate = "s3://" + docsBucket + "/{tenant}/sessions/{session}/"
 )
 
-func testStore() inventory.Store {
-	return inventory.Store{Name: "uploads", Kind: Kind, Locators: inventory.Locators{
+func testStore() inventory.Entry {
+	return inventory.Entry{Name: "uploads", Kind: Kind, Locators: inventory.Locators{
 		"prefixes": []any{userTemplate, sessionTemplate},
 	}}
 }
@@ -407,7 +407,7 @@ func TestTenantScope(t *testing.T) {
 // error retrying can fix (the suite checks that a backend that is down is transient).
 func TestMissingBucketIsPermanent(t *testing.T) {
 	s := deletiontest.NewSubject("acme", "cust-1")
-	missing := inventory.Store{Name: "x", Kind: Kind, Locators: inventory.Locators{"prefixes": []any{"s3://no-such-bucket/{tenant}/{subject}/"}}}
+	missing := inventory.Entry{Name: "x", Kind: Kind, Locators: inventory.Locators{"prefixes": []any{"s3://no-such-bucket/{tenant}/{subject}/"}}}
 	w := newWorld(t)
 	if _, err := New(w.client).Erase(context.Background(), missing, s); err == nil || !retry.IsPermanent(err) {
 		t.Errorf("Erase: %v, want a permanent error", err)

@@ -20,7 +20,7 @@ func TestValidateRequiresTenantPrefix(t *testing.T) {
 		{"s3://uploads/{tenant}x/{subject}/", `prefix "s3://uploads/{tenant}x/{subject}/": {tenant} must be followed by "/"`},
 		{"s3://uploads/{tenant}/", `prefix "s3://uploads/{tenant}/" uses none of {subject}, {session}, {subject_hash}`},
 	} {
-		err := New(nil).Validate(inventory.Store{Name: "docs", Kind: Kind, Locators: inventory.Locators{"prefixes": []any{tc.prefix}}})
+		err := New(nil).Validate(inventory.Entry{Name: "docs", Kind: Kind, Locators: inventory.Locators{"prefixes": []any{tc.prefix}}})
 		if err == nil || !retry.IsPermanent(err) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Validate(%q) = %v, want a permanent error with %q", tc.prefix, err, tc.want)
 		}

@@ -27,15 +27,15 @@ import (
 // fieldStore validates that every store of its kind has a "table" locator.
 type fieldStore struct{}
 
-func (fieldStore) Erase(context.Context, inventory.Store, deletion.Subject) (deletion.Result, error) {
+func (fieldStore) Erase(context.Context, inventory.Entry, deletion.Subject) (deletion.Result, error) {
 	return deletion.Result{}, nil
 }
 
-func (fieldStore) Verify(context.Context, inventory.Store, deletion.Subject) (event.Verification, error) {
+func (fieldStore) Verify(context.Context, inventory.Entry, deletion.Subject) (event.Verification, error) {
 	return event.Verification{}, nil
 }
 
-func (fieldStore) Validate(st inventory.Store) error {
+func (fieldStore) Validate(st inventory.Entry) error {
 	var l struct {
 		Table string `yaml:"table"`
 	}

@@ -42,7 +42,7 @@ func TestWorkedExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := inventory.Store{Name: "embeddings-vendor", Kind: Kind, Locators: inventory.Locators{"url": "https://erasure.vendor.example/lethe/erasures", "secret_env": "UNUSED"}}
+	st := inventory.Entry{Name: "embeddings-vendor", Kind: Kind, Locators: inventory.Locators{"url": "https://erasure.vendor.example/lethe/erasures", "secret_env": "UNUSED"}}
 	l, err := LocatorsOf(st)
 	if err != nil {
 		t.Fatal(err)

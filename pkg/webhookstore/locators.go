@@ -61,7 +61,7 @@ var _ deletion.Validator = (*Store)(nil)
 
 // Validate checks the locators of st and that its secret is readable and long enough
 // where the deleter runs; it sends nothing.
-func (s *Store) Validate(st inventory.Store) error {
+func (s *Store) Validate(st inventory.Entry) error {
 	l, err := LocatorsOf(st)
 	if err != nil {
 		return err
@@ -72,14 +72,14 @@ func (s *Store) Validate(st inventory.Store) error {
 
 // Validate checks the locators of st without a Store and without reading the secret, for
 // tools that check an inventory away from the deleter's environment.
-func Validate(st inventory.Store) error {
+func Validate(st inventory.Entry) error {
 	_, err := LocatorsOf(st)
 	return err
 }
 
 // LocatorsOf decodes and checks the locators of st and fills in the defaults; its errors
 // are permanent and name the field at fault.
-func LocatorsOf(st inventory.Store) (Locators, error) {
+func LocatorsOf(st inventory.Entry) (Locators, error) {
 	l, err := inventory.DecodeChecked(st, "webhook: store", Locators.check)
 	if err != nil {
 		return Locators{}, err

@@ -41,7 +41,7 @@ func TestValidate(t *testing.T) {
 		{"bad duration", base.With("deadline", "soon"), `field "deadline"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := New(nil).Validate(inventory.Store{Name: "vendor", Kind: Kind, Locators: tc.loc})
+			err := New(nil).Validate(inventory.Entry{Name: "vendor", Kind: Kind, Locators: tc.loc})
 			switch {
 			case tc.want == "" && err != nil:
 				t.Errorf("Validate = %v, want valid", err)
@@ -57,7 +57,7 @@ func TestValidate(t *testing.T) {
 }
 
 func TestLocatorsDefaults(t *testing.T) {
-	l, err := LocatorsOf(inventory.Store{Name: "v", Kind: Kind, Locators: inventory.Locators{"url": "https://v.example/", "secret_env": "X", "timeout": "5s"}})
+	l, err := LocatorsOf(inventory.Entry{Name: "v", Kind: Kind, Locators: inventory.Locators{"url": "https://v.example/", "secret_env": "X", "timeout": "5s"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,14 +86,14 @@ func TestExampleInventory(t *testing.T) {
 // TestValidateOffline: the package's Validate checks the locators only; the Store's also
 // reads the secret, as the deleter does at start.
 func TestValidateOffline(t *testing.T) {
-	st := inventory.Store{Name: "v", Kind: Kind, Locators: inventory.Locators{"url": "https://v.example/", "secret_file": filepath.Join(t.TempDir(), "absent")}}
+	st := inventory.Entry{Name: "v", Kind: Kind, Locators: inventory.Locators{"url": "https://v.example/", "secret_file": filepath.Join(t.TempDir(), "absent")}}
 	if err := Validate(st); err != nil {
 		t.Errorf("Validate = %v, want the locators accepted", err)
 	}
 	if err := New(nil).Validate(st); err == nil || !strings.Contains(err.Error(), "locators.secret_file") {
 		t.Errorf("Store.Validate = %v, want the missing secret file named", err)
 	}
-	if err := Validate(inventory.Store{Name: "v", Kind: Kind, Locators: inventory.Locators{"url": "http://v.example/", "secret_env": "X"}}); err == nil {
+	if err := Validate(inventory.Entry{Name: "v", Kind: Kind, Locators: inventory.Locators{"url": "http://v.example/", "secret_env": "X"}}); err == nil {
 		t.Error("Validate accepts an http URL")
 	}
 }

@@ -122,7 +122,7 @@ type answer struct {
 }
 
 // Erase asks the processor to erase s and returns its count at the store's URL.
-func (s *Store) Erase(ctx context.Context, st inventory.Store, subj deletion.Subject) (deletion.Result, error) {
+func (s *Store) Erase(ctx context.Context, st inventory.Entry, subj deletion.Subject) (deletion.Result, error) {
 	l, a, err := s.call(ctx, st, subj, "erase")
 	if err != nil {
 		return deletion.Result{}, err
@@ -134,7 +134,7 @@ func (s *Store) Erase(ctx context.Context, st inventory.Store, subj deletion.Sub
 }
 
 // Verify asks the processor to read s back and returns its attestation.
-func (s *Store) Verify(ctx context.Context, st inventory.Store, subj deletion.Subject) (event.Verification, error) {
+func (s *Store) Verify(ctx context.Context, st inventory.Entry, subj deletion.Subject) (event.Verification, error) {
 	_, a, err := s.call(ctx, st, subj, "verify")
 	var bad *badAnswer
 	if errors.As(err, &bad) {
@@ -164,7 +164,7 @@ func (b *badAnswer) Permanent() bool { return true }
 
 // call sends one request (re-sending it under the same id on transient failures), follows a
 // 202 to its completed answer, and checks that answer.
-func (s *Store) call(ctx context.Context, st inventory.Store, subj deletion.Subject, action string) (Locators, answer, error) {
+func (s *Store) call(ctx context.Context, st inventory.Entry, subj deletion.Subject, action string) (Locators, answer, error) {
 	l, err := LocatorsOf(st)
 	if err != nil {
 		return l, answer{}, err
@@ -207,7 +207,7 @@ func (s *Store) call(ctx context.Context, st inventory.Store, subj deletion.Subj
 }
 
 // body builds the signed request body.
-func (s *Store) body(st inventory.Store, l Locators, subj deletion.Subject, action string) ([]byte, string, error) {
+func (s *Store) body(st inventory.Entry, l Locators, subj deletion.Subject, action string) ([]byte, string, error) {
 	req := request{Version: 1, RequestID: s.newID(), Action: action, Store: st.Name, Tenant: subj.Tenant, Scope: "subject"}
 	if subj.TenantScope() {
 		req.Scope = "tenant"
@@ -249,7 +249,7 @@ const maxAnswer = 1 << 20
 // send signs and sends one request and classifies the outcome; it returns the status code
 // (200 or 202) of a successful exchange and the decoded answer. For a POST, last holds the
 // timestamp of the previous send of the same body (nil for a GET, which is not replay-checked).
-func (s *Store) send(ctx context.Context, st inventory.Store, l Locators, method, target, id string, body []byte, last *int64) (int, answer, error) {
+func (s *Store) send(ctx context.Context, st inventory.Entry, l Locators, method, target, id string, body []byte, last *int64) (int, answer, error) {
 	secret, err := l.secret(st.Name)
 	if err != nil {
 		return 0, answer{}, err
@@ -329,7 +329,7 @@ func (e *statusError) Error() string {
 
 // poll follows a 202 answer: GET its status URL with backoff until the answer is no longer
 // pending or ctx (bounded by the store's deadline) ends.
-func (s *Store) poll(ctx context.Context, st inventory.Store, l Locators, id string, a answer) (answer, error) {
+func (s *Store) poll(ctx context.Context, st inventory.Entry, l Locators, id string, a answer) (answer, error) {
 	target, err := statusURL(l.URL, a.StatusURL)
 	if err != nil {
 		return answer{}, &badAnswer{reason: fmt.Sprintf("store %q: 202 answer: %s", st.Name, err)}

@@ -28,7 +28,7 @@ type processor struct {
 	handler *receiver.Handler
 	server  *httptest.Server
 	impl    *Store
-	store   inventory.Store
+	store   inventory.Entry
 }
 
 // newProcessor starts the reference receiver; wrap, when set, wraps its handler (faults).
@@ -49,7 +49,7 @@ func newProcessor(t *testing.T, async bool, wrap func(http.Handler) http.Handler
 		handler: h,
 		server:  srv,
 		impl:    New(srv.Client()),
-		store: inventory.Store{Name: "vendor", Kind: Kind, Locators: inventory.Locators{
+		store: inventory.Entry{Name: "vendor", Kind: Kind, Locators: inventory.Locators{
 			"url":               srv.URL + receiver.ErasuresPath,
 			"secret_file":       secretFile,
 			"poll_interval":     "2ms",

@@ -16,7 +16,7 @@ func TestWorkerReportsTheAttestation(t *testing.T) {
 	p := newProcessor(t, true, nil)
 	s := deletiontest.NewSubject("acme", "cust-worker")
 	want := p.fixture(t).Seed(t, s, 2)
-	inv := &inventory.Inventory{Version: "test-1", Stores: []inventory.Store{p.store}}
+	inv := &inventory.Inventory{Version: "test-1", Stores: []inventory.Entry{p.store}}
 	d := workertest.Reports(t, inv, Kind, p.impl, s)[p.store.Name]
 	if d.Status != event.StatusDeleted || d.Deleted() != int64(want) || d.Verification.Method != Method ||
 		d.Verification.Attestation == "" || !d.Verification.Clean() {

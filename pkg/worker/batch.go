@@ -63,7 +63,7 @@ type batchKey struct {
 // batch is the subjects gathered for one store and operation, and, once run, their
 // outcomes.
 type batch struct {
-	st       inventory.Store
+	st       inventory.Entry
 	subjects []deletion.Subject
 	ctxs     []context.Context
 	full     chan struct{} // closed when the batch reached Max
@@ -86,7 +86,7 @@ var errBatchShape = errors.New("worker: batch store returned outcomes for a diff
 
 // batched submits subj to the pending batch of (st, op), starting one if none is pending,
 // and waits for the batch: its outcome for subj is at index i of b's slices for op.
-func (w *Worker) batched(ctx context.Context, op batchOp, impl any, st inventory.Store, subj deletion.Subject) (b *batch, i int, err error) {
+func (w *Worker) batched(ctx context.Context, op batchOp, impl any, st inventory.Entry, subj deletion.Subject) (b *batch, i int, err error) {
 	b, i = w.batches.join(batchKey{st.Name, op}, st, subj, ctx, w.Batching, func(b *batch) {
 		metrics.Or(w.Metrics).StoreBatch.WithLabelValues(st.Name, op.String()).Observe(float64(len(b.subjects)))
 		runBatch(op, impl, b)
@@ -101,7 +101,7 @@ func (w *Worker) batched(ctx context.Context, op batchOp, impl any, st inventory
 
 // join adds subj to the pending batch of k and returns it with subj's index; the first
 // subject of a batch starts the goroutine that runs it after cfg.Wait or once it is full.
-func (bt *batcher) join(k batchKey, st inventory.Store, subj deletion.Subject, ctx context.Context, cfg Batching, run func(*batch)) (*batch, int) {
+func (bt *batcher) join(k batchKey, st inventory.Entry, subj deletion.Subject, ctx context.Context, cfg Batching, run func(*batch)) (*batch, int) {
 	bt.mu.Lock()
 	defer bt.mu.Unlock()
 	if bt.pending == nil {
@@ -186,7 +186,7 @@ func fill(n int, err error) []error {
 }
 
 // eraseOne erases subj from st, through a batch when the store batches.
-func (w *Worker) eraseOne(ctx context.Context, impl deletion.Store, st inventory.Store, subj deletion.Subject) (deletion.Result, error) {
+func (w *Worker) eraseOne(ctx context.Context, impl deletion.Store, st inventory.Entry, subj deletion.Subject) (deletion.Result, error) {
 	if _, ok := impl.(deletion.BatchStore); !ok || !w.batching(subj) {
 		return impl.Erase(ctx, st, subj)
 	}
@@ -198,7 +198,7 @@ func (w *Worker) eraseOne(ctx context.Context, impl deletion.Store, st inventory
 }
 
 // verifyOne verifies subj in st, through a batch when the store batches.
-func (w *Worker) verifyOne(ctx context.Context, impl deletion.Store, st inventory.Store, subj deletion.Subject) (event.Verification, error) {
+func (w *Worker) verifyOne(ctx context.Context, impl deletion.Store, st inventory.Entry, subj deletion.Subject) (event.Verification, error) {
 	if _, ok := impl.(deletion.BatchStore); !ok || !w.batching(subj) {
 		return impl.Verify(ctx, st, subj)
 	}
@@ -211,7 +211,7 @@ func (w *Worker) verifyOne(ctx context.Context, impl deletion.Store, st inventor
 
 // findOne counts what an erase of subj would delete, through a batch when the store
 // counts in batches.
-func (w *Worker) findOne(ctx context.Context, counter deletion.Counter, st inventory.Store, subj deletion.Subject) ([]event.LocationCount, error) {
+func (w *Worker) findOne(ctx context.Context, counter deletion.Counter, st inventory.Entry, subj deletion.Subject) ([]event.LocationCount, error) {
 	if _, ok := counter.(deletion.BatchCounter); !ok || !w.batching(subj) {
 		return counter.Count(ctx, st, subj)
 	}

@@ -42,20 +42,20 @@ func (b *batchStore) eraseOne(s deletion.Subject) (deletion.Result, error) {
 	return deletion.Result{Locations: []event.LocationCount{{Location: "key:acme:{subject}", Deleted: n}}}, nil
 }
 
-func (b *batchStore) Erase(ctx context.Context, st inventory.Store, s deletion.Subject) (deletion.Result, error) {
+func (b *batchStore) Erase(ctx context.Context, st inventory.Entry, s deletion.Subject) (deletion.Result, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.singles++
 	return b.eraseOne(s)
 }
 
-func (b *batchStore) Verify(ctx context.Context, st inventory.Store, s deletion.Subject) (event.Verification, error) {
+func (b *batchStore) Verify(ctx context.Context, st inventory.Entry, s deletion.Subject) (event.Verification, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return event.Verification{Method: "fake read-back", Remaining: b.items[s.ID]}, nil
 }
 
-func (b *batchStore) EraseBatch(ctx context.Context, st inventory.Store, ss []deletion.Subject) ([]deletion.Result, []error) {
+func (b *batchStore) EraseBatch(ctx context.Context, st inventory.Entry, ss []deletion.Subject) ([]deletion.Result, []error) {
 	if b.entered != nil {
 		b.entered <- len(ss)
 		<-b.release
@@ -70,7 +70,7 @@ func (b *batchStore) EraseBatch(ctx context.Context, st inventory.Store, ss []de
 	return res, errs
 }
 
-func (b *batchStore) VerifyBatch(ctx context.Context, st inventory.Store, ss []deletion.Subject) ([]event.Verification, []error) {
+func (b *batchStore) VerifyBatch(ctx context.Context, st inventory.Entry, ss []deletion.Subject) ([]event.Verification, []error) {
 	return deletion.VerifyEach(ctx, b, st, ss)
 }
 
@@ -185,13 +185,13 @@ type batchCounter struct {
 	finds []int // subjects per CountBatch call
 }
 
-func (f *batchCounter) Count(ctx context.Context, st inventory.Store, s deletion.Subject) ([]event.LocationCount, error) {
+func (f *batchCounter) Count(ctx context.Context, st inventory.Entry, s deletion.Subject) ([]event.LocationCount, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return []event.LocationCount{{Location: "key:acme:{subject}", Deleted: f.items[s.ID]}}, nil
 }
 
-func (f *batchCounter) CountBatch(ctx context.Context, st inventory.Store, ss []deletion.Subject) ([][]event.LocationCount, []error) {
+func (f *batchCounter) CountBatch(ctx context.Context, st inventory.Entry, ss []deletion.Subject) ([][]event.LocationCount, []error) {
 	f.mu.Lock()
 	f.finds = append(f.finds, len(ss))
 	f.mu.Unlock()

@@ -22,7 +22,7 @@ const MethodLegalHold = "legal hold"
 // count reports what an erasure of st would delete, through deletion.Counter; a store
 // without it reports FAILED with deletion.ErrDryRunUnsupported, and is never erased.
 // Transient errors are retried as erase retries them.
-func (w *Worker) count(ctx context.Context, req *event.Requested, st inventory.Store, subj deletion.Subject) event.StoreDone {
+func (w *Worker) count(ctx context.Context, req *event.Requested, st inventory.Entry, subj deletion.Subject) event.StoreDone {
 	done := event.StoreDone{
 		RequestID: req.RequestID, TenantID: req.TenantID, Store: st.Name, Kind: st.Kind,
 		Attempt: req.Attempt, StartedAt: w.now(), Locations: []event.LocationCount{}, DryRun: true,
@@ -59,7 +59,7 @@ func (w *Worker) count(ctx context.Context, req *event.Requested, st inventory.S
 }
 
 // exempt reports st EXEMPT under the hold ex: nothing of it is read or erased.
-func (w *Worker) exempt(req *event.Requested, st inventory.Store, ex event.Exemption) event.StoreDone {
+func (w *Worker) exempt(req *event.Requested, st inventory.Entry, ex event.Exemption) event.StoreDone {
 	now := w.now()
 	w.log().Info("store exempt under a legal hold", zap.String("request_id", req.RequestID),
 		zap.String("store", st.Name), zap.String("hold_id", ex.HoldID))

@@ -13,7 +13,7 @@ import (
 // countingStore is a fakeStore that can also count (deletion.Counter).
 type countingStore struct{ *fakeStore }
 
-func (c countingStore) Count(_ context.Context, st inventory.Store, s deletion.Subject) ([]event.LocationCount, error) {
+func (c countingStore) Count(_ context.Context, st inventory.Entry, s deletion.Subject) ([]event.LocationCount, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls = append(c.calls, call{"count", st.Name, s})

@@ -23,7 +23,7 @@ type findingStore struct {
 	log *eventLog
 }
 
-func (f findingStore) Count(ctx context.Context, st inventory.Store, s deletion.Subject) ([]event.LocationCount, error) {
+func (f findingStore) Count(ctx context.Context, st inventory.Entry, s deletion.Subject) ([]event.LocationCount, error) {
 	f.mu.Lock()
 	n := f.by[st.Name].items
 	f.mu.Unlock()
@@ -32,7 +32,7 @@ func (f findingStore) Count(ctx context.Context, st inventory.Store, s deletion.
 	return []event.LocationCount{{Location: loc, Deleted: n}}, nil
 }
 
-func (f findingStore) Erase(ctx context.Context, st inventory.Store, s deletion.Subject) (deletion.Result, error) {
+func (f findingStore) Erase(ctx context.Context, st inventory.Entry, s deletion.Subject) (deletion.Result, error) {
 	f.log.add("erase " + st.Name)
 	return f.fakeStore.Erase(ctx, st, s)
 }
@@ -138,12 +138,12 @@ func TestUnacknowledgedFindErasesNothing(t *testing.T) {
 // the subject's data (an older version holding its rows) between the find and the erase.
 type vanishingStore struct{ findingStore }
 
-func (v vanishingStore) Erase(ctx context.Context, st inventory.Store, s deletion.Subject) (deletion.Result, error) {
+func (v vanishingStore) Erase(ctx context.Context, st inventory.Entry, s deletion.Subject) (deletion.Result, error) {
 	v.log.add("erase " + st.Name)
 	return deletion.Result{}, nil
 }
 
-func (v vanishingStore) Verify(ctx context.Context, st inventory.Store, s deletion.Subject) (event.Verification, error) {
+func (v vanishingStore) Verify(ctx context.Context, st inventory.Entry, s deletion.Subject) (event.Verification, error) {
 	return event.Verification{Method: "fake"}, nil
 }
 

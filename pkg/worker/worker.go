@@ -185,7 +185,7 @@ func inClear(req *event.Requested) bool {
 // unsealed refuses req, whose identifiers travel in the clear: every store of it reports
 // FAILED with ReasonUnsealed, and the error returned is permanent, so the record is
 // dead-lettered once the reports are acknowledged.
-func (w *Worker) unsealed(ctx context.Context, req *event.Requested, stores []inventory.Store) error {
+func (w *Worker) unsealed(ctx context.Context, req *event.Requested, stores []inventory.Entry) error {
 	w.log().Error("request refused: identifiers not sealed; only a request sealed by the intake is erased (LETHE_ALLOW_UNSEALED=true accepts clear ones, for development only)",
 		zap.String("request_id", req.RequestID), zap.String("tenant", req.TenantID), zap.String("scope", string(req.Scope)))
 	if err := w.failAll(ctx, req, stores, ReasonUnsealed); err != nil {
@@ -195,7 +195,7 @@ func (w *Worker) unsealed(ctx context.Context, req *event.Requested, stores []in
 }
 
 // missingKey reports every store of req FAILED with ReasonMissingKey.
-func (w *Worker) missingKey(ctx context.Context, req *event.Requested, stores []inventory.Store) error {
+func (w *Worker) missingKey(ctx context.Context, req *event.Requested, stores []inventory.Entry) error {
 	metrics.Or(w.Metrics).MissingDataKeys.Inc()
 	w.log().Error("data key missing: the key store holds neither the request's key nor its tombstone; check that every service uses the same key store (LETHE_KEYS_TABLE)",
 		zap.String("request_id", req.RequestID), zap.String("tenant", req.TenantID), zap.String("subject_hash", req.SubjectHash))
@@ -203,7 +203,7 @@ func (w *Worker) missingKey(ctx context.Context, req *event.Requested, stores []
 }
 
 // failAll reports every store of req FAILED with reason, not verified.
-func (w *Worker) failAll(ctx context.Context, req *event.Requested, stores []inventory.Store, reason string) error {
+func (w *Worker) failAll(ctx context.Context, req *event.Requested, stores []inventory.Entry, reason string) error {
 	m := metrics.Or(w.Metrics)
 	now := w.now()
 	reports := make([]event.StoreDone, len(stores))
@@ -241,8 +241,8 @@ func (w *Worker) publish(ctx context.Context, reports []event.StoreDone) error {
 }
 
 // targets are the inventory stores this worker acts on for req.
-func (w *Worker) targets(req *event.Requested) []inventory.Store {
-	var out []inventory.Store
+func (w *Worker) targets(req *event.Requested) []inventory.Entry {
+	var out []inventory.Entry
 	for _, st := range w.Inventory.Stores {
 		if _, ok := w.Stores[st.Kind]; ok && req.Acts(st.Name) {
 			out = append(out, st)
@@ -256,7 +256,7 @@ func (w *Worker) targets(req *event.Requested) []inventory.Store {
 const maxRaces = 16
 
 // erase erases and verifies one store, retrying transient errors, and returns its report.
-func (w *Worker) erase(ctx context.Context, req *event.Requested, st inventory.Store, subj deletion.Subject) (done event.StoreDone) {
+func (w *Worker) erase(ctx context.Context, req *event.Requested, st inventory.Entry, subj deletion.Subject) (done event.StoreDone) {
 	impl := w.Stores[st.Kind]
 	start := w.now()
 	m := metrics.Or(w.Metrics)
@@ -374,7 +374,7 @@ func (w *Worker) stampDiscovery(kind string, v *event.Verification) {
 // its key, so the aggregator reads them in order, and one that has read the find a report
 // names has read every earlier run's find too — including that of a run that erased and
 // crashed before its report.
-func (w *Worker) recordFound(ctx context.Context, req *event.Requested, st inventory.Store, subj deletion.Subject, counter deletion.Counter) (string, []event.LocationCount, error) {
+func (w *Worker) recordFound(ctx context.Context, req *event.Requested, st inventory.Entry, subj deletion.Subject, counter deletion.Counter) (string, []event.LocationCount, error) {
 	locs, err := w.findOne(ctx, counter, st, subj)
 	if err != nil {
 		return "", nil, err

@@ -62,7 +62,7 @@ func newFake(by map[string]*behaviour) *fakeStore {
 	return &fakeStore{by: by}
 }
 
-func (f *fakeStore) Erase(ctx context.Context, st inventory.Store, s deletion.Subject) (deletion.Result, error) {
+func (f *fakeStore) Erase(ctx context.Context, st inventory.Entry, s deletion.Subject) (deletion.Result, error) {
 	f.mu.Lock()
 	defer func() {
 		f.mu.Unlock()
@@ -98,7 +98,7 @@ func (f *fakeStore) Erase(ctx context.Context, st inventory.Store, s deletion.Su
 	return deletion.Result{Locations: []event.LocationCount{{Location: loc, Deleted: n}}}, nil
 }
 
-func (f *fakeStore) Verify(ctx context.Context, st inventory.Store, s deletion.Subject) (event.Verification, error) {
+func (f *fakeStore) Verify(ctx context.Context, st inventory.Entry, s deletion.Subject) (event.Verification, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, call{"verify", st.Name, s})
@@ -260,7 +260,7 @@ func TestHandleReports(t *testing.T) {
 		"audit_log": {event.StatusNoPII, 0},
 	} {
 		d := got[name]
-		st, _ := inv.Store(name)
+		st, _ := inv.Entry(name)
 		if d.Status != want.status || d.Deleted() != want.deleted || d.Error != "" {
 			t.Errorf("%s: status %s deleted %d error %q, want %s %d", name, d.Status, d.Deleted(), d.Error, want.status, want.deleted)
 		}

@@ -348,7 +348,7 @@ func (a *app) seed(ctx context.Context) error {
 // legacy chunks tagged only with the old session id (47 in all, as in the seeds' story),
 // 12 chunks for each numeric-id customer tagged with its id as an integer, and one untagged
 // near-duplicate of the target's first chunk for the semantic read-back to find.
-func (a *app) seedQdrant(ctx context.Context, st inventory.Store) error {
+func (a *app) seedQdrant(ctx context.Context, st inventory.Entry) error {
 	q := a.Stack.Qdrant
 	l, err := qdrantstore.LocatorsOf(st)
 	if err != nil {
@@ -397,7 +397,7 @@ func (a *app) seedQdrant(ctx context.Context, st inventory.Store) error {
 
 // seedRedis writes each customer's keys for st (4 per session, as the app does), listing
 // the current session's keys in the per-customer index and leaving the legacy ones unindexed.
-func (a *app) seedRedis(ctx context.Context, st inventory.Store) error {
+func (a *app) seedRedis(ctx context.Context, st inventory.Entry) error {
 	l, err := redisstore.LocatorsOf(st)
 	if err != nil {
 		return err

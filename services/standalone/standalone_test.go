@@ -94,7 +94,7 @@ func TestDemoEndToEnd(t *testing.T) {
 		t.Errorf("identifiers_shred_at %v, want completed_at + 42 days", r.IdentifiersShredAt)
 	}
 	for _, s := range r.Stores {
-		if st, _ := a.Inventory.Store(s.Store); st.PhysicalWithin > 0 && (s.PhysicalErasureDue == nil || s.PhysicalErasureDue.Sub(r.CompletedAt) != st.PhysicalWithin) {
+		if st, _ := a.Inventory.Entry(s.Store); st.PhysicalWithin > 0 && (s.PhysicalErasureDue == nil || s.PhysicalErasureDue.Sub(r.CompletedAt) != st.PhysicalWithin) {
 			t.Errorf("store %s: physical_erasure_due %v, want completed_at + %s", s.Store, s.PhysicalErasureDue, st.PhysicalWithin)
 		}
 	}

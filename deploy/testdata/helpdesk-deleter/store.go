@@ -36,12 +36,12 @@ var (
 	_ deletion.Validator = (*ticketStore)(nil)
 )
 
-func (s *ticketStore) Validate(st inventory.Store) error {
+func (s *ticketStore) Validate(st inventory.Entry) error {
 	_, err := locatorsOf(st)
 	return err
 }
 
-func locatorsOf(st inventory.Store) (locators, error) {
+func locatorsOf(st inventory.Entry) (locators, error) {
 	var l locators
 	if err := st.Locators.Decode(&l); err != nil {
 		return l, retry.Permanent(fmt.Errorf("helpdesk: store %q: %w", st.Name, err))
@@ -52,7 +52,7 @@ func locatorsOf(st inventory.Store) (locators, error) {
 	return l, nil
 }
 
-func (s *ticketStore) Erase(ctx context.Context, st inventory.Store, sub deletion.Subject) (deletion.Result, error) {
+func (s *ticketStore) Erase(ctx context.Context, st inventory.Entry, sub deletion.Subject) (deletion.Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	path, all, err := s.read(ctx, st, sub)
@@ -80,7 +80,7 @@ func (s *ticketStore) Erase(ctx context.Context, st inventory.Store, sub deletio
 	return deletion.Result{Locations: []event.LocationCount{{Location: st.Name + "/" + sub.Tenant, Deleted: int64(len(all) - len(keep))}}}, nil
 }
 
-func (s *ticketStore) Verify(ctx context.Context, st inventory.Store, sub deletion.Subject) (event.Verification, error) {
+func (s *ticketStore) Verify(ctx context.Context, st inventory.Entry, sub deletion.Subject) (event.Verification, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	_, all, err := s.read(ctx, st, sub)
@@ -102,7 +102,7 @@ func matches(t ticket, sub deletion.Subject) bool {
 }
 
 // read returns the tenant's file and its tickets (none when it does not exist).
-func (s *ticketStore) read(ctx context.Context, st inventory.Store, sub deletion.Subject) (string, []ticket, error) {
+func (s *ticketStore) read(ctx context.Context, st inventory.Entry, sub deletion.Subject) (string, []ticket, error) {
 	if err := ctx.Err(); err != nil {
 		return "", nil, err
 	}

@@ -37,7 +37,7 @@ import (
 // Fixture binds the suite to one store implementation over one real backend.
 type Fixture struct {
 	Impl  deletion.Store
-	Store inventory.Store // the inventory entry under test
+	Store inventory.Entry // the inventory entry under test
 	// Seed writes data of s (n items of each sort the store holds, legacy session-only
 	// items included when s has sessions) and returns how many items an erasure of s must
 	// remove. Stores that hold no personal data by design return 0.
@@ -738,4 +738,3 @@ func propertyParams(t *testing.T) (uint64, int) {
 }
 
 func isCounter(s deletion.Store) bool { _, ok := s.(deletion.Counter); return ok }
-

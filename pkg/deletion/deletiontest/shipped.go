@@ -13,7 +13,7 @@ import (
 // reference and deploy/examples/*.yaml), so that a deleter never refuses to start on one of
 // them. Each kind's package runs it for its own kind: no list of kinds is kept elsewhere.
 // It fails t when a shipped inventory does not load.
-func ShippedInventories(t *testing.T, kind string, validate func(inventory.Store) error) {
+func ShippedInventories(t *testing.T, kind string, validate func(inventory.Entry) error) {
 	t.Helper()
 	root := repoRoot(t)
 	files := []string{
