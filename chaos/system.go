@@ -124,7 +124,7 @@ type System struct {
 	Qdrant *qdrant.Client
 	Redis  *redis.Client
 	S3     *s3.Client
-	Audit  auditlog.Store
+	Audit  auditlog.Table
 
 	mu         sync.Mutex
 	services   map[string][]*Proc

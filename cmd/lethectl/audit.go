@@ -26,7 +26,7 @@ import (
 // repaired, truncated or compacted, and a record that does not verify anywhere in its log
 // is exit 4 naming the record. A directory must hold a store already: opening an empty
 // one would make every check pass vacuously.
-func (c *cli) auditStore(ctx context.Context) (auditlog.Store, error) {
+func (c *cli) auditStore(ctx context.Context) (auditlog.Table, error) {
 	if c.audit != nil {
 		return c.audit, nil
 	}
@@ -206,7 +206,7 @@ LETHE_CHAIN_KEY_FILE=/run/secrets/chain-key lethectl audit verify-chain --audit-
 					return err
 				}
 			}
-			return c.verifyChains(ctx, auditlog.Chain{Store: store, Key: key}, tenants)
+			return c.verifyChains(ctx, store, key, tenants)
 		}
 	},
 }
@@ -229,8 +229,8 @@ type chainResult struct {
 	LastUnkeyed int64 `json:"last_unkeyed,omitempty"`
 }
 
-func (c *cli) verifyChains(ctx context.Context, chain auditlog.Chain, tenants []string) error {
-	store := chain.Store
+func (c *cli) verifyChains(ctx context.Context, store auditlog.Table, key *integrity.Ring, tenants []string) error {
+	chain := auditlog.Chain{Store: store, Key: key}
 	var out []chainResult
 	broken := 0
 	for _, t := range tenants {
@@ -239,13 +239,11 @@ func (c *cli) verifyChains(ctx context.Context, chain auditlog.Chain, tenants []
 			return fmt.Errorf("tenant %s: %w", t, err)
 		}
 		r := chainResult{Tenant: t, Receipts: len(rs), Result: "ok"}
-		if as, ok := store.(auditlog.Addenda); ok {
-			ads, err := as.TenantAddenda(ctx, t)
-			if err != nil {
-				return fmt.Errorf("tenant %s: %w", t, err)
-			}
-			r.Addenda = len(ads)
+		ads, err := store.TenantAddenda(ctx, t)
+		if err != nil {
+			return fmt.Errorf("tenant %s: %w", t, err)
 		}
+		r.Addenda = len(ads)
 		v, err := chain.Verify(ctx, t)
 		if chain.Key != nil && (err == nil || errors.Is(err, auditlog.ErrChainPending)) {
 			r.Keyed, r.LastUnkeyed = &v.Keyed, v.LastUnkeyed

@@ -65,7 +65,7 @@ type cli struct {
 	stdout io.Writer
 	stderr io.Writer
 
-	audit   auditlog.Store // when set, used instead of opening --audit-dir or --audit-table
+	audit   auditlog.Table // when set, used instead of opening --audit-dir or --audit-table
 	brokers *broker.Config // when set, used instead of --brokers and the environment
 	// mac and chainKey, when set, are used instead of LETHE_MAC_KEY and LETHE_CHAIN_KEY.
 	mac, chainKey *integrity.Ring

@@ -222,18 +222,16 @@ func (c *cli) reapply(ctx context.Context, tenant, store string, since time.Time
 // shredded reports whether the request's identifiers can no longer be opened, and when
 // they were destroyed: at the receipt (a receipt without identifiers_shred_at), by the
 // retention (a SHREDDED addendum), or never sealed.
-func shredded(ctx context.Context, audit auditlog.Store, rc event.Receipt, req auditlog.Request) (time.Time, bool, error) {
+func shredded(ctx context.Context, audit auditlog.Addenda, rc event.Receipt, req auditlog.Request) (time.Time, bool, error) {
 	if rc.IdentifiersShredAt == nil || req.Sealed == nil {
 		return rc.CompletedAt, true, nil
 	}
-	if as, ok := audit.(auditlog.Addenda); ok {
-		a, err := as.GetAddendum(ctx, rc.RequestID+"/shredded")
-		if err == nil {
-			return a.At, true, nil
-		}
-		if !errors.Is(err, auditlog.ErrNotFound) {
-			return time.Time{}, false, fmt.Errorf("read addenda of %s: %w", rc.RequestID, err)
-		}
+	a, err := audit.GetAddendum(ctx, rc.RequestID+"/shredded")
+	if err == nil {
+		return a.At, true, nil
+	}
+	if !errors.Is(err, auditlog.ErrNotFound) {
+		return time.Time{}, false, fmt.Errorf("read addenda of %s: %w", rc.RequestID, err)
 	}
 	return time.Time{}, false, nil
 }

@@ -1,48 +1,19 @@
 // Package aggregator joins the per-store reports of each request into its receipt.
 //
-// It consumes erasure.requested (to learn the expected stores and the due date) and
-// erasure.store.done, records both durably in the audit table, and when every expected
-// store has reported success with nothing remaining and nothing unexamined, issues exactly
-// one receipt (auditlog.Issue: conditional writes, crash- and race-safe) and publishes it
-// on erasure.completed.
+// It consumes erasure.requested and erasure.store.done, records both in the audit table
+// and, when every expected store has reported success with nothing remaining and nothing
+// unexamined, issues exactly one receipt (auditlog.Issue) and publishes it on
+// erasure.completed.
 //
-// Delivery: handling is idempotent, and each receipt is published once. After the broker
-// acknowledged the receipt's record, the aggregator writes a publication mark beside the
-// receipt (auditlog.PublishMarker), and it publishes only while the mark is absent: a
-// redelivered record, or every record of the topics re-consumed after a restart with
-// uncommitted offsets, finds the mark and publishes nothing. The one exception is a crash (or a failed mark write) between the broker's
-// acknowledgement and the mark: the record is then handled again and the same receipt,
-// with the same receipt_id, is published a second time. Two aggregator processes handling
-// records of the same unpublished request at the same moment can also both publish it;
-// within one process such records are serialized. So consumers of erasure.completed
-// de-duplicate by receipt_id (one receipt per request, so request_id serves as well). A
-// store without PublishMarker publishes the receipt on every record of a complete request.
-// The request's identifiers key is shredded after the mark, and again on every later record
-// of the request (shredding is idempotent). Right after the receipt is stored, and before
-// it is published, its pseudonyms join the tenant's suppression list and are published on
-// erasure.suppressions (see suppress), so a consumer of erasure.completed finds them
-// suppressed. The offset is marked only after the receipt, the suppressions, the
-// receipt's event, the mark and the shredding.
+// Handling is idempotent. A publication mark written after the broker's acknowledgement
+// keeps a receipt from being published again; a crash between the two can publish it a
+// second time, with the same receipt_id, so consumers de-duplicate by receipt_id.
 //
-// Staying erased: with Sweeps or Retain set, the key is kept instead, until the last sweep
-// plus Retain, and the receipt says when (identifiers_shred_at) and when each store's
-// bytes are physically gone (physical_erasure_due). Before the receipt is published, its
-// tasks are written to the store's durable schedule (auditlog.Scheduler, indexed by due
-// time): each sweep, the shredding, each physical-erasure date. Tick runs what is due: a
-// sweep re-publishes the request on erasure.requested marked PurposeSweep; deleters erase
-// and verify again as usual; their reports (and those of a REAPPLY, lethectl reapply)
-// become addenda chained after the receipt (REVERIFIED, REAPPEARED with erasure.reappeared,
-// UNVERIFIED), never changes to it. At the end of the retention the key is destroyed
-// (SHREDDED); a physical-erasure date that passes with no reappearance and no re-apply of
-// the store since the receipt appends PHYSICAL.
+// With Sweeps or Retain set, the receipt schedules re-verification sweeps, the shredding
+// of the identifiers' key and each store's physical-erasure date; what they find becomes
+// addenda chained after the receipt. With MAC set, unsigned records are refused.
 //
-// Trust: with MAC set, a record of erasure.requested, erasure.store.done or
-// erasure.store.found without a valid MAC (integrity.Verify) is refused before it is read:
-// a permanent error, so the consumer dead-letters it with the reason, and it is never
-// stored or counted. Anyone who can produce to those topics can then neither complete a
-// receipt nor change what a request expects. The re-drives the aggregator publishes are
-// signed. With ChainKey set, every receipt and addendum carries a chain MAC, and nothing is
-// linked after a head whose MAC fails (auditlog.Chain).
+// Details: docs/delivery-guarantees.md.
 package aggregator
 
 import (
@@ -69,9 +40,30 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/worker"
 )
 
+// AuditLog is what the aggregator keeps in the audit table: requests, reports and the
+// receipt chain, the receipts' addenda, the schedule of sweeps, publication marks and the
+// suppression list. auditlog.DirStore and the DynamoDB store (auditlog/dynamo) implement it.
+type AuditLog interface {
+	auditlog.Store
+	auditlog.Addenda
+	auditlog.Scheduler
+	auditlog.PublishMarker
+	auditlog.SuppressionStore
+}
+
+// Awaiter is an optional capability of an AuditLog, found by type assertion: Awaiting says
+// cheaply, without reading reports, whether requestID cannot complete yet (it is not
+// stored, or an expected store has no report). The aggregator asks before it reads a
+// request's state: of the records one erasure brings, all but the last find it waiting.
+// DirStore answers from memory; the DynamoDB store would pay the read it saves, so it does
+// not implement it.
+type Awaiter interface {
+	Awaiting(ctx context.Context, requestID string) (bool, error)
+}
+
 // Aggregator turns store reports into receipts.
 type Aggregator struct {
-	Store          auditlog.Store
+	Store          AuditLog
 	Producer       worker.Producer
 	RequestedTopic string // default event.TopicRequested
 	CompletedTopic string // default event.TopicCompleted
@@ -349,7 +341,7 @@ func (a *Aggregator) chain() auditlog.Chain {
 // acknowledgement.
 func (a *Aggregator) complete(ctx context.Context, requestID string) error {
 	defer completing.Lock(requestID)()
-	if aw, ok := a.Store.(auditlog.Awaiter); ok {
+	if aw, ok := a.Store.(Awaiter); ok {
 		// A report written concurrently, after this check, completes the request itself.
 		if waiting, err := aw.Awaiting(ctx, requestID); err != nil || waiting {
 			return err
@@ -370,7 +362,6 @@ func (a *Aggregator) complete(ctx context.Context, requestID string) error {
 	if st.Published {
 		return a.shredUnlessHeld(ctx, requestID) // again: a crash may have come between mark and shred
 	}
-	marks, _ := a.Store.(auditlog.PublishMarker)
 	r = a.withRetention(req, r)
 	issued, err := a.issue(ctx, r)
 	if err != nil {
@@ -379,9 +370,8 @@ func (a *Aggregator) complete(ctx context.Context, requestID string) error {
 	if err := a.suppress(ctx, req, issued); err != nil {
 		return err
 	}
-	sc, retained := a.retains(req)
-	if retained && issued.IdentifiersShredAt != nil {
-		if err := a.schedule(ctx, sc, issued); err != nil {
+	if a.retains(req) && issued.IdentifiersShredAt != nil {
+		if err := a.schedule(ctx, issued); err != nil {
 			return err
 		}
 	}
@@ -394,10 +384,8 @@ func (a *Aggregator) complete(ctx context.Context, requestID string) error {
 	if err := a.Producer.ProduceSync(ctx, out).FirstErr(); err != nil {
 		return fmt.Errorf("aggregator: publish receipt: %w", err)
 	}
-	if marks != nil {
-		if err := marks.MarkPublished(ctx, requestID, issued.ReceiptID); err != nil {
-			return fmt.Errorf("aggregator: mark receipt published: %w", err)
-		}
+	if err := a.Store.MarkPublished(ctx, requestID, issued.ReceiptID); err != nil {
+		return fmt.Errorf("aggregator: mark receipt published: %w", err)
 	}
 	if issued.IdentifiersShredAt == nil {
 		if err := a.shredUnlessHeld(ctx, requestID); err != nil {

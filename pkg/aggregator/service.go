@@ -7,7 +7,6 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/metrics"
 	"github.com/lethe-erasure/lethe/pkg/service"
@@ -37,7 +36,7 @@ type Config struct {
 // whose group consumes erasure.requested, erasure.store.done and erasure.store.found, and a
 // Spec whose Run runs the Watchdog and the schedule. The caller may set the Aggregator's
 // clock before running the Spec.
-func New(cfg Config, env service.Env, store auditlog.Store) (*Aggregator, service.Spec) {
+func New(cfg Config, env service.Env, store AuditLog) (*Aggregator, service.Spec) {
 	agg := &Aggregator{Store: store, Producer: env.Producer, Log: env.Log, Metrics: env.Metrics, Sealer: env.Sealer, Registry: env.Registry,
 		Inventory: env.Config.Inventory, Sweeps: []time.Duration(cfg.Sweeps), Retain: time.Duration(cfg.Retain), MAC: env.Config.MAC, ChainKey: env.Config.ChainKey}
 	watchdog := &Watchdog{Store: store, Producer: env.Producer, Log: env.Log, Metrics: env.Metrics, Target: cfg.SLATarget, Registry: env.Registry,

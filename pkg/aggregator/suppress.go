@@ -13,8 +13,7 @@ import (
 )
 
 // suppress adds the pseudonyms of an issued receipt (the subject's, or for a TENANT scope
-// the tenant's, and every session's) to the tenant's suppression list when the store keeps
-// one (auditlog.SuppressionStore), and publishes each entry as it is stored afterwards on
+// the tenant's, and every session's) to the tenant's suppression list, and publishes each entry as it is stored afterwards on
 // erasure.suppressions, keyed by tenant and pseudonym. It runs after the receipt was
 // stored and before the receipt is published and marked, so a crash in between runs it
 // again: storing is idempotent (auditlog.Suppress) and the topic is compacted, so a second
@@ -22,17 +21,13 @@ import (
 // as lifted. A check that races it, between the receipt's write and the entries', answers
 // not suppressed for those moments.
 func (a *Aggregator) suppress(ctx context.Context, req auditlog.Request, r event.Receipt) error {
-	ss, ok := a.Store.(auditlog.SuppressionStore)
-	if !ok {
-		return nil
-	}
 	// the entries are independent items: written at once, they share the store's fsyncs
 	es := auditlog.SuppressionsOf(req, r)
 	stored, changed := make([]event.Suppression, len(es)), make([]bool, len(es))
 	g, gctx := errgroup.WithContext(ctx)
 	for i, e := range es {
 		g.Go(func() (err error) {
-			if stored[i], changed[i], err = auditlog.Suppress(gctx, ss, e, req.RequestedAt); err != nil {
+			if stored[i], changed[i], err = auditlog.Suppress(gctx, a.Store, e, req.RequestedAt); err != nil {
 				return fmt.Errorf("aggregator: suppress: %w", err)
 			}
 			return nil

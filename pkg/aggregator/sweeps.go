@@ -32,18 +32,16 @@ const DefaultRetain = 35 * 24 * time.Hour
 const sweepBatch = 500
 
 // retains reports whether the request's identifiers are kept sealed after the receipt for
-// sweeps and re-applies: sweeps or a retention are configured, the store keeps a schedule
-// and addenda, and the request's identifiers are sealed (clear identifiers are never kept).
-func (a *Aggregator) retains(req auditlog.Request) (auditlog.Scheduler, bool) {
-	sc, ok := a.Store.(auditlog.Scheduler)
-	_, addenda := a.Store.(auditlog.Addenda)
-	return sc, ok && addenda && a.Sealer != nil && req.Sealed != nil && (len(a.Sweeps) > 0 || a.Retain > 0)
+// sweeps and re-applies: sweeps or a retention are configured and the request's
+// identifiers are sealed (clear identifiers are never kept).
+func (a *Aggregator) retains(req auditlog.Request) bool {
+	return a.Sealer != nil && req.Sealed != nil && (len(a.Sweeps) > 0 || a.Retain > 0)
 }
 
 // withRetention adds to r, the receipt of req completed at r.CompletedAt, when its
 // identifiers will be shredded and each store's physical-erasure date.
 func (a *Aggregator) withRetention(req auditlog.Request, r event.Receipt) event.Receipt {
-	if _, ok := a.retains(req); !ok {
+	if !a.retains(req) {
 		return r
 	}
 	var last time.Duration
@@ -68,7 +66,7 @@ func (a *Aggregator) withRetention(req auditlog.Request, r event.Receipt) event.
 // the shredding, and each store's physical-erasure date. Task ids are fixed per request,
 // so writing them again (a redelivered record before the receipt was marked published)
 // replaces them with the same tasks.
-func (a *Aggregator) schedule(ctx context.Context, sc auditlog.Scheduler, rc event.Receipt) error {
+func (a *Aggregator) schedule(ctx context.Context, rc event.Receipt) error {
 	base := auditlog.Task{RequestID: rc.RequestID, TenantID: rc.TenantID, ReceiptID: rc.ReceiptID}
 	var tasks []auditlog.Task
 	for i, d := range a.Sweeps {
@@ -89,7 +87,7 @@ func (a *Aggregator) schedule(ctx context.Context, sc auditlog.Scheduler, rc eve
 			tasks = append(tasks, t)
 		}
 	}
-	if err := sc.Schedule(ctx, tasks...); err != nil {
+	if err := a.Store.Schedule(ctx, tasks...); err != nil {
 		return fmt.Errorf("aggregator: schedule the receipt's tasks: %w", err)
 	}
 	return nil
@@ -123,19 +121,15 @@ func (a *Aggregator) Run(ctx context.Context, interval time.Duration) error {
 // idempotent). It reads the schedule by due time and, per task, only that task's request:
 // its cost is proportional to the tasks due. It returns how many tasks it ran.
 func (a *Aggregator) Tick(ctx context.Context) (int, error) {
-	sc, ok := a.Store.(auditlog.Scheduler)
-	if !ok {
-		return 0, nil
-	}
 	now := a.now()
 	ran := 0
 	for {
-		due, err := sc.Due(ctx, now, sweepBatch)
+		due, err := a.Store.Due(ctx, now, sweepBatch)
 		if err != nil {
 			return ran, fmt.Errorf("aggregator: read schedule: %w", err)
 		}
 		for _, t := range due {
-			if err := a.run(ctx, sc, t, now); err != nil {
+			if err := a.run(ctx, t, now); err != nil {
 				return ran, err
 			}
 			ran++
@@ -146,7 +140,7 @@ func (a *Aggregator) Tick(ctx context.Context) (int, error) {
 	}
 }
 
-func (a *Aggregator) run(ctx context.Context, sc auditlog.Scheduler, t auditlog.Task, now time.Time) error {
+func (a *Aggregator) run(ctx context.Context, t auditlog.Task, now time.Time) error {
 	var err error
 	switch t.Kind {
 	case auditlog.TaskSweep:
@@ -155,7 +149,7 @@ func (a *Aggregator) run(ctx context.Context, sc auditlog.Scheduler, t auditlog.
 		err = a.shredRetained(ctx, t, now)
 	case auditlog.TaskPhysical:
 		var moved bool
-		if moved, err = a.physical(ctx, sc, t, now); moved {
+		if moved, err = a.physical(ctx, t, now); moved {
 			return err // rescheduled, not done
 		}
 	default:
@@ -164,7 +158,7 @@ func (a *Aggregator) run(ctx context.Context, sc auditlog.Scheduler, t auditlog.
 	if err != nil {
 		return err
 	}
-	if err := sc.Unschedule(ctx, t); err != nil {
+	if err := a.Store.Unschedule(ctx, t); err != nil {
 		return fmt.Errorf("aggregator: unschedule %s: %w", t.Kind, err)
 	}
 	return nil
@@ -235,8 +229,8 @@ func (a *Aggregator) shredRetained(ctx context.Context, t auditlog.Task, now tim
 // physical appends PHYSICAL for t's store unless the store's data reappeared or the
 // erasure was re-applied to it (a restore) since the receipt; then the date moves to that
 // event plus the store's physical_within, and moved is true.
-func (a *Aggregator) physical(ctx context.Context, sc auditlog.Scheduler, t auditlog.Task, now time.Time) (moved bool, err error) {
-	ads, err := a.Store.(auditlog.Addenda).AddendaOf(ctx, t.RequestID)
+func (a *Aggregator) physical(ctx context.Context, t auditlog.Task, now time.Time) (moved bool, err error) {
+	ads, err := a.Store.AddendaOf(ctx, t.RequestID)
 	if err != nil {
 		return false, fmt.Errorf("aggregator: physical erasure: load addenda: %w", err)
 	}
@@ -251,7 +245,7 @@ func (a *Aggregator) physical(ctx context.Context, sc auditlog.Scheduler, t audi
 	if !since.IsZero() && since.Add(t.Within).After(now) {
 		next := t
 		next.Due = since.Add(t.Within)
-		if err := sc.Schedule(ctx, next); err != nil {
+		if err := a.Store.Schedule(ctx, next); err != nil {
 			return true, fmt.Errorf("aggregator: physical erasure: reschedule: %w", err)
 		}
 		return true, nil
@@ -281,9 +275,6 @@ func (a *Aggregator) addendum(ctx context.Context, ad auditlog.Addendum) error {
 // REVERIFIED, or UNVERIFIED when the store could not prove itself clean. One addendum per
 // (request, pass, store); a redelivered report links nothing new.
 func (a *Aggregator) passReport(ctx context.Context, d event.StoreDone) error {
-	if _, ok := a.Store.(auditlog.Addenda); !ok {
-		return nil
-	}
 	rc, err := a.Store.GetReceipt(ctx, d.RequestID)
 	if errors.Is(err, auditlog.ErrNotFound) {
 		a.log().Warn("report of a pass after the receipt for a request without receipt ignored",
@@ -306,7 +297,7 @@ func (a *Aggregator) passReport(ctx context.Context, d event.StoreDone) error {
 		Stores: []auditlog.AddendumStore{{Store: d.Store, Status: string(d.Status), Deleted: d.Deleted(),
 			Remaining: d.Verification.Remaining, Unexamined: d.Verification.Unexamined}},
 	}
-	switch _, err := a.Store.(auditlog.Addenda).GetAddendum(ctx, ad.AddendumID); {
+	switch _, err := a.Store.GetAddendum(ctx, ad.AddendumID); {
 	case err == nil:
 		return nil // handled before: its event was published then
 	case !errors.Is(err, auditlog.ErrNotFound):

@@ -63,8 +63,7 @@ type AddendumStore struct {
 	Unexamined int64  `json:"unexamined"` // items the read-back could not read
 }
 
-// Addenda is an optional capability of a Store, found by type assertion: the addenda of
-// receipts. DirStore and the DynamoDB store implement it.
+// Addenda are the addenda of receipts (part of Table).
 type Addenda interface {
 	// PutAddendum creates a; ErrExists when an addendum with its id exists (left
 	// unchanged). Use Append rather than calling it directly.

@@ -154,6 +154,17 @@ type Store interface {
 	SwapHead(ctx context.Context, tenant string, oldSeq int64, h Head) error
 }
 
+// Table is the whole audit table as both implementations, DirStore and the DynamoDB store
+// (auditlog/dynamo), provide it. Openers return it; each user declares the part it uses.
+type Table interface {
+	Store
+	Addenda
+	Scheduler
+	PublishMarker
+	SuppressionStore
+	RawEventStore
+}
+
 // RequestState is what the audit table holds of one request: what the aggregator reads
 // after each record it stores to decide whether the receipt can be issued.
 type RequestState struct {

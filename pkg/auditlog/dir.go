@@ -100,7 +100,7 @@ type item struct {
 	a, b, c string
 }
 
-var _ Store = (*DirStore)(nil)
+var _ Table = (*DirStore)(nil)
 
 // defaultCompactAt is the log size past which a write compacts the log.
 const defaultCompactAt = 64 << 20

@@ -7,11 +7,10 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
-// PublishMarker is an optional capability of a Store, found by type assertion: a durable
-// mark that a request's receipt was published on erasure.completed and acknowledged by the
+// PublishMarker is a durable mark (part of Table) that a request's receipt was published on erasure.completed and acknowledged by the
 // broker. The aggregator publishes a receipt only while the mark is absent and writes it
 // after the acknowledgement, so records handled again (redelivered, or re-consumed after a
-// restart) do not publish the receipt again. DirStore and the DynamoDB store implement it.
+// restart) do not publish the receipt again.
 type PublishMarker interface {
 	// MarkPublished records that the receipt of requestID, receiptID, was published. A
 	// request is marked once: marking it again is a no-op that keeps the first mark.

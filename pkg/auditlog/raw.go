@@ -15,7 +15,7 @@ type StoredEvent struct {
 	Err  error // the item could not be read (a missing or mistyped attribute); JSON is nil
 }
 
-// RawEventStore is an optional capability of a Store, found by type assertion: it returns
+// RawEventStore (part of Table) returns
 // every stored item of the subject's events as written, decodable or not, so that the
 // Verifier reads fields Event does not declare and reports the items it cannot decode
 // instead of failing on them or skipping them. Order is unspecified. None is an empty

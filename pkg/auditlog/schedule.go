@@ -29,9 +29,8 @@ type Task struct {
 	Within time.Duration `json:"within,omitempty"`
 }
 
-// Scheduler is an optional capability of a Store, found by type assertion: the durable
-// schedule of tasks, indexed by due time, so that a tick costs in proportion to the tasks
-// due, not to every request ever made. DirStore and the DynamoDB store implement it.
+// Scheduler is the durable schedule of tasks (part of Table), indexed by due time, so that
+// a tick costs in proportion to the tasks due, not to every request ever made.
 type Scheduler interface {
 	// Schedule stores the tasks, each replacing a task with its id (an id given twice in
 	// one call keeps one of its tasks). The tasks of one call (a receipt's) are written

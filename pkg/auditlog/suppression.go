@@ -15,11 +15,10 @@ import (
 // given (PII patterns masked) as Reason. It holds no raw identifier.
 const TypeSuppressionLifted = "suppression_lifted"
 
-// SuppressionStore is an optional capability of a Store, found by type assertion: the
-// tenant-scoped suppression list, one entry per (tenant, pseudonym), each an
-// event.Suppression whose Version counts its changes. Only pseudonyms are stored. DirStore
-// and the DynamoDB store implement it; Suppress and Lift build the list's rules on it.
-// Reading an entry costs one item read, whatever the number of entries or erasures.
+// SuppressionStore is the tenant-scoped suppression list (part of Table): one entry per
+// (tenant, pseudonym), each an event.Suppression whose Version counts its changes. Only
+// pseudonyms are stored. Suppress and Lift build the list's rules on it. Reading an entry
+// costs one item read, whatever the number of entries or erasures.
 type SuppressionStore interface {
 	// GetSuppression returns the entry of pseudonym in tenant, or ErrNotFound.
 	GetSuppression(ctx context.Context, tenant, pseudonym string) (event.Suppression, error)

@@ -295,7 +295,7 @@ func (c *Config) aws(ctx context.Context) (aws.Config, error) {
 
 // AuditStore opens the audit table: DynamoDB when AuditTable is set, else the embedded
 // directory store.
-func (c *Config) AuditStore(ctx context.Context) (auditlog.Store, error) {
+func (c *Config) AuditStore(ctx context.Context) (auditlog.Table, error) {
 	if c.AuditTable == "" {
 		s, err := auditlog.OpenDir(c.AuditDir)
 		if err != nil {

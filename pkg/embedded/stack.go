@@ -56,7 +56,7 @@ type Stack struct {
 	Redis     redis.UniversalClient
 	RedisKind string
 	S3        *s3.Client
-	Audit     auditlog.Store
+	Audit     auditlog.Table
 	closers   []func()
 }
 

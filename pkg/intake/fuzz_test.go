@@ -205,7 +205,7 @@ func fuzzService(f *testing.F) (*intake.Service, *countingStore) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	store := &countingStore{Store: dir}
+	store := &countingStore{Table: dir}
 	wf, err := workflow.OpenFile("") // in memory: TENANT scope needs a workflow store
 	if err != nil {
 		f.Fatal(err)

@@ -380,13 +380,12 @@ func (s *Service) handleAddenda(w http.ResponseWriter, r *http.Request) {
 	if s.lookupFailed(w, err) || !s.authorize(w, r, req.TenantID) {
 		return
 	}
-	ads := []auditlog.Addendum{}
-	if as, ok := s.Store.(auditlog.Addenda); ok {
-		got, err := as.AddendaOf(r.Context(), req.RequestID)
-		if s.lookupFailed(w, err) {
-			return
-		}
-		ads = append(ads, got...)
+	ads, err := s.Store.AddendaOf(r.Context(), req.RequestID)
+	if s.lookupFailed(w, err) {
+		return
+	}
+	if ads == nil {
+		ads = []auditlog.Addendum{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"addenda": ads})
 }

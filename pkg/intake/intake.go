@@ -152,12 +152,21 @@ func PolicyFromEnv() (Policy, error) {
 	return s.Policy, nil
 }
 
+// AuditLog is what the intake reads and writes in the audit table: requests, their reports
+// and receipts, audit events, the receipts' addenda and the suppression list.
+// auditlog.Table implements it.
+type AuditLog interface {
+	auditlog.Store
+	AddendaOf(ctx context.Context, requestID string) ([]auditlog.Addendum, error)
+	auditlog.SuppressionStore
+}
+
 // Service is the intake.
 type Service struct {
 	Key            subject.Key
 	Inventory      *inventory.Inventory
 	Producer       worker.Producer
-	Store          auditlog.Store // request state and receipts
+	Store          AuditLog
 	Policy         Policy
 	RequestedTopic string // default event.TopicRequested
 	Log            *zap.Logger

@@ -28,13 +28,13 @@ var start = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 
 // countingStore is the audit table, counting the requests recorded in it.
 type countingStore struct {
-	auditlog.Store
+	auditlog.Table
 	puts atomic.Int32
 }
 
 func (c *countingStore) PutRequest(ctx context.Context, r auditlog.Request) error {
 	c.puts.Add(1)
-	return c.Store.PutRequest(ctx, r)
+	return c.Table.PutRequest(ctx, r)
 }
 
 type env struct {
@@ -61,7 +61,7 @@ func setup(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{store: &countingStore{Store: dir}, addrs: b.Brokers, key: key, now: start}
+	e := &env{store: &countingStore{Table: dir}, addrs: b.Brokers, key: key, now: start}
 	e.svc = &intake.Service{
 		Key:       key,
 		Inventory: inventory.Reference(),

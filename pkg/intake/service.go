@@ -6,7 +6,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/auth"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/integrity"
@@ -32,7 +31,7 @@ type Config struct {
 
 // Deps are what the intake is built on besides its Env.
 type Deps struct {
-	Store    auditlog.Store      // request state and receipts
+	Store    AuditLog            // request state and receipts
 	Workflow workflow.Store      // nil: no workflow (no dry runs, windows, approvals or holds)
 	Auth     *auth.Authenticator // nil: no authentication
 }

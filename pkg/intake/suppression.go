@@ -33,10 +33,6 @@ const MaxLiftReasonBytes = 500
 // data subject, which the controller records and refers to in the reason.
 const BasisConsent = "consent"
 
-// ErrNoSuppressionList means the state store keeps no suppression list
-// (auditlog.SuppressionStore).
-var ErrNoSuppressionList = fmt.Errorf("%w: the state store keeps no suppression list", ErrUnavailable)
-
 // CheckRequest is the body of POST /v1/suppressions/check: identifiers in the body, never
 // in the URL.
 type CheckRequest struct {
@@ -128,15 +124,6 @@ func validIdentifiers(tenant string, subjects, sessions []string) error {
 	return nil
 }
 
-func (s *Service) suppressions(tenant string) (auditlog.SuppressionStore, error) {
-	ss, ok := s.Store.(auditlog.SuppressionStore)
-	if !ok {
-		s.log().Warn("suppression list unavailable: the state store keeps none", zap.String("tenant", tenant))
-		return nil, ErrNoSuppressionList
-	}
-	return ss, nil
-}
-
 // Check answers which of the identifiers of tenant are suppressed: their keyed pseudonyms
 // (subject.Key.Pseudonym, SessionPseudonym) are looked up in the tenant's list, one read
 // per identifier plus one for the tenant itself (a whole-tenant erasure suppresses every
@@ -147,10 +134,7 @@ func (s *Service) Check(ctx context.Context, in CheckRequest) (CheckResponse, er
 	if err := validIdentifiers(in.TenantID, in.SubjectIDs, in.SessionIDs); err != nil {
 		return CheckResponse{}, err
 	}
-	ss, err := s.suppressions(in.TenantID)
-	if err != nil {
-		return CheckResponse{}, err
-	}
+	ss := s.Store
 	whole, err := s.entry(ctx, ss, in.TenantID, s.Key.Pseudonym(in.TenantID, ""))
 	if err != nil {
 		return CheckResponse{}, err
@@ -236,10 +220,7 @@ func (s *Service) Lift(ctx context.Context, p auth.Principal, in LiftRequest) (L
 			return LiftResponse{}, fmt.Errorf("%w: reason must not hold the identifiers (the audit trail keeps pseudonyms only)", ErrInvalid)
 		}
 	}
-	ss, err := s.suppressions(in.TenantID)
-	if err != nil {
-		return LiftResponse{}, err
-	}
+	ss := s.Store
 	out := LiftResponse{TenantID: in.TenantID}
 	var recs []*kgo.Record
 	lift := func(pseudonym string) (LiftResult, error) {
@@ -263,6 +244,7 @@ func (s *Service) Lift(ctx context.Context, p auth.Principal, in LiftRequest) (L
 		recs = append(recs, &kgo.Record{Topic: s.suppressionsTopic(), Key: event.SuppressionKey(cur.TenantID, cur.Pseudonym), Value: b})
 		return r, nil
 	}
+	var err error
 	if out.Subjects, out.Sessions, err = perIdentifier(s.Key, in.TenantID, in.SubjectIDs, in.SessionIDs, lift); err != nil {
 		return LiftResponse{}, err
 	}
@@ -387,8 +369,6 @@ func (s *Service) suppressionFailed(w http.ResponseWriter, err error) bool {
 		return false
 	case errors.Is(err, ErrInvalid):
 		s.reject(w, http.StatusBadRequest, metrics.ReasonInvalid, err.Error())
-	case errors.Is(err, ErrNoSuppressionList):
-		s.reject(w, http.StatusServiceUnavailable, metrics.ReasonUnavailable, ErrNoSuppressionList.Error())
 	case errors.Is(err, ErrUnavailable):
 		s.reject(w, http.StatusServiceUnavailable, metrics.ReasonUnavailable, UnavailableReason(err))
 	default:

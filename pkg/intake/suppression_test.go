@@ -40,7 +40,7 @@ func suppressing(t *testing.T) (*env, *observer.ObservedLogs) {
 	e := secured(t)
 	core, logs := observer.New(zap.DebugLevel)
 	e.svc.Log = zap.New(core)
-	e.svc.Store = e.store.Store // the DirStore itself: it is an auditlog.SuppressionStore
+	e.svc.Store = e.store.Table // the DirStore itself: it is an auditlog.SuppressionStore
 	e.svc.Limiter = auth.NewLimiter(1000, 1000)
 	return e, logs
 }
@@ -57,7 +57,7 @@ func (e *env) erase(t *testing.T, token string, body map[string]any) event.Recei
 		}
 	}
 	reqs := e.of(t, acc.RequestID)
-	agg := &aggregator.Aggregator{Store: e.store.Store, Producer: e.svc.Producer, Now: e.clock}
+	agg := &aggregator.Aggregator{Store: e.store.Table, Producer: e.svc.Producer, Now: e.clock}
 	ctx := context.Background()
 	rec, err := event.Request.Encode(&reqs[0])
 	if err != nil {
@@ -304,7 +304,7 @@ func TestSuppressionLift(t *testing.T) {
 // Without authentication no one may lift: a consent event must name its principal.
 func TestSuppressionLiftNeedsAuthentication(t *testing.T) {
 	e := setup(t)
-	e.svc.Store = e.store.Store
+	e.svc.Store = e.store.Table
 	b := `{"tenant_id": "acme", "subject_ids": ["x"], "basis": "consent", "reason": "r"}`
 	if code, _ := e.do(t, "POST", "/v1/suppressions/lift", b); code != http.StatusForbidden {
 		t.Errorf("lift with authentication disabled: %d, want 403", code)
@@ -351,7 +351,7 @@ func (r *readCounting) GetSuppression(ctx context.Context, tenant, pseudonym str
 // list holds.
 func TestSuppressionCheckCost(t *testing.T) {
 	e, _ := suppressing(t)
-	counting := &readCounting{DirStore: e.store.Store.(*auditlog.DirStore)}
+	counting := &readCounting{DirStore: e.store.Table.(*auditlog.DirStore)}
 	e.svc.Store = counting
 	body := map[string]any{"tenant_id": "acme", "subject_ids": []string{subj, "carol-0007"}, "session_ids": []string{sessA}}
 	for round, erasures := range []int{1, 20} {

@@ -14,11 +14,6 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
-var (
-	_ auditlog.Addenda   = (*Store)(nil)
-	_ auditlog.Scheduler = (*Store)(nil)
-)
-
 // Items of addenda and the schedule:
 //
 //	ADD#<addendum id>      ADDENDUM                       the addendum (seq)

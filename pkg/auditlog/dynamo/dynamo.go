@@ -59,7 +59,7 @@ type Store struct {
 	pageSize int32
 }
 
-var _ auditlog.Store = (*Store)(nil)
+var _ auditlog.Table = (*Store)(nil)
 
 // Option configures a Store.
 type Option func(*Store)
@@ -139,7 +139,6 @@ func (s *Store) Events(ctx context.Context, tenant, subjectHash string) ([]audit
 	return evs, nil
 }
 
-var _ auditlog.RawEventStore = (*Store)(nil)
 
 // RawEvents returns the JSON of every event item of the subject as stored; an item without
 // a string "data" attribute comes back with auditlog.ErrNoEventJSON.
