@@ -1,66 +1,18 @@
 // Package datasetstore is the deletion.Store of inventory kind "dataset": labelled
-// evaluation datasets and exports kept in S3 (versioned or not) or in a local directory.
+// evaluation datasets and exports in S3 (versioned or not) or in a local directory.
 //
-// An inventory prefix names where the datasets of a tenant live: "s3://bucket/key-prefix"
-// for S3, "file://path" or a plain relative "path" for the directory backend (relative to
-// the dataset root, never outside it). Prefixes are expanded with the tenant only; a prefix
-// naming {subject} or {session} is refused, so no raw identifier reaches an object name or a
-// reported location.
+// Prefixes are expanded with the tenant only, so no identifier reaches an object name.
+// Formats: CSV, TSV, JSONL, JSON arrays (each optionally gzipped) and Parquet. Text
+// formats stream; a Parquet object is read whole, within Limits.
 //
-// Every object under a prefix is examined, except those an exclude pattern of the
-// inventory matches (recorded in the verification's Excluded). Formats: CSV with a header
-// row, TSV (CSV with tabs), JSONL/NDJSON (one JSON object per line), JSON arrays of
-// objects, each also gzip-compressed, and Apache Parquet. Extensions are matched ignoring
-// case (.csv, .tsv, .tab, .jsonl, .ndjson, .json, .parquet, .pq, each with an optional
-// .gz); content settles the rest: gzip's magic number means compressed whatever the name,
-// Parquet's (PAR1) means Parquet, and a .json object or one of another name is a JSON
-// array when it starts with '[' and JSONL when it starts with '{'. An object that cannot be
-// read or decoded (an unknown format, a parse error, a corrupt or truncated stream,
-// content past the Limits) is unexamined: Erase never rewrites or deletes it, and Verify
-// counts it in Unexamined and names it in UnexaminedItems, with the reason, so the store
-// ends FAILED until it is fixed or excluded. Reports name an object by its prefix
-// template, the shape of the rest of its key and a keyed reference (WithKey), never by its
-// name, which may hold identifiers; reasons hold no content.
+// A row belongs to the subject when a subject column equals its id or a session column
+// one of its sessions, exactly. Erase rewrites each object without those rows and, in a
+// versioned bucket, deletes every older version that holds them. A tenant-scope Erase
+// deletes every dataset object under the prefixes. Verify reads everything back.
 //
-// CSV, TSV, JSONL and JSON arrays stream: memory holds one row (one array element), at
-// most Limits.Record, and the buffers, whatever the object's size, and gzip is
-// decompressed (at most Limits.Decompressed) and recompressed on the fly (the gzip header
-// kept). Parquet needs random access, so a Parquet object is read whole, at most
-// Limits.Parquet, and its footer and pages are checked against the Limits before they are
-// decoded; its rewrite keeps the schema, the compression codecs and the key/value
-// metadata. A rewrite to S3 is staged before its upload, in memory up to 4 MiB
-// and in a temporary file beyond, sent with a CRC32 checksum, and keeps the object's
-// Content-Type, Content-Encoding, Cache-Control, Content-Disposition, Content-Language
-// and user metadata.
-//
-// Subject scope: a row belongs to the subject when one of its subject columns equals the
-// subject id, or one of its session columns equals one of the subject's session ids,
-// exactly (after CSV, JSON or Parquet decoding; JSON columns may hold an array, any
-// element matching, and numbers match by their literal; Parquet strings and integers
-// match, a repeated column by any value). A column named by a dotted path
-// (metadata.customer_id) names a nested field in JSON objects and Parquet groups, as
-// LangChain stores document metadata; a flat field of that exact name matches too. Erase
-// rewrites each dataset holding such rows without them (every other row byte for byte in
-// the text formats, value for value in Parquet, atomically, only if the object did not
-// change meanwhile) and, in a versioned bucket, deletes every older version that still
-// holds such rows, always by its version id (the "null" version of an object written
-// before versioning included). It reports, per expanded prefix, the rows removed from
-// current objects and, for S3, under "<prefix> (old versions)", the older versions it
-// deleted besides the one its own rewrite superseded (whose rows are already counted).
-//
-// Tenant scope: Erase deletes every dataset object under the prefixes (by extension, or
-// else by content), all versions and delete markers included, reporting the current
-// objects under "<prefix>" and the older versions under "<prefix> (old versions)". Objects
-// that are no dataset are left and reported unexamined.
-//
-// With WithSummaries, S3 locations skip the objects and versions whose per-object summary
-// of keyed pseudonyms shows they do not hold the subject (see summary.go); what is read and
-// reported is otherwise the same.
-//
-// Verify re-reads every current object and every remaining version and counts the
-// subject's rows (tenant scope: the dataset objects and versions left), beside what it
-// could not examine. Erase and Verify are idempotent and safe for concurrent use; errors
-// other than the permanent ones described (configuration, a missing bucket) are transient.
+// An object that cannot be read is never rewritten: Verify reports it unexamined, so the
+// store ends FAILED until it is fixed or excluded. Reports name objects by template and
+// keyed reference, never by name. Details: docs/stores/dataset.md.
 package datasetstore
 
 import (

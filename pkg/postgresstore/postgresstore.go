@@ -1,54 +1,16 @@
 // Package postgresstore erases data subjects from inventory stores of kind "postgres":
 // rows of configured tables (chat history, LangGraph's Postgres checkpointer) whose subject
-// or session columns equal one of the subject's identifiers, with
-// github.com/jackc/pgx/v5.
+// or session columns equal one of the subject's identifiers, with github.com/jackc/pgx/v5.
 //
-// # Statements
+// Table and column names come from the inventory, validated and quoted; identifiers are
+// always bound parameters. Every statement is scoped to the request's tenant. Comparisons
+// are exact and typed (text, integers, uuid); other column types are refused.
 //
-// Table and column names come from the inventory only, are validated as identifiers
-// (Validate) and quoted with pgx.Identifier; identifiers are always bound parameters, never
-// part of the SQL text. A table shared by tenants names its tenant column, and every
-// statement requires it to equal the request's tenant; a table without one must be per
-// tenant ({tenant} in its schema or table name). A tenant-scope request deletes the rows
-// whose tenant column equals the tenant, or every row of a per-tenant table.
+// Erase deletes the matching rows of every table in one transaction. Verify counts them
+// at one snapshot. A table hidden by row-level security is reported unexamined. Errors
+// never carry row values.
 //
-// # Matching
-//
-// Comparisons are exact and typed, read from the catalog on every call:
-//   - text, varchar and char(n) columns: col = $n, byte for byte under a deterministic
-//     collation ("bob" is not "BOB", NFD is not NFC; char(n) ignores trailing spaces, as
-//     PostgreSQL compares it); other string types (citext; name, whose parameters would be
-//     cut to 63 bytes) and columns with a nondeterministic collation compare as text under
-//     COLLATE "C";
-//   - smallint, integer and bigint columns: only an identifier in canonical decimal form
-//     ("7", "-12"; not "007", "+7" or "7.0") matches, as that integer;
-//   - uuid columns: only the hyphenated form (8-4-4-4-12 hex digits) matches; hex digits
-//     have no case, so "A0EE…" is the uuid a0ee… (braces or no hyphens match nothing);
-//   - any other type is refused (a permanent error naming table, column and type).
-//
-// An identifier that cannot be a value of a column's type matches nothing in it, and an
-// empty identifier matches nothing.
-//
-// # Erase and Verify
-//
-// Erase deletes the matching rows of every table in one transaction and reports the
-// deleted rows per table (located by table name with the tenant filled in, never an
-// identifier); a row matched by several columns is counted once. Erasing is idempotent.
-// Verify counts the matching rows of every table (COUNT(*)) in one read-only repeatable-read
-// transaction, so all tables are read at one snapshot. A per-tenant table that does not
-// exist holds nothing of the tenant and counts 0; a fixed table that does not exist is a
-// permanent error, as is a column it does not have. Row-level security would hide rows
-// from both DELETE and COUNT: a table where it applies to the store's role (not a
-// superuser, not BYPASSRLS, not the owner of a table without FORCE ROW LEVEL SECURITY) is
-// reported unexamined, so the store cannot verify clean.
-//
-// # Errors
-//
-// Connection failures, timeouts, cancellations and the SQLSTATE classes 08, 40, 53, 55,
-// 57, 58 and XX are transient; every other server error (an unknown table or column,
-// missing privileges, failed authentication, a foreign key refusing the delete) and
-// locators the store cannot serve are retry.Permanent. Errors carry the server's message
-// and SQLSTATE but never its detail, which quotes row values.
+// Details: docs/stores/postgres.md.
 package postgresstore
 
 import (

@@ -1,64 +1,17 @@
 // Package redisstore erases data subjects from inventory stores of kind "redis" (session
 // history, query caches, agent graph state) with github.com/redis/go-redis/v9.
 //
-// # Key contract
-//
 // Key templates such as "session:{tenant}:{subject}:*" name where a subject's keys live.
-// Every key and index template holds {tenant} (Validate): a key without the tenant is
-// shared by tenants, and one tenant's erasure would reach another tenant's keys.
-// Applications write keys with every identifier encoded by KeyPart (or built with Key),
-// which percent-encodes the delimiter ':' and '%'. Every placeholder of a template is
-// followed by ':' or ends the template (Validate), so an encoded identifier fills exactly
-// one part of a key and the pattern built for subject "x" can never match a key of subject
-// "x:y" ("session:t:x:*" does not match "session:t:x%3Ay:1"), nor "ab", nor a subject whose
-// id holds glob metacharacters: values are KeyPart-encoded, then glob-escaped, and only the
-// template's own trailing '*' is a wildcard. Keys written with raw identifiers that hold ':'
-// are outside the contract and may be missed or, for the longer id, attributed to a prefix.
+// Every template holds {tenant}. Applications write identifiers with KeyPart (or Key),
+// so one identifier fills exactly one part of a key and a pattern never matches another
+// subject's keys.
 //
-// An optional per-subject index (Locators.Index, e.g. "idx:{tenant}:{subject}") is a Redis
-// set listing the subject's key names, written by the application beside the keys (see
-// Index). Several inventory stores may share one index: the reference stores "redis" and
-// "langgraph" both use "idx:{tenant}:{subject}".
+// Erase unlinks the keys an optional per-subject index lists (only those the store's
+// patterns match) and, unless the entry is index_only, the keys SCAN finds on every
+// primary. Counts are exact. Verify scans again and reports what it cannot read as
+// unexamined. Errors name templates, never identifiers.
 //
-// # Erase
-//
-// Erase first reads the index, keeps only the members that one of the store's own patterns
-// matches (checked again in Go, so a key the patterns do not cover is never deleted), and
-// in one MULTI (a plain pipeline on Redis Cluster or Ring, where keys span slots) UNLINKs
-// them and SREMs them from the index. Members of other stores stay listed; Redis deletes
-// the index set itself once it is empty. Unless the inventory store is index_only (the
-// app lists every key in the index), it then runs the fallback for keys the index does not
-// list: SCAN MATCH on every primary (never KEYS) and UNLINK in pipelined
-// batches. The counts are the sum of UNLINK replies per key template, so they are exact
-// even though SCAN may return a key twice. Erasing is idempotent. For a tenant-scope
-// request every subject placeholder becomes a wildcard and every index set of the tenant
-// is pruned the same way; a key is the tenant's only when its parts follow the template's
-// and its {tenant} part is the tenant, so "s:{session}:{tenant}:*" never reaches another
-// tenant's "s:x:globex:acme:1".
-//
-// # Verify
-//
-// Verify scans every pattern on every primary afresh and counts the distinct keys of the
-// subject that remain, plus the names the index still lists for this store: a listed name
-// holds the identifier even when its key is gone. An index_only store reads only the index
-// (VerifyIndexMethod says so in the receipt): keys an app wrote outside the index are
-// neither erased nor seen there, which is the price of not scanning the keyspace.
-//
-// What Verify cannot read it reports as unexamined (Verification.Unexamined and
-// UnexaminedItems, named by template, never by identifier), so the store cannot verify
-// clean: an index key that holds something other than a set (WRONGTYPE; Erase leaves it
-// alone, and for an index_only store the subject's keys are then unknown), and, on a
-// Ring, every shard go-redis has marked down (its keys were neither erased nor scanned).
-// A primary that cannot be reached while scanning is an error instead (transient: the
-// runtime retries, then reports FAILED).
-//
-// # Errors
-//
-// Network errors, timeouts, LOADING, TRYAGAIN, CLUSTERDOWN, MASTERDOWN, READONLY and BUSY
-// are transient; NOPERM, NOAUTH, WRONGPASS, WRONGTYPE (where Index writes to an index that
-// is not a set), unknown commands and templates outside the contract are
-// retry.Permanent. Error messages and locations name templates with the tenant filled
-// in, never an identifier.
+// Details: docs/stores/redis.md.
 package redisstore
 
 import (
