@@ -42,12 +42,14 @@ func (st *Store) EraseBatch(ctx context.Context, inv inventory.Entry, subjects [
 	// Each subject's points are counted exactly, as Erase counts them: the counts of the
 	// batch's subjects run side by side (countLimit at a time), so the batch waits about
 	// as long as its slowest count, not their sum.
-	semantic := l.similar() != SimilarOff // its vectors are read before the delete, per subject
+	// Semantic read-back reads a subject's vectors before the delete, and mention handling
+	// rewrites or deletes other points after it: both go subject by subject, through Erase.
+	alone := l.similar() != SimilarOff || len(l.TextFields) > 0 && l.mentions() != MentionsFail
 	filters := make([]*qdrant.Filter, len(subjects))
 	var g errgroup.Group
 	g.SetLimit(countLimit)
 	for i, s := range subjects {
-		if s.TenantScope() || semantic {
+		if s.TenantScope() || alone {
 			results[i], errs[i] = st.Erase(ctx, inv, s)
 			continue
 		}

@@ -124,6 +124,41 @@ func TestMentionsRedactRewritesOnlyTheIdentifier(t *testing.T) {
 	}
 }
 
+// TestMentionsUnderBatching: a batch redacts and erases mentions as Erase does, with the
+// similar search off (the batch must not skip the mention handling).
+func TestMentionsUnderBatching(t *testing.T) {
+	for _, policy := range []string{"redact", "erase"} {
+		t.Run(policy, func(t *testing.T) {
+			victim := deletiontest.NewSubject("acme", "cust-59")
+			other := deletiontest.NewSubject("acme", "cust-60")
+			k, ids := mentionKB(t, victim)
+			inv := mentionStore(policy)
+			ctx := context.Background()
+			res, errs := k.store.EraseBatch(ctx, inv, []deletion.Subject{victim, other})
+			if errs[0] != nil || errs[1] != nil {
+				t.Fatal(errs)
+			}
+			vs, errs := k.store.VerifyBatch(ctx, inv, []deletion.Subject{victim, other})
+			if errs[0] != nil || !vs[0].Clean() || vs[0].Mentions != 0 {
+				t.Fatalf("VerifyBatch = %+v, %v; want clean, the mentions handled", vs[0], errs[0])
+			}
+			if got := deletion.StatusOf(res[0], vs[0]); got != event.StatusDeleted {
+				t.Errorf("status %s, want DELETED", got)
+			}
+			switch policy {
+			case "redact":
+				if got := k.payload(ids[0])["page_content"].GetStringValue(); strings.Contains(got, victim.ID+":") || !strings.Contains(got, "[redacted]") {
+					t.Errorf("mention kept under batching: %q", got)
+				}
+			case "erase":
+				if k.exists(ids[0]) || k.exists(ids[1]) || !k.exists(ids[2]) {
+					t.Errorf("mentioning points left, or a longer id's point erased")
+				}
+			}
+		})
+	}
+}
+
 // TestMentionsThroughATextIndex: with a full-text index on page_content Qdrant matches by
 // tokens; the store still counts only real occurrences.
 func TestMentionsThroughATextIndex(t *testing.T) {
