@@ -67,6 +67,9 @@ func (v *Verifier) Validate(st inventory.Entry) error {
 // NewVerifier returns the audit_log deletion.Store over s.
 func NewVerifier(s Store) *Verifier { return &Verifier{s: s} }
 
+// PseudonymsOnly marks the audit log as a store of pseudonyms (deletion.PseudonymsOnly).
+func (v *Verifier) PseudonymsOnly() {}
+
 // Erase deletes nothing and reports NoPIIByDesign with no locations.
 func (v *Verifier) Erase(ctx context.Context, st inventory.Entry, s deletion.Subject) (deletion.Result, error) {
 	if err := v.Validate(st); err != nil {

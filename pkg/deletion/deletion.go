@@ -120,5 +120,12 @@ func ValidateStores(inv *inventory.Inventory, kind string, s Store) error {
 	return errors.Join(errs...)
 }
 
+// PseudonymsOnly is an optional capability of a Store that holds keyed pseudonyms only and
+// deletes nothing (its Erase reports NoPIIByDesign): a dry run reports it
+// NO_PII_BY_DESIGN, as the erasure would.
+type PseudonymsOnly interface {
+	PseudonymsOnly()
+}
+
 // ErrDryRunUnsupported is the report of a store without Counter in a dry run.
 var ErrDryRunUnsupported = errors.New("dry run not supported")

@@ -19,8 +19,9 @@ const MethodDryRun = "dry run: counted, nothing deleted"
 // MethodLegalHold is the verification method of an exempt store's report.
 const MethodLegalHold = "legal hold"
 
-// count reports what an erasure of st would delete, through deletion.Counter; a store
-// without it reports FAILED with deletion.ErrDryRunUnsupported, and is never erased.
+// count reports what an erasure of st would delete, through deletion.Counter; a store of
+// pseudonyms only (deletion.PseudonymsOnly) reports NO_PII_BY_DESIGN; any other store
+// reports FAILED with deletion.ErrDryRunUnsupported, and is never erased.
 // Transient errors are retried as erase retries them.
 func (w *Worker) count(ctx context.Context, req *event.Requested, st inventory.Entry, subj deletion.Subject) event.StoreDone {
 	done := event.StoreDone{
@@ -28,7 +29,13 @@ func (w *Worker) count(ctx context.Context, req *event.Requested, st inventory.E
 		Attempt: req.Attempt, StartedAt: w.now(), Locations: []event.LocationCount{}, DryRun: true,
 		Verification: event.Verification{Method: MethodDryRun, Remaining: -1},
 	}
-	c, ok := w.Stores[st.Kind].(deletion.Counter)
+	impl := w.Stores[st.Kind]
+	if _, ok := impl.(deletion.PseudonymsOnly); ok {
+		done.FinishedAt, done.Status = w.now(), event.StatusNoPII
+		done.Verification = event.Verification{Method: MethodDryRun}
+		return done
+	}
+	c, ok := impl.(deletion.Counter)
 	var err error
 	var locs []event.LocationCount
 	if !ok {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
@@ -43,6 +44,26 @@ func TestDryRunCountsAndErasesNothing(t *testing.T) {
 	}
 	if d := got["audit_log"]; !d.DryRun || d.Status != event.StatusFailed || d.Error != deletion.ErrDryRunUnsupported.Error() {
 		t.Errorf("audit_log without Counter: %+v", d)
+	}
+}
+
+// The audit log holds pseudonyms only: a dry run previews it as NO_PII_BY_DESIGN, as its
+// erasure reports it, not as FAILED.
+func TestDryRunOfTheAuditLog(t *testing.T) {
+	dir, err := auditlog.OpenDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dir.Close() })
+	w, addrs := setup(t, map[string]deletion.Store{"audit_log": auditlog.NewVerifier(dir)})
+	req := request(allStores, nil, 1)
+	req.DryRun = true
+	if err := w.Handle(context.Background(), record(t, req)); err != nil {
+		t.Fatal(err)
+	}
+	d := reports(t, addrs)["audit_log"]
+	if !d.DryRun || d.Status != event.StatusNoPII || d.Error != "" {
+		t.Errorf("audit_log dry run: %+v; want NO_PII_BY_DESIGN", d)
 	}
 }
 
