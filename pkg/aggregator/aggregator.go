@@ -155,6 +155,9 @@ func (a *Aggregator) Handle(ctx context.Context, rec *kgo.Record) error {
 		if err := a.putReport(ctx, d); err != nil {
 			return err
 		}
+		if err := a.released(ctx, d); err != nil {
+			return err
+		}
 		// A find completes too: the store's report may be waiting for it (Build), and a
 		// report stored concurrently either sees this find or is seen by complete, which
 		// reads after the write.

@@ -335,6 +335,40 @@ func TestRedrive(t *testing.T) {
 	}
 }
 
+// A store EXEMPT under a legal hold at the receipt, and erased by the re-drive that
+// follows the hold's release, is recorded as a RELEASED addendum chained after the
+// receipt, which stays as issued; a redelivered report links nothing more.
+func TestErasureAfterReleaseIsAnAddendum(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	e.handle(t, reqRec(t, request("er_h", "acme", 1)))
+	held := done("er_h", "acme", "redis", event.StatusExempt, 1)
+	held.Verification = event.Verification{Method: "legal hold: GDPR Art. 17(3)(e) (hold h1)"}
+	e.handle(t, doneRecs(t, done("er_h", "acme", "qdrant", event.StatusDeleted, 1), held, done("er_h", "acme", "audit_log", event.StatusNoPII, 1))...)
+	first := checkReceipts(t, e, "acme", []string{"er_h"})
+	if first[0].Status != event.ReceiptPartial {
+		t.Fatalf("receipt %s, want PARTIAL", first[0].Status)
+	}
+	e.handle(t, reqRec(t, request("er_h", "acme", 2, "redis")))
+	after := done("er_h", "acme", "redis", event.StatusDeleted, 2)
+	e.handle(t, doneRecs(t, after, after)...)
+	ads, err := e.store.AddendaOf(ctx, "er_h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ads) != 1 || ads[0].Type != auditlog.AddendumReleased || ads[0].ReceiptID != first[0].ReceiptID ||
+		len(ads[0].Stores) != 1 || ads[0].Stores[0] != (auditlog.AddendumStore{Store: "redis", Status: "DELETED", Deleted: 5}) {
+		t.Fatalf("addenda %+v, want one RELEASED for redis", ads)
+	}
+	again := checkReceipts(t, e, "acme", []string{"er_h"})
+	if again[0].Hash != first[0].Hash {
+		t.Error("the receipt changed")
+	}
+	if err := auditlog.VerifyChain(ctx, e.store, "acme"); err != nil {
+		t.Errorf("chain with the addendum: %v", err)
+	}
+}
+
 // The receipts of a tenant form one chain; tenants have separate chains.
 func TestReceiptsChainPerTenant(t *testing.T) {
 	e := setup(t)

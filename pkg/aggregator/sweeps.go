@@ -332,6 +332,46 @@ func (a *Aggregator) passReport(ctx context.Context, d event.StoreDone) error {
 	return nil
 }
 
+// released records, as a RELEASED addendum of the receipt, the report of a re-drive for a
+// store the receipt lists EXEMPT: the erasure that followed a hold's release. Only reports
+// of a later attempt can be one, so other reports cost nothing. One addendum per
+// (request, store, attempt).
+func (a *Aggregator) released(ctx context.Context, d event.StoreDone) error {
+	if d.Attempt < 2 || IsFound(d) || d.Status == event.StatusExempt {
+		return nil
+	}
+	rc, err := a.Store.GetReceipt(ctx, d.RequestID)
+	if errors.Is(err, auditlog.ErrNotFound) {
+		return nil // no receipt yet: the report joins it
+	}
+	if err != nil {
+		return fmt.Errorf("aggregator: load receipt: %w", err)
+	}
+	held := false
+	for _, s := range rc.Stores {
+		held = held || s.Store == d.Store && s.Status == event.StatusExempt
+	}
+	if !held {
+		return nil
+	}
+	ad := auditlog.Addendum{
+		AddendumID: fmt.Sprintf("%s/released/%s/%d", d.RequestID, d.Store, d.Attempt), ReceiptID: rc.ReceiptID,
+		RequestID: d.RequestID, TenantID: rc.TenantID, Type: auditlog.AddendumReleased, At: or2(d.FinishedAt, a.now()),
+		Stores: []auditlog.AddendumStore{{Store: d.Store, Status: string(d.Status), Deleted: d.Deleted(),
+			Remaining: d.Verification.Remaining, Unexamined: d.Verification.Unexamined}},
+	}
+	got, linked, err := a.appendAddendum(ctx, ad)
+	if err != nil {
+		return fmt.Errorf("aggregator: append addendum: %w", err)
+	}
+	if linked {
+		metrics.Or(a.Metrics).Addenda.WithLabelValues(got.Type).Inc()
+		a.log().Info("store erased after its legal hold was released", zap.String("request_id", d.RequestID),
+			zap.String("store", d.Store), zap.String("status", string(d.Status)), zap.Int64("seq", got.Seq))
+	}
+	return nil
+}
+
 // publishReappeared publishes erasure.reappeared for a pass report that deleted data,
 // before its addendum is appended: a report handled again before the addendum exists
 // publishes it again, so consumers de-duplicate by (request_id, pass, store).

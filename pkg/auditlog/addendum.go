@@ -30,6 +30,9 @@ const (
 	// AddendumPhysical: a store's physical-erasure date passed with no reappearance and no
 	// re-apply (restore) since the receipt; the bytes its logical delete left are gone.
 	AddendumPhysical = "PHYSICAL"
+	// AddendumReleased: a store the receipt lists EXEMPT under a legal hold was erased after
+	// the hold's release (Stores say its status, what it deleted and what remains).
+	AddendumReleased = "RELEASED"
 )
 
 // Addendum is a fact about an erasure learnt after its receipt, linked into the tenant's
