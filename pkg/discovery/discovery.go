@@ -182,6 +182,15 @@ func (s Set) LastRun(kind string) (time.Time, int64, bool) {
 	return time.Time{}, 0, false
 }
 
+// Reports returns the last report of every runner.
+func (s Set) Reports() []Report {
+	out := []Report{}
+	for _, r := range s {
+		out = append(out, r.Last())
+	}
+	return out
+}
+
 // Run runs every runner's schedule until ctx is done.
 func (s Set) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
@@ -201,11 +210,7 @@ type Response struct {
 func (s Set) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /discovery", func(w http.ResponseWriter, _ *http.Request) {
-		out := Response{Reports: []Report{}}
-		for _, r := range s {
-			out.Reports = append(out.Reports, r.Last())
-		}
-		writeJSON(w, out)
+		writeJSON(w, Response{Reports: s.Reports()})
 	})
 	mux.HandleFunc("POST /discovery", func(w http.ResponseWriter, req *http.Request) {
 		out := Response{Reports: []Report{}}

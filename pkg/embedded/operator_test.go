@@ -45,6 +45,8 @@ func TestMetricsAndDiscoveryForOperators(t *testing.T) {
 		{"POST", "/discovery", "", http.StatusUnauthorized},
 		{"POST", "/discovery", app, http.StatusForbidden},
 		{"POST", "/discovery", ops, http.StatusOK},
+		{"GET", "/v1/discovery/uncovered", app, http.StatusForbidden},
+		{"GET", "/v1/discovery/uncovered", ops, http.StatusOK},
 		{"GET", "/healthz", "", http.StatusOK},
 	} {
 		req, _ := http.NewRequest(tc.method, sys.BaseURL+tc.path, nil)

@@ -243,6 +243,7 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 		return nil, fmt.Errorf("intake listener: %w", err)
 	}
 	sys.BaseURL = "http://" + l.Addr().String()
+	sys.Intake.Discovery = sys.Discovery.Reports
 	mux := http.NewServeMux()
 	mux.Handle("/", sys.Intake.Handler())
 	mux.Handle("/discovery", sys.Intake.Operator(sys.Discovery.Handler()))

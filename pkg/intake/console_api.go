@@ -14,6 +14,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/auth"
 	"github.com/lethe-erasure/lethe/pkg/broker"
+	"github.com/lethe-erasure/lethe/pkg/discovery"
 	"github.com/lethe-erasure/lethe/pkg/dlq"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/metrics"
@@ -62,6 +63,27 @@ func (s *Service) handleInventory(w http.ResponseWriter, _ *http.Request) {
 			seen[st.Kind] = true
 			v.Kinds = append(v.Kinds, st.Kind)
 		}
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// UncoveredView is the body of GET /v1/discovery/uncovered: the last discovery report of
+// each kind and, flattened, every location they found outside the inventory.
+type UncoveredView struct {
+	Reports   []discovery.Report   `json:"reports"`
+	Uncovered []discovery.Location `json:"uncovered"`
+}
+
+// handleUncovered answers GET /v1/discovery/uncovered (operators only) from Discovery. A
+// deployment whose deleters run apart answers 404 naming where their reports are.
+func (s *Service) handleUncovered(w http.ResponseWriter, _ *http.Request) {
+	if s.Discovery == nil {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "discovery runs in each deleter: read GET /discovery on its metrics address, or lethectl inventory discover --deleter URL"})
+		return
+	}
+	v := UncoveredView{Reports: s.Discovery(), Uncovered: []discovery.Location{}}
+	for _, r := range v.Reports {
+		v.Uncovered = append(v.Uncovered, r.Uncovered...)
 	}
 	writeJSON(w, http.StatusOK, v)
 }

@@ -149,6 +149,7 @@ func (s *Service) routeWorkflow(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/holds", s.authenticate(s.handleHolds))
 	mux.HandleFunc("POST /v1/holds/{id}/release", s.authenticate(s.handleRelease))
 	mux.HandleFunc("GET /v1/inventory", s.authenticate(s.handleInventory))
+	mux.Handle("GET /v1/discovery/uncovered", s.Operator(http.HandlerFunc(s.handleUncovered)))
 	mux.HandleFunc("GET /v1/dead-letters", s.authenticate(s.handleDeadLetters))
 	mux.HandleFunc("POST /v1/dead-letters/replay", s.authenticate(s.handleReplay))
 	mux.HandleFunc("GET /v1/whoami", s.authenticate(s.handleWhoami))

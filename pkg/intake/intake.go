@@ -35,6 +35,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/auth"
 	"github.com/lethe-erasure/lethe/pkg/consumer"
+	"github.com/lethe-erasure/lethe/pkg/discovery"
 	"github.com/lethe-erasure/lethe/pkg/envconf"
 	"github.com/lethe-erasure/lethe/pkg/envelope"
 	"github.com/lethe-erasure/lethe/pkg/event"
@@ -163,10 +164,13 @@ type AuditLog interface {
 
 // Service is the intake.
 type Service struct {
-	Key            subject.Key
-	Inventory      *inventory.Inventory
-	Producer       worker.Producer
-	Store          AuditLog
+	Key       subject.Key
+	Inventory *inventory.Inventory
+	Producer  worker.Producer
+	Store     AuditLog
+	// Discovery returns the discovery reports of the deleters that run in this process;
+	// nil where they run apart (GET /v1/discovery/uncovered then answers 404).
+	Discovery      func() []discovery.Report
 	Policy         Policy
 	RequestedTopic string // default event.TopicRequested
 	Log            *zap.Logger

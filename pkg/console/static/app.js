@@ -273,10 +273,15 @@ async function inventoryPage() {
     el("p", {}, "Kinds: " + inv.kinds.join(", ")), uncovered);
   try {
     const d = await api("GET", "/v1/discovery/uncovered");
-    const items = d.uncovered || d.locations || [];
-    uncovered.append(items.length ? el("ul", {}, items.map(u => el("li", {}, typeof u === "string" ? u : JSON.stringify(u)))) : el("p", {}, "Discovery found no uncovered location."));
-  } catch (_) {
-    uncovered.append(el("p", { class: "muted" }, "Discovery is not available in this deployment."));
+    const ran = d.reports.filter(r => r.run_at);
+    uncovered.append(
+      el("p", { class: "small" }, ran.length ? "Last run: " + ran.map(r => r.kind + " " + new Date(r.run_at).toLocaleString()).join(", ") : "Discovery has not run yet."),
+      d.uncovered.length
+        ? el("table", { id: "uncovered-locations" }, el("tr", {}, el("th", {}, "Kind"), el("th", {}, "Location"), el("th", {}, "Items sampled"), el("th", {}, "Why")),
+          d.uncovered.map(u => el("tr", {}, el("td", {}, u.kind), el("td", {}, u.location), el("td", {}, String(u.count)), el("td", { class: "small" }, u.reason))))
+        : el("p", {}, "Discovery found no uncovered location."));
+  } catch (e) {
+    uncovered.append(el("p", { class: "muted" }, "Discovery reports are not available here: " + e.message));
   }
 }
 
