@@ -51,7 +51,7 @@ type Options struct {
 
 // Settings declare a deleter's discovery.
 type Settings struct {
-	Interval time.Duration `env:"LETHE_DISCOVERY_INTERVAL" min:"0s" doc:"Time between inventory discovery runs; 0: only on request (POST /discovery)."`
+	Interval time.Duration `env:"LETHE_DISCOVERY_INTERVAL" default:"1h" min:"0s" doc:"Time between inventory discovery runs, the first at start-up; 0: only on request (POST /discovery)."`
 	Fields   []string      `env:"LETHE_DISCOVERY_FIELDS" default:"customer_id,user_id,userid,customer,subject_id,account_id,member_id,email,email_address,phone,phone_number,session_id,thread_id,conversation_id,owner_id,person_id,patient_id,client_id" doc:"Identity-like column and key-segment names discovery looks for, comma separated."`
 	Sample   int           `env:"LETHE_DISCOVERY_SAMPLE" default:"200" min:"1" doc:"Items sampled per location for values matching personal-data patterns."`
 	Tenants  []string      `env:"LETHE_DISCOVERY_TENANTS" doc:"Known tenants, comma separated, for matching {tenant} in locations."`

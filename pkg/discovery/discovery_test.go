@@ -69,7 +69,7 @@ func TestSettings(t *testing.T) {
 		t.Errorf("bad interval: %v", err)
 	}
 	// The declared defaults are the stores' own.
-	if err := envconf.Defaults(&s); err != nil || !slices.Equal(s.Fields, deletion.DefaultFields) || s.Sample != deletion.DefaultSample || s.Interval != 0 {
-		t.Errorf("defaults %+v, %v; want deletion.DefaultFields, deletion.DefaultSample, off", s, err)
+	if err := envconf.Defaults(&s); err != nil || !slices.Equal(s.Fields, deletion.DefaultFields) || s.Sample != deletion.DefaultSample || s.Interval != time.Hour {
+		t.Errorf("defaults %+v, %v; want deletion.DefaultFields, deletion.DefaultSample, hourly", s, err)
 	}
 }
