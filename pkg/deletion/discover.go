@@ -21,10 +21,13 @@ type DiscoverOptions struct {
 // Uncovered is one location of a backend that holds subject-shaped data but that no
 // inventory store covers: its kind, the location (a key family, an object, a table, with
 // identifiers replaced by placeholders), why it looks like personal data (field names or
-// the kinds of pattern found, never a value) and how many items were seen there.
+// the kinds of pattern found, never a value) and how many items were seen there. Fields
+// are the field names, key paths or columns found holding identity-like names or values
+// (never a value); a probe (Prober) matches the subject there.
 type Uncovered struct {
 	Kind, Location, Reason string
 	Count                  int64
+	Fields                 []string
 }
 
 // Discoverer is an optional capability of a Store, found by type assertion like Validator:

@@ -1,0 +1,38 @@
+package deletion
+
+import (
+	"context"
+	"time"
+)
+
+// ProbeLimits bound a probe in each location: at most Items items read and Time spent.
+type ProbeLimits struct {
+	Items int
+	Time  time.Duration
+}
+
+// DefaultProbeLimits are the bounds a probe uses where none are configured.
+var DefaultProbeLimits = ProbeLimits{Items: 10000, Time: 10 * time.Second}
+
+// Probed is what a probe found in one location outside the inventory: the location as
+// discovery named it, how many items hold an identifier of the subject, and, when the
+// location could not be read whole (unreadable, or a bound reached), why. A location
+// with Unexamined set is never clean, whatever Found says. Suggest is the inventory entry
+// (YAML) that would cover the location; empty when the store cannot say. No field holds a
+// value read from the backend.
+type Probed struct {
+	Location   string
+	Found      int64
+	Unexamined string
+	Suggest    string
+}
+
+// Prober is an optional capability of a Store, found by type assertion: Probe looks for
+// the identifiers of s (its id and sessions; nothing for a tenant-scope s) in locations
+// that discovery reported outside the inventory (Uncovered of the store's kind, as its own
+// Discover writes them), exactly, as Erase matches them, and changes nothing. It returns
+// one Probed per location, in order, each bounded by lim. A location it cannot parse or
+// read is Unexamined, never zero. Errors of the whole call are classified as Verify's.
+type Prober interface {
+	Probe(ctx context.Context, locs []Uncovered, s Subject, lim ProbeLimits) ([]Probed, error)
+}
