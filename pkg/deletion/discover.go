@@ -23,11 +23,14 @@ type DiscoverOptions struct {
 // identifiers replaced by placeholders), why it looks like personal data (field names or
 // the kinds of pattern found, never a value) and how many items were seen there. Fields
 // are the field names, key paths or columns found holding identity-like names or values
-// (never a value); a probe (Prober) matches the subject there.
+// (never a value); a probe (Prober) matches the subject there. Suggest is the inventory
+// entry, in the inventory's YAML, that would cover the location (a new entry, or an
+// existing one with the missing field added); empty when the kind cannot express one.
 type Uncovered struct {
 	Kind, Location, Reason string
 	Count                  int64
 	Fields                 []string
+	Suggest                string
 }
 
 // Discoverer is an optional capability of a Store, found by type assertion like Validator:

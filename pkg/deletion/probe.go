@@ -17,14 +17,12 @@ var DefaultProbeLimits = ProbeLimits{Items: 10000, Time: 10 * time.Second}
 // Probed is what a probe found in one location outside the inventory: the location as
 // discovery named it, how many items hold an identifier of the subject, and, when the
 // location could not be read whole (unreadable, or a bound reached), why. A location
-// with Unexamined set is never clean, whatever Found says. Suggest is the inventory entry
-// (YAML) that would cover the location; empty when the store cannot say. No field holds a
-// value read from the backend.
+// with Unexamined set is never clean, whatever Found says. No field holds a value read
+// from the backend.
 type Probed struct {
 	Location   string
 	Found      int64
 	Unexamined string
-	Suggest    string
 }
 
 // Prober is an optional capability of a Store, found by type assertion: Probe looks for
