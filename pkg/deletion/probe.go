@@ -3,6 +3,8 @@ package deletion
 import (
 	"context"
 	"time"
+
+	"github.com/lethe-erasure/lethe/pkg/inventory"
 )
 
 // ProbeLimits bound a probe in each location: at most Items items read and Time spent.
@@ -26,11 +28,12 @@ type Probed struct {
 }
 
 // Prober is an optional capability of a Store, found by type assertion: Probe looks for
-// the identifiers of s (its id and sessions; nothing for a tenant-scope s) in locations
-// that discovery reported outside the inventory (Uncovered of the store's kind, as its own
-// Discover writes them), exactly, as Erase matches them, and changes nothing. It returns
-// one Probed per location, in order, each bounded by lim. A location it cannot parse or
-// read is Unexamined, never zero. Errors of the whole call are classified as Verify's.
+// the identifiers of s (its id and sessions) in locations that discovery reported outside
+// inv (Uncovered of the store's kind, as its own Discover writes them), exactly, as Erase
+// matches them, within s's tenant where the location allows, and changes nothing. It
+// returns one Probed per location, in order, each bounded by lim; for a tenant-scope s it
+// returns nil. A location it cannot parse or read is Unexamined, never zero. Errors of the
+// whole call are classified as Verify's.
 type Prober interface {
-	Probe(ctx context.Context, locs []Uncovered, s Subject, lim ProbeLimits) ([]Probed, error)
+	Probe(ctx context.Context, inv *inventory.Inventory, locs []Uncovered, s Subject, lim ProbeLimits) ([]Probed, error)
 }
