@@ -139,7 +139,6 @@ func (s *Store) Events(ctx context.Context, tenant, subjectHash string) ([]audit
 	return evs, nil
 }
 
-
 // RawEvents returns the JSON of every event item of the subject as stored; an item without
 // a string "data" attribute comes back with auditlog.ErrNoEventJSON.
 func (s *Store) RawEvents(ctx context.Context, tenant, subjectHash string) ([]auditlog.StoredEvent, error) {

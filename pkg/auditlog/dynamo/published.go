@@ -8,7 +8,6 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
-
 // publishedSK is the sort key of a request's publication mark.
 const publishedSK = "PUBLISHED"
 

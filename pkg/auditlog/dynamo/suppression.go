@@ -11,7 +11,6 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
-
 // supPK is the partition of a suppression entry: SUP#<tenant>#<pseudonym>, one item per
 // entry, so a check reads one item per identifier.
 func supPK(tenant, pseudonym string) string { return "SUP#" + esc(tenant) + "#" + esc(pseudonym) }
