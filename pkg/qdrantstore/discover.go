@@ -57,6 +57,17 @@ var piiPatterns = []string{pii.Email, pii.Phone, pii.IBAN, pii.NationalID, pii.C
 // a value (digits, '@', a pii pattern, not a plain key, over 40 bytes) is written {id},
 // a known tenant {tenant}, unless it is one of opts.Fields.
 //
+// Fields and Suggest say how to cover a report. Of an uncovered collection, Fields are
+// its identity-like key paths (none holding {id}; empty when only pii patterns were found)
+// and Suggest a new qdrant store (suggestCollection): the collection, a known tenant in
+// its name written {tenant}, with the session-like paths (session_id, thread_id,
+// conversation_id) as session_fields and the others as subject_fields; a name holding no
+// known tenant gets a leading comment that the entry needs a tenant_field before Validate
+// accepts it; no Suggest without Fields. Of a key of a covered collection, Fields is the
+// key path and Suggest the first store covering it with the key added to its
+// subject_fields (session_fields if session-like); no Suggest when the path holds {id} or
+// {tenant}, which locators cannot name. Suggest is YAML of one inventory.Entry.
+//
 // Reports are sorted by Location. Discover only reads. Its errors are classified as
 // Erase's are; an inventory qdrant store with invalid locators is a permanent error.
 func (st *Store) Discover(ctx context.Context, inv *inventory.Inventory, opts deletion.DiscoverOptions) ([]deletion.Uncovered, error) {
@@ -95,6 +106,10 @@ func (st *Store) Discover(ctx context.Context, inv *inventory.Inventory, opts de
 		cs := coversOf(covers, name)
 		if len(cs) == 0 {
 			if u := collectionFinding(name, pts, want); u.Count > 0 {
+				u.Suggest, err = suggestCollection(inv, name, u.Fields, opts.Tenants)
+				if err != nil {
+					return nil, err
+				}
 				out = append(out, u)
 			}
 			continue
@@ -108,7 +123,7 @@ func (st *Store) Discover(ctx context.Context, inv *inventory.Inventory, opts de
 			loc := cs[0].tmpl + "/" + path
 			k := keys[loc]
 			if k == nil {
-				k = &keyUse{patterns: map[string]bool{}, stores: map[string]bool{}}
+				k = &keyUse{patterns: map[string]bool{}, stores: map[string]bool{}, store: cs[0].store, path: path}
 				keys[loc] = k
 			}
 			k.count += u.count
@@ -129,7 +144,11 @@ func (st *Store) Discover(ctx context.Context, inv *inventory.Inventory, opts de
 			reasons = append(reasons, "personal data patterns: "+strings.Join(sortedKeys(k.patterns), ", "))
 		}
 		reasons = append(reasons, "not named by the locators of store "+strings.Join(sortedKeys(k.stores), ", "))
-		out = append(out, deletion.Uncovered{Kind: Kind, Location: loc, Reason: strings.Join(reasons, "; "), Count: k.count})
+		sug, err := suggestKey(inv, k.store, k.path)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, deletion.Uncovered{Kind: Kind, Location: loc, Reason: strings.Join(reasons, "; "), Count: k.count, Fields: []string{k.path}, Suggest: sug})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Location < out[j].Location })
 	return out, nil
@@ -255,17 +274,25 @@ func collectionFinding(coll string, pts []*qdrant.RetrievedPoint, want map[strin
 		reasons = append(reasons, "personal data patterns: "+strings.Join(sortedKeys(patterns), ", "))
 	}
 	u.Reason = strings.Join(reasons, "; ")
+	for _, f := range sortedKeys(fields) {
+		if !strings.Contains(f, idPart) {
+			u.Fields = append(u.Fields, f)
+		}
+	}
 	return u
 }
 
 // keyUse is what a sample shows of one payload key: the points carrying it, whether its
-// name is identity-like, the pii patterns of its values, and (summed over collections) the
-// stores covering them.
+// name is identity-like, the pii patterns of its values, (summed over collections) the
+// stores covering them, and, for a reported location, the store whose template names it
+// and the key path.
 type keyUse struct {
 	count    int64
 	name     bool
 	patterns map[string]bool
 	stores   map[string]bool
+	store    string
+	path     string
 }
 
 // keyUses returns, by key path (keyPath), the keys of pts holding values (not objects)
@@ -358,6 +385,9 @@ func keyString(at []step) string {
 	return strings.Join(ks, keySep)
 }
 
+// idPart stands in a key path for a part that may be a value.
+const idPart = "{id}"
+
 // plainPart is a part of a key path shown as it is: a raw key without digits.
 var plainPart = regexp.MustCompile(`^[A-Za-z_-]{1,40}$`)
 
@@ -378,7 +408,7 @@ func keyPath(at []step, want map[string]bool, tenants []string) string {
 		case plainPart.MatchString(k) && !pii.Contains(k):
 			b.WriteString(k)
 		default:
-			b.WriteString("{id}")
+			b.WriteString(idPart)
 		}
 		if s.list {
 			b.WriteString("[]")

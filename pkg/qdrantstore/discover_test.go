@@ -55,16 +55,16 @@ func TestDiscoverReportsOnlyUncoveredCollections(t *testing.T) {
 		}
 		if tenants != nil {
 			// With known tenants, shopbot_acme_old is no tenant's shopbot_{tenant}.
-			want["shopbot_acme_old"] = deletion.Uncovered{Kind: "qdrant", Location: "shopbot_acme_old", Reason: "identity-like fields: metadata.Customer_ID", Count: 1}
+			want["shopbot_acme_old"] = deletion.Uncovered{Kind: "qdrant", Location: "shopbot_acme_old", Reason: "identity-like fields: metadata.Customer_ID", Count: 1, Fields: []string{"metadata.Customer_ID"}}
 		} else {
 			// Without, it is covered, and its nested key is one the store's locators miss.
-			want["shopbot_{tenant}/metadata.Customer_ID"] = deletion.Uncovered{Kind: "qdrant", Location: "shopbot_{tenant}/metadata.Customer_ID", Reason: "identity-like field name; not named by the locators of store qdrant", Count: 1}
+			want["shopbot_{tenant}/metadata.Customer_ID"] = deletion.Uncovered{Kind: "qdrant", Location: "shopbot_{tenant}/metadata.Customer_ID", Reason: "identity-like field name; not named by the locators of store qdrant", Count: 1, Fields: []string{"metadata.Customer_ID"}}
 		}
 		if len(got) != len(want) {
 			t.Errorf("tenants %v: Discover = %+v, want %+v", tenants, got, want)
 		}
 		for _, u := range got {
-			if w, ok := want[u.Location]; !ok || u != w {
+			if w, ok := want[u.Location]; !ok || !sameFinding(u, w) {
 				t.Errorf("tenants %v: %+v, want %+v", tenants, u, w)
 			}
 		}

@@ -1,0 +1,251 @@
+package qdrantstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/qdrant/go-client/qdrant"
+	"google.golang.org/grpc/status"
+
+	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/qdrantstore/qdrantkey"
+	"github.com/lethe-erasure/lethe/pkg/retry"
+)
+
+var _ deletion.Prober = (*Store)(nil)
+
+// Probe counts, exactly and reading only, the points of each location Discover reported
+// (locs, one Probed each, in order) that hold an identifier of s — its id or one of its
+// session ids, matched as Erase matches (keywords, UUID spellings, integers; on an array
+// any element) — and never names one. For a tenant-scope s it returns nil, nil.
+//
+// A key of a covered collection ("<template>/<key path>") is matched by that key in every
+// collection the template names for s's tenant ({tenant} filled in, {subject},
+// {subject_hash} and {session} matching any name, as Discover reads them, so the
+// collections of other subjects of the tenant are counted too); when the first qdrant
+// store of inv with that template has a tenant_field, the field must equal s's tenant as
+// well. A {tenant} in the key path is s's tenant. A whole uncovered collection is matched
+// by any of its Fields; it belongs to no store, so no tenant filter applies: a subject of
+// another tenant with the same id is counted too (an over-report, never an under-report).
+//
+// A location is Unexamined (with a reason naming no value) when it is not of kind qdrant,
+// cannot be parsed, has a key path with a {id} part (the key varies per point), has no
+// field to match, names a template no store of inv has, when s has no identifier or
+// tenant to match, when Qdrant refuses its count (a permanent error), or when lim.Time
+// (DefaultProbeLimits' when not positive) runs out on it. A missing collection holds 0
+// points. lim.Items does not apply: a location is one exact count per collection, which
+// reads no items. Errors of the whole call (listing the collections, a transient
+// failure of a count, ctx ending) are classified as Verify's and name no identifier.
+func (st *Store) Probe(ctx context.Context, inv *inventory.Inventory, locs []deletion.Uncovered, s deletion.Subject, lim deletion.ProbeLimits) ([]deletion.Probed, error) {
+	if s.TenantScope() {
+		return nil, nil
+	}
+	if lim.Time <= 0 {
+		lim.Time = deletion.DefaultProbeLimits.Time
+	}
+	ids := probeIDs(s)
+	var names []string
+	listed := false
+	out := make([]deletion.Probed, 0, len(locs))
+	for _, u := range locs {
+		p := deletion.Probed{Location: u.Location}
+		pl, why, err := probePlanOf(inv, u, s, ids)
+		if err != nil {
+			return nil, err
+		}
+		if why != "" {
+			p.Unexamined = why
+			out = append(out, p)
+			continue
+		}
+		if pl.re != nil && !listed {
+			err := st.retry(ctx, func() (err error) {
+				names, err = st.client.ListCollections(ctx)
+				return err
+			})
+			if err != nil {
+				return nil, fmt.Errorf("qdrant: probe: list collections: %w", classify(err))
+			}
+			sort.Strings(names)
+			listed = true
+		}
+		colls := pl.colls
+		if pl.re != nil {
+			for _, n := range names {
+				if pl.re.MatchString(n) {
+					colls = append(colls, n)
+				}
+			}
+		}
+		n, why, err := st.probeCount(ctx, colls, pl.filter, u.Location, lim)
+		if err != nil {
+			return nil, err
+		}
+		p.Found, p.Unexamined = n, why
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// probeIDs are the non-empty identifiers of s a probe matches: its id and session ids.
+func probeIDs(s deletion.Subject) []string {
+	var ids []string
+	if s.ID != "" {
+		ids = append(ids, s.ID)
+	}
+	for _, ses := range s.Sessions {
+		if ses != "" && !slices.Contains(ids, ses) {
+			ids = append(ids, ses)
+		}
+	}
+	return ids
+}
+
+// probePlan is where and how a probe counts one location: the named collections colls,
+// plus those that re matches among the listed ones, with filter.
+type probePlan struct {
+	colls  []string
+	re     *regexp.Regexp
+	filter *qdrant.Filter
+}
+
+// probePlanOf plans the probe of u for s, or says why u cannot be examined; its error is
+// a qdrant store of inv with invalid locators (permanent, as Discover's).
+func probePlanOf(inv *inventory.Inventory, u deletion.Uncovered, s deletion.Subject, ids []string) (probePlan, string, error) {
+	if u.Kind != Kind {
+		return probePlan{}, fmt.Sprintf("a location of kind %q, not %s", u.Kind, Kind), nil
+	}
+	if len(ids) == 0 {
+		return probePlan{}, "the subject has no id or session id to match", nil
+	}
+	tmpl, key, keyed := strings.Cut(u.Location, "/")
+	if !keyed {
+		pl, why := collectionPlan(u, ids)
+		return pl, why, nil
+	}
+	if tmpl == "" || key == "" {
+		return probePlan{}, "cannot parse the location as <collection template>/<key path>", nil
+	}
+	if strings.Contains(key, idPart) {
+		return probePlan{}, "the key path has a value-like part ({id}): the key differs per point and no filter can name it", nil
+	}
+	if inventory.Uses(key, inventory.Tenant) {
+		if s.Tenant == "" {
+			return probePlan{}, "the key path names {tenant} and the subject has no tenant", nil
+		}
+		key = strings.ReplaceAll(key, inventory.Tenant, keyPart(s.Tenant))
+	}
+	if qdrantkey.Check(key) != nil {
+		return probePlan{}, "the key path is not a payload key of Qdrant's grammar", nil
+	}
+	if inventory.CheckTemplate(tmpl, inventory.Tenant, inventory.Subject, inventory.SubjectHash, inventory.Session) != nil {
+		return probePlan{}, "the collection template uses an unknown placeholder", nil
+	}
+	l, found, err := storeOfTemplate(inv, tmpl)
+	switch {
+	case err != nil:
+		return probePlan{}, "", err
+	case !found:
+		return probePlan{}, "no qdrant store of the inventory has this collection template", nil
+	case s.Tenant == "" && (l.TenantField != "" || inventory.Uses(tmpl, inventory.Tenant)):
+		return probePlan{}, "the subject has no tenant to scope the probe to", nil
+	}
+	must, err := tenantMust(l, s.Tenant)
+	if err != nil {
+		return probePlan{}, "the subject has no tenant to scope the probe to", nil
+	}
+	f := &qdrant.Filter{Must: must, Should: matchAny(key, ids)}
+	if checkFilter(f) != nil {
+		return probePlan{}, "no safe filter matches the subject here", nil
+	}
+	return probePlan{re: templateRE(location(tmpl, s.Tenant)), filter: f}, "", nil
+}
+
+// rawKey is a key Qdrant's grammar takes unquoted.
+var rawKey = regexp.MustCompile(`^[\pL\pN_-]+$`)
+
+// keyPart writes k as one key of a payload key path: raw when the grammar allows,
+// double-quoted otherwise (a key holding '"' or '\' then fails the grammar's check).
+func keyPart(k string) string {
+	if rawKey.MatchString(k) {
+		return k
+	}
+	return `"` + k + `"`
+}
+
+// collectionPlan plans the probe of a whole uncovered collection: any of u.Fields matches
+// an identifier, in the collection u.Location, with no tenant filter.
+func collectionPlan(u deletion.Uncovered, ids []string) (probePlan, string) {
+	if u.Location == "" {
+		return probePlan{}, "cannot parse an empty location"
+	}
+	if len(u.Fields) == 0 {
+		return probePlan{}, "no key path to match the subject by (personal data found by pattern only, or under value-like keys)"
+	}
+	var should []*qdrant.Condition
+	for _, f := range u.Fields {
+		if strings.ContainsAny(f, "{}") {
+			return probePlan{}, "a field has a placeholder part ({id}, {tenant}): the key differs per point or tenant and no filter can name it"
+		}
+		if qdrantkey.Check(f) != nil {
+			return probePlan{}, "a field is not a payload key of Qdrant's grammar"
+		}
+		should = append(should, matchAny(f, ids)...)
+	}
+	f := &qdrant.Filter{Should: should}
+	if checkFilter(f) != nil {
+		return probePlan{}, "no safe filter matches the subject here"
+	}
+	return probePlan{colls: []string{u.Location}, filter: f}, ""
+}
+
+// storeOfTemplate returns the locators of the first qdrant store of inv that has the
+// collection template tmpl, as Discover names a location after it; a qdrant store of inv
+// with invalid locators is a permanent error.
+func storeOfTemplate(inv *inventory.Inventory, tmpl string) (Locators, bool, error) {
+	if inv == nil {
+		return Locators{}, false, nil
+	}
+	for _, e := range inv.OfKinds(Kind) {
+		l, err := LocatorsOf(e)
+		if err != nil {
+			return Locators{}, false, err
+		}
+		if slices.Contains(l.Collections, tmpl) {
+			return l, true, nil
+		}
+	}
+	return Locators{}, false, nil
+}
+
+// probeCount sums the exact counts of f over colls within lim.Time. It returns why the
+// location is unexamined when the bound runs out or Qdrant refuses a count, and an error
+// (loc in place of the collection name) when ctx ends or a count fails transiently.
+func (st *Store) probeCount(ctx context.Context, colls []string, f *qdrant.Filter, loc string, lim deletion.ProbeLimits) (int64, string, error) {
+	lctx, cancel := context.WithTimeout(ctx, lim.Time)
+	defer cancel()
+	var total int64
+	for _, coll := range colls {
+		n, err := st.count(lctx, coll, f)
+		switch {
+		case err == nil:
+			total += n
+			continue
+		case ctx.Err() != nil:
+			return 0, "", fmt.Errorf("qdrant: probe %s: %w", loc, ctx.Err())
+		case errors.Is(lctx.Err(), context.DeadlineExceeded):
+			return 0, fmt.Sprintf("the time bound of %s ran out", lim.Time), nil
+		case retry.IsPermanent(err):
+			return 0, fmt.Sprintf("Qdrant refused the count (%s)", status.Code(err)), nil
+		default:
+			return 0, "", fmt.Errorf("qdrant: probe %s: %w", loc, redact(err, coll, loc))
+		}
+	}
+	return total, "", nil
+}
