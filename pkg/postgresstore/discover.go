@@ -23,17 +23,15 @@ var _ deletion.Discoverer = (*Store)(nil)
 // pattern. Tables are reported as schema.table with known tenants replaced by {tenant},
 // grouped by that shape (Count is the number of tables); reasons name columns, never
 // values. Discover only reads.
+//
+// Fields are the identity-like columns of a shape; Suggest is a new postgres store listing
+// its table (see suggestion), with the column a table shared by tenants names its tenant
+// in (tenantColumn), if there is one.
 func (p *Store) Discover(ctx context.Context, inv *inventory.Inventory, opts deletion.DiscoverOptions) ([]deletion.Uncovered, error) {
 	opts = opts.Defaults()
-	var covers []*regexp.Regexp
-	for _, st := range inv.OfKinds(Kind) {
-		l, err := decode(st)
-		if err != nil {
-			return nil, fmt.Errorf("postgresstore: store %q: %w", st.Name, err)
-		}
-		for _, tb := range l.Tables {
-			covers = append(covers, tableRE(tb.Table))
-		}
+	covers, err := coversOf(inv)
+	if err != nil {
+		return nil, err
 	}
 	rows, err := p.pool.Query(ctx, `SELECT table_schema, table_name, column_name, data_type
 		FROM information_schema.columns
@@ -45,6 +43,7 @@ func (p *Store) Discover(ctx context.Context, inv *inventory.Inventory, opts del
 	type table struct {
 		schema, name string
 		named, text  []string
+		tenant       []string // columns that may hold the tenant (tenantColumn)
 	}
 	var tables []*table
 	for rows.Next() {
@@ -63,6 +62,9 @@ func (p *Store) Discover(ctx context.Context, inv *inventory.Inventory, opts del
 		if typ == "text" || typ == "character varying" || typ == "jsonb" || typ == "json" {
 			tb.text = append(tb.text, col)
 		}
+		if typ == "text" || typ == "character varying" || typ == "character" {
+			tb.tenant = append(tb.tenant, col)
+		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -71,11 +73,12 @@ func (p *Store) Discover(ctx context.Context, inv *inventory.Inventory, opts del
 	type group struct {
 		count   int64
 		reasons []string
+		fields  []string
+		tenant  map[string]bool // the tenant column of each table ("" for none)
 	}
 	groups := map[string]*group{}
 	for _, tb := range tables {
-		full := tb.schema + "." + tb.name
-		if slices.ContainsFunc(covers, func(re *regexp.Regexp) bool { return re.MatchString(full) || re.MatchString(tb.name) }) {
+		if covered(covers, tb.schema, tb.name) {
 			continue
 		}
 		var why string
@@ -96,10 +99,16 @@ func (p *Store) Discover(ctx context.Context, inv *inventory.Inventory, opts del
 		shape := tenantShape(tb.schema, opts.Tenants) + "." + tenantShape(tb.name, opts.Tenants)
 		g := groups[shape]
 		if g == nil {
-			g = &group{}
+			g = &group{tenant: map[string]bool{}}
 			groups[shape] = g
 		}
 		g.count++
+		for _, c := range tb.named {
+			if !slices.Contains(g.fields, c) {
+				g.fields = append(g.fields, c)
+			}
+		}
+		g.tenant[tenantColumn(tb.tenant, tb.named)] = true
 		if !slices.Contains(g.reasons, why) {
 			g.reasons = append(g.reasons, why)
 		}
@@ -107,9 +116,22 @@ func (p *Store) Discover(ctx context.Context, inv *inventory.Inventory, opts del
 	var out []deletion.Uncovered
 	for shape, g := range groups {
 		sort.Strings(g.reasons)
-		out = append(out, deletion.Uncovered{Kind: Kind, Location: shape, Reason: strings.Join(g.reasons, "; "), Count: g.count})
+		out = append(out, deletion.Uncovered{Kind: Kind, Location: shape, Reason: strings.Join(g.reasons, "; "), Count: g.count, Fields: g.fields})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Location < out[j].Location })
+	taken := map[string]bool{}
+	for _, n := range inv.Names() {
+		taken[n] = true
+	}
+	for i, u := range out {
+		tenant := ""
+		if g := groups[u.Location]; len(g.tenant) == 1 { // the tables of a shape agree
+			for c := range g.tenant {
+				tenant = c
+			}
+		}
+		out[i].Suggest = suggestion(u.Location, u.Fields, tenant, taken)
+	}
 	return out, nil
 }
 
@@ -142,6 +164,26 @@ func (p *Store) samplePersonal(ctx context.Context, schema, name string, cols []
 		}
 	}
 	return false, classify("discover sample", rows.Err())
+}
+
+// coversOf returns the patterns of the tables the postgres stores of inv name (tableRE).
+func coversOf(inv *inventory.Inventory) ([]*regexp.Regexp, error) {
+	var covers []*regexp.Regexp
+	for _, st := range inv.OfKinds(Kind) {
+		l, err := decode(st)
+		if err != nil {
+			return nil, fmt.Errorf("postgresstore: store %q: %w", st.Name, err)
+		}
+		for _, tb := range l.Tables {
+			covers = append(covers, tableRE(tb.Table))
+		}
+	}
+	return covers, nil
+}
+
+// covered reports whether one of covers matches the table schema.name.
+func covered(covers []*regexp.Regexp, schema, name string) bool {
+	return slices.ContainsFunc(covers, func(re *regexp.Regexp) bool { return re.MatchString(schema+"."+name) || re.MatchString(name) })
 }
 
 // tableRE matches the schema-qualified names a table template can name.

@@ -209,12 +209,16 @@ type colType struct {
 	deterministic bool   // its collation is deterministic (or it has none)
 }
 
-const columnsSQL = `SELECT a.attname, t.typname, t.typcategory, coalesce(co.collisdeterministic, true)
+// allColumnsSQL reads the name and colType of every column of the table $1 (an oid).
+const allColumnsSQL = `SELECT a.attname, t.typname, t.typcategory, coalesce(co.collisdeterministic, true)
 FROM pg_attribute a
 JOIN pg_type d ON d.oid = a.atttypid
 JOIN pg_type t ON t.oid = CASE WHEN d.typtype = 'd' THEN d.typbasetype ELSE d.oid END
 LEFT JOIN pg_collation co ON co.oid = a.attcollation
-WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped AND a.attname = ANY($2)`
+WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped`
+
+// columnsSQL is allColumnsSQL for the columns named in $2 only.
+const columnsSQL = allColumnsSQL + ` AND a.attname = ANY($2)`
 
 // hiddenSQL says whether row-level security applies to the current role on a table: it is
 // enabled, and the role is neither a superuser, nor BYPASSRLS, nor the owner of a table

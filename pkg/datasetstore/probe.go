@@ -1,0 +1,230 @@
+package datasetstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/aws/smithy-go"
+
+	"github.com/lethe-erasure/lethe/pkg/datasetstore/rows"
+	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/objectstore"
+	"github.com/lethe-erasure/lethe/pkg/retry"
+	"github.com/lethe-erasure/lethe/pkg/subject"
+)
+
+var _ deletion.Prober = (*Store)(nil)
+
+// Probe counts, for each location of kind "dataset" in locs (in order; other kinds are
+// left out), the rows of its current objects that hold an identifier of subj, reading and
+// changing nothing. The objects are those the location's shape names, as Discover writes
+// it: {tenant} filled in with subj's tenant, any other placeholder standing for any one
+// path part (in the file name, for a name whose known extension, deletion.KnownExtension,
+// is the one the shape keeps), less the objects a dataset store of inv covers (they are
+// its to erase). A row counts when one of the location's Fields (dotted paths naming
+// nested fields) equals subj's id or one of its sessions, exactly, as Erase matches. A
+// location whose shape holds no {tenant} is shared by tenants: its rows of every tenant
+// are counted, which may over-report, never under-report. Older versions in a versioned
+// bucket are not read.
+//
+// A location is Unexamined, never clean, when it names no Fields, when its root cannot be
+// reached by this store, when one of its objects cannot be read or decoded (named by the
+// location's shape and its keyed reference, never its name), or when a bound of lim is
+// reached: more than lim.Items objects to read (each read whole, within the store's
+// Limits) or lim.Time spent on the location; Found then counts what was read. A location
+// whose bucket or directory does not exist is Found 0. A tenant-scope subj gives nil.
+// Errors are transient but for an invalid tenant, a subject without identifiers or an
+// inventory entry that does not validate (permanent).
+func (s *Store) Probe(ctx context.Context, inv *inventory.Inventory, locs []deletion.Uncovered, subj deletion.Subject, lim deletion.ProbeLimits) ([]deletion.Probed, error) {
+	if subj.TenantScope() {
+		return nil, nil
+	}
+	if err := subject.ValidateTenant(subj.Tenant); err != nil {
+		return nil, retry.Permanent(fmt.Errorf("dataset probe: %w", err))
+	}
+	if subj.ID == "" && !slices.ContainsFunc(subj.Sessions, func(s string) bool { return s != "" }) {
+		return nil, retry.Permanent(errors.New("dataset probe: subject has neither an id nor a session"))
+	}
+	lim = probeLimits(lim)
+	covers, err := coverREs(inv)
+	if err != nil {
+		return nil, err
+	}
+	var out []deletion.Probed
+	for _, loc := range locs {
+		if loc.Kind != Kind {
+			continue
+		}
+		p, err := s.probe(ctx, covers, loc, subj, lim)
+		if err != nil {
+			return nil, fmt.Errorf("dataset probe: %w", err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// probeLimits is lim with deletion.DefaultProbeLimits for its zero fields.
+func probeLimits(lim deletion.ProbeLimits) deletion.ProbeLimits {
+	if lim.Items <= 0 {
+		lim.Items = deletion.DefaultProbeLimits.Items
+	}
+	if lim.Time <= 0 {
+		lim.Time = deletion.DefaultProbeLimits.Time
+	}
+	return lim
+}
+
+// probe is Probe of one location.
+func (s *Store) probe(ctx context.Context, covers []*regexp.Regexp, loc deletion.Uncovered, subj deletion.Subject, lim deletion.ProbeLimits) (deletion.Probed, error) {
+	p := deletion.Probed{Location: loc.Location}
+	if len(loc.Fields) == 0 {
+		p.Unexamined = "no identity-like field found there to match: name its columns in an inventory entry"
+		return p, nil
+	}
+	root, key := splitLocation(strings.ReplaceAll(loc.Location, inventory.Tenant, subj.Tenant))
+	if strings.Contains(root, "{") {
+		p.Unexamined = "its bucket is no bucket name nor one per tenant: cannot list it"
+		return p, nil
+	}
+	_, b, err := s.rootOf(root)
+	if err != nil {
+		p.Unexamined = "cannot reach it: " + err.Error()
+		return p, nil
+	}
+	shape, listPrefix := shapeRE(key)
+	ext, fileShaped := fileExtension(key)
+	lctx, cancel := context.WithTimeout(ctx, lim.Time)
+	defer cancel()
+	timedOut := func() bool { return lctx.Err() != nil && ctx.Err() == nil }
+	var why []string
+	bound := func() {
+		why = append(why, fmt.Sprintf("the probe's time bound of %s was reached", lim.Time))
+	}
+	var keys []string
+	err = b.List(lctx, listPrefix, func(k string) error {
+		if strings.HasPrefix(k, summaryRoot) || !shape.MatchString(k) || fileShaped && deletion.KnownExtension(path.Base(k)) != ext ||
+			slices.ContainsFunc(covers, func(re *regexp.Regexp) bool { return re.MatchString(root + k) }) {
+			return nil
+		}
+		if len(keys) > lim.Items {
+			return errEnough
+		}
+		keys = append(keys, k)
+		return nil
+	})
+	var api smithy.APIError
+	switch {
+	case timedOut():
+		bound()
+		keys = nil
+	case errors.As(err, &api) && api.ErrorCode() == "NoSuchBucket", errors.Is(err, fs.ErrNotExist):
+		return p, nil // nothing there (any more)
+	case err != nil && !errors.Is(err, errEnough):
+		return p, err
+	}
+	slices.Sort(keys)
+	if len(keys) > lim.Items {
+		keys = keys[:lim.Items]
+		why = append(why, fmt.Sprintf("more objects than the probe's bound of %d", lim.Items))
+	}
+	m := newMatcher(loc.Fields, loc.Fields, subj.ID, subj.Sessions)
+	var unread []string
+	for _, k := range keys {
+		n, err := s.probeObject(lctx, b, k, m)
+		if timedOut() {
+			bound()
+			break
+		}
+		switch {
+		case ctx.Err() != nil:
+			return p, ctx.Err()
+		case errors.Is(err, objectstore.ErrNotFound):
+			continue // gone since the listing
+		case errors.Is(err, rows.ErrMalformed):
+			unread = append(unread, s.names.Name(loc.Location, "", root+k)+": "+reason(err))
+			continue
+		case err != nil:
+			return p, err
+		}
+		p.Found += int64(n)
+	}
+	if len(unread) > 0 {
+		msg := "cannot read " + unread[0]
+		if len(unread) > 1 {
+			msg += fmt.Sprintf(" (and %d more objects)", len(unread)-1)
+		}
+		why = append([]string{msg}, why...)
+	}
+	p.Unexamined = strings.Join(why, "; ")
+	return p, nil
+}
+
+// probeObject counts the rows m matches in the current object of key, reading it within
+// ctx.
+func (s *Store) probeObject(ctx context.Context, b objectstore.Bucket, key string, m *matcher) (int, error) {
+	obj, err := b.Get(ctx, key)
+	if err != nil {
+		return 0, err
+	}
+	defer obj.Body.Close()
+	return rows.Rewrite(key, ctxReader{ctx, obj.Body}, nil, m.rows(), s.lim)
+}
+
+// ctxReader stops reading r once ctx is done (a directory's files do not watch ctx).
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
+// fileExtension returns the extension the file name of the key shape key keeps after its
+// placeholder ("{id}.csv.gz": ".csv.gz", "{id}": ""), and false when the file name is no
+// placeholder.
+func fileExtension(key string) (string, bool) {
+	name := path.Base(key)
+	if !strings.HasPrefix(name, "{") {
+		return "", false
+	}
+	_, ext, ok := strings.Cut(name, "}")
+	return ext, ok
+}
+
+// shapeRE matches the keys of the key shape key: each placeholder stands for one path part
+// (or what precedes the extension of a file name). prefix is the part of key before its
+// first placeholder, to list.
+func shapeRE(key string) (re *regexp.Regexp, prefix string) {
+	var b strings.Builder
+	b.WriteString("^")
+	prefix = key
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		prefix = key[:i]
+	}
+	for rest := key; rest != ""; {
+		i := strings.IndexByte(rest, '{')
+		j := strings.IndexByte(rest, '}')
+		if i < 0 || j < i {
+			b.WriteString(regexp.QuoteMeta(rest))
+			break
+		}
+		b.WriteString(regexp.QuoteMeta(rest[:i]))
+		b.WriteString(`[^/]+`)
+		rest = rest[j+1:]
+	}
+	b.WriteString("$")
+	return regexp.MustCompile(b.String()), prefix
+}
