@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"path"
 	"regexp"
@@ -14,6 +13,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/lethe-erasure/lethe/pkg/datasetstore/rows"
+	"github.com/lethe-erasure/lethe/pkg/datasetstore/shapes"
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/objectstore"
@@ -90,7 +90,7 @@ func (s *Store) probe(ctx context.Context, covers []*regexp.Regexp, loc deletion
 		p.Unexamined = "no identity-like field found there to match: name its columns in an inventory entry"
 		return p, nil
 	}
-	root, key := splitLocation(strings.ReplaceAll(loc.Location, inventory.Tenant, subj.Tenant))
+	root, key := shapes.SplitLocation(strings.ReplaceAll(loc.Location, inventory.Tenant, subj.Tenant))
 	if strings.Contains(root, "{") {
 		p.Unexamined = "its bucket is no bucket name nor one per tenant: cannot list it"
 		return p, nil
@@ -100,8 +100,8 @@ func (s *Store) probe(ctx context.Context, covers []*regexp.Regexp, loc deletion
 		p.Unexamined = "cannot reach it: " + err.Error()
 		return p, nil
 	}
-	shape, listPrefix := shapeRE(key)
-	ext, fileShaped := fileExtension(key)
+	shape, listPrefix := shapes.Match(key)
+	ext, fileShaped := shapes.FileExtension(key)
 	lctx, cancel := context.WithTimeout(ctx, lim.Time)
 	defer cancel()
 	timedOut := func() bool { return lctx.Err() != nil && ctx.Err() == nil }
@@ -176,55 +176,5 @@ func (s *Store) probeObject(ctx context.Context, b objectstore.Bucket, key strin
 		return 0, err
 	}
 	defer obj.Body.Close()
-	return rows.Rewrite(key, ctxReader{ctx, obj.Body}, nil, m.rows(), s.lim)
-}
-
-// ctxReader stops reading r once ctx is done (a directory's files do not watch ctx).
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
-}
-
-// fileExtension returns the extension the file name of the key shape key keeps after its
-// placeholder ("{id}.csv.gz": ".csv.gz", "{id}": ""), and false when the file name is no
-// placeholder.
-func fileExtension(key string) (string, bool) {
-	name := path.Base(key)
-	if !strings.HasPrefix(name, "{") {
-		return "", false
-	}
-	_, ext, ok := strings.Cut(name, "}")
-	return ext, ok
-}
-
-// shapeRE matches the keys of the key shape key: each placeholder stands for one path part
-// (or what precedes the extension of a file name). prefix is the part of key before its
-// first placeholder, to list.
-func shapeRE(key string) (re *regexp.Regexp, prefix string) {
-	var b strings.Builder
-	b.WriteString("^")
-	prefix = key
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		prefix = key[:i]
-	}
-	for rest := key; rest != ""; {
-		i := strings.IndexByte(rest, '{')
-		j := strings.IndexByte(rest, '}')
-		if i < 0 || j < i {
-			b.WriteString(regexp.QuoteMeta(rest))
-			break
-		}
-		b.WriteString(regexp.QuoteMeta(rest[:i]))
-		b.WriteString(`[^/]+`)
-		rest = rest[j+1:]
-	}
-	b.WriteString("$")
-	return regexp.MustCompile(b.String()), prefix
+	return rows.Rewrite(key, objectstore.ContextReader(ctx, obj.Body), nil, m.rows(), s.lim)
 }

@@ -187,3 +187,19 @@ func syncDir(r *os.Root, dir string) error {
 	}
 	return nil
 }
+
+// ContextReader returns a reader of r that fails with ctx's error once ctx is done (a
+// directory's files do not watch ctx).
+func ContextReader(ctx context.Context, r io.Reader) io.Reader { return ctxReader{ctx, r} }
+
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
