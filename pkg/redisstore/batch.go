@@ -21,7 +21,10 @@ var _ deletion.BatchStore = (*Store)(nil)
 // as Erase does. Each result counts its subject's keys per key template. A subject the
 // templates cannot serve fails alone; a failed round trip fails every subject of the
 // batch (the runtime retries; unlinking is idempotent). Tenant-scope subjects go through
-// Erase.
+// Erase. Records families are scanned once per tenant of the batch: a key goes to the
+// subject whose identifier its fields hold (the earliest in subjects when it names
+// several), so each count stays its subject's own; a failed scan fails the subjects of
+// that tenant.
 func (r *Store) EraseBatch(ctx context.Context, st inventory.Entry, subjects []deletion.Subject) ([]deletion.Result, []error) {
 	results := make([]deletion.Result, len(subjects))
 	errs := make([]error, len(subjects))
@@ -61,6 +64,7 @@ func (r *Store) EraseBatch(ctx context.Context, st inventory.Entry, subjects []d
 			}
 		}
 	}
+	r.eraseRecordsBatch(ctx, subjects, plans, tallies, use, errs)
 	for _, i := range use {
 		if errs[i] != nil {
 			continue
@@ -72,6 +76,45 @@ func (r *Store) EraseBatch(ctx context.Context, st inventory.Entry, subjects []d
 		results[i] = res
 	}
 	return results, errs
+}
+
+// eraseRecordsBatch erases the records of the subjects in use without an error, one scan
+// of each records family per tenant, adding each key's UNLINK reply to its owner's tally.
+// A failed scan sets the error of every subject of its tenant.
+func (r *Store) eraseRecordsBatch(ctx context.Context, subjects []deletion.Subject, plans []plan, tallies []*tally, use []int, errs []error) {
+	var tenants []string
+	groups := map[string][]int{}
+	for _, i := range use {
+		if errs[i] != nil || len(plans[i].records) == 0 {
+			continue
+		}
+		t := subjects[i].Tenant
+		if _, ok := groups[t]; !ok {
+			tenants = append(tenants, t)
+		}
+		groups[t] = append(groups[t], i)
+	}
+	for _, t := range tenants {
+		group := groups[t]
+		owners := map[string]int{}
+		for _, i := range group {
+			addOwner(owners, subjects[i], i)
+		}
+		if len(owners) == 0 {
+			continue
+		}
+		p := plans[group[0]] // the records patterns depend on the tenant only
+		for _, rp := range p.records {
+			err := r.eraseRecords(ctx, rp, owners, false, func(owner int, n int64) { tallies[owner].add(rp.loc, n) })
+			if err != nil {
+				err = classify("scan and unlink "+p.locations[rp.loc], err)
+				for _, i := range group {
+					errs[i] = err
+				}
+				break
+			}
+		}
+	}
 }
 
 // indexed is one key an index lists for a subject of the batch.
@@ -140,8 +183,8 @@ func (r *Store) eraseIndexedBatch(ctx context.Context, plans []plan, tallies []*
 }
 
 // VerifyBatch verifies each subject as Verify does. The subjects st serves index_only
-// share one pipeline that reads every index set of the batch; the others are verified one
-// by one with Verify.
+// share one pipeline that reads every index set of the batch; the others, and every
+// subject of a store with records families, are verified one by one with Verify.
 func (r *Store) VerifyBatch(ctx context.Context, st inventory.Entry, subjects []deletion.Subject) ([]event.Verification, []error) {
 	vs := make([]event.Verification, len(subjects))
 	errs := make([]error, len(subjects))
@@ -173,7 +216,8 @@ var _ deletion.BatchCounter = (*Store)(nil)
 
 // CountBatch counts what Count counts for each subject. The subjects st serves index_only
 // share two pipelines, one reading every index set of the batch and one checking which of
-// the listed keys exist; the others are counted one by one with Count.
+// the listed keys exist; the others, and every subject of a store with records families,
+// are counted one by one with Count.
 func (r *Store) CountBatch(ctx context.Context, st inventory.Entry, subjects []deletion.Subject) ([][]event.LocationCount, []error) {
 	out := make([][]event.LocationCount, len(subjects))
 	errs := make([]error, len(subjects))
@@ -213,8 +257,8 @@ func (r *Store) CountBatch(ctx context.Context, st inventory.Entry, subjects []d
 
 // indexOnlyBatch reads, in one pipeline, the index sets of the subjects st serves
 // index_only, and returns their plans (at their indexes in subjects), those indexes and
-// the sets read. Every other subject is handed to one (up to batchOthers at a time), its
-// outcome its own. A subject the
+// the sets read. Every other subject, and every subject when st has records families, is
+// handed to one (up to batchOthers at a time), its outcome its own. A subject the
 // templates cannot serve, and every subject in use when the read fails, gets its error in
 // errs and is left out of use.
 func (r *Store) indexOnlyBatch(ctx context.Context, st inventory.Entry, subjects []deletion.Subject, errs []error, one func(i int)) ([]plan, []int, []indexSet) {
@@ -223,8 +267,9 @@ func (r *Store) indexOnlyBatch(ctx context.Context, st inventory.Entry, subjects
 	var others errgroup.Group
 	others.SetLimit(batchOthers)
 	defer func() { _ = others.Wait() }() // every outcome is one's to record
+	records := hasRecords(st)
 	for i, s := range subjects {
-		if !indexOnly(st, s) {
+		if !indexOnly(st, s) || records {
 			others.Go(func() error { one(i); return nil })
 			continue
 		}

@@ -16,7 +16,7 @@ import (
 // Settings declare the Redis a deleter connects to.
 type Settings struct {
 	Addrs     []string `env:"LETHE_REDIS_ADDRS" default:"127.0.0.1:6379" doc:"Redis addresses, comma separated; several mean a cluster."`
-	Username  string   `env:"LETHE_REDIS_USERNAME" doc:"Redis ACL user, allowed only SCAN, UNLINK, SMEMBERS, SREM, EXISTS, MULTI, EXEC and @connection."`
+	Username  string   `env:"LETHE_REDIS_USERNAME" doc:"Redis ACL user, allowed only SCAN, UNLINK, SMEMBERS, SREM, EXISTS, MULTI, EXEC and @connection; record families also need HMGET and GET, and discovery TYPE, GETRANGE and HGETALL."`
 	Password  string   `env:"LETHE_REDIS_PASSWORD" secret:"true" doc:"Redis password."`
 	TLS       bool     `env:"LETHE_REDIS_TLS" doc:"true: connect to Redis with TLS, trusting the system roots."`
 	TLSCAFile string   `env:"LETHE_REDIS_TLS_CA_FILE" doc:"A PEM bundle to trust instead of the system roots; implies TLS."`

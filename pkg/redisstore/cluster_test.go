@@ -12,7 +12,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/deletion/deletiontest"
+	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/redisstore"
 	"github.com/lethe-erasure/lethe/pkg/testenv"
 )
 
@@ -103,6 +106,18 @@ func TestConformanceCluster(t *testing.T) {
 	for _, name := range []string{"redis", "langgraph"} {
 		t.Run(name, func(t *testing.T) { deletiontest.Run(t, fixture(c, name, reset)) })
 	}
+	t.Run("records", func(t *testing.T) { deletiontest.Run(t, recordsFixture(c, reset)) })
+	t.Run("ProbeEveryPrimary", func(t *testing.T) {
+		reset(t)
+		for i := range 30 {
+			put(t, c, map[string]any{fmt.Sprintf("crm:acme:%d", i): map[string]string{"email": fmt.Sprintf("u%d@x.de", i%3)}})
+		}
+		loc := deletion.Uncovered{Kind: redisstore.Kind, Location: "crm:{tenant}:{id}", Fields: []string{"email"}}
+		got, err := redisstore.New(c).Probe(context.Background(), inventory.Reference(), []deletion.Uncovered{loc}, deletion.Subject{Tenant: "acme", ID: "u1@x.de"}, deletion.ProbeLimits{})
+		if err != nil || len(got) != 1 || got[0].Found != 10 || got[0].Unexamined != "" {
+			t.Errorf("Probe over the cluster = %+v, %v; want 10 found", got, err)
+		}
+	})
 	t.Run("KeysSpreadOverEveryPrimary", func(t *testing.T) {
 		reset(t)
 		s := deletiontest.NewSubject("acme", "spread")

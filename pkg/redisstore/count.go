@@ -16,8 +16,10 @@ var _ deletion.Counter = (*Store)(nil)
 
 // Count counts, per key template as Erase reports them, the keys of s that exist now and
 // that Erase would unlink: those the index lists and, unless st is index_only, those the
-// patterns find on every primary. It changes nothing. An index key that is not a set is
-// skipped here (Verify reports it).
+// patterns find on every primary, then, per records template, the keys of the family whose
+// fields name s (every key of the family for a tenant) that no key template took. It
+// changes nothing. An index key that is not a set and a records key it cannot read are
+// skipped here (Verify reports them).
 func (r *Store) Count(ctx context.Context, st inventory.Entry, s deletion.Subject) ([]event.LocationCount, error) {
 	p, err := newPlan(st, s)
 	if err != nil {
@@ -65,6 +67,21 @@ func (r *Store) Count(ctx context.Context, st inventory.Entry, s deletion.Subjec
 	}
 	if err := r.countExisting(ctx, keys, func(k indexed, exists int64) { n[k.loc] += exists }); err != nil {
 		return nil, err
+	}
+	if p.scanRecords() {
+		for _, rp := range p.records {
+			recs, _, _, err := r.recordsRemain(ctx, rp, p.owners, p.whole)
+			if err != nil {
+				return nil, classify("scan "+p.locations[rp.loc], err)
+			}
+			for k := range recs {
+				// Erase unlinks a key once: by the key templates first, else by the first family.
+				if _, dup := found[k]; !dup {
+					found[k] = rp.loc
+					n[rp.loc]++
+				}
+			}
+		}
 	}
 	return locationCounts(p, n), nil
 }

@@ -87,11 +87,14 @@ const Kind = "redis"
 // last character may be a '*' wildcard, and an optional per-subject index set listing the
 // subject's keys. With IndexOnly the app promises to list every key in the index: erasure
 // and verification then read the index alone and cost the subject's footprint; without it
-// every primary is also scanned for keys the index does not list (legacy data).
+// every primary is also scanned for keys the index does not list (legacy data). Records
+// are key families whose keys name no subject but hold its id in a field (see Records);
+// they are always scanned, index_only or not. A store has key templates, records or both.
 type Locators struct {
-	Keys      []string `yaml:"keys"`
-	Index     string   `yaml:"index"`
-	IndexOnly bool     `yaml:"index_only"`
+	Keys      []string  `yaml:"keys"`
+	Index     string    `yaml:"index"`
+	IndexOnly bool      `yaml:"index_only"`
+	Records   []Records `yaml:"records"`
 }
 
 var _ deletion.Validator = (*Store)(nil)
@@ -100,14 +103,16 @@ var _ deletion.Validator = (*Store)(nil)
 func (s *Store) Validate(st inventory.Entry) error { return Validate(st) }
 
 // Validate checks that st's locators are redis locators whose key and index templates this
-// package can match exactly: known fields only, at least one key template, only known
-// placeholders, each template naming the tenant and the subject, its hash or a session,
-// and each placeholder followed by the delimiter ':' or ending the template, so that a
-// KeyPart-encoded value (which holds no ':') fills exactly one part of the key.
+// package can match exactly: known fields only, at least one key template or records
+// family, only known placeholders, each template naming the tenant and the subject, its
+// hash or a session, and each placeholder followed by the delimiter ':' or ending the
+// template, so that a KeyPart-encoded value (which holds no ':') fills exactly one part of
+// the key.
 // "session:{tenant}:{subject}:*" passes; "session:{tenant}:{subject}*" fails because
 // subject "a" would match subject "ab"; "session:{subject}:*" fails because keys without
 // the tenant are shared by tenants, and one tenant's erasure would reach another's keys.
-// Validate is cheap and side-effect free.
+// A records family (Records) needs a template holding {tenant} as a whole key part and no
+// subject placeholder, and at least one field. Validate is cheap and side-effect free.
 func Validate(st inventory.Entry) error {
 	_, err := LocatorsOf(st)
 	return err
@@ -119,11 +124,14 @@ func LocatorsOf(st inventory.Entry) (Locators, error) {
 }
 
 func (l Locators) check() error {
-	if len(l.Keys) == 0 {
-		return errors.New("locators.keys is empty")
+	if len(l.Keys) == 0 && len(l.Records) == 0 {
+		return errors.New("locators.keys is empty and there are no locators.records: name key templates, records families or both")
 	}
 	if l.IndexOnly && l.Index == "" {
 		return errors.New("locators.index_only needs locators.index")
+	}
+	if l.Index != "" && len(l.Keys) == 0 {
+		return errors.New("locators.index needs locators.keys: an index lists keys of the key templates (records families are scanned)")
 	}
 	tmpls := append([]string{}, l.Keys...)
 	if l.Index != "" {
@@ -160,7 +168,7 @@ func (l Locators) check() error {
 			return fmt.Errorf("%s: template %q names no {tenant}: tenants sharing this Redis would erase each other's keys; put {tenant} in every key and index template", field, t)
 		}
 	}
-	return nil
+	return checkRecords(l.Records)
 }
 
 // pattern is one SCAN pattern and the key template (location) it was expanded from.
@@ -211,12 +219,15 @@ func inTenant(tmpl, tenant, key string) bool {
 
 // plan is what an erasure or a verification of one subject in one store touches.
 type plan struct {
-	locations  []string  // key templates with the tenant filled in, one per Locators.Keys
+	locations  []string  // templates with the tenant filled in: Locators.Keys, then Locators.Records
 	patterns   []pattern // SCAN patterns, exact for the subject (or the tenant)
-	indexes    []string  // exact index set names (subject scope)
-	indexGlob  string    // pattern of the tenant's index sets (tenant scope), or ""
-	indexName  string    // the index template with the tenant filled in (for reports)
-	indexParts int       // delimiters in an index key of the template (tenant scope)
+	records    []recordsPattern
+	owners     map[string]int // the subject's identifiers (owner 0), for records
+	whole      bool           // a tenant erasure: every key of a records family goes
+	indexes    []string       // exact index set names (subject scope)
+	indexGlob  string         // pattern of the tenant's index sets (tenant scope), or ""
+	indexName  string         // the index template with the tenant filled in (for reports)
+	indexParts int            // delimiters in an index key of the template (tenant scope)
 }
 
 // notSetItem names, for Verification.UnexaminedItems, n index keys of p that are not sets.
@@ -258,6 +269,12 @@ func newPlan(st inventory.Entry, s deletion.Subject) (plan, error) {
 			p.patterns = append(p.patterns, pattern{glob: patternOf(tmpl, v), loc: i})
 		}
 	}
+	for _, rec := range l.Records {
+		sh := newShape(rec.Keys, s.Tenant)
+		p.records = append(p.records, recordsPattern{loc: len(p.locations), shape: sh, glob: sh.glob(), fields: rec.Fields})
+		p.locations = append(p.locations, strings.ReplaceAll(rec.Keys, inventory.Tenant, s.Tenant))
+	}
+	p.whole, p.owners = s.TenantScope(), ownersOf(s)
 	if idx := l.Index; idx != "" {
 		p.indexName = strings.ReplaceAll(idx, inventory.Tenant, s.Tenant)
 		if s.TenantScope() {
@@ -299,6 +316,10 @@ func expansions(tmpl string, s deletion.Subject) ([]inventory.Vars, error) {
 	}
 	return out, nil
 }
+
+// scanRecords reports whether p's records families are to be scanned: for a tenant, or
+// for a subject with an identifier a field could hold.
+func (p plan) scanRecords() bool { return p.whole || len(p.owners) > 0 }
 
 // match returns the location of the first pattern of p that key matches, or -1.
 func (p plan) match(key string) int {

@@ -8,8 +8,11 @@
 //
 // Erase unlinks the keys an optional per-subject index lists (only those the store's
 // patterns match) and, unless the entry is index_only, the keys SCAN finds on every
-// primary. Counts are exact. Verify scans again and reports what it cannot read as
-// unexamined. Errors name templates, never identifiers.
+// primary. Records families (locators.records) are key families whose keys name no
+// subject: Erase scans them on every primary and unlinks the keys whose named hash field
+// or JSON key holds the subject's id or a session id exactly. Counts are exact. Verify
+// scans again and reports what it cannot read as unexamined. Errors name templates, never
+// identifiers.
 //
 // Details: docs/stores/redis.md.
 package redisstore
@@ -37,6 +40,9 @@ const VerifyMethod = "redis scan MATCH on every primary"
 // VerifyIndexMethod is the verification method of index_only stores.
 const VerifyIndexMethod = "redis index set read back (index_only: keys outside the index are not scanned)"
 
+// VerifyRecordsSuffix ends the verification method of a store with records families.
+const VerifyRecordsSuffix = "; records families scanned on every primary, named fields read and matched exactly"
+
 const (
 	scanCount   = 1000 // COUNT hint of each SCAN call
 	unlinkBatch = 500  // keys per pipelined UNLINK batch
@@ -55,8 +61,10 @@ var _ deletion.Store = (*Store)(nil)
 func New(client redis.UniversalClient) *Store { return &Store{client: client} }
 
 // Erase deletes every key of s that st's templates cover, first through the index, then by
-// scanning every primary, and reports the deleted count per key template. See the package
-// documentation for the contract.
+// scanning every primary, then the keys of st's records families whose fields name s (for
+// a tenant, every key of the families), and reports the deleted count per key template
+// and records template. Keys of a records family it cannot read are left alone. See the
+// package documentation for the contract.
 func (r *Store) Erase(ctx context.Context, st inventory.Entry, s deletion.Subject) (deletion.Result, error) {
 	p, err := newPlan(st, s)
 	if err != nil {
@@ -80,6 +88,9 @@ func (r *Store) Erase(ctx context.Context, st inventory.Entry, s deletion.Subjec
 			return deletion.Result{}, classify("scan and unlink "+p.locations[pt.loc], err)
 		}
 	}
+	if err := r.eraseAllRecords(ctx, p, t); err != nil {
+		return deletion.Result{}, err
+	}
 	res := deletion.Result{Locations: make([]event.LocationCount, len(p.locations))}
 	for i, loc := range p.locations {
 		res.Locations[i] = event.LocationCount{Location: loc, Deleted: t.n[i]}
@@ -88,10 +99,12 @@ func (r *Store) Erase(ctx context.Context, st inventory.Entry, s deletion.Subjec
 }
 
 // Verify counts the distinct keys of s that st's patterns find on every primary, plus the
-// names st's index still lists for those patterns. What it cannot read is unexamined, never
-// zero: an index key that is not a set (its members, and for an index_only store the
-// subject's keys, are unknown) and a shard of a Ring that is down (not scanned). It changes
-// nothing.
+// names st's index still lists for those patterns, plus the keys of st's records families
+// whose fields name s (for a tenant, every key of the families). What it cannot read is
+// unexamined, never zero: an index key that is not a set (its members, and for an
+// index_only store the subject's keys, are unknown), a key of a records family that is
+// neither a hash nor a string holding a JSON object, and a shard of a Ring that is down
+// (not scanned). It changes nothing.
 func (r *Store) Verify(ctx context.Context, st inventory.Entry, s deletion.Subject) (event.Verification, error) {
 	p, err := newPlan(st, s)
 	if err != nil {
@@ -145,7 +158,46 @@ func (r *Store) Verify(ctx context.Context, st inventory.Entry, s deletion.Subje
 			}
 		}
 	}
-	return verification(method, p, len(found), notSets, indexOnly(st, s), r.downShards(down)), nil
+	unreadN, unreadItems := 0, []string(nil)
+	if p.scanRecords() {
+		for _, rp := range p.records {
+			keys, unread, skipped, err := r.recordsRemain(ctx, rp, p.owners, p.whole)
+			if err != nil {
+				return event.Verification{}, classify("scan "+p.locations[rp.loc], err)
+			}
+			for k := range keys {
+				found[k] = struct{}{}
+			}
+			for _, name := range skipped {
+				down[name] = true
+			}
+			if len(unread) > 0 {
+				unreadN += len(unread)
+				unreadItems = append(unreadItems, unreadItem(p.locations[rp.loc], len(unread)))
+			}
+		}
+	}
+	if len(p.records) > 0 {
+		method += VerifyRecordsSuffix
+	}
+	v := verification(method, p, len(found), notSets, indexOnly(st, s), r.downShards(down))
+	v.Unexamined += int64(unreadN)
+	v.UnexaminedItems = append(v.UnexaminedItems, unreadItems...)
+	return v, nil
+}
+
+// eraseAllRecords erases the keys of p's records families that p's subject owns (every key
+// of the families for a tenant), adding the UNLINK replies to t.
+func (r *Store) eraseAllRecords(ctx context.Context, p plan, t *tally) error {
+	if !p.scanRecords() {
+		return nil
+	}
+	for _, rp := range p.records {
+		if err := r.eraseRecords(ctx, rp, p.owners, p.whole, func(_ int, n int64) { t.add(rp.loc, n) }); err != nil {
+			return classify("scan and unlink "+p.locations[rp.loc], err)
+		}
+	}
+	return nil
 }
 
 // downShards returns, sorted, the names in scanned (shards a scan skipped) and, for a

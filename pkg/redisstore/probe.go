@@ -1,0 +1,185 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/retry"
+)
+
+var _ deletion.Prober = (*Store)(nil)
+
+// Probe looks for s in key families that Discover reported outside inv and changes
+// nothing. Each location of kind "redis" is a family shape as Discover writes it
+// ("crm:{tenant}:{id}"): {tenant} becomes s's tenant (KeyPart-encoded), every other
+// placeholder any one key part, a trailing '*' any rest (a shape without {tenant} is probed
+// across tenants: its keys cannot tell them apart). Probe scans every primary for the
+// family's keys (those a template of inv covers left out) and counts the distinct keys that
+// belong to s: a key part a placeholder stands for equals s's id or one of its session ids,
+// or one of loc.Fields (hash fields; top-level or dotted keys of a JSON object a string
+// holds) does, exactly; with Fields empty every hash field name and value, every key and
+// scalar of a JSON document, or else the whole string is compared. A location is
+// Unexamined, with a reason naming no value, when its shape does not parse, its kind is not
+// redis, Redis refuses to read it (a permanent error such as NOPERM), keys of it cannot be
+// read (another type, or with Fields a string that is no JSON object), a Ring shard is
+// down, or a bound of lim was reached (lim.Items keys read, lim.Time spent; zero values
+// take deletion.DefaultProbeLimits) while keys were left. A tenant-scope s gives nil, nil.
+// Other errors (the network, a cancelled ctx) fail the call and are classified as Verify's.
+func (r *Store) Probe(ctx context.Context, inv *inventory.Inventory, locs []deletion.Uncovered, s deletion.Subject, lim deletion.ProbeLimits) ([]deletion.Probed, error) {
+	if s.TenantScope() {
+		return nil, nil
+	}
+	if s.Tenant == "" {
+		return nil, retry.Permanent(fmt.Errorf("redisstore: probe: tenant: %w", errEmpty))
+	}
+	if lim.Items <= 0 {
+		lim.Items = deletion.DefaultProbeLimits.Items
+	}
+	if lim.Time <= 0 {
+		lim.Time = deletion.DefaultProbeLimits.Time
+	}
+	covers, err := coverGlobs(inv)
+	if err != nil {
+		return nil, err
+	}
+	owners := ownersOf(s)
+	out := make([]deletion.Probed, len(locs))
+	for i, loc := range locs {
+		out[i].Location = loc.Location
+		if loc.Kind != Kind {
+			out[i].Unexamined = fmt.Sprintf("not a %s location (kind %q)", Kind, loc.Kind)
+			continue
+		}
+		sh, err := parseLocation(loc.Location, s.Tenant)
+		if err != nil {
+			out[i].Unexamined = "cannot parse the location: " + err.Error()
+			continue
+		}
+		if out[i].Found, out[i].Unexamined, err = r.probe(ctx, sh, loc.Fields, covers, owners, lim); err != nil {
+			return nil, classify("probe "+loc.Location, err)
+		}
+	}
+	return out, nil
+}
+
+// parseLocation returns the shape of a location Discover wrote for tenant: key parts of
+// literal text or one placeholder each, no wildcard but a trailing '*'.
+func parseLocation(loc, tenant string) (keyShape, error) {
+	if loc == "" {
+		return keyShape{}, errors.New("the location is empty")
+	}
+	body, star := strings.CutSuffix(loc, "*")
+	if strings.ContainsAny(body, `*?[]\`) {
+		return keyShape{}, errors.New("it holds a glob wildcard other than a trailing '*'")
+	}
+	parts := strings.Split(body, string(Delimiter))
+	for i, p := range parts {
+		if strings.ContainsAny(p, "{}") && !isPlaceholder(p) {
+			return keyShape{}, errors.New("a placeholder does not fill a whole key part")
+		}
+		if star && i == len(parts)-1 && isPlaceholder(p) {
+			return keyShape{}, errors.New("a placeholder is followed by '*'")
+		}
+	}
+	return newShape(loc, tenant), nil
+}
+
+// probe counts the keys of shape sh that owners' identifiers fill or fields name, within
+// lim, and says why the family was not examined whole ("" when it was).
+func (r *Store) probe(ctx context.Context, sh keyShape, fields []string, covers []cover, owners map[string]int, lim deletion.ProbeLimits) (int64, string, error) {
+	start := time.Now()
+	bctx, cancel := context.WithDeadline(ctx, start.Add(lim.Time))
+	defer cancel()
+	var (
+		mu                  sync.Mutex
+		seen                = map[string]bool{}
+		found, read, unread int64
+		full                bool   // lim.Items keys read and another key of the family seen
+		refused             string // the Redis error a read was refused with
+	)
+	glob := sh.glob()
+	skipped, err := r.forEachPrimary(bctx, func(ctx context.Context, node redis.Cmdable) error {
+		var cursor uint64
+		for {
+			keys, next, err := node.Scan(ctx, cursor, glob, scanCount).Result()
+			if err != nil {
+				return err
+			}
+			var page []string
+			mu.Lock()
+			for _, k := range keys {
+				if seen[k] || !sh.matches(k) || covered(covers, k) {
+					continue
+				}
+				if read >= int64(lim.Items) {
+					full = true
+					break
+				}
+				seen[k] = true
+				read++
+				page = append(page, k)
+			}
+			stop := full
+			mu.Unlock()
+			if len(page) > 0 {
+				own, outs, err := r.readRecords(ctx, page, fields, owners)
+				if err != nil {
+					return err
+				}
+				mu.Lock()
+				for j, k := range page {
+					switch {
+					case ownerOf(sh.idParts(k), owners) >= 0 || outs[j] == readOK && own[j] >= 0:
+						found++
+					case outs[j] == readUnreadable:
+						unread++
+					}
+				}
+				mu.Unlock()
+			}
+			if cursor = next; stop || cursor == 0 {
+				return nil
+			}
+		}
+	})
+	timedOut := err != nil && ctx.Err() == nil && bctx.Err() != nil
+	if err != nil && !timedOut {
+		if !isPermanent(err) {
+			return 0, "", err
+		}
+		refused = strings.Fields(strings.TrimPrefix(err.Error(), "ERR ") + " error")[0]
+	}
+	var why []string
+	switch {
+	case refused != "":
+		why = append(why, "Redis refused to read it ("+refused+")")
+	case timedOut:
+		why = append(why, fmt.Sprintf("time bound %s reached after %d keys", lim.Time, read))
+	case full:
+		why = append(why, fmt.Sprintf("bound reached after %d keys", read))
+	}
+	if unread > 0 {
+		what := "neither a hash nor a string"
+		if len(fields) > 0 {
+			what = "neither a hash nor a string holding a JSON object"
+		}
+		if unread == 1 {
+			why = append(why, fmt.Sprintf("1 key is %s, its fields were not read", what))
+		} else {
+			what = strings.NewReplacer("a hash", "hashes", "a string", "strings").Replace(what)
+			why = append(why, fmt.Sprintf("%d keys are %s, their fields were not read", unread, what))
+		}
+	}
+	for _, name := range skipped {
+		why = append(why, fmt.Sprintf("shard %s: down, its keys were not scanned", name))
+	}
+	return found, strings.Join(why, "; "), nil
+}
