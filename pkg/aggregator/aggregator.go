@@ -439,7 +439,9 @@ func (a *Aggregator) shred(ctx context.Context, requestID string) error {
 // receipt is then PARTIAL); ok is false otherwise, and always while a report is a dry
 // run's count. A store's find, stored under its name and FoundSuffix, is merged into its
 // report (Merge); a report that names a find not merged yet (awaitsFind) is not ready.
-// The rule is the same for every kind: what a status means for a kind is its deleter's to
+// A report whose probe found the subject outside the inventory, or could not read a
+// location there (event.Verification.Outside), holds the receipt back: the request is
+// INCOMPLETE until the inventory covers the location and a re-drive erases it. The rule is the same for every kind: what a status means for a kind is its deleter's to
 // decide (the audit verifier, for one, reports FAILED when it finds personal data). Stores
 // appear in the order of ExpectedStores.
 func Build(req auditlog.Request, reports []event.StoreDone, now time.Time) (r event.Receipt, ok bool) {
@@ -480,7 +482,7 @@ func Build(req auditlog.Request, reports []event.StoreDone, now time.Time) (r ev
 		d, found := byStore[name]
 		if found && d.Kind != "" && !d.DryRun && d.Status == event.StatusExempt {
 			r.Status = event.ReceiptPartial // held: listed with the hold's basis, nothing erased
-		} else if !found || d.Kind == "" || d.DryRun || !d.Status.Succeeded() || !d.Verification.Clean() || awaiting[name] {
+		} else if !found || d.Kind == "" || d.DryRun || !d.Status.Succeeded() || !d.Verification.Clean() || d.Verification.Outside() || awaiting[name] {
 			return event.Receipt{}, false
 		}
 		r.Stores = append(r.Stores, event.StoreEvidence{

@@ -54,6 +54,11 @@ const (
 	StateInProgress = "IN_PROGRESS" // some stores reported
 	StateFailed     = "FAILED"      // a store reported FAILED (re-drive it)
 	StateComplete   = "COMPLETE"    // the receipt exists
+	// StateIncomplete: every store succeeded, but a store found the subject outside the
+	// inventory, or could not read a location there (its verification's outside_inventory
+	// names each, with the inventory entry that would cover it): extend the inventory and
+	// re-drive. No receipt is issued meanwhile.
+	StateIncomplete = "INCOMPLETE"
 )
 
 // StoreState is one store's part of Status. Status is PENDING until it reports.
@@ -337,10 +342,16 @@ func (s *Service) Status(ctx context.Context, requestID string) (Status, error) 
 			DryRun:             d.DryRun,
 		})
 	}
+	reported, outside := len(reports) > 0, false
 	for _, ss := range st.Stores {
 		if ss.Status == event.StatusFailed {
 			st.State = StateFailed
 		}
+		reported = reported && ss.Status != Pending
+		outside = outside || ss.Verification != nil && ss.Verification.Outside()
+	}
+	if st.State == StateInProgress && reported && outside {
+		st.State = StateIncomplete
 	}
 	rc, err := s.Store.GetReceipt(ctx, requestID)
 	switch {
