@@ -107,6 +107,21 @@ type Status struct {
 	Workflow *Gate `json:"workflow,omitempty"`
 }
 
+// outsideNow reports whether the latest attempt of some kind found the subject outside
+// the inventory or could not read a location there (as aggregator.Build decides).
+func outsideNow(byStore map[string]event.StoreDone) bool {
+	latest := map[string]int{}
+	for _, d := range byStore {
+		latest[d.Kind] = max(latest[d.Kind], d.Attempt)
+	}
+	for _, d := range byStore {
+		if d.Attempt == latest[d.Kind] && d.Verification.Outside() {
+			return true
+		}
+	}
+	return false
+}
+
 // Pending is the store state before a report.
 const Pending event.Status = "PENDING"
 
@@ -342,15 +357,14 @@ func (s *Service) Status(ctx context.Context, requestID string) (Status, error) 
 			DryRun:             d.DryRun,
 		})
 	}
-	reported, outside := len(reports) > 0, false
+	reported := len(reports) > 0
 	for _, ss := range st.Stores {
 		if ss.Status == event.StatusFailed {
 			st.State = StateFailed
 		}
 		reported = reported && ss.Status != Pending
-		outside = outside || ss.Verification != nil && ss.Verification.Outside()
 	}
-	if st.State == StateInProgress && reported && outside {
+	if st.State == StateInProgress && reported && outsideNow(byStore) {
 		st.State = StateIncomplete
 	}
 	rc, err := s.Store.GetReceipt(ctx, requestID)
