@@ -47,6 +47,9 @@ FORMAT2 = ("unexamined", "unexamined_items", "excluded", "attestation", "mention
 
 
 def hash_format(receipt):
+    for s in receipt.get("stores") or []:
+        if (s.get("verification") or {}).get("outside_inventory"):
+            return 4
     if receipt.get("identifiers_shred_at"):
         return 3
     for s in receipt.get("stores") or []:
@@ -75,6 +78,10 @@ def canonical(receipt):
             run_at = v.get("discovery_run_at")
             ver["discovery_run_at"] = canonical_time(run_at) if run_at else ""
             ver["discovery_uncovered"] = v.get("discovery_uncovered", 0)
+        if fmt >= 4:
+            ver["outside_inventory"] = [{"location": o.get("location", ""), "found": o.get("found", 0),
+                                         "unexamined": o.get("unexamined", ""), "suggest": o.get("suggest", "")}
+                                        for o in v.get("outside_inventory") or []]
         stores.append({
             "store": s.get("store", ""),
             "kind": s.get("kind", ""),

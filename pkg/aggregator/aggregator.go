@@ -439,7 +439,12 @@ func (a *Aggregator) shred(ctx context.Context, requestID string) error {
 // receipt is then PARTIAL); ok is false otherwise, and always while a report is a dry
 // run's count. A store's find, stored under its name and FoundSuffix, is merged into its
 // report (Merge); a report that names a find not merged yet (awaitsFind) is not ready.
-// The rule is the same for every kind: what a status means for a kind is its deleter's to
+// A report whose probe found the subject outside the inventory, or could not read a
+// location there (event.Verification.Outside), holds the receipt back: the request is
+// INCOMPLETE until the inventory covers the location and a re-drive erases it. A kind's
+// findings are those of its latest attempt: a re-drive of any store of the kind, run once
+// discovery no longer reports the location (or probing it clean), supersedes them, and the
+// receipt leaves superseded findings out. The rule is the same for every kind: what a status means for a kind is its deleter's to
 // decide (the audit verifier, for one, reports FAILED when it finds personal data). Stores
 // appear in the order of ExpectedStores.
 func Build(req auditlog.Request, reports []event.StoreDone, now time.Time) (r event.Receipt, ok bool) {
@@ -452,6 +457,10 @@ func Build(req auditlog.Request, reports []event.StoreDone, now time.Time) (r ev
 			continue
 		}
 		byStore[d.Store] = d
+	}
+	latest := map[string]int{} // the highest attempt reported per kind
+	for _, d := range byStore {
+		latest[d.Kind] = max(latest[d.Kind], d.Attempt)
 	}
 	awaiting := map[string]bool{}
 	for name, d := range byStore {
@@ -482,6 +491,12 @@ func Build(req auditlog.Request, reports []event.StoreDone, now time.Time) (r ev
 			r.Status = event.ReceiptPartial // held: listed with the hold's basis, nothing erased
 		} else if !found || d.Kind == "" || d.DryRun || !d.Status.Succeeded() || !d.Verification.Clean() || awaiting[name] {
 			return event.Receipt{}, false
+		}
+		if d.Verification.Outside() {
+			if d.Attempt == latest[d.Kind] {
+				return event.Receipt{}, false
+			}
+			d.Verification.OutsideInventory = nil // superseded by a later attempt of its kind
 		}
 		r.Stores = append(r.Stores, event.StoreEvidence{
 			Store: d.Store, Kind: d.Kind, Status: d.Status, Deleted: d.Deleted(),

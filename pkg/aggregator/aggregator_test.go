@@ -369,6 +369,41 @@ func TestErasureAfterReleaseIsAnAddendum(t *testing.T) {
 	}
 }
 
+// A store that found the subject outside the inventory, or could not read a location
+// there, holds the receipt back; the re-drive after the inventory was extended, which
+// finds nothing outside, completes the request, and its receipt says what was probed.
+func TestOutsideTheInventoryHoldsTheReceipt(t *testing.T) {
+	for _, o := range []event.OutsideLocation{
+		{Location: "crm:{tenant}:{id}", Found: 1, Suggest: "name: crm"},
+		{Location: "crm:{tenant}:{id}", Unexamined: "bound reached"},
+	} {
+		e := setup(t)
+		ctx := context.Background()
+		e.handle(t, reqRec(t, request("er_o", "acme", 1)))
+		redis := done("er_o", "acme", "redis", event.StatusNothingFound, 1)
+		redis.Verification.OutsideInventory = []event.OutsideLocation{o}
+		e.handle(t, doneRecs(t, done("er_o", "acme", "qdrant", event.StatusDeleted, 1), redis, done("er_o", "acme", "audit_log", event.StatusNoPII, 1))...)
+		if _, err := e.store.GetReceipt(ctx, "er_o"); !errors.Is(err, auditlog.ErrNotFound) {
+			t.Fatalf("%+v: a receipt while the subject may sit outside the inventory: %v", o, err)
+		}
+		e.handle(t, reqRec(t, request("er_o", "acme", 2, "redis")))
+		again := done("er_o", "acme", "redis", event.StatusNothingFound, 2)
+		again.Verification.OutsideInventory = []event.OutsideLocation{{Location: "crm:{tenant}:{id}", Found: 0}}
+		e.handle(t, doneRecs(t, again)...)
+		rc := checkReceipts(t, e, "acme", []string{"er_o"})
+		if rc[0].Status != event.ReceiptComplete {
+			t.Fatalf("receipt %s, want COMPLETE", rc[0].Status)
+		}
+		var probed []event.OutsideLocation
+		for _, s := range rc[0].Stores {
+			probed = append(probed, s.Verification.OutsideInventory...)
+		}
+		if len(probed) != 1 || probed[0].Found != 0 || probed[0].Location != "crm:{tenant}:{id}" {
+			t.Errorf("the receipt's probes %+v", probed)
+		}
+	}
+}
+
 // The receipts of a tenant form one chain; tenants have separate chains.
 func TestReceiptsChainPerTenant(t *testing.T) {
 	e := setup(t)

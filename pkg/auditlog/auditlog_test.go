@@ -126,7 +126,14 @@ func goldenReceipts() map[string]event.Receipt {
 		Store: "audit_log", Kind: "audit_log", Status: event.StatusNoPII,
 		Locations: []event.LocationCount{}, Verification: event.Verification{Method: "scan"},
 	})
-	return map[string]event.Receipt{"receipt_v1": v1, "receipt_v2": v2, "receipt_v3": v3}
+	v4 := auditlogtest.Receipt("acme", "req-golden-4")
+	v4.Seq, v4.PrevHash = 10, strings.Repeat("01", 32)
+	v4.Status = event.ReceiptComplete
+	v4.Stores[0].Verification.OutsideInventory = []event.OutsideLocation{
+		{Location: "kb_{tenant}/metadata.customer_id", Found: 0, Suggest: "name: kb\nkind: qdrant\n"},
+		{Location: "crm:{tenant}:{id}", Unexamined: "bound reached after 10000 keys"},
+	}
+	return map[string]event.Receipt{"receipt_v1": v1, "receipt_v2": v2, "receipt_v3": v3, "receipt_v4": v4}
 }
 
 // TestHashReceiptGolden pins the canonical form of each format: the hash of a fixed
@@ -202,10 +209,13 @@ func TestHashReceiptCoversEveryField(t *testing.T) {
 			r.Stores[0].Verification.DiscoveryRunAt = &at
 		},
 		"store.discovery_uncovered": func(r *event.Receipt) { r.Stores[0].Verification.DiscoveryUncovered = 1 },
-		"audit_log_pii":             func(r *event.Receipt) { r.AuditLogPII = true },
-		"status":                    func(r *event.Receipt) { r.Status = "x" },
-		"seq":                       func(r *event.Receipt) { r.Seq++ },
-		"prev_hash":                 func(r *event.Receipt) { r.PrevHash = "x" },
+		"store.outside_inventory": func(r *event.Receipt) {
+			r.Stores[0].Verification.OutsideInventory = []event.OutsideLocation{{Location: "crm:{tenant}:{id}"}}
+		},
+		"audit_log_pii": func(r *event.Receipt) { r.AuditLogPII = true },
+		"status":        func(r *event.Receipt) { r.Status = "x" },
+		"seq":           func(r *event.Receipt) { r.Seq++ },
+		"prev_hash":     func(r *event.Receipt) { r.PrevHash = "x" },
 		"identifiers_shred_at": func(r *event.Receipt) {
 			at := r.CompletedAt
 			r.IdentifiersShredAt = &at

@@ -86,6 +86,15 @@ type canonicalVerifying struct {
 	Similar         *[]string `json:"similar,omitempty"`
 	DiscoveryRunAt  *string   `json:"discovery_run_at,omitempty"`
 	Uncovered       *int64    `json:"discovery_uncovered,omitempty"`
+	// Outside is format 4 only.
+	Outside *[]canonicalOutside `json:"outside_inventory,omitempty"`
+}
+
+type canonicalOutside struct {
+	Location   string `json:"location"`
+	Found      int64  `json:"found"`
+	Unexamined string `json:"unexamined"`
+	Suggest    string `json:"suggest"`
 }
 
 // hashFormat is the canonical format of r: 1 when no store's verification carries the
@@ -94,8 +103,15 @@ type canonicalVerifying struct {
 //
 // Format 3 is used exactly when the receipt says when its identifiers will be shredded or
 // some store says when its bytes are physically erased; it has every format 2 field and
-// adds those dates. Receipts without them keep format 1 or 2, byte for byte.
+// adds those dates. Format 4 is used exactly when some store's verification lists
+// locations outside the inventory; it has every format 3 field and adds that list.
+// Receipts without them keep format 1, 2 or 3, byte for byte.
 func hashFormat(r event.Receipt) int {
+	for _, s := range r.Stores {
+		if len(s.Verification.OutsideInventory) > 0 {
+			return 4
+		}
+	}
 	if r.IdentifiersShredAt != nil {
 		return 3
 	}
@@ -127,6 +143,13 @@ func canonicalVerification(v event.Verification, format int) canonicalVerifying 
 		c.Unexamined, c.UnexaminedItems, c.Excluded, c.Attestation = &v.Unexamined, &items, &excluded, &v.Attestation
 		c.Mentions, c.Similar, c.DiscoveryRunAt, c.Uncovered = &v.Mentions, &similar, &runAt, &v.DiscoveryUncovered
 	}
+	if format >= 4 {
+		outside := make([]canonicalOutside, 0, len(v.OutsideInventory))
+		for _, o := range v.OutsideInventory {
+			outside = append(outside, canonicalOutside{Location: o.Location, Found: o.Found, Unexamined: o.Unexamined, Suggest: o.Suggest})
+		}
+		c.Outside = &outside
+	}
 	return c
 }
 
@@ -149,15 +172,17 @@ func optionalTime(t *time.Time) *string {
 // every field of r except Hash (Seq and PrevHash included).
 //
 // The canonical encoding is encoding/json of a struct with this fixed field order:
-// v (format version, 1, 2 or 3, see below), receipt_id, request_id, tenant_id, subject_hash,
+// v (format version, 1 to 4, see below), receipt_id, request_id, tenant_id, subject_hash,
 // key_id, scope, regulation, requested_at, completed_at, due_at, elapsed_ms,
 // inventory_version, stores (in the receipt's order, each: store, kind, status, deleted,
 // locations (each: location, deleted), verification (method, remaining; from format 2 also
 // unexamined, unexamined_items, excluded, attestation, mentions, similar, discovery_run_at,
-// discovery_uncovered), physical, and in format 3 physical_erasure_due), audit_log_pii,
-// status, seq, prev_hash, and in format 3 identifiers_shred_at. Format 3 is used exactly
-// when the receipt has identifiers_shred_at or some store has physical_erasure_due (each ""
-// when absent in a format 3 receipt). Otherwise format 2 is used exactly when some store's
+// discovery_uncovered, and in format 4 outside_inventory, each: location, found,
+// unexamined, suggest), physical, and from format 3 physical_erasure_due), audit_log_pii,
+// status, seq, prev_hash, and from format 3 identifiers_shred_at. Format 4 is used exactly
+// when some store's verification lists outside_inventory. Otherwise format 3 is used
+// exactly when the receipt has identifiers_shred_at or some store has physical_erasure_due
+// (each "" when absent in a format 3 or 4 receipt). Otherwise format 2 is used exactly when some store's
 // verification has one of format 2's fields set (non-zero, non-empty, non-nil); otherwise
 // format 1, which every earlier receipt was hashed with. Times are UTC truncated to
 // milliseconds, formatted RFC 3339 with nanoseconds ("2025-01-02T03:04:05.678Z"); nil and

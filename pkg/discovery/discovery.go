@@ -16,6 +16,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -72,9 +73,10 @@ type Runner struct {
 	Log       *zap.Logger      // nil logs nothing
 	Now       func() time.Time
 
-	mu   sync.Mutex
-	last Report
-	runs sync.Mutex // one run at a time
+	mu    sync.Mutex
+	last  Report
+	found []deletion.Uncovered // the last successful run's, as the store reported them
+	runs  sync.Mutex           // one run at a time
 }
 
 // For returns a Runner for the store of kind when it is a deletion.Discoverer, else nil.
@@ -104,7 +106,7 @@ func (r *Runner) RunOnce(ctx context.Context) Report {
 		r.log().Warn("inventory discovery failed", zap.String("kind", r.Kind), zap.String("error", r.last.Error))
 		return r.copy()
 	}
-	r.last = Report{Kind: r.Kind, RunAt: &now, Uncovered: []Location{}}
+	r.last, r.found = Report{Kind: r.Kind, RunAt: &now, Uncovered: []Location{}}, found
 	for _, u := range found {
 		r.last.Uncovered = append(r.last.Uncovered, Location{Kind: u.Kind, Location: u.Location, Reason: u.Reason, Count: u.Count})
 	}
@@ -128,6 +130,17 @@ func (r *Runner) Last() Report {
 	c := r.copy()
 	c.Kind = r.Kind
 	return c
+}
+
+// Uncovered returns the locations the last successful run found outside the inventory, as
+// the store of kind reported them (nil when r serves another kind or never ran).
+func (r *Runner) Uncovered(kind string) []deletion.Uncovered {
+	if r == nil || kind != r.Kind {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.found)
 }
 
 // LastRun returns when discovery last ran for kind and how many locations it found
@@ -180,6 +193,16 @@ func (s Set) LastRun(kind string) (time.Time, int64, bool) {
 		}
 	}
 	return time.Time{}, 0, false
+}
+
+// Uncovered is the Uncovered of the runner of kind.
+func (s Set) Uncovered(kind string) []deletion.Uncovered {
+	for _, r := range s {
+		if r.Kind == kind {
+			return r.Uncovered(kind)
+		}
+	}
+	return nil
 }
 
 // Reports returns the last report of every runner.

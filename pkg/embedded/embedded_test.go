@@ -16,6 +16,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/intake"
 	"github.com/lethe-erasure/lethe/pkg/integrity"
+	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/subject"
 )
 
@@ -186,5 +187,50 @@ func TestDuplicatesMakeOneReceipt(t *testing.T) {
 	}
 	if len(rs) != 2 {
 		t.Errorf("%d receipts for 2 requests submitted twice each", len(rs))
+	}
+}
+
+// A restart with an extended inventory keeps the stack, the data directory and the keys:
+// a request completed before it is still served, and one submitted after it completes
+// with the new store expected.
+func TestRestartWithAnExtendedInventory(t *testing.T) {
+	key, err := subject.NewKey("k1", []byte("embedded-test-key-0123456789abcdef"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys, err := embedded.Start(context.Background(), embedded.Options{Key: key, External: external(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := submit(t, sys, `{"tenant_id":"acme","subject_id":"alice","regulation":"GDPR"}`, "")
+	first := waitReceipt(t, sys, before.RequestID)
+	dir := sys.DataDir
+	inv := *sys.Inventory
+	inv.Version += "+extra"
+	extra := inv.Stores[0]
+	extra.Name = "extra"
+	inv.Stores = append(append([]inventory.Entry{}, inv.Stores...), extra)
+	sys, err = sys.Restart(context.Background(), &inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sys.Stop() })
+	if sys.DataDir != dir || sys.Inventory.Version != inv.Version {
+		t.Fatalf("restarted on %s with inventory %s", sys.DataDir, sys.Inventory.Version)
+	}
+	resp, err := http.Get(sys.BaseURL + "/v1/erasures/" + before.RequestID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st intake.Status
+	json.NewDecoder(resp.Body).Decode(&st)
+	resp.Body.Close()
+	if st.State != intake.StateComplete || st.ReceiptID != first.ReceiptID {
+		t.Errorf("the earlier request after the restart: %+v", st)
+	}
+	after := submit(t, sys, `{"tenant_id":"acme","subject_id":"bob","regulation":"GDPR"}`, "")
+	r := waitReceipt(t, sys, after.RequestID)
+	if len(r.Stores) != len(inv.Stores) || r.InventoryVersion != inv.Version {
+		t.Errorf("receipt after the restart: %d stores, inventory %s", len(r.Stores), r.InventoryVersion)
 	}
 }

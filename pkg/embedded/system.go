@@ -80,6 +80,9 @@ type Options struct {
 	ChainKey *integrity.Ring
 	Addrs    Addrs    // where the embedded components listen; empty: free ports
 	External External // running components to use instead of embedded ones
+	// Stack is a running stack to use instead of starting one (Restart passes its
+	// system's); the System then releases it on Stop.
+	Stack *Stack
 	// Deleters run beside the built-in ones (qdrant, redis, dataset, audit_log), for kinds
 	// those do not serve. Each is given the system's stack only through its Store.
 	Deleters []Deleter
@@ -117,9 +120,11 @@ type System struct {
 	// Specs are what each service's constructor returned: the groups and loops running.
 	Specs Specs
 
+	opts    Options
 	cancel  context.CancelFunc
 	group   *errgroup.Group
 	closers []func()
+	owned   []func() // the stack and a temporary data directory: Restart hands them on
 }
 
 // ServiceConfig is the configuration Start runs the services with: Config (DefaultConfig
@@ -148,7 +153,7 @@ type Specs struct {
 // constructor its own binary uses (intake.New, service.NewDeleter, aggregator.New) with
 // Config; Stop releases them.
 func Start(ctx context.Context, o Options) (_ *System, err error) {
-	sys := &System{Key: o.Key, Inventory: o.Inventory, Metrics: metrics.New(), MAC: o.MAC, ChainKey: o.ChainKey}
+	sys := &System{Key: o.Key, Inventory: o.Inventory, Metrics: metrics.New(), MAC: o.MAC, ChainKey: o.ChainKey, opts: o}
 	m := sys.Metrics
 	defer func() {
 		if err != nil {
@@ -160,7 +165,7 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 			return nil, err
 		}
 		dir := o.DataDir
-		sys.closers = append(sys.closers, func() { os.RemoveAll(dir) })
+		sys.owned = append(sys.owned, func() { os.RemoveAll(dir) })
 	}
 	sys.DataDir = o.DataDir
 	if sys.Inventory == nil {
@@ -172,15 +177,17 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	st, err := StartStackUsing(ctx, o.DataDir, o.Addrs, o.External)
-	if err != nil {
-		return nil, err
+	st := o.Stack
+	if st == nil {
+		if st, err = StartStackUsing(ctx, o.DataDir, o.Addrs, o.External); err != nil {
+			return nil, err
+		}
+		sys.owned = append(sys.owned, st.Close)
+		if d, ok := st.Audit.(*auditlog.DirStore); ok {
+			wal.LogRepairs(log, "audit", d.Repairs())
+		}
 	}
 	sys.Stack = st
-	if d, ok := st.Audit.(*auditlog.DirStore); ok {
-		wal.LogRepairs(log, "audit", d.Repairs())
-	}
-	sys.closers = append(sys.closers, st.Close)
 	st.Registry.Framings = cfg.Framing.Framings
 	prod, err := st.Broker.NewProducer()
 	if err != nil {
@@ -324,6 +331,36 @@ func (s *System) close() {
 	for i := len(s.closers) - 1; i >= 0; i-- {
 		s.closers[i]()
 	}
+	for i := len(s.owned) - 1; i >= 0; i-- {
+		s.owned[i]()
+	}
+}
+
+// Restart stops s's services and starts them again with inv over the same stack, data
+// directory and keys (pseudonym key, KEK, record MAC, chain key), as an operator restarts
+// the services after extending the inventory. The intake listens on a new address when
+// its own was a free port. s must not be used afterwards.
+func (s *System) Restart(ctx context.Context, inv *inventory.Inventory) (*System, error) {
+	o := s.opts
+	o.Stack, o.DataDir, o.Inventory = s.Stack, s.DataDir, inv
+	o.KEK, o.MAC, o.ChainKey = s.Sealer.KEK, s.MAC, s.ChainKey
+	owned := s.owned
+	s.owned = nil
+	if err := s.Stop(); err != nil {
+		for _, f := range owned {
+			f()
+		}
+		return nil, err
+	}
+	sys, err := Start(ctx, o)
+	if err != nil {
+		for _, f := range owned {
+			f()
+		}
+		return nil, err
+	}
+	sys.owned = append(owned, sys.owned...)
+	return sys, nil
 }
 
 // checkDeleters validates every inventory store through the deleter of its kind, as each

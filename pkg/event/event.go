@@ -192,12 +192,37 @@ type Verification struct {
 	// never), and DiscoveryUncovered how many locations it found outside the inventory.
 	DiscoveryRunAt     *time.Time `avro:"discovery_run_at" json:"discovery_run_at,omitempty"`
 	DiscoveryUncovered int64      `avro:"discovery_uncovered" json:"discovery_uncovered,omitempty"`
+	// OutsideInventory lists the locations outside the inventory, found by discovery over
+	// this store's backend, that the erasure probed for the subject.
+	OutsideInventory []OutsideLocation `avro:"outside_inventory" json:"outside_inventory,omitempty"`
+}
+
+// OutsideLocation is one location outside the inventory probed for the subject: its shape
+// (placeholders, never a value), how many items hold the subject's identifiers, why it
+// could not be read whole (empty when it was), and the inventory entry (YAML) that would
+// cover it.
+type OutsideLocation struct {
+	Location   string `avro:"location" json:"location"`
+	Found      int64  `avro:"found" json:"found"`
+	Unexamined string `avro:"unexamined" json:"unexamined,omitempty"`
+	Suggest    string `avro:"suggest" json:"suggest,omitempty"`
 }
 
 // Clean reports whether v proves the store free of the subject: nothing remains, nothing
 // went unexamined and no mention of the subject's identifiers is left. Similar items do not
 // make a store unclean: they are probable copies, reported for review.
 func (v Verification) Clean() bool { return v.Remaining == 0 && v.Unexamined == 0 && v.Mentions == 0 }
+
+// Outside reports whether a probe found the subject outside the inventory, or could not
+// read a location there: the erasure is then not complete.
+func (v Verification) Outside() bool {
+	for _, o := range v.OutsideInventory {
+		if o.Found > 0 || o.Unexamined != "" {
+			return true
+		}
+	}
+	return false
+}
 
 // StoreDone is one inventory store's outcome for one request. It holds no raw identifier.
 type StoreDone struct {
@@ -229,6 +254,7 @@ func (d StoreDone) Clone() StoreDone {
 	d.Locations, d.FoundRuns = slices.Clone(d.Locations), slices.Clone(d.FoundRuns)
 	v := &d.Verification
 	v.UnexaminedItems, v.Excluded, v.Similar = slices.Clone(v.UnexaminedItems), slices.Clone(v.Excluded), slices.Clone(v.Similar)
+	v.OutsideInventory = slices.Clone(v.OutsideInventory)
 	if v.DiscoveryRunAt != nil {
 		t := *v.DiscoveryRunAt
 		v.DiscoveryRunAt = &t

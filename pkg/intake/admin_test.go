@@ -3,11 +3,13 @@ package intake_test
 import (
 	"context"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/intake"
+	"github.com/lethe-erasure/lethe/pkg/inventory"
 )
 
 func TestList(t *testing.T) {
@@ -84,6 +86,18 @@ func TestRetry(t *testing.T) {
 	pub := e.published(t)
 	if len(pub) != 2 || pub[1].RequestID != a.RequestID || pub[1].Attempt != 2 || pub[1].Identifiers.SubjectID != subj {
 		t.Fatalf("published %d records; last %+v", len(pub), pub[len(pub)-1])
+	}
+	// After the inventory gained an entry, a re-drive expects it too, at the new version.
+	grown := *e.svc.Inventory
+	grown.Version = "v-grown"
+	grown.Stores = append(slices.Clone(grown.Stores), inventory.Entry{Name: "crm", Kind: "redis"})
+	e.svc.Inventory = &grown
+	if code, resp := e.do(t, "POST", "/v1/erasures/"+a.RequestID+"/retry", `{"subject_id":"`+subj+`","stores":["crm"]}`); code != http.StatusAccepted {
+		t.Fatalf("retry for a new store: %d %s", code, resp)
+	}
+	pub = e.published(t)
+	if last := pub[len(pub)-1]; !slices.Contains(last.ExpectedStores, "crm") || !slices.Contains(last.ExpectedStores, "qdrant") || last.InventoryVersion != "v-grown" || last.Attempt != 3 {
+		t.Errorf("re-drive after the inventory grew: %+v", last)
 	}
 	for name, tc := range map[string]struct {
 		path, body string

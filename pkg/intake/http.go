@@ -54,6 +54,11 @@ const (
 	StateInProgress = "IN_PROGRESS" // some stores reported
 	StateFailed     = "FAILED"      // a store reported FAILED (re-drive it)
 	StateComplete   = "COMPLETE"    // the receipt exists
+	// StateIncomplete: every store succeeded, but a store found the subject outside the
+	// inventory, or could not read a location there (its verification's outside_inventory
+	// names each, with the inventory entry that would cover it): extend the inventory and
+	// re-drive. No receipt is issued meanwhile.
+	StateIncomplete = "INCOMPLETE"
 )
 
 // StoreState is one store's part of Status. Status is PENDING until it reports.
@@ -100,6 +105,21 @@ type Status struct {
 	ReceiptID        string       `json:"receipt_id,omitempty"`
 	// Workflow is the request's passage through the gates (dry run, approval, window).
 	Workflow *Gate `json:"workflow,omitempty"`
+}
+
+// outsideNow reports whether the latest attempt of some kind found the subject outside
+// the inventory or could not read a location there (as aggregator.Build decides).
+func outsideNow(byStore map[string]event.StoreDone) bool {
+	latest := map[string]int{}
+	for _, d := range byStore {
+		latest[d.Kind] = max(latest[d.Kind], d.Attempt)
+	}
+	for _, d := range byStore {
+		if d.Attempt == latest[d.Kind] && d.Verification.Outside() {
+			return true
+		}
+	}
+	return false
 }
 
 // Pending is the store state before a report.
@@ -337,10 +357,15 @@ func (s *Service) Status(ctx context.Context, requestID string) (Status, error) 
 			DryRun:             d.DryRun,
 		})
 	}
+	reported := len(reports) > 0
 	for _, ss := range st.Stores {
 		if ss.Status == event.StatusFailed {
 			st.State = StateFailed
 		}
+		reported = reported && ss.Status != Pending
+	}
+	if st.State == StateInProgress && reported && outsideNow(byStore) {
+		st.State = StateIncomplete
 	}
 	rc, err := s.Store.GetReceipt(ctx, requestID)
 	switch {

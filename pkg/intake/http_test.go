@@ -402,6 +402,21 @@ func TestStatusAndReceipt(t *testing.T) {
 	report("dataset", event.StatusNothingFound, 1)
 	report("audit_log", event.StatusNoPII, 1)
 	status(intake.StateInProgress, true)
+	// A store that found the subject outside the inventory makes the request INCOMPLETE
+	// until a later attempt probes clean.
+	outside := report("redis", event.StatusDeleted, 3)
+	outside.Verification.OutsideInventory = []event.OutsideLocation{{Location: "crm:{tenant}:{id}", Found: 1}}
+	if err := e.store.PutReport(ctx, outside); err != nil {
+		t.Fatal(err)
+	}
+	if st := status(intake.StateIncomplete, true); st.Stores[1].Verification.OutsideInventory[0].Location != "crm:{tenant}:{id}" {
+		t.Errorf("redis %+v", st.Stores[1])
+	}
+	outside.Attempt, outside.Verification.OutsideInventory[0].Found = 4, 0
+	if err := e.store.PutReport(ctx, outside); err != nil {
+		t.Fatal(err)
+	}
+	status(intake.StateInProgress, true)
 	if code, _ := e.do(t, "GET", acc.ReceiptURL, ""); code != http.StatusNotFound {
 		t.Errorf("receipt before it exists: %d, want 404", code)
 	}

@@ -330,7 +330,9 @@ func (s *Service) publish(ctx context.Context, req *event.Requested) error {
 }
 
 // Redrive publishes requestID again under the same id with a higher attempt, for every
-// store or only the named ones. The raw identifiers must be supplied again: Lethe keeps
+// store or only the named ones. It expects, besides the request's own stores, the stores
+// the inventory gained since (an entry added to cover what a probe found outside it), at
+// the inventory's current version. The raw identifiers must be supplied again: Lethe keeps
 // none outside erasure.requested. It fails with an error wrapping auditlog.ErrNotFound for
 // an unknown request, ErrInvalid when the identifiers are invalid or are not the request's
 // subject's (a TENANT request takes none) or a store is not one the request expects,
@@ -345,6 +347,7 @@ func (s *Service) Redrive(ctx context.Context, requestID string, ids event.Ident
 	case err != nil:
 		return event.Requested{}, s.unavailable(ErrStateStoreUnavailable, "", err)
 	}
+	prev.ExpectedStores, prev.InventoryVersion = s.expectedNow(prev), s.Inventory.Version
 	if err := validRedrive(prev, ids, stores); err != nil {
 		return event.Requested{}, err
 	}
@@ -374,6 +377,18 @@ func (s *Service) Redrive(ctx context.Context, requestID string, ids event.Ident
 		s.log().Warn("request state not recorded", zap.String("request_id", req.RequestID), zap.Error(err))
 	}
 	return req, nil
+}
+
+// expectedNow is the stores prev expects followed by the stores of the current inventory
+// it does not name.
+func (s *Service) expectedNow(prev auditlog.Request) []string {
+	out := slices.Clone(prev.ExpectedStores)
+	for _, st := range s.Inventory.Stores {
+		if !slices.Contains(out, st.Name) {
+			out = append(out, st.Name)
+		}
+	}
+	return out
 }
 
 // sessionHashes returns known followed by the session pseudonyms of sessions in tenant

@@ -105,9 +105,11 @@ type Worker struct {
 	batches batcher
 }
 
-// DiscoveryState is the last inventory discovery run of each kind (a discovery.Set).
+// DiscoveryState is the last inventory discovery run of each kind (a discovery.Set): when
+// it ran, how many locations it found outside the inventory, and those locations.
 type DiscoveryState interface {
 	LastRun(kind string) (at time.Time, uncovered int64, ok bool)
+	Uncovered(kind string) []deletion.Uncovered
 }
 
 // Handle is the consumer.Handler for erasure.requested.
@@ -167,10 +169,52 @@ func (w *Worker) Handle(ctx context.Context, rec *kgo.Record) error {
 		})
 	}
 	wg.Wait()
+	w.probeOutside(ctx, &req, subj, reports)
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
 	return w.publish(ctx, reports)
+}
+
+// probeOutside adds to reports the probe, for subj, of the locations discovery last found
+// outside the inventory over each kind's backend (deletion.Prober): once per kind, on the
+// first report of the kind that succeeded and is not EXEMPT, a dry run's included. A probe
+// that fails leaves every location unexamined. Sweeps and tenant-scope requests probe
+// nothing.
+func (w *Worker) probeOutside(ctx context.Context, req *event.Requested, subj deletion.Subject, reports []event.StoreDone) {
+	if w.Discovery == nil || subj.TenantScope() || event.AfterReceipt(req.Purpose) {
+		return
+	}
+	probed := map[string]bool{}
+	for i := range reports {
+		d := &reports[i]
+		if probed[d.Kind] || !d.Status.Succeeded() {
+			continue
+		}
+		probed[d.Kind] = true
+		p, ok := w.Stores[d.Kind].(deletion.Prober)
+		locs := w.Discovery.Uncovered(d.Kind)
+		if !ok || len(locs) == 0 {
+			continue
+		}
+		found, err := p.Probe(ctx, w.Inventory, locs, subj, deletion.DefaultProbeLimits)
+		if err == nil && len(found) != len(locs) {
+			err = fmt.Errorf("probe answered %d locations of %d", len(found), len(locs))
+		}
+		out := make([]event.OutsideLocation, len(locs))
+		for j, l := range locs {
+			out[j] = event.OutsideLocation{Location: l.Location, Suggest: l.Suggest}
+			if err != nil {
+				out[j].Unexamined = "probe failed: " + pii.Mask(err.Error())
+				continue
+			}
+			out[j].Found, out[j].Unexamined = found[j].Found, found[j].Unexamined
+		}
+		d.Verification.OutsideInventory = out
+		if err != nil {
+			w.log().Warn("probe outside the inventory failed", zap.String("request_id", req.RequestID), zap.String("kind", d.Kind), zap.Error(err))
+		}
+	}
 }
 
 // inClear reports whether req carries identifiers in the clear: a request that is not

@@ -2,19 +2,24 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"gopkg.in/yaml.v3"
 
 	"github.com/lethe-erasure/lethe/pkg/datasetstore"
 	"github.com/lethe-erasure/lethe/pkg/discovery"
 	"github.com/lethe-erasure/lethe/pkg/embedded"
 	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/intake"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/redisstore"
 )
@@ -22,7 +27,9 @@ import (
 // The demo's completeness story: a support-notes dataset under the tenant's prefix whose
 // free text and nested fields mention the customer in other customers' rows (the demo
 // inventory redacts such mentions), and a CRM key family in Redis that nobody wrote into the
-// inventory, which discovery finds.
+// inventory, which discovery finds. The first attempt's probe finds her profile there and
+// the request stays INCOMPLETE; the demo adds the suggested entry to the inventory,
+// restarts the services with it and re-drives the new store, as a user would.
 
 // notesKey is the support-notes dataset, under the tenant's dataset prefix.
 const notesKey = "support_notes.jsonl"
@@ -57,6 +64,73 @@ func demoInventory(inv *inventory.Inventory) *inventory.Inventory {
 	return inv
 }
 
+// printOutside prints what st's stores found outside the inventory and returns the
+// suggested entries.
+func printOutside(st intake.Status, stderr io.Writer) []string {
+	var suggest []string
+	fmt.Fprintln(stderr, "INCOMPLETE: no receipt yet, the customer's data sits outside the inventory:")
+	for _, s := range st.Stores {
+		if s.Verification == nil {
+			continue
+		}
+		for _, o := range s.Verification.OutsideInventory {
+			if o.Found == 0 && o.Unexamined == "" {
+				continue
+			}
+			fmt.Fprintf(stderr, "  %-10s %s: %d items (%s)\n", s.Store, o.Location, o.Found, cmp.Or(o.Unexamined, "probed with her identifiers"))
+			if o.Suggest != "" {
+				suggest = append(suggest, o.Suggest)
+				fmt.Fprintf(stderr, "    the inventory entry that covers it:\n      %s\n", strings.ReplaceAll(strings.TrimSpace(o.Suggest), "\n", "\n      "))
+			}
+		}
+	}
+	return suggest
+}
+
+// coverAndRedrive does what a user does with an INCOMPLETE request: adds the suggested
+// entries to the inventory, restarts the services with it, and re-drives the request for
+// the new stores. before gains the customers' footprints in them, read before the re-drive.
+func (a *app) coverAndRedrive(ctx context.Context, id string, before map[string]footprint, stderr io.Writer) error {
+	inv := *a.Inventory
+	inv.Stores = slices.Clone(inv.Stores)
+	inv.Version += "+crm"
+	var added []string
+	for _, y := range a.outside {
+		var e inventory.Entry
+		if err := yaml.Unmarshal([]byte(y), &e); err != nil {
+			return fmt.Errorf("suggested entry: %w", err)
+		}
+		inv.Stores = append(inv.Stores, e)
+		added = append(added, e.Name)
+	}
+	if err := inv.Validate(); err != nil || len(added) == 0 {
+		return fmt.Errorf("the extended inventory (%v): %v", added, err)
+	}
+	sys, err := a.System.Restart(ctx, &inv)
+	if err != nil {
+		return fmt.Errorf("restart with the extended inventory: %w", err)
+	}
+	a.System = sys
+	mid, err := a.footprints(ctx)
+	if err != nil {
+		return err
+	}
+	for c, fp := range mid {
+		for _, name := range added {
+			before[c][name] = fp[name]
+		}
+	}
+	fmt.Fprintf(stderr, "extended the inventory with %v (version %s), restarted the services, re-driving the request for %v\n", added, inv.Version, added)
+	body, _ := json.Marshal(intake.RetryRequest{SubjectID: target.id, SessionIDs: target.sessions, Stores: added})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, a.BaseURL+"/v1/erasures/"+id+"/retry", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	var out map[string]any
+	if err := doJSON(req, http.StatusAccepted, &out); err != nil {
+		return fmt.Errorf("re-drive: %w", err)
+	}
+	return nil
+}
+
 // seedCompleteness writes the support notes and the CRM profiles no inventory store covers.
 func (a *app) seedCompleteness(ctx context.Context) error {
 	seeded, _ := notes()
@@ -64,7 +138,7 @@ func (a *app) seedCompleteness(ctx context.Context) error {
 		Key: aws.String(demoTenant + "/" + notesKey), Body: bytes.NewReader(seeded)}); err != nil {
 		return fmt.Errorf("s3 put: %w", err)
 	}
-	for i, c := range []customer{target, bystanders[0]} {
+	for i, c := range append([]customer{target}, bystanders...) {
 		key := fmt.Sprintf("crm:%s:%d", redisstore.KeyPart(demoTenant), 1001+i)
 		if err := a.Stack.Redis.HSet(ctx, key, "email", c.id, "tier", "gold").Err(); err != nil {
 			return err
@@ -90,7 +164,7 @@ func (a *app) discover(ctx context.Context, stderr io.Writer) error {
 		}
 		for _, u := range r.Uncovered {
 			lines = append(lines, fmt.Sprintf("  %-8s %-40s %d items: %s", u.Kind, u.Location, u.Count, u.Reason))
-			found = found || u.Kind == redisstore.Kind && u.Location == uncoveredShape && u.Count == 2
+			found = found || u.Kind == redisstore.Kind && u.Location == uncoveredShape && u.Count == int64(len(bystanders)+1)
 		}
 	}
 	fmt.Fprintf(stderr, "inventory discovery (POST /discovery; lethectl inventory discover --deleter %s): %d locations outside the inventory\n%s\n",
@@ -109,8 +183,8 @@ func (a *app) completenessProblems(ctx context.Context, r event.Receipt, stderr 
 		v := s.Verification
 		switch s.Kind {
 		case redisstore.Kind:
-			if v.DiscoveryRunAt == nil || v.DiscoveryUncovered < 1 {
-				bad = append(bad, fmt.Sprintf("receipt: %s carries no discovery state (%v, %d)", s.Store, v.DiscoveryRunAt, v.DiscoveryUncovered))
+			if v.DiscoveryRunAt == nil || v.Outside() {
+				bad = append(bad, fmt.Sprintf("receipt: %s carries no discovery state, or data outside the inventory (%v, %+v)", s.Store, v.DiscoveryRunAt, v.OutsideInventory))
 			}
 		case datasetstore.Kind:
 			if v.Mentions != 0 {

@@ -73,11 +73,18 @@ func (a *app) demo(ctx context.Context, stdout, stderr io.Writer) error {
 	}
 	accepted := time.Since(start)
 	fmt.Fprintf(stderr, "accepted %s in %s (due %s)\n", acc.RequestID, accepted.Round(time.Microsecond), acc.DueAt.Format(time.RFC3339))
+	if _, err := a.await(ctx, acc.RequestID, stderr); !errors.Is(err, errIncomplete) {
+		return fmt.Errorf("the first attempt is not INCOMPLETE: her CRM profile outside the inventory went unseen (%v)", err)
+	}
+	fmt.Fprintf(stderr, "first attempt in %s after submission\n", time.Since(start).Round(time.Microsecond))
+	if err := a.coverAndRedrive(ctx, acc.RequestID, before, stderr); err != nil {
+		return err
+	}
 	receipt, err := a.await(ctx, acc.RequestID, stderr)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "receipt in %s after submission (%d ms from request to receipt)\n", time.Since(start).Round(time.Microsecond), receipt.ElapsedMS)
+	fmt.Fprintf(stderr, "receipt in %s after submission (%d ms from request to receipt, the inventory's extension and the re-drive included)\n", time.Since(start).Round(time.Microsecond), receipt.ElapsedMS)
 
 	after, err := a.footprints(ctx)
 	if err != nil {
@@ -262,8 +269,12 @@ func (a *app) submit(ctx context.Context, c customer) (intake.Accepted, error) {
 	return acc, nil
 }
 
+// errIncomplete is await's error for an INCOMPLETE request.
+var errIncomplete = errors.New("INCOMPLETE")
+
 // await polls the request's status, printing each store's progress, until the receipt
-// exists, a store failed, or 30 s passed.
+// exists, a store failed, the request is INCOMPLETE (errIncomplete, after printing what
+// was found outside the inventory), or 30 s passed.
 func (a *app) await(ctx context.Context, id string, stderr io.Writer) (event.Receipt, error) {
 	seen := map[string]event.Status{}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -288,6 +299,9 @@ func (a *app) await(ctx context.Context, id string, stderr io.Writer) (event.Rec
 			return r, doJSON(req, http.StatusOK, &r)
 		case intake.StateFailed:
 			return event.Receipt{}, fmt.Errorf("request %s failed: %+v", id, st.Stores)
+		case intake.StateIncomplete:
+			a.outside = printOutside(st, stderr)
+			return event.Receipt{}, errIncomplete
 		}
 		select {
 		case <-ctx.Done():

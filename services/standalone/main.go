@@ -88,7 +88,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 // app is the running standalone process: the embedded system and the demo's view of it.
 type app struct {
 	*embedded.System
-	log *zap.Logger
+	log     *zap.Logger
+	outside []string // the inventory entries suggested for what the erasure found outside it
 }
 
 func standalone(ctx context.Context, o options, cfg embedded.StandaloneConfig, stdout, stderr io.Writer) error {
