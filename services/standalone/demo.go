@@ -178,8 +178,10 @@ type footprint map[string]int64
 
 func (f footprint) String() string {
 	var parts []string
-	for _, k := range []string{"qdrant", "redis", "langgraph", "dataset", "audit_log"} {
-		parts = append(parts, fmt.Sprintf("%s=%d", k, f[k]))
+	for _, k := range []string{"qdrant", "redis", "langgraph", "dataset", "audit_log", "crm"} {
+		if n, ok := f[k]; ok {
+			parts = append(parts, fmt.Sprintf("%s=%d", k, n))
+		}
 	}
 	return strings.Join(parts, " ")
 }
