@@ -102,7 +102,7 @@ var commands []*command
 
 func init() {
 	commands = []*command{submitCmd, statusCmd, listCmd, receiptCmd, retryCmd, reapplyCmd,
-		dlqListCmd, dlqReplayCmd, auditReplayCmd, auditVerifyChainCmd, inventoryValidateCmd, inventoryDiscoverCmd, topicsApplyCmd}
+		dlqListCmd, dlqReplayCmd, auditReplayCmd, auditVerifyChainCmd, inventoryValidateCmd, inventoryDiscoverCmd, inventorySuggestCmd, topicsApplyCmd}
 	commands = append(commands, suppressionCheckCmd, suppressionLiftCmd)
 	commands = append(commands, confirmCmd, cancelCmd, approveCmd, rejectCmd, holdCmd)
 	groups["suppression"] = "the suppression list that ingestion checks"

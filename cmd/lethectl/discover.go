@@ -40,20 +40,103 @@ LETHE_DELETERS=http://10.0.0.5:9090 lethectl inventory discover --cached -o json
 			if len(args) != 0 {
 				return usageErrorf("no arguments expected, got %d", len(args))
 			}
-			urls := []string(deleters)
-			if len(urls) == 0 {
-				for _, u := range strings.Split(c.getenv("LETHE_DELETERS"), ",") {
-					if u = strings.TrimSpace(u); u != "" {
-						urls = append(urls, u)
-					}
-				}
-			}
-			if len(urls) == 0 {
-				return usageErrorf("name the deleters with --deleter or LETHE_DELETERS")
+			urls, err := c.deleterURLs(deleters)
+			if err != nil {
+				return err
 			}
 			return c.discover(ctx, urls, *cached)
 		}
 	},
+}
+
+var inventorySuggestCmd = &command{
+	name:    "inventory suggest",
+	args:    "--deleter URL [--deleter URL ...]",
+	summary: "print the inventory entries that would cover what discovery found outside the inventory",
+	help: `Asks each deleter for its last discovery report (as inventory discover --cached) and prints,
+as entries of the inventory file's stores list, the entry each deleter suggests for the
+locations it found outside the inventory: a new store, or an existing one with the missing
+field added. Review them, add them to the inventory, restart the services with it, and
+re-drive the INCOMPLETE requests for the new stores (lethectl retry ID --store NAME).
+Locations its kind cannot cover with an entry are listed as comments.`,
+	example: `lethectl inventory suggest --deleter http://redis-deleter:9090 >> suggested.yaml`,
+	exits: "0 nothing to suggest; 1 a deleter unreachable; 2 usage; 4 entries printed.",
+	setup: func(c *cli, fs *flag.FlagSet) func(context.Context, []string) error {
+		var deleters stringList
+		fs.Var(&deleters, "deleter", "base URL of a deleter's metrics address (repeatable; default $LETHE_DELETERS)")
+		return func(ctx context.Context, args []string) error {
+			if len(args) != 0 {
+				return usageErrorf("no arguments expected, got %d", len(args))
+			}
+			urls, err := c.deleterURLs(deleters)
+			if err != nil {
+				return err
+			}
+			return c.suggest(ctx, urls)
+		}
+	},
+}
+
+// deleterURLs is flags, or else LETHE_DELETERS split at commas.
+func (c *cli) deleterURLs(flags []string) ([]string, error) {
+	urls := flags
+	if len(urls) == 0 {
+		for _, u := range strings.Split(c.getenv("LETHE_DELETERS"), ",") {
+			if u = strings.TrimSpace(u); u != "" {
+				urls = append(urls, u)
+			}
+		}
+	}
+	if len(urls) == 0 {
+		return nil, usageErrorf("name the deleters with --deleter or LETHE_DELETERS")
+	}
+	return urls, nil
+}
+
+// suggest prints the entries the deleters at urls suggest, each once.
+func (c *cli) suggest(ctx context.Context, urls []string) error {
+	hc := &http.Client{Timeout: time.Minute}
+	seen := map[string]bool{}
+	printed := 0
+	for _, base := range urls {
+		reports, err := fetchDiscovery(ctx, hc, base, c.env(c.g.token, "LETHE_TOKEN", ""), true)
+		if err != nil {
+			return err
+		}
+		for _, r := range reports {
+			for _, u := range r.Uncovered {
+				fmt.Fprintf(c.stdout, "# %s %s: %d items: %s\n", u.Kind, u.Location, u.Count, u.Reason)
+				if u.Suggest == "" {
+					fmt.Fprintln(c.stdout, "#   no entry of this kind can cover it")
+					continue
+				}
+				if seen[u.Suggest] {
+					fmt.Fprintln(c.stdout, "#   covered by the entry above")
+					continue
+				}
+				seen[u.Suggest] = true
+				printed++
+				fmt.Fprintln(c.stdout, indentEntry(u.Suggest))
+			}
+		}
+	}
+	if printed > 0 {
+		return withCode(exitProblem, fmt.Errorf("%d inventory entries suggested", printed))
+	}
+	return nil
+}
+
+// indentEntry writes the YAML mapping y as an item of the inventory's stores list.
+func indentEntry(y string) string {
+	lines := strings.Split(strings.TrimRight(y, "\n"), "\n")
+	for i, l := range lines {
+		if i == 0 {
+			lines[i] = "  - " + l
+		} else {
+			lines[i] = "    " + l
+		}
+	}
+	return strings.Join(lines, "\n")
 }
 
 // discoverResult is the JSON output of inventory discover.

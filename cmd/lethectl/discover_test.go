@@ -51,3 +51,34 @@ func TestInventoryDiscover(t *testing.T) {
 	r = lethectl(t, "inventory", "discover", "--deleter", "http://127.0.0.1:1")
 	wantCode(t, r, exitError)
 }
+
+// A subject found outside the inventory makes the request INCOMPLETE: submit --wait exits
+// 4 naming the location and what to do, and inventory suggest lists the location.
+func TestIncompleteOutsideTheInventory(t *testing.T) {
+	ctx := context.Background()
+	tn := tenant(t, "outside")
+	subj := "grace-" + tn + "@example.com"
+	key := "crm:" + tn + ":9001"
+	if err := sys.Stack.Redis.HSet(ctx, key, "email", subj, "plan", "pro").Err(); err != nil {
+		t.Fatal(err)
+	}
+	cleanup := func() {
+		sys.Stack.Redis.Del(ctx, key)
+		lethectl(t, "inventory", "discover", "--deleter", sys.BaseURL)
+	}
+	t.Cleanup(cleanup)
+	wantCode(t, lethectl(t, "inventory", "discover", "--deleter", sys.BaseURL), exitProblem)
+
+	r := lethectl(t, "submit", "--tenant", tn, "--subject", subj, "--wait")
+	wantCode(t, r, exitProblem)
+	if !strings.Contains(r.stderr, "INCOMPLETE") || !strings.Contains(r.stdout, "OUTSIDE THE INVENTORY") || !strings.Contains(r.stdout, "crm:{id}:{id}") {
+		t.Errorf("submit --wait of a subject outside the inventory:\n%s", r)
+	}
+	noRawIDs(t, r, subj, key)
+
+	r = lethectl(t, "inventory", "suggest", "--deleter", sys.BaseURL)
+	if !strings.Contains(r.stdout, "# redis crm:{id}:{id}") {
+		t.Errorf("inventory suggest does not list the location:\n%s", r)
+	}
+	noRawIDs(t, r, subj, key)
+}

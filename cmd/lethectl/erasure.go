@@ -148,6 +148,9 @@ lethectl status er_6ebc4c5fc7aee916243a000c4fb91673 -o json | jq -r .state`,
 			if err == nil && st.State == intake.StateFailed {
 				return withCode(exitProblem, fmt.Errorf("request %s is FAILED: %s", id, failedStores(st)))
 			}
+			if err == nil && st.State == intake.StateIncomplete {
+				return withCode(exitProblem, incomplete(st))
+			}
 			return err
 		}
 	},
@@ -167,7 +170,7 @@ lethectl list --overdue -o json | jq -r '.requests[].request_id'`,
 	setup: func(c *cli, fs *flag.FlagSet) func(context.Context, []string) error {
 		var f intake.ListFilter
 		fs.StringVar(&f.Tenant, "tenant", "", "only this tenant's requests")
-		fs.StringVar(&f.State, "state", "", "only requests in this state: PENDING, IN_PROGRESS, FAILED, COMPLETE")
+		fs.StringVar(&f.State, "state", "", "only requests in this state: PENDING, IN_PROGRESS, FAILED, INCOMPLETE, COMPLETE")
 		fs.BoolVar(&f.Overdue, "overdue", false, "only requests past their due date without a receipt")
 		fs.IntVar(&f.Limit, "limit", 100, "at most this many (1-1000)")
 		return func(ctx context.Context, args []string) error {
@@ -176,9 +179,9 @@ lethectl list --overdue -o json | jq -r '.requests[].request_id'`,
 			}
 			f.State = strings.ToUpper(f.State)
 			switch f.State {
-			case "", intake.StatePending, intake.StateInProgress, intake.StateFailed, intake.StateComplete:
+			case "", intake.StatePending, intake.StateInProgress, intake.StateFailed, intake.StateIncomplete, intake.StateComplete:
 			default:
-				return usageErrorf("--state must be PENDING, IN_PROGRESS, FAILED or COMPLETE")
+				return usageErrorf("--state must be PENDING, IN_PROGRESS, FAILED, INCOMPLETE or COMPLETE")
 			}
 			if f.Limit < 1 || f.Limit > 1000 {
 				return usageErrorf("--limit must be 1-1000")

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -104,7 +105,43 @@ func printStatus(w io.Writer, st intake.Status, now time.Time) error {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", s.Store, s.Status, s.Deleted, remaining(s.Remaining), s.Unexamined,
 			s.Mentions, s.Similar, discoveryState(s.DiscoveryRunAt, s.DiscoveryUncovered), attempt, s.Error)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return printOutside(w, st)
+}
+
+// printOutside lists the locations outside the inventory the stores of st probed, with the
+// entries suggested for those that held the subject or could not be read.
+func printOutside(w io.Writer, st intake.Status) error {
+	var suggest []string
+	tw := table(w)
+	header := false
+	for _, s := range st.Stores {
+		if s.Verification == nil {
+			continue
+		}
+		for _, o := range s.Verification.OutsideInventory {
+			if !header {
+				fmt.Fprintln(w, "\nOUTSIDE THE INVENTORY")
+				fmt.Fprintln(tw, "STORE\tLOCATION\tFOUND\tUNEXAMINED")
+				header = true
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", s.Store, o.Location, o.Found, o.Unexamined)
+			if (o.Found > 0 || o.Unexamined != "") && o.Suggest != "" && !slices.Contains(suggest, o.Suggest) {
+				suggest = append(suggest, o.Suggest)
+			}
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, y := range suggest {
+		if _, err := fmt.Fprintf(w, "\nsuggested inventory entry:\n%s\n", indentEntry(y)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // printList writes requests for people, one per line.

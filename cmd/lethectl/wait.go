@@ -67,6 +67,11 @@ func (c *cli) follow(ctx context.Context, api *client, id string, start time.Tim
 			switch {
 			case st.State == intake.StateComplete:
 				return c.finish(wctx, api, id, start)
+			case st.State == intake.StateIncomplete:
+				if perr := c.printStatusOut(st); perr != nil {
+					return perr
+				}
+				return withCode(exitProblem, incomplete(st))
 			case failed:
 				if perr := c.printStatusOut(st); perr != nil {
 					return perr
@@ -85,6 +90,12 @@ func (c *cli) follow(ctx context.Context, api *client, id string, start time.Tim
 		}
 		interval = min(interval*3/2, maxPoll)
 	}
+}
+
+// incomplete is the error of an INCOMPLETE request: what to do.
+func incomplete(st intake.Status) error {
+	return fmt.Errorf("request %s is INCOMPLETE: data of its subject sits outside the inventory (OUTSIDE THE INVENTORY above); add the suggested entries to the inventory, restart the services with it, then: lethectl retry %s --subject <id> [--session <id>]... --store <new store>",
+		st.RequestID, st.RequestID)
 }
 
 // finish prints the receipt of a complete request.

@@ -28,12 +28,15 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/pii"
 )
 
-// Location is one uncovered location in a report.
+// Location is one uncovered location in a report: Fields are the identity-like fields
+// found there and Suggest the inventory entry (YAML) that would cover it, if any.
 type Location struct {
-	Kind     string `json:"kind"`
-	Location string `json:"location"`
-	Reason   string `json:"reason"`
-	Count    int64  `json:"count"`
+	Kind     string   `json:"kind"`
+	Location string   `json:"location"`
+	Reason   string   `json:"reason"`
+	Count    int64    `json:"count"`
+	Fields   []string `json:"fields,omitempty"`
+	Suggest  string   `json:"suggest,omitempty"`
 }
 
 // Report is the last discovery run of one kind.
@@ -108,7 +111,7 @@ func (r *Runner) RunOnce(ctx context.Context) Report {
 	}
 	r.last, r.found = Report{Kind: r.Kind, RunAt: &now, Uncovered: []Location{}}, found
 	for _, u := range found {
-		r.last.Uncovered = append(r.last.Uncovered, Location{Kind: u.Kind, Location: u.Location, Reason: u.Reason, Count: u.Count})
+		r.last.Uncovered = append(r.last.Uncovered, Location{Kind: u.Kind, Location: u.Location, Reason: u.Reason, Count: u.Count, Fields: u.Fields, Suggest: u.Suggest})
 	}
 	m := metrics.Or(r.Metrics)
 	m.InventoryUncovered.WithLabelValues(r.Kind).Set(float64(len(found)))

@@ -70,10 +70,10 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch f.State {
-	case "", StatePending, StateInProgress, StateFailed, StateComplete,
+	case "", StatePending, StateInProgress, StateFailed, StateIncomplete, StateComplete,
 		StatePreviewed, StateScheduled, StateCancelled, StateAwaitingApproval, StateRejected, StatePartial:
 	default:
-		writeError(w, http.StatusBadRequest, "state must be PENDING, IN_PROGRESS, FAILED, COMPLETE, PARTIAL, PREVIEWED, SCHEDULED, CANCELLED, AWAITING_APPROVAL or REJECTED")
+		writeError(w, http.StatusBadRequest, "state must be PENDING, IN_PROGRESS, FAILED, INCOMPLETE, COMPLETE, PARTIAL, PREVIEWED, SCHEDULED, CANCELLED, AWAITING_APPROVAL or REJECTED")
 		return
 	}
 	list, err := s.List(r.Context(), f)
