@@ -60,7 +60,7 @@ field added. Review them, add them to the inventory, restart the services with i
 re-drive the INCOMPLETE requests for the new stores (lethectl retry ID --store NAME).
 Locations its kind cannot cover with an entry are listed as comments.`,
 	example: `lethectl inventory suggest --deleter http://redis-deleter:9090 >> suggested.yaml`,
-	exits: "0 nothing to suggest; 1 a deleter unreachable; 2 usage; 4 entries printed.",
+	exits:   "0 nothing to suggest; 1 a deleter unreachable; 2 usage; 4 entries printed.",
 	setup: func(c *cli, fs *flag.FlagSet) func(context.Context, []string) error {
 		var deleters stringList
 		fs.Var(&deleters, "deleter", "base URL of a deleter's metrics address (repeatable; default $LETHE_DELETERS)")
