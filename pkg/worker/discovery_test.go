@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 )
 
@@ -119,5 +120,39 @@ func TestReportsCarryDiscoveryState(t *testing.T) {
 	}
 	if v := got["audit_log"].Verification; v.DiscoveryRunAt != nil || v.DiscoveryUncovered != 0 {
 		t.Errorf("audit_log: discovery %v %d, want none", v.DiscoveryRunAt, v.DiscoveryUncovered)
+	}
+}
+
+// countingProber counts (a dry run can preview it) and probes.
+type countingProber struct {
+	countingStore
+	p probing
+}
+
+func (c countingProber) Probe(ctx context.Context, inv *inventory.Inventory, locs []deletion.Uncovered, s deletion.Subject, lim deletion.ProbeLimits) ([]deletion.Probed, error) {
+	return c.p.Probe(ctx, inv, locs, s, lim)
+}
+
+// A dry run reports what the erasure would find outside the inventory, before anything is
+// deleted.
+func TestDryRunProbesOutsideTheInventory(t *testing.T) {
+	calls := 0
+	f := newFake(map[string]*behaviour{"redis": {items: 3}, "langgraph": {items: 1}})
+	w, addrs := setup(t, map[string]deletion.Store{"redis": countingProber{countingStore{f}, probing{items: 2, calls: &calls}}})
+	w.Discovery = found{{Kind: "redis", Location: "crm:{tenant}:{id}", Suggest: "name: crm"}}
+	req := request(allStores, nil, 1)
+	req.DryRun = true
+	if err := w.Handle(context.Background(), record(t, req)); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.erased()); n != 0 {
+		t.Fatalf("a dry run erased %d stores", n)
+	}
+	var outside []event.OutsideLocation
+	for _, d := range reports(t, addrs) {
+		outside = append(outside, d.Verification.OutsideInventory...)
+	}
+	if calls != 1 || len(outside) != 1 || outside[0].Found != 2 {
+		t.Errorf("%d probes, outside_inventory %+v; want one probe finding 2", calls, outside)
 	}
 }
