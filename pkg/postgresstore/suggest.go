@@ -1,7 +1,6 @@
 package postgresstore
 
 import (
-	"fmt"
 	"regexp"
 	"slices"
 	"strings"
@@ -37,11 +36,6 @@ func tenantColumn(cols, named []string) string {
 }
 
 // sessionNames are the column names a suggestion lists as session columns.
-var sessionNames = []string{"session_id", "thread_id", "conversation_id"}
-
-func sessionColumn(c string) bool {
-	return slices.Contains(sessionNames, strings.NewReplacer("-", "_", " ", "_").Replace(strings.ToLower(c)))
-}
 
 var nonName = regexp.MustCompile(`[^a-z0-9_-]+`)
 
@@ -65,14 +59,14 @@ func suggestion(loc string, fields []string, tenant string, taken map[string]boo
 	for _, f := range fields {
 		switch {
 		case !identRE.MatchString(f):
-		case sessionColumn(f):
+		case inventory.SessionLike(f):
 			sess = append(sess, f)
 		default:
 			subj = append(subj, f)
 		}
 	}
 	tb := &yaml.Node{Kind: yaml.MappingNode}
-	tb.Content = append(tb.Content, yamlStr("table"), yamlStr(loc))
+	tb.Content = append(tb.Content, inventory.YAMLString("table"), inventory.YAMLString(loc))
 	var why []string // comments above the columns (one above the first key would follow "- ")
 	perTenant := inventory.Uses(loc, inventory.Tenant)
 	if !perTenant && tenant == "" {
@@ -84,56 +78,18 @@ func suggestion(loc string, fields []string, tenant string, taken map[string]boo
 			why = append(why, "No column looked identity-like by its name: name the columns holding the subject id\n"+
 				"(or session_columns, a session id).")
 		}
-		tb.Content = append(tb.Content, yamlStr("subject_columns"), yamlList(subj))
+		tb.Content = append(tb.Content, inventory.YAMLString("subject_columns"), inventory.YAMLList(subj))
 	}
 	if len(sess) > 0 {
-		tb.Content = append(tb.Content, yamlStr("session_columns"), yamlList(sess))
+		tb.Content = append(tb.Content, inventory.YAMLString("session_columns"), inventory.YAMLList(sess))
 	}
 	tb.Content[2].HeadComment = strings.Join(why, "\n")
 	if !perTenant && tenant != "" {
-		tb.Content = append(tb.Content, yamlStr("tenant_column"), yamlStr(tenant))
+		tb.Content = append(tb.Content, inventory.YAMLString("tenant_column"), inventory.YAMLString(tenant))
 	}
 	locators := &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{
-		yamlStr("tables"), {Kind: yaml.SequenceNode, Content: []*yaml.Node{tb}},
+		inventory.YAMLString("tables"), {Kind: yaml.SequenceNode, Content: []*yaml.Node{tb}},
 	}}
 	name := strings.Trim(nonName.ReplaceAllString(strings.ToLower(strings.ReplaceAll(parts[len(parts)-1], inventory.Tenant, "")), "-"), "-_")
-	return yamlEntry(uniqueName(Kind+"-"+name, taken), Kind, locators)
-}
-
-// uniqueName returns name, cut to an inventory name's length, or it with the first suffix
-// -2, -3, ... that taken does not hold, and marks it taken.
-func uniqueName(name string, taken map[string]bool) string {
-	name = strings.TrimRight(name[:min(len(name), 56)], "-_")
-	n := name
-	for i := 2; taken[n]; i++ {
-		n = fmt.Sprintf("%s-%d", name, i)
-	}
-	taken[n] = true
-	return n
-}
-
-// yamlEntry writes an inventory entry as the inventory file does: name, kind, locators.
-func yamlEntry(name, kind string, locators *yaml.Node) string {
-	doc := &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{
-		yamlStr("name"), yamlStr(name), yamlStr("kind"), yamlStr(kind), yamlStr("locators"), locators,
-	}}
-	var b strings.Builder
-	enc := yaml.NewEncoder(&b)
-	enc.SetIndent(2)
-	if err := enc.Encode(doc); err != nil {
-		panic(err) // a tree of strings always encodes
-	}
-	_ = enc.Close()
-	return b.String()
-}
-
-func yamlStr(v string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: v} }
-
-// yamlList is a flow sequence of strings: [a, b].
-func yamlList(vs []string) *yaml.Node {
-	n := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}
-	for _, v := range vs {
-		n.Content = append(n.Content, yamlStr(v))
-	}
-	return n
+	return inventory.EntryYAML(inventory.UniqueName(Kind+"-"+name, taken), Kind, locators)
 }

@@ -56,9 +56,14 @@ func Cover(p string) *regexp.Regexp {
 	if !strings.Contains(p, "://") {
 		p = "file://" + p
 	}
+	return regexp.MustCompile("^" + pattern(p))
+}
+
+// pattern is the regular expression of the template t: its text quoted, each placeholder
+// matching one path part.
+func pattern(t string) string {
 	var b strings.Builder
-	b.WriteString("^")
-	for rest := p; rest != ""; {
+	for rest := t; rest != ""; {
 		i := strings.IndexByte(rest, '{')
 		j := strings.IndexByte(rest, '}')
 		if i < 0 || j < i {
@@ -69,7 +74,7 @@ func Cover(p string) *regexp.Regexp {
 		b.WriteString(`[^/]+`)
 		rest = rest[j+1:]
 	}
-	return regexp.MustCompile(b.String())
+	return b.String()
 }
 
 // KeyShape replaces the parts of key that may identify someone by placeholders: the file
@@ -154,25 +159,8 @@ func FileExtension(key string) (string, bool) {
 // (or what precedes the extension of a file name). prefix is the part of key before its
 // first placeholder, to list.
 func Match(key string) (re *regexp.Regexp, prefix string) {
-	var b strings.Builder
-	b.WriteString("^")
-	prefix = key
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		prefix = key[:i]
-	}
-	for rest := key; rest != ""; {
-		i := strings.IndexByte(rest, '{')
-		j := strings.IndexByte(rest, '}')
-		if i < 0 || j < i {
-			b.WriteString(regexp.QuoteMeta(rest))
-			break
-		}
-		b.WriteString(regexp.QuoteMeta(rest[:i]))
-		b.WriteString(`[^/]+`)
-		rest = rest[j+1:]
-	}
-	b.WriteString("$")
-	return regexp.MustCompile(b.String()), prefix
+	prefix, _, _ = strings.Cut(key, "{")
+	return regexp.MustCompile("^" + pattern(key) + "$"), prefix
 }
 
 // Suggest fills in the Suggest of every location of out: a new dataset store, as the
@@ -205,7 +193,7 @@ func Suggest(inv *inventory.Inventory, out []deletion.Uncovered) {
 				fields[f] = true
 			}
 		}
-		name := uniqueName(kind+"-"+prefixName(p), taken)
+		name := inventory.UniqueName(kind+"-"+prefixName(p), taken)
 		y := suggestion(name, p, slices.Sorted(maps.Keys(fields)))
 		for _, i := range of[p] {
 			out[i].Suggest = y
@@ -257,83 +245,35 @@ func prefixName(p string) string {
 	return "datasets"
 }
 
-// uniqueName returns name, cut to an inventory name's length, or it with the first suffix
-// -2, -3, ... that taken does not hold, and marks it taken.
-func uniqueName(name string, taken map[string]bool) string {
-	name = strings.TrimRight(name[:min(len(name), 56)], "-_")
-	n := name
-	for i := 2; taken[n]; i++ {
-		n = fmt.Sprintf("%s-%d", name, i)
-	}
-	taken[n] = true
-	return n
-}
-
-// sessionNames are the field names a suggestion lists as session columns.
-var sessionNames = []string{"session_id", "thread_id", "conversation_id"}
-
-// sessionField reports whether the last part of the field path f is session-like.
-func sessionField(f string) bool {
-	last := f[strings.LastIndexByte(f, '.')+1:]
-	last = strings.NewReplacer("-", "_", " ", "_").Replace(strings.ToLower(strings.TrimSpace(last)))
-	return slices.Contains(sessionNames, last)
-}
-
 // suggestion writes the dataset store name with the prefix p and the columns fields.
 func suggestion(name, p string, fields []string) string {
 	var subj, sess []string
 	for _, f := range fields {
-		if sessionField(f) {
+		if inventory.SessionLike(f) {
 			sess = append(sess, f)
 		} else {
 			subj = append(subj, f)
 		}
 	}
 	loc := &yaml.Node{Kind: yaml.MappingNode}
-	prefixes := yamlStr("prefixes")
+	prefixes := inventory.YAMLString("prefixes")
 	if !inventory.Uses(p, inventory.Tenant) {
 		prefixes.HeadComment = fmt.Sprintf("Tenants share this prefix (it holds no {tenant}), which the kind refuses: keep\n"+
 			"each tenant's datasets under a prefix of its own, such as\n%s{tenant}/, and list that.", p)
 	}
-	ps := yamlList([]string{p})
+	ps := inventory.YAMLList([]string{p})
 	ps.Content[0].Style = yaml.DoubleQuotedStyle
 	loc.Content = append(loc.Content, prefixes, ps)
 	if len(subj) > 0 || len(sess) == 0 {
-		k := yamlStr("subject_columns")
+		k := inventory.YAMLString("subject_columns")
 		if len(subj) == 0 {
 			k.HeadComment = "No column looked identity-like by its name: name the columns holding the subject id\n" +
 				"(or session_columns, a session id)."
 		}
-		loc.Content = append(loc.Content, k, yamlList(subj))
+		loc.Content = append(loc.Content, k, inventory.YAMLList(subj))
 	}
 	if len(sess) > 0 {
-		loc.Content = append(loc.Content, yamlStr("session_columns"), yamlList(sess))
+		loc.Content = append(loc.Content, inventory.YAMLString("session_columns"), inventory.YAMLList(sess))
 	}
-	return yamlEntry(name, kind, loc)
-}
-
-// yamlEntry writes an inventory entry as the inventory file does: name, kind, locators.
-func yamlEntry(name, kind string, locators *yaml.Node) string {
-	doc := &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{
-		yamlStr("name"), yamlStr(name), yamlStr("kind"), yamlStr(kind), yamlStr("locators"), locators,
-	}}
-	var b strings.Builder
-	enc := yaml.NewEncoder(&b)
-	enc.SetIndent(2)
-	if err := enc.Encode(doc); err != nil {
-		panic(err) // a tree of strings always encodes
-	}
-	_ = enc.Close()
-	return b.String()
-}
-
-func yamlStr(v string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: v} }
-
-// yamlList is a flow sequence of strings: [a, b].
-func yamlList(vs []string) *yaml.Node {
-	n := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}
-	for _, v := range vs {
-		n.Content = append(n.Content, yamlStr(v))
-	}
-	return n
+	return inventory.EntryYAML(name, kind, loc)
 }
