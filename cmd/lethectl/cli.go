@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/lethe-erasure/lethe/pkg/apiclient"
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/broker"
 	"github.com/lethe-erasure/lethe/pkg/integrity"
@@ -44,14 +45,14 @@ func usageErrorf(format string, args ...any) error {
 // exitCode maps err to the process exit code.
 func exitCode(err error) int {
 	var ce *codeError
-	var ae *apiError
+	var ae *apiclient.APIError
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.As(err, &ce):
 		return ce.code
 	case errors.As(err, &ae):
-		return ae.exitCode()
+		return apiExitCode(ae)
 	}
 	return exitError
 }
@@ -167,13 +168,13 @@ func (c *cli) run(ctx context.Context, args []string) int {
 		return exitUsage
 	}
 	if err := c.g.check(); err != nil {
-		fmt.Fprintf(c.stderr, "lethectl %s: %v\n", cmd.name, err)
+		fmt.Fprintf(c.stderr, "lethectl %s: %v\n", cmd.name, withHint(err))
 		return exitUsage
 	}
 	err = runCmd(ctx, pos)
 	code := exitCode(err)
 	if err != nil {
-		fmt.Fprintf(c.stderr, "lethectl %s: %v\n", cmd.name, err)
+		fmt.Fprintf(c.stderr, "lethectl %s: %v\n", cmd.name, withHint(err))
 		if code == exitUsage {
 			fmt.Fprintf(c.stderr, "Run 'lethectl %s --help' for usage.\n", cmd.name)
 		}

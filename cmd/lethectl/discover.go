@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lethe-erasure/lethe/pkg/apiclient"
 	"github.com/lethe-erasure/lethe/pkg/discovery"
 )
 
@@ -246,7 +247,7 @@ func fetchDiscovery(ctx context.Context, hc *http.Client, base, token string, ca
 		return nil, fmt.Errorf("deleter %s: %s %s: %d", base, method, u.Path, resp.StatusCode)
 	}
 	var out discovery.Response
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxAnswerBytes)).Decode(&out); err != nil {
+	if err := json.NewDecoder(io.LimitReader(resp.Body, apiclient.MaxAnswerBytes)).Decode(&out); err != nil {
 		return nil, fmt.Errorf("deleter %s: undecodable discovery report: %w", base, err)
 	}
 	return out.Reports, nil

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/lethe-erasure/lethe/pkg/apiclient"
 	"github.com/lethe-erasure/lethe/pkg/broker"
 	"github.com/lethe-erasure/lethe/pkg/dlq"
 	"github.com/lethe-erasure/lethe/pkg/event"
@@ -332,8 +333,8 @@ func (c *cli) replayThroughIntake(ctx context.Context, topic string, es []dlq.En
 		var out struct {
 			Replayed int `json:"replayed"`
 		}
-		err := cl.do(ctx, http.MethodPost, "/v1/dead-letters/replay", nil, nil, intake.ReplayRequest{Topic: topic, Partition: e.Partition, Offset: e.Offset}, &out)
-		var ae *apiError
+		err := cl.Do(ctx, http.MethodPost, "/v1/dead-letters/replay", nil, nil, intake.ReplayRequest{Topic: topic, Partition: e.Partition, Offset: e.Offset}, &out)
+		var ae *apiclient.APIError
 		switch {
 		case errors.As(err, &ae) && (ae.Status == http.StatusForbidden || ae.Status == http.StatusConflict || ae.Status == http.StatusUnprocessableEntity):
 			res.Refused = append(res.Refused, dlq.Refusal{Partition: e.Partition, Offset: e.Offset, Reason: ae.Message, Err: err})

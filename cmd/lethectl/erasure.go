@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lethe-erasure/lethe/pkg/apiclient"
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/intake"
@@ -94,7 +95,7 @@ func (c *cli) submit(ctx context.Context, r intake.SubmitRequest, key string, wa
 		return err
 	}
 	start := time.Now()
-	acc, err := api.submit(ctx, r, key)
+	acc, err := api.Submit(ctx, r, key)
 	if err != nil {
 		return err
 	}
@@ -133,8 +134,8 @@ lethectl status er_6ebc4c5fc7aee916243a000c4fb91673 -o json | jq -r .state`,
 			if err != nil {
 				return err
 			}
-			st, err := api.status(ctx, id)
-			if isNotFound(err) {
+			st, err := api.Status(ctx, id)
+			if apiclient.IsNotFound(err) {
 				return withCode(exitNotFound, fmt.Errorf("no such request %s", id))
 			}
 			if err != nil {
@@ -190,7 +191,7 @@ lethectl list --overdue -o json | jq -r '.requests[].request_id'`,
 			if err != nil {
 				return err
 			}
-			list, err := api.list(ctx, f)
+			list, err := api.List(ctx, f)
 			if err != nil {
 				return err
 			}
@@ -231,9 +232,9 @@ lethectl receipt er_6ebc4c5fc7aee916243a000c4fb91673 --summary`,
 			if err != nil {
 				return err
 			}
-			rc, err := api.receipt(ctx, id)
-			if isNotFound(err) {
-				if st, serr := api.status(ctx, id); serr == nil {
+			rc, err := api.Receipt(ctx, id)
+			if apiclient.IsNotFound(err) {
+				if st, serr := api.Status(ctx, id); serr == nil {
 					return withCode(exitNotFound, fmt.Errorf("request %s has no receipt yet: it is %s", id, st.State))
 				}
 				return withCode(exitNotFound, fmt.Errorf("no such request %s", id))
@@ -241,8 +242,8 @@ lethectl receipt er_6ebc4c5fc7aee916243a000c4fb91673 --summary`,
 			if err != nil {
 				return err
 			}
-			ads, err := api.addenda(ctx, id)
-			if err != nil && !isNotFound(err) { // an intake of an earlier version serves no addenda
+			ads, err := api.Addenda(ctx, id)
+			if err != nil && !apiclient.IsNotFound(err) { // an intake of an earlier version serves no addenda
 				return fmt.Errorf("addenda: %w", err)
 			}
 			if summary || c.g.output == "table" {
@@ -291,8 +292,8 @@ With --wait it follows the new attempt as 'submit --wait' does.`,
 				return err
 			}
 			start := time.Now()
-			out, err := api.retry(ctx, id, r)
-			if isNotFound(err) {
+			out, err := api.Retry(ctx, id, r)
+			if apiclient.IsNotFound(err) {
 				return withCode(exitNotFound, fmt.Errorf("no such request %s", id))
 			}
 			if err != nil {

@@ -219,7 +219,7 @@ func TestAuthentication(t *testing.T) {
 	}
 	r := at("", "list")
 	wantCode(t, r, exitError)
-	if !strings.Contains(r.stderr, "requires a bearer token: pass --token or set LETHE_TOKEN") {
+	if !strings.Contains(r.stderr, "requires a bearer token (401 unauthenticated): pass --token or set LETHE_TOKEN") {
 		t.Errorf("no token: %s", r)
 	}
 	r = at("lt_not-a-token", "list")

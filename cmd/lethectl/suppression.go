@@ -39,7 +39,7 @@ lethectl suppression check --tenant acme --subject cust-42 -o json | jq '.subjec
 				return err
 			}
 			var out intake.CheckResponse
-			if err := api.do(ctx, http.MethodPost, "/v1/suppressions/check", nil, nil, in, &out); err != nil {
+			if err := api.Do(ctx, http.MethodPost, "/v1/suppressions/check", nil, nil, in, &out); err != nil {
 				return err
 			}
 			n := 0
@@ -115,7 +115,7 @@ erasure.suppressions. The reason must not hold the ids; refer to the consent rec
 				return err
 			}
 			var out intake.LiftResponse
-			if err := api.do(ctx, http.MethodPost, "/v1/suppressions/lift", nil, nil, in, &out); err != nil {
+			if err := api.Do(ctx, http.MethodPost, "/v1/suppressions/lift", nil, nil, in, &out); err != nil {
 				return err
 			}
 			if c.json("table") {

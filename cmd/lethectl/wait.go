@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lethe-erasure/lethe/pkg/apiclient"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/intake"
 )
@@ -26,7 +27,7 @@ const (
 // clock: time since start and time left until the due date. attempt > 0 follows a
 // re-drive of the stores in only (every store when empty): their reports of earlier
 // attempts are not final.
-func (c *cli) follow(ctx context.Context, api *client, id string, start time.Time, attempt int, only []string, timeout time.Duration) error {
+func (c *cli) follow(ctx context.Context, api *apiclient.Client, id string, start time.Time, attempt int, only []string, timeout time.Duration) error {
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	current := func(s intake.StoreState) bool {
@@ -38,12 +39,12 @@ func (c *cli) follow(ctx context.Context, api *client, id string, start time.Tim
 	var last intake.Status
 	announced := false
 	for {
-		st, err := api.status(wctx, id)
+		st, err := api.Status(wctx, id)
 		switch {
 		case err == nil:
 			last = st
 		case wctx.Err() != nil:
-		case isNotFound(err) && time.Since(start) < notRecordedGrace:
+		case apiclient.IsNotFound(err) && time.Since(start) < notRecordedGrace:
 		default:
 			return err
 		}
@@ -99,8 +100,8 @@ func incomplete(st intake.Status) error {
 }
 
 // finish prints the receipt of a complete request.
-func (c *cli) finish(ctx context.Context, api *client, id string, start time.Time) error {
-	rc, err := api.receipt(ctx, id)
+func (c *cli) finish(ctx context.Context, api *apiclient.Client, id string, start time.Time) error {
+	rc, err := api.Receipt(ctx, id)
 	if err != nil {
 		return fmt.Errorf("request %s is complete, but its receipt could not be read: %w", id, err)
 	}

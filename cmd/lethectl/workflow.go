@@ -8,16 +8,17 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/lethe-erasure/lethe/pkg/apiclient"
 	"github.com/lethe-erasure/lethe/pkg/intake"
 	"github.com/lethe-erasure/lethe/pkg/workflow"
 )
 
 // waitGate follows a dry run until every store counted, or prints a request that waits at
 // a gate (SCHEDULED, AWAITING_APPROVAL) as it stands.
-func (c *cli) waitGate(ctx context.Context, api *client, id string, timeout time.Duration) error {
+func (c *cli) waitGate(ctx context.Context, api *apiclient.Client, id string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		st, err := api.status(ctx, id)
+		st, err := api.Status(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -65,9 +66,8 @@ func verbCmd(verb, summary, help, exits string) *command {
 				if err != nil {
 					return err
 				}
-				var st intake.Status
-				err = api.do(ctx, http.MethodPost, requestPath(id)+"/"+verb, nil, nil, nil, &st)
-				if isNotFound(err) {
+				st, err := api.Act(ctx, id, verb)
+				if apiclient.IsNotFound(err) {
 					return withCode(exitNotFound, fmt.Errorf("no such request %s", id))
 				}
 				if err != nil {
@@ -139,7 +139,7 @@ lethectl hold --release hold_5b1c0a9e`,
 				var out struct {
 					Holds []workflow.Hold `json:"holds"`
 				}
-				if err := api.do(ctx, http.MethodGet, "/v1/holds", q, nil, nil, &out); err != nil {
+				if err := api.Do(ctx, http.MethodGet, "/v1/holds", q, nil, nil, &out); err != nil {
 					return err
 				}
 				if c.json("table") {
@@ -155,8 +155,8 @@ lethectl hold --release hold_5b1c0a9e`,
 				return nil
 			case release != "":
 				var out intake.ReleaseResponse
-				err := api.do(ctx, http.MethodPost, "/v1/holds/"+url.PathEscape(release)+"/release", nil, nil, nil, &out)
-				if isNotFound(err) {
+				err := api.Do(ctx, http.MethodPost, "/v1/holds/"+url.PathEscape(release)+"/release", nil, nil, nil, &out)
+				if apiclient.IsNotFound(err) {
 					return withCode(exitNotFound, fmt.Errorf("no such hold %s", release))
 				}
 				if err != nil {
@@ -175,7 +175,7 @@ lethectl hold --release hold_5b1c0a9e`,
 				return err
 			}
 			var h workflow.Hold
-			if err := api.do(ctx, http.MethodPost, "/v1/holds", nil, nil, in, &h); err != nil {
+			if err := api.Do(ctx, http.MethodPost, "/v1/holds", nil, nil, in, &h); err != nil {
 				return err
 			}
 			if c.json("table") {
