@@ -23,8 +23,8 @@ import (
 
 var _ deletion.Prober = (*Store)(nil)
 
-// Probe counts, for each location of kind "dataset" in locs (in order; other kinds are
-// left out), the rows of its current objects that hold an identifier of subj, reading and
+// Probe counts, for each location of kind "dataset" in locs (in order; a location of
+// another kind is unexamined), the rows of its current objects that hold an identifier of subj, reading and
 // changing nothing. The objects are those the location's shape names, as Discover writes
 // it: {tenant} filled in with subj's tenant, any other placeholder standing for any one
 // path part (in the file name, for a name whose known extension, deletion.KnownExtension,
@@ -53,7 +53,7 @@ func (s *Store) Probe(ctx context.Context, inv *inventory.Inventory, locs []dele
 	if subj.ID == "" && !slices.ContainsFunc(subj.Sessions, func(s string) bool { return s != "" }) {
 		return nil, retry.Permanent(errors.New("dataset probe: subject has neither an id nor a session"))
 	}
-	lim = probeLimits(lim)
+	lim = lim.Defaults()
 	covers, err := coverREs(inv)
 	if err != nil {
 		return nil, err
@@ -61,6 +61,7 @@ func (s *Store) Probe(ctx context.Context, inv *inventory.Inventory, locs []dele
 	var out []deletion.Probed
 	for _, loc := range locs {
 		if loc.Kind != Kind {
+			out = append(out, deletion.Probed{Location: loc.Location, Unexamined: "not a " + Kind + " location"})
 			continue
 		}
 		p, err := s.probe(ctx, covers, loc, subj, lim)
@@ -70,17 +71,6 @@ func (s *Store) Probe(ctx context.Context, inv *inventory.Inventory, locs []dele
 		out = append(out, p)
 	}
 	return out, nil
-}
-
-// probeLimits is lim with deletion.DefaultProbeLimits for its zero fields.
-func probeLimits(lim deletion.ProbeLimits) deletion.ProbeLimits {
-	if lim.Items <= 0 {
-		lim.Items = deletion.DefaultProbeLimits.Items
-	}
-	if lim.Time <= 0 {
-		lim.Time = deletion.DefaultProbeLimits.Time
-	}
-	return lim
 }
 
 // probe is Probe of one location.

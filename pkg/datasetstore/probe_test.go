@@ -224,13 +224,17 @@ func TestProbe(t *testing.T) {
 		}
 		out := map[string]deletion.Probed{}
 		for i, p := range got {
-			if i > 0 && p.Location < got[i-1].Location {
-				t.Errorf("probe output out of order: %+v", got)
+			if i >= len(locs) || p.Location != locs[i].Location {
+				t.Errorf("probe output not one per location, in order: %+v", got)
+				break
+			}
+			if locs[i].Kind != Kind && !strings.Contains(p.Unexamined, "not a dataset location") {
+				t.Errorf("a location of kind %s probed: %+v", locs[i].Kind, p)
 			}
 			out[p.Location] = p
 		}
-		if len(got) != len(locs)-1 {
-			t.Errorf("probed %d locations, want %d (the dataset ones)", len(got), len(locs)-1)
+		if len(got) != len(locs) {
+			t.Errorf("probed %d locations, want %d", len(got), len(locs))
 		}
 		return out
 	}

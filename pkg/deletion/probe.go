@@ -16,6 +16,17 @@ type ProbeLimits struct {
 // DefaultProbeLimits are the bounds a probe uses where none are configured.
 var DefaultProbeLimits = ProbeLimits{Items: 10000, Time: 10 * time.Second}
 
+// Defaults returns lim with DefaultProbeLimits' value for each field that is not positive.
+func (lim ProbeLimits) Defaults() ProbeLimits {
+	if lim.Items <= 0 {
+		lim.Items = DefaultProbeLimits.Items
+	}
+	if lim.Time <= 0 {
+		lim.Time = DefaultProbeLimits.Time
+	}
+	return lim
+}
+
 // Probed is what a probe found in one location outside the inventory: the location as
 // discovery named it, how many items hold an identifier of the subject, and, when the
 // location could not be read whole (unreadable, or a bound reached), why. A location

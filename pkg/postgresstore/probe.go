@@ -25,8 +25,8 @@ var _ deletion.Prober = (*Store)(nil)
 const tableSQL = `SELECT c.oid, n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname || '.' || c.relname = $1 AND c.relkind IN ('r', 'p', 'v', 'm', 'f')`
 
-// Probe counts, for each location of kind "postgres" in locs (in order; other kinds are
-// left out), the rows of its table where one of the location's Fields equals s's id or one
+// Probe counts, for each location of kind "postgres" in locs (in order; a location of
+// another kind is unexamined), the rows of its table where one of the location's Fields equals s's id or one
 // of its sessions, with Erase's typed exact comparisons, the identifiers bound as
 // parameters only. It reads in a read-only transaction per location, with a statement
 // timeout of lim.Time, and changes nothing. The count is of s's tenant: in the table named
@@ -60,12 +60,7 @@ func (p *Store) Probe(ctx context.Context, inv *inventory.Inventory, locs []dele
 	if len(ids) == 0 {
 		return nil, retry.Permanent(errors.New("postgresstore: probe: subject has neither an id nor a session"))
 	}
-	if lim.Items <= 0 {
-		lim.Items = deletion.DefaultProbeLimits.Items
-	}
-	if lim.Time <= 0 {
-		lim.Time = deletion.DefaultProbeLimits.Time
-	}
+	lim = lim.Defaults()
 	covers, err := coversOf(inv)
 	if err != nil {
 		return nil, retry.Permanent(err)
@@ -73,6 +68,7 @@ func (p *Store) Probe(ctx context.Context, inv *inventory.Inventory, locs []dele
 	var out []deletion.Probed
 	for _, loc := range locs {
 		if loc.Kind != Kind {
+			out = append(out, deletion.Probed{Location: loc.Location, Unexamined: "not a " + Kind + " location"})
 			continue
 		}
 		pr, err := p.probe(ctx, covers, loc, s.Tenant, ids, lim)

@@ -227,9 +227,10 @@ func TestProbe(t *testing.T) {
 		}
 	}
 	unreadable := map[string]want{
-		s + ".odd":    {0, "type jsonb"},
-		s + ".secret": {0, "permission denied"},
-		s + ".gone":   {0, ""},
+		s + ".odd":          {0, "type jsonb"},
+		s + ".secret":       {0, "permission denied"},
+		s + ".gone":         {0, ""},
+		"crm:{tenant}:{id}": {0, "not a postgres location"},
 	}
 	with := func(w map[string]want) map[string]want {
 		for k, v := range unreadable {

@@ -46,9 +46,7 @@ func (st *Store) Probe(ctx context.Context, inv *inventory.Inventory, locs []del
 	if s.TenantScope() {
 		return nil, nil
 	}
-	if lim.Time <= 0 {
-		lim.Time = deletion.DefaultProbeLimits.Time
-	}
+	lim = lim.Defaults()
 	ids := probeIDs(s)
 	var names []string
 	listed := false

@@ -40,12 +40,7 @@ func (r *Store) Probe(ctx context.Context, inv *inventory.Inventory, locs []dele
 	if s.Tenant == "" {
 		return nil, retry.Permanent(fmt.Errorf("redisstore: probe: tenant: %w", errEmpty))
 	}
-	if lim.Items <= 0 {
-		lim.Items = deletion.DefaultProbeLimits.Items
-	}
-	if lim.Time <= 0 {
-		lim.Time = deletion.DefaultProbeLimits.Time
-	}
+	lim = lim.Defaults()
 	covers, err := coverGlobs(inv)
 	if err != nil {
 		return nil, err
