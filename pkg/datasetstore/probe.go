@@ -50,7 +50,7 @@ func (s *Store) Probe(ctx context.Context, inv *inventory.Inventory, locs []dele
 	if err := subject.ValidateTenant(subj.Tenant); err != nil {
 		return nil, retry.Permanent(fmt.Errorf("dataset probe: %w", err))
 	}
-	if subj.ID == "" && !slices.ContainsFunc(subj.Sessions, func(s string) bool { return s != "" }) {
+	if len(subj.Identifiers()) == 0 {
 		return nil, retry.Permanent(errors.New("dataset probe: subject has neither an id nor a session"))
 	}
 	lim = lim.Defaults()
@@ -58,19 +58,13 @@ func (s *Store) Probe(ctx context.Context, inv *inventory.Inventory, locs []dele
 	if err != nil {
 		return nil, err
 	}
-	var out []deletion.Probed
-	for _, loc := range locs {
-		if loc.Kind != Kind {
-			out = append(out, deletion.Probed{Location: loc.Location, Unexamined: "not a " + Kind + " location"})
-			continue
-		}
+	return deletion.EachProbed(locs, Kind, func(loc deletion.Uncovered) (deletion.Probed, error) {
 		p, err := s.probe(ctx, covers, loc, subj, lim)
 		if err != nil {
-			return nil, fmt.Errorf("dataset probe: %w", err)
+			return p, fmt.Errorf("dataset probe: %w", err)
 		}
-		out = append(out, p)
-	}
-	return out, nil
+		return p, nil
+	})
 }
 
 // probe is Probe of one location.

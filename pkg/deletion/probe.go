@@ -2,6 +2,7 @@ package deletion
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/lethe-erasure/lethe/pkg/inventory"
@@ -36,6 +37,37 @@ type Probed struct {
 	Location   string
 	Found      int64
 	Unexamined string
+}
+
+// Identifiers returns s's id and session ids, without empty or repeated ones.
+func (s Subject) Identifiers() []string {
+	var ids []string
+	for _, id := range append([]string{s.ID}, s.Sessions...) {
+		if id != "" && !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// EachProbed answers one Probed per location of locs, in order: a location of another kind
+// than kind is unexamined, each other one is what probe answers for it. The first error of
+// probe ends the call.
+func EachProbed(locs []Uncovered, kind string, probe func(Uncovered) (Probed, error)) ([]Probed, error) {
+	out := make([]Probed, 0, len(locs))
+	for _, loc := range locs {
+		if loc.Kind != kind {
+			out = append(out, Probed{Location: loc.Location, Unexamined: "not a " + kind + " location"})
+			continue
+		}
+		p, err := probe(loc)
+		if err != nil {
+			return nil, err
+		}
+		p.Location = loc.Location
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 // Prober is an optional capability of a Store, found by type assertion: Probe looks for

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -51,12 +50,7 @@ func (p *Store) Probe(ctx context.Context, inv *inventory.Inventory, locs []dele
 	if err := subject.ValidateTenant(s.Tenant); err != nil {
 		return nil, retry.Permanent(fmt.Errorf("postgresstore: probe: %w", err))
 	}
-	var ids []string
-	for _, id := range append([]string{s.ID}, s.Sessions...) {
-		if id != "" && !slices.Contains(ids, id) {
-			ids = append(ids, id)
-		}
-	}
+	ids := s.Identifiers()
 	if len(ids) == 0 {
 		return nil, retry.Permanent(errors.New("postgresstore: probe: subject has neither an id nor a session"))
 	}
@@ -65,19 +59,9 @@ func (p *Store) Probe(ctx context.Context, inv *inventory.Inventory, locs []dele
 	if err != nil {
 		return nil, retry.Permanent(err)
 	}
-	var out []deletion.Probed
-	for _, loc := range locs {
-		if loc.Kind != Kind {
-			out = append(out, deletion.Probed{Location: loc.Location, Unexamined: "not a " + Kind + " location"})
-			continue
-		}
-		pr, err := p.probe(ctx, covers, loc, s.Tenant, ids, lim)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, pr)
-	}
-	return out, nil
+	return deletion.EachProbed(locs, Kind, func(loc deletion.Uncovered) (deletion.Probed, error) {
+		return p.probe(ctx, covers, loc, s.Tenant, ids, lim)
+	})
 }
 
 // probe is Probe of one location.

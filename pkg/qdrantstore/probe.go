@@ -47,7 +47,7 @@ func (st *Store) Probe(ctx context.Context, inv *inventory.Inventory, locs []del
 		return nil, nil
 	}
 	lim = lim.Defaults()
-	ids := probeIDs(s)
+	ids := s.Identifiers()
 	var names []string
 	listed := false
 	out := make([]deletion.Probed, 0, len(locs))
@@ -89,20 +89,6 @@ func (st *Store) Probe(ctx context.Context, inv *inventory.Inventory, locs []del
 		out = append(out, p)
 	}
 	return out, nil
-}
-
-// probeIDs are the non-empty identifiers of s a probe matches: its id and session ids.
-func probeIDs(s deletion.Subject) []string {
-	var ids []string
-	if s.ID != "" {
-		ids = append(ids, s.ID)
-	}
-	for _, ses := range s.Sessions {
-		if ses != "" && !slices.Contains(ids, ses) {
-			ids = append(ids, ses)
-		}
-	}
-	return ids
 }
 
 // probePlan is where and how a probe counts one location: the named collections colls,

@@ -46,23 +46,17 @@ func (r *Store) Probe(ctx context.Context, inv *inventory.Inventory, locs []dele
 		return nil, err
 	}
 	owners := ownersOf(s)
-	out := make([]deletion.Probed, len(locs))
-	for i, loc := range locs {
-		out[i].Location = loc.Location
-		if loc.Kind != Kind {
-			out[i].Unexamined = fmt.Sprintf("not a %s location (kind %q)", Kind, loc.Kind)
-			continue
-		}
+	return deletion.EachProbed(locs, Kind, func(loc deletion.Uncovered) (p deletion.Probed, err error) {
 		sh, err := parseLocation(loc.Location, s.Tenant)
 		if err != nil {
-			out[i].Unexamined = "cannot parse the location: " + err.Error()
-			continue
+			p.Unexamined = "cannot parse the location: " + err.Error()
+			return p, nil
 		}
-		if out[i].Found, out[i].Unexamined, err = r.probe(ctx, sh, loc.Fields, covers, owners, lim); err != nil {
-			return nil, classify("probe "+loc.Location, err)
+		if p.Found, p.Unexamined, err = r.probe(ctx, sh, loc.Fields, covers, owners, lim); err != nil {
+			return p, classify("probe "+loc.Location, err)
 		}
-	}
-	return out, nil
+		return p, nil
+	})
 }
 
 // parseLocation returns the shape of a location Discover wrote for tenant: key parts of
