@@ -23,26 +23,19 @@ import (
 
 var _ deletion.Prober = (*Store)(nil)
 
-// Probe counts, for each location of kind "dataset" in locs (in order; a location of
-// another kind is unexamined), the rows of its current objects that hold an identifier of subj, reading and
-// changing nothing. The objects are those the location's shape names, as Discover writes
-// it: {tenant} filled in with subj's tenant, any other placeholder standing for any one
-// path part (in the file name, for a name whose known extension, deletion.KnownExtension,
-// is the one the shape keeps), less the objects a dataset store of inv covers (they are
-// its to erase). A row counts when one of the location's Fields (dotted paths naming
-// nested fields) equals subj's id or one of its sessions, exactly, as Erase matches. A
-// location whose shape holds no {tenant} is shared by tenants: its rows of every tenant
-// are counted, which may over-report, never under-report. Older versions in a versioned
-// bucket are not read.
+// Probe counts, per location of locs, the rows of its current objects that hold an
+// identifier of subj. It reads only. The objects are those the location's shape names,
+// with {tenant} filled in and any other placeholder one path part, less the objects a
+// dataset store of inv covers. A row counts when one of the location's Fields (dotted
+// paths for nested fields) equals subj's id or a session, exactly, as Erase matches.
+// Older versions are not read. A shape without {tenant} is shared by tenants: every
+// tenant's rows count (an over-report, never an under-report).
 //
-// A location is Unexamined, never clean, when it names no Fields, when its root cannot be
-// reached by this store, when one of its objects cannot be read or decoded (named by the
-// location's shape and its keyed reference, never its name), or when a bound of lim is
-// reached: more than lim.Items objects to read (each read whole, within the store's
-// Limits) or lim.Time spent on the location; Found then counts what was read. A location
-// whose bucket or directory does not exist is Found 0. A tenant-scope subj gives nil.
-// Errors are transient but for an invalid tenant, a subject without identifiers or an
-// inventory entry that does not validate (permanent).
+// A location is unexamined when it names no Fields, its root cannot be reached, an object
+// cannot be read or decoded (named by shape and keyed reference), more than lim.Items
+// objects are to be read, or lim.Time runs out; Found then counts what was read. A missing
+// bucket or directory is Found 0. A tenant-scope subj gives nil. An invalid tenant, a
+// subject without identifiers or an invalid inventory entry is a permanent error.
 func (s *Store) Probe(ctx context.Context, inv *inventory.Inventory, locs []deletion.Uncovered, subj deletion.Subject, lim deletion.ProbeLimits) ([]deletion.Probed, error) {
 	if subj.TenantScope() {
 		return nil, nil

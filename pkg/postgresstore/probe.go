@@ -24,25 +24,18 @@ var _ deletion.Prober = (*Store)(nil)
 const tableSQL = `SELECT c.oid, n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname || '.' || c.relname = $1 AND c.relkind IN ('r', 'p', 'v', 'm', 'f')`
 
-// Probe counts, for each location of kind "postgres" in locs (in order; a location of
-// another kind is unexamined), the rows of its table where one of the location's Fields equals s's id or one
-// of its sessions, with Erase's typed exact comparisons, the identifiers bound as
-// parameters only. It reads in a read-only transaction per location, with a statement
-// timeout of lim.Time, and changes nothing. The count is of s's tenant: in the table named
-// for it where the shape holds {tenant}, else among the rows whose tenant column (as
-// tenantColumn tells it, the column Discover suggests) equals the tenant. A table shared
-// by tenants without such a column is counted across tenants: its rows of any tenant with
-// s's identifiers count, an over-report, never an under-report.
+// Probe counts, per location of locs, the rows of its table where one of the location's
+// Fields equals s's id or a session, with Erase's typed exact comparisons and bound
+// parameters. It reads only: one read-only transaction per location, with a statement
+// timeout of lim.Time. The count is of s's tenant: in the table named for it, or by the
+// tenant column Discover suggests; a shared table without one is counted across tenants
+// (an over-report, never an under-report).
 //
-// A table that does not exist (any more), or that a postgres store of inv now covers (its
-// rows are that store's to erase), is Found 0. A location is Unexamined, never clean, when
-// it names no Fields, when one of its Fields is a column the table lacks or whose type the
-// store cannot compare exactly (the others are still counted), when the role may not read
-// the table (permission denied, row-level security), when the statement timeout cancels
-// the count, or when more than lim.Items rows match (Found is then lim.Items). A
-// tenant-scope s gives nil. Errors are classified as Verify's: an invalid tenant, a
-// subject without identifiers or an inventory entry that does not validate is permanent,
-// a lost connection transient.
+// A missing table, or one a postgres store of inv now covers, is Found 0. A location is
+// unexamined when it names no Fields, a Field is missing or of a type the store cannot
+// compare (the others still count), the role may not read the table, the timeout cancels
+// the count, or more than lim.Items rows match (Found is then lim.Items). A tenant-scope s
+// gives nil. Errors are classified as Verify's.
 func (p *Store) Probe(ctx context.Context, inv *inventory.Inventory, locs []deletion.Uncovered, s deletion.Subject, lim deletion.ProbeLimits) ([]deletion.Probed, error) {
 	if s.TenantScope() {
 		return nil, nil
