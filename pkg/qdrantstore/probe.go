@@ -20,28 +20,18 @@ import (
 
 var _ deletion.Prober = (*Store)(nil)
 
-// Probe counts, exactly and reading only, the points of each location Discover reported
-// (locs, one Probed each, in order) that hold an identifier of s — its id or one of its
-// session ids, matched as Erase matches (keywords, UUID spellings, integers; on an array
-// any element) — and never names one. For a tenant-scope s it returns nil, nil.
+// Probe counts exactly, reading only, the points of each location of locs that hold s's
+// id or a session id, matched as Erase matches (on an array, any element). A
+// "<template>/<key path>" location is matched by that key in every collection the template
+// names for s's tenant, and by the tenant field too where the store of inv with that
+// template has one. A whole uncovered collection is matched by any of its Fields, across
+// tenants (an over-report, never an under-report).
 //
-// A key of a covered collection ("<template>/<key path>") is matched by that key in every
-// collection the template names for s's tenant ({tenant} filled in, {subject},
-// {subject_hash} and {session} matching any name, as Discover reads them, so the
-// collections of other subjects of the tenant are counted too); when the first qdrant
-// store of inv with that template has a tenant_field, the field must equal s's tenant as
-// well. A {tenant} in the key path is s's tenant. A whole uncovered collection is matched
-// by any of its Fields; it belongs to no store, so no tenant filter applies: a subject of
-// another tenant with the same id is counted too (an over-report, never an under-report).
-//
-// A location is Unexamined (with a reason naming no value) when it is not of kind qdrant,
-// cannot be parsed, has a key path with a {id} part (the key varies per point), has no
-// field to match, names a template no store of inv has, when s has no identifier or
-// tenant to match, when Qdrant refuses its count (a permanent error), or when lim.Time
-// (DefaultProbeLimits' when not positive) runs out on it. A missing collection holds 0
-// points. lim.Items does not apply: a location is one exact count per collection, which
-// reads no items. Errors of the whole call (listing the collections, a transient
-// failure of a count, ctx ending) are classified as Verify's and name no identifier.
+// A location is unexamined when it cannot be parsed, its key path holds {id}, it has no
+// field, it names a template no store has, s has no identifier or tenant, Qdrant refuses
+// the count, or lim.Time runs out. A missing collection is Found 0; lim.Items does not
+// apply (one exact count per collection). A tenant-scope s gives nil. Errors of the whole
+// call are classified as Verify's.
 func (st *Store) Probe(ctx context.Context, inv *inventory.Inventory, locs []deletion.Uncovered, s deletion.Subject, lim deletion.ProbeLimits) ([]deletion.Probed, error) {
 	if s.TenantScope() {
 		return nil, nil

@@ -17,22 +17,16 @@ import (
 
 var _ deletion.Prober = (*Store)(nil)
 
-// Probe looks for s in key families that Discover reported outside inv and changes
-// nothing. Each location of kind "redis" is a family shape as Discover writes it
-// ("crm:{tenant}:{id}"): {tenant} becomes s's tenant (KeyPart-encoded), every other
-// placeholder any one key part, a trailing '*' any rest (a shape without {tenant} is probed
-// across tenants: its keys cannot tell them apart). Probe scans every primary for the
-// family's keys (those a template of inv covers left out) and counts the distinct keys that
-// belong to s: a key part a placeholder stands for equals s's id or one of its session ids,
-// or one of loc.Fields (hash fields; top-level or dotted keys of a JSON object a string
-// holds) does, exactly; with Fields empty every hash field name and value, every key and
-// scalar of a JSON document, or else the whole string is compared. A location is
-// Unexamined, with a reason naming no value, when its shape does not parse, its kind is not
-// redis, Redis refuses to read it (a permanent error such as NOPERM), keys of it cannot be
-// read (another type, or with Fields a string that is no JSON object), a Ring shard is
-// down, or a bound of lim was reached (lim.Items keys read, lim.Time spent; zero values
-// take deletion.DefaultProbeLimits) while keys were left. A tenant-scope s gives nil, nil.
-// Other errors (the network, a cancelled ctx) fail the call and are classified as Verify's.
+// Probe counts, reading only, the keys of each key family of locs (a shape as Discover
+// writes it) that belong to s: a key part a placeholder stands for, or one of the
+// location's Fields (hash fields; keys of a JSON object a string holds), equals s's id or
+// a session id exactly. With no Fields every field and value is compared. {tenant} is s's
+// tenant; a shape without it is probed across tenants. Keys a template of inv covers are
+// left out.
+//
+// A location is unexamined when its shape does not parse, Redis refuses to read it, a key
+// cannot be read, a Ring shard is down, or lim.Items keys or lim.Time are reached with keys
+// left. A tenant-scope s gives nil. Other errors fail the call, classified as Verify's.
 func (r *Store) Probe(ctx context.Context, inv *inventory.Inventory, locs []deletion.Uncovered, s deletion.Subject, lim deletion.ProbeLimits) ([]deletion.Probed, error) {
 	if s.TenantScope() {
 		return nil, nil
