@@ -36,11 +36,19 @@ func TestKafkaThreeNodes(t *testing.T) {
 	if _, err := adm.CreateTopic(ctx, 1, -1, nil, "replicated"); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := adm.DescribeTopicConfigs(ctx, "replicated")
-	if err != nil {
-		t.Fatal(err)
+	// A topic created a moment ago may be unknown yet to the broker the describe reaches:
+	// its configs are then empty, so the check waits for them.
+	var rc kadm.ResourceConfig
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		cfg, err := adm.DescribeTopicConfigs(ctx, "replicated")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rc, _ = cfg.On("replicated", nil); len(rc.Configs) > 0 || time.Now().After(deadline) {
+			break
+		}
 	}
-	if rc, _ := cfg.On("replicated", nil); !hasConfig(rc, "min.insync.replicas", "2") {
+	if !hasConfig(rc, "min.insync.replicas", "2") {
 		t.Errorf("min.insync.replicas of a new topic: %+v, want 2", rc.Configs)
 	}
 	leader := awaitISR(ctx, t, adm, 3)
