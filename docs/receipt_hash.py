@@ -47,6 +47,8 @@ FORMAT2 = ("unexamined", "unexamined_items", "excluded", "attestation", "mention
 
 
 def hash_format(receipt):
+    if receipt.get("review"):
+        return 4
     for s in receipt.get("stores") or []:
         if (s.get("verification") or {}).get("outside_inventory"):
             return 4
@@ -118,6 +120,9 @@ def canonical(receipt):
     if fmt >= 3:
         shred = receipt.get("identifiers_shred_at")
         c["identifiers_shred_at"] = canonical_time(shred) if shred else ""
+    if fmt >= 4:
+        c["review"] = [{"store": i.get("store", ""), "kind": i.get("kind", ""), "item": i.get("item", "")}
+                       for i in receipt.get("review") or []]
     return c
 
 

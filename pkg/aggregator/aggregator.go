@@ -444,7 +444,8 @@ func (a *Aggregator) shred(ctx context.Context, requestID string) error {
 // INCOMPLETE until the inventory covers the location and a re-drive erases it. A kind's
 // findings are those of its latest attempt: a re-drive of any store of the kind, run once
 // discovery no longer reports the location (or probing it clean), supersedes them, and the
-// receipt leaves superseded findings out. The rule is the same for every kind: what a status means for a kind is its deleter's to
+// receipt leaves superseded findings out. Each store's similar items are listed again at
+// the receipt's top level, for review. The rule is the same for every kind: what a status means for a kind is its deleter's to
 // decide (the audit verifier, for one, reports FAILED when it finds personal data). Stores
 // appear in the order of ExpectedStores.
 func Build(req auditlog.Request, reports []event.StoreDone, now time.Time) (r event.Receipt, ok bool) {
@@ -502,6 +503,9 @@ func Build(req auditlog.Request, reports []event.StoreDone, now time.Time) (r ev
 			Store: d.Store, Kind: d.Kind, Status: d.Status, Deleted: d.Deleted(),
 			Locations: d.Locations, Verification: d.Verification, Physical: d.Physical,
 		})
+		for _, id := range d.Verification.Similar {
+			r.Review = append(r.Review, event.ReviewItem{Store: d.Store, Kind: event.ReviewSimilar, Item: id})
+		}
 	}
 	return r, true
 }

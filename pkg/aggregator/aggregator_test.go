@@ -532,6 +532,18 @@ func TestPublishFailureIsRetried(t *testing.T) {
 	checkReceipts(t, e, "acme", []string{"er_1"})
 }
 
+// A store's similar items are listed again at the receipt's top level, for review.
+func TestBuildListsSimilarForReview(t *testing.T) {
+	in := request("er_s", "acme", 1)
+	reports := success("er_s", "acme", 1)
+	reports[0].Verification.Similar = []string{"900001", "900002"}
+	r, ok := aggregator.Build(auditlog.RequestOf(&in), reports, clock)
+	want := []event.ReviewItem{{Store: "qdrant", Kind: event.ReviewSimilar, Item: "900001"}, {Store: "qdrant", Kind: event.ReviewSimilar, Item: "900002"}}
+	if !ok || r.Status != event.ReceiptComplete || !slices.Equal(r.Review, want) {
+		t.Errorf("receipt %s, review %+v; want COMPLETE with %+v", r.Status, r.Review, want)
+	}
+}
+
 func TestBuild(t *testing.T) {
 	in := request("er_1", "acme", 1)
 	req := auditlog.RequestOf(&in)

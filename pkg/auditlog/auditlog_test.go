@@ -129,6 +129,7 @@ func goldenReceipts() map[string]event.Receipt {
 	v4 := auditlogtest.Receipt("acme", "req-golden-4")
 	v4.Seq, v4.PrevHash = 10, strings.Repeat("01", 32)
 	v4.Status = event.ReceiptComplete
+	v4.Review = []event.ReviewItem{{Store: "qdrant", Kind: event.ReviewSimilar, Item: "900001"}}
 	v4.Stores[0].Verification.OutsideInventory = []event.OutsideLocation{
 		{Location: "kb_{tenant}/metadata.customer_id", Found: 0, Suggest: "name: kb\nkind: qdrant\n"},
 		{Location: "crm:{tenant}:{id}", Unexamined: "bound reached after 10000 keys"},
@@ -209,6 +210,9 @@ func TestHashReceiptCoversEveryField(t *testing.T) {
 			r.Stores[0].Verification.DiscoveryRunAt = &at
 		},
 		"store.discovery_uncovered": func(r *event.Receipt) { r.Stores[0].Verification.DiscoveryUncovered = 1 },
+		"review": func(r *event.Receipt) {
+			r.Review = []event.ReviewItem{{Store: "qdrant", Kind: event.ReviewSimilar, Item: "7"}}
+		},
 		"store.outside_inventory": func(r *event.Receipt) {
 			r.Stores[0].Verification.OutsideInventory = []event.OutsideLocation{{Location: "crm:{tenant}:{id}"}}
 		},

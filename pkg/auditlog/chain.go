@@ -50,8 +50,16 @@ type canonicalReceipt struct {
 	Status           string           `json:"status"`
 	Seq              int64            `json:"seq"`
 	PrevHash         string           `json:"prev_hash"`
-	// IdentifiersShredAt is format 3 only ("" when the receipt does not say).
+	// IdentifiersShredAt is from format 3 ("" when the receipt does not say).
 	IdentifiersShredAt *string `json:"identifiers_shred_at,omitempty"`
+	// Review is format 4 only.
+	Review *[]canonicalReview `json:"review,omitempty"`
+}
+
+type canonicalReview struct {
+	Store string `json:"store"`
+	Kind  string `json:"kind"`
+	Item  string `json:"item"`
 }
 
 type canonicalStore struct {
@@ -104,9 +112,13 @@ type canonicalOutside struct {
 // Format 3 is used exactly when the receipt says when its identifiers will be shredded or
 // some store says when its bytes are physically erased; it has every format 2 field and
 // adds those dates. Format 4 is used exactly when some store's verification lists
-// locations outside the inventory; it has every format 3 field and adds that list.
+// locations outside the inventory or the receipt lists items for review; it has every
+// format 3 field and adds those lists.
 // Receipts without them keep format 1, 2 or 3, byte for byte.
 func hashFormat(r event.Receipt) int {
+	if len(r.Review) > 0 {
+		return 4
+	}
 	for _, s := range r.Stores {
 		if len(s.Verification.OutsideInventory) > 0 {
 			return 4
@@ -179,8 +191,9 @@ func optionalTime(t *time.Time) *string {
 // unexamined, unexamined_items, excluded, attestation, mentions, similar, discovery_run_at,
 // discovery_uncovered, and in format 4 outside_inventory, each: location, found,
 // unexamined, suggest), physical, and from format 3 physical_erasure_due), audit_log_pii,
-// status, seq, prev_hash, and from format 3 identifiers_shred_at. Format 4 is used exactly
-// when some store's verification lists outside_inventory. Otherwise format 3 is used
+// status, seq, prev_hash, from format 3 identifiers_shred_at, and in format 4 review (each:
+// store, kind, item). Format 4 is used exactly when some store's verification lists
+// outside_inventory or the receipt lists review. Otherwise format 3 is used
 // exactly when the receipt has identifiers_shred_at or some store has physical_erasure_due
 // (each "" when absent in a format 3 or 4 receipt). Otherwise format 2 is used exactly when some store's
 // verification has one of format 2's fields set (non-zero, non-empty, non-nil); otherwise
@@ -213,6 +226,13 @@ func HashReceipt(r event.Receipt) string {
 	}
 	if format >= 3 {
 		c.IdentifiersShredAt = optionalTime(r.IdentifiersShredAt)
+	}
+	if format >= 4 {
+		review := make([]canonicalReview, 0, len(r.Review))
+		for _, i := range r.Review {
+			review = append(review, canonicalReview{Store: i.Store, Kind: i.Kind, Item: i.Item})
+		}
+		c.Review = &review
 	}
 	for _, s := range r.Stores {
 		cs := canonicalStore{

@@ -367,7 +367,21 @@ type Receipt struct {
 	// linked without a chain key. Neither enters Hash.
 	ChainKeyID string `avro:"chain_key_id" json:"chain_key_id,omitempty"`
 	ChainMAC   string `avro:"chain_mac" json:"chain_mac,omitempty"`
+	// Review lists the items the erasure left for a person to decide on: probable untagged
+	// copies of the subject's data (a store's verification.similar), one entry each.
+	Review []ReviewItem `avro:"review" json:"review,omitempty"`
 }
+
+// ReviewItem is an item of a store left for review: Kind "similar", a probable untagged
+// copy of the subject's data, named by its id in the store (never a value).
+type ReviewItem struct {
+	Store string `avro:"store" json:"store"`
+	Kind  string `avro:"kind" json:"kind"`
+	Item  string `avro:"item" json:"item"`
+}
+
+// ReviewSimilar is the Kind of a ReviewItem that is a probable untagged copy.
+const ReviewSimilar = "similar"
 
 // Reappeared says a sweep or a re-apply found an erased subject's data again in one store
 // and erased it again. It holds counts only, no identifier.

@@ -159,6 +159,7 @@ func goldens() []golden {
 				IdentifiersShredAt: ptr(at(30, 12, 0, 0, 1)),
 				ChainKeyID:         "chain1",
 				ChainMAC:           "ef56",
+				Review:             []ReviewItem{{Store: "qdrant", Kind: ReviewSimilar, Item: "9"}},
 			},
 			fresh: func() any { return new(Receipt) },
 			deref: func(v any) any { return *v.(*Receipt) },
