@@ -58,29 +58,35 @@ func Load(dst any, getenv func(string) string) error {
 }
 
 func load(v reflect.Value, getenv func(string) string, errs *[]error) {
+	eachVar(v, "", func(fv reflect.Value, f reflect.StructField, name, _ string, _ reflect.Type) {
+		raw := getenv(name)
+		if raw == "" {
+			raw = f.Tag.Get("default")
+		}
+		if err := set(fv, f, raw); err != nil {
+			if f.Tag.Get("secret") == "true" || raw == "" {
+				*errs = append(*errs, fmt.Errorf("%s: %w", name, err))
+			} else {
+				*errs = append(*errs, fmt.Errorf("%s %q: %w", name, raw, err))
+			}
+		}
+	})
+}
+
+// eachVar calls fn for every exported field of the struct v that declares a variable (an
+// env tag), in declaration order, walking untagged struct fields; in is the struct type
+// holding the field and path its dotted path within the root.
+func eachVar(v reflect.Value, path string, fn func(fv reflect.Value, f reflect.StructField, name, path string, in reflect.Type)) {
 	t := v.Type()
 	for i := range t.NumField() {
 		f := t.Field(i)
 		if !f.IsExported() {
 			continue
 		}
-		name, ok := f.Tag.Lookup("env")
-		if !ok {
-			if walkable(f.Type) {
-				load(v.Field(i), getenv, errs)
-			}
-			continue
-		}
-		raw := getenv(name)
-		if raw == "" {
-			raw = f.Tag.Get("default")
-		}
-		if err := set(v.Field(i), f, raw); err != nil {
-			if f.Tag.Get("secret") == "true" || raw == "" {
-				*errs = append(*errs, fmt.Errorf("%s: %w", name, err))
-			} else {
-				*errs = append(*errs, fmt.Errorf("%s %q: %w", name, raw, err))
-			}
+		if name, ok := f.Tag.Lookup("env"); ok {
+			fn(v.Field(i), f, name, path, t)
+		} else if walkable(f.Type) {
+			eachVar(v.Field(i), path+f.Name+".", fn)
 		}
 	}
 }
@@ -242,32 +248,20 @@ func Vars(v any) []Var {
 		rv = rv.Elem()
 	}
 	var out []Var
-	vars(rv, "", &out)
+	vars(rv, &out)
 	return out
 }
 
-func vars(v reflect.Value, path string, out *[]Var) {
-	t := v.Type()
-	for i := range t.NumField() {
-		f := t.Field(i)
-		if !f.IsExported() {
-			continue
-		}
-		name, ok := f.Tag.Lookup("env")
-		if !ok {
-			if walkable(f.Type) {
-				vars(v.Field(i), path+f.Name+".", out)
-			}
-			continue
-		}
+func vars(v reflect.Value, out *[]Var) {
+	eachVar(v, "", func(fv reflect.Value, f reflect.StructField, name, path string, in reflect.Type) {
 		secret := f.Tag.Get("secret") == "true"
-		val := format(v.Field(i))
+		val := format(fv)
 		if secret && val != "" {
 			val = Masked
 		}
 		*out = append(*out, Var{Name: name, Default: f.Tag.Get("default"), Doc: f.Tag.Get("doc"), Secret: secret,
-			Type: typeName(f), Value: val, Field: path + f.Name, Owner: owner(t)})
-	}
+			Type: typeName(f), Value: val, Field: path + f.Name, Owner: owner(in)})
+	})
 }
 
 // owner names the struct type t as its package's code does: pkg.Type.
