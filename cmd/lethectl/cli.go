@@ -105,7 +105,7 @@ func init() {
 	commands = []*command{submitCmd, statusCmd, listCmd, receiptCmd, retryCmd, reapplyCmd,
 		dlqListCmd, dlqReplayCmd, auditReplayCmd, auditVerifyChainCmd, inventoryValidateCmd, inventoryDiscoverCmd, inventorySuggestCmd, topicsApplyCmd}
 	commands = append(commands, suppressionCheckCmd, suppressionLiftCmd)
-	commands = append(commands, confirmCmd, cancelCmd, approveCmd, rejectCmd, holdCmd)
+	commands = append(commands, confirmCmd, cancelCmd, approveCmd, rejectCmd, reviewCmd, holdCmd)
 	groups["suppression"] = "the suppression list that ingestion checks"
 	commands = append(commands, keysRewrapCmd)
 	groups["keys"] = "the data-key store (KEK rotation)"

@@ -164,6 +164,13 @@ func (cl *Client) Act(ctx context.Context, id, verb string) (intake.Status, erro
 	return st, err
 }
 
+// Review posts a decision on an item of a request's receipt's review list.
+func (cl *Client) Review(ctx context.Context, id string, r intake.ReviewRequest) (intake.ReviewResponse, error) {
+	var out intake.ReviewResponse
+	err := cl.Do(ctx, http.MethodPost, requestPath(id)+"/review", nil, nil, r, &out)
+	return out, err
+}
+
 // Status returns a request's status.
 func (cl *Client) Status(ctx context.Context, id string) (intake.Status, error) {
 	var st intake.Status

@@ -318,6 +318,11 @@ func (s *Service) publish(ctx context.Context, req *event.Requested) error {
 		}
 		req.Sealed, req.Identifiers = sealed, event.Identifiers{SessionIDs: []string{}}
 	}
+	return s.send(ctx, req)
+}
+
+// send publishes req as it is.
+func (s *Service) send(ctx context.Context, req *event.Requested) error {
 	b, err := s.Registry.EncodeFor(s.requestedTopic(), event.Request, req)
 	if err != nil {
 		return fmt.Errorf("intake: encode: %w", err)
