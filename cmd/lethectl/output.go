@@ -91,6 +91,9 @@ func printStatus(w io.Writer, st intake.Status, now time.Time) error {
 	if st.ReceiptID != "" {
 		fmt.Fprintf(tw, "Receipt\t%s\n", st.ReceiptID)
 	}
+	if rj := st.Rejection; rj != nil {
+		fmt.Fprintf(tw, "Rejected\t%s (producer %s): %s\n", formatTime(rj.At), dash(rj.Producer), rj.Reason)
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}

@@ -160,6 +160,7 @@ type AuditLog interface {
 	auditlog.Store
 	AddendaOf(ctx context.Context, requestID string) ([]auditlog.Addendum, error)
 	auditlog.SuppressionStore
+	auditlog.Rejections
 }
 
 // Service is the intake.
@@ -437,9 +438,16 @@ func validRedrive(prev auditlog.Request, ids event.Identifiers, stores []string)
 // them with the reason, and with the name of the producer the record's credential
 // authenticated (consumer.WithPrincipal). A replayed record (dlq.HeaderReplayedFrom) that
 // names a placeholder of a redacted dead letter as an identifier is invalid.
-func (s *Service) HandleIntake(ctx context.Context, rec *kgo.Record) error {
-	in, err := s.decodeRecord(ctx, rec)
-	if err != nil {
+func (s *Service) HandleIntake(ctx context.Context, rec *kgo.Record) (err error) {
+	var in event.IntakeRequest
+	defer func() {
+		if retry.IsPermanent(err) {
+			if rerr := s.recordRejection(ctx, rec, in, err); rerr != nil {
+				err = rerr
+			}
+		}
+	}()
+	if in, err = s.decodeRecord(ctx, rec); err != nil {
 		return err
 	}
 	var producer string // the principal the record's credential authenticated
