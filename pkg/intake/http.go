@@ -159,7 +159,7 @@ func (s *Service) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/suppressions/lift", s.authenticate(s.handleLift))
 	s.routeWorkflow(mux)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
-	return s.guard(mux)
+	return metrics.Or(s.Metrics).Instrument(mux, s.guard(mux))
 }
 
 // decodeBody reads one JSON object of at most MaxBodyBytes with only the fields of v, or
@@ -225,7 +225,7 @@ func (s *Service) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	if !s.authorize(w, r, in.TenantID) || !s.limit(w, in.TenantID) {
 		return
 	}
-	req, err := s.SubmitWith(r.Context(), in, SubmitOptions{DryRun: body.DryRun})
+	req, err := s.SubmitWith(r.Context(), in, SubmitOptions{DryRun: body.DryRun, Channel: "http"})
 	switch {
 	case errors.Is(err, ErrInvalid):
 		s.reject(w, http.StatusBadRequest, metrics.ReasonInvalid, err.Error())

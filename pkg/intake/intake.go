@@ -303,7 +303,7 @@ func (s *Service) SubmitWith(ctx context.Context, in event.IntakeRequest, opts S
 	s.log().Info("erasure requested", zap.String("request_id", req.RequestID), zap.String("tenant", req.TenantID),
 		zap.String("subject_hash", req.SubjectHash), zap.String("regulation", req.Regulation), zap.String("scope", string(req.Scope)),
 		zap.String("source", in.Source))
-	metrics.Or(s.Metrics).Requests.WithLabelValues(req.TenantID, req.Regulation, in.Source).Inc()
+	metrics.Or(s.Metrics).Requests.WithLabelValues(req.TenantID, req.Regulation, or(opts.Channel, "api")).Inc()
 	return req, nil
 }
 
@@ -470,7 +470,7 @@ func (s *Service) HandleIntake(ctx context.Context, rec *kgo.Record) (err error)
 	if err := refusePlaceholders(rec, in); err != nil {
 		return consumer.WithPrincipal(retry.Permanent(err), producer)
 	}
-	_, err = s.Submit(ctx, in)
+	_, err = s.SubmitWith(ctx, in, SubmitOptions{Channel: "kafka"})
 	if errors.Is(err, ErrInvalid) || errors.Is(err, ErrConflict) || errors.Is(err, ErrForbidden) {
 		return consumer.WithPrincipal(retry.Permanent(err), producer)
 	}
@@ -512,4 +512,12 @@ func (s *Service) now() time.Time {
 		return time.Now().UTC().Truncate(time.Millisecond)
 	}
 	return s.Now()
+}
+
+// or is s, or def when s is empty.
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
