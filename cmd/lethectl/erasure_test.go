@@ -84,6 +84,13 @@ func TestStatusListReceipt(t *testing.T) {
 		decode(t, r, &st)
 		return r.code == exitOK && st.State == intake.StateComplete
 	})
+	r = lethectl(t, "status", "--tenant", tn, "--key", "k-carol", "--wait", "-o", "json")
+	wantCode(t, r, exitOK)
+	var waited event.Receipt
+	decode(t, r, &waited)
+	if waited.RequestID != acc.RequestID || waited.Status != event.ReceiptComplete {
+		t.Errorf("status --key --wait printed %+v", waited)
+	}
 	r = lethectl(t, "status", acc.RequestID)
 	wantCode(t, r, exitOK)
 	for _, want := range []string{"State       COMPLETE", "(met)", "Receipt     " + st.ReceiptID, "STORE", "archive"} {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -232,5 +233,19 @@ func TestRestartWithAnExtendedInventory(t *testing.T) {
 	r := waitReceipt(t, sys, after.RequestID)
 	if len(r.Stores) != len(inv.Stores) || r.InventoryVersion != inv.Version {
 		t.Errorf("receipt after the restart: %d stores, inventory %s", len(r.Stores), r.InventoryVersion)
+	}
+}
+
+// TestBusyPortNamesItsVariable: a component whose address is taken fails to start with
+// the variable that moves it.
+func TestBusyPortNamesItsVariable(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	_, err = embedded.StartStackUsing(context.Background(), t.TempDir(), embedded.Addrs{Qdrant: l.Addr().String()}, embedded.External{})
+	if err == nil || !strings.Contains(err.Error(), "set LETHE_STANDALONE_QDRANT_ADDR to a free host:port") {
+		t.Fatalf("start on a busy Qdrant port: %v", err)
 	}
 }

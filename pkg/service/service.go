@@ -194,7 +194,9 @@ func run[C any](ctx context.Context, service string, cfg Config[C], build Build[
 		g.Go(func() error { return spec.Run(gctx) })
 	}
 	checks := append([]metrics.Check{{Name: "kafka", Fn: prod.Ping}}, spec.Checks...)
-	g.Go(func() error { return env.Metrics.Serve(gctx, c.MetricsAddr, checks...) })
+	g.Go(func() error {
+		return envconf.ListenError(env.Metrics.Serve(gctx, c.MetricsAddr, checks...), "LETHE_METRICS_ADDR")
+	})
 	log.Info("serving metrics and health", zap.String("addr", c.MetricsAddr))
 	err = g.Wait()
 	log.Info("stopped", zap.Error(err))
