@@ -30,11 +30,12 @@ class Stack:
     qdrant: str
     hmac_key: str
     hmac_key_id: str
+    inventory: str
     chain_keys: Dict[str, bytes]
 
 
 _VARS = ("URL", "TOKEN", "TENANT", "OTHER_TENANT", "BROKERS", "REGISTRY", "QDRANT", "HMAC_KEY", "HMAC_KEY_ID",
-         "CHAIN_KEY", "CHAIN_KEY_ID")
+         "INVENTORY", "CHAIN_KEY", "CHAIN_KEY_ID")
 
 
 @pytest.fixture(scope="session")
@@ -48,5 +49,5 @@ def stack() -> Stack:
         pytest.skip(msg + " (go test ./embedded -run TestPythonClientPackage in pkg runs these)")
     return Stack(url=env["URL"], token=env["TOKEN"], tenant=env["TENANT"], other_tenant=env["OTHER_TENANT"],
                  brokers=env["BROKERS"], registry=env["REGISTRY"], qdrant=env["QDRANT"],
-                 hmac_key=env["HMAC_KEY"], hmac_key_id=env["HMAC_KEY_ID"],
+                 hmac_key=env["HMAC_KEY"], hmac_key_id=env["HMAC_KEY_ID"], inventory=env["INVENTORY"],
                  chain_keys={env["CHAIN_KEY_ID"]: env["CHAIN_KEY"].encode()})
