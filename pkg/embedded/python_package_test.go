@@ -29,7 +29,7 @@ func venvPython(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(py, "-c", "import pytest, confluent_kafka.schema_registry.avro, langchain_core, llama_index.core, qdrant_client, yaml").CombinedOutput()
+	out, err := exec.Command(py, "-c", "import pytest, mypy, confluent_kafka.schema_registry.avro, langchain_core, llama_index.core, qdrant_client, yaml").CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s cannot import the Python client's test requirements (run make tools): %v\n%s", py, err, out)
 	}

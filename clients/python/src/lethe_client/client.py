@@ -160,7 +160,8 @@ class LetheClient:
 
     def status(self, request_id: str) -> Dict[str, Any]:
         """GET /v1/erasures/{id}: state, per-store status, overdue."""
-        return self._call("GET", "/v1/erasures/" + self._path_id(request_id))
+        st: Dict[str, Any] = self._call("GET", "/v1/erasures/" + self._path_id(request_id))
+        return st
 
     def find(self, tenant: str, idempotency_key: str) -> Optional[Dict[str, Any]]:
         """The status of tenant's request submitted with idempotency_key (over HTTP or
@@ -185,7 +186,7 @@ class LetheClient:
     def receipt(self, request_id: str, verify: bool = True) -> Dict[str, Any]:
         """GET /v1/erasures/{id}/receipt (NotFound until it exists). With verify (the
         default) its hash is recomputed and a mismatch raises VerificationError."""
-        r = self._call("GET", "/v1/erasures/%s/receipt" % self._path_id(request_id))
+        r: Dict[str, Any] = self._call("GET", "/v1/erasures/%s/receipt" % self._path_id(request_id))
         if verify:
             verify_record(r)
         return r
@@ -248,7 +249,8 @@ class LetheClient:
     def chain_state(self, tenant: str) -> Dict[str, Any]:
         """GET /v1/tenants/{tenant}/chain: the intake's verdict on the tenant's chain."""
         validate_tenant(tenant)
-        return self._call("GET", "/v1/tenants/%s/chain" % tenant)
+        state: Dict[str, Any] = self._call("GET", "/v1/tenants/%s/chain" % tenant)
+        return state
 
     def chain_records(self, tenant: str) -> List[Dict[str, Any]]:
         """Every receipt and addendum of the tenant's requests, ordered by seq."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from typing import Any, Dict, Iterable, List, Mapping, Optional
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
 
 from .errors import LetheError, ProduceError
 from .validate import validate_request
@@ -50,7 +50,7 @@ class KafkaSubmitter:
         self.token = token
         self.source = source
         self.flush_timeout = flush_timeout
-        self._serialize = None
+        self._serialize: Optional[Callable[[Dict[str, Any]], bytes]] = None
         if registry_url:
             try:
                 from confluent_kafka.schema_registry import SchemaRegistryClient
@@ -76,7 +76,8 @@ class KafkaSubmitter:
         avro["source"] = self.source
         avro["submitted_at"] = int(time.time() * 1000)
         try:
-            return self._serialize(avro)
+            out: bytes = self._serialize(avro)
+            return out
         except Exception as e:  # the registry unreachable, no schema registered, ...
             raise ProduceError("Avro serialisation of the request failed: %s" % type(e).__name__) from e
 
