@@ -13,7 +13,7 @@ import hashlib
 import hmac
 import re
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from .errors import VerificationError
 
@@ -27,11 +27,19 @@ _FORMAT2_FIELDS = ("unexamined", "unexamined_items", "excluded", "attestation", 
                    "discovery_run_at", "discovery_uncovered")
 
 
-def canonical_time(value: str) -> str:
+def canonical_time(value: Union[str, _dt.datetime]) -> str:
     """An RFC 3339 time as the canonical form writes it: UTC, truncated (not rounded) to
-    milliseconds, the fraction's trailing zeros removed, no fraction when it is zero."""
+    milliseconds, the fraction's trailing zeros removed, no fraction when it is zero. A
+    timezone-aware datetime (as an Avro decoder gives a receipt read from
+    erasure.completed) is written likewise."""
+    if isinstance(value, _dt.datetime):
+        if value.tzinfo is None:
+            raise VerificationError("a time without a timezone")
+        u = value.astimezone(_dt.timezone.utc)
+        ms = ("%03d" % (u.microsecond // 1000)).rstrip("0")
+        return u.strftime("%Y-%m-%dT%H:%M:%S") + ("." + ms if ms else "") + "Z"
     if not isinstance(value, str):
-        raise VerificationError("a time is not a string")
+        raise VerificationError("a time is neither a string nor a datetime")
     m = _TIME.match(value)
     if not m:
         raise VerificationError("not an RFC 3339 time: %r" % value)
