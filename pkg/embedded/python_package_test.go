@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/xml"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,43 +42,19 @@ func installClient(t *testing.T, py string) string {
 	t.Helper()
 	src := filepath.Join("..", "..", "clients", "python")
 	tmp := t.TempDir()
-	build := filepath.Join(tmp, "src")
-	if err := os.MkdirAll(build, 0o755); err != nil {
+	build, wheels, site := filepath.Join(tmp, "build"), filepath.Join(tmp, "wheels"), filepath.Join(tmp, "site")
+	if err := os.CopyFS(filepath.Join(build, "src"), os.DirFS(filepath.Join(src, "src"))); err != nil {
 		t.Fatal(err)
 	}
-	for _, part := range []string{"pyproject.toml", "src"} {
-		from := filepath.Join(src, part)
-		err := filepath.WalkDir(from, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if d.IsDir() && d.Name() == "__pycache__" {
-				return filepath.SkipDir
-			}
-			rel, err := filepath.Rel(src, p)
-			if err != nil {
-				return err
-			}
-			if d.IsDir() {
-				return os.MkdirAll(filepath.Join(build, rel), 0o755)
-			}
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			return os.WriteFile(filepath.Join(build, rel), b, 0o644)
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+	pyproject, err := os.ReadFile(filepath.Join(src, "pyproject.toml"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	wheels, site := filepath.Join(tmp, "wheels"), filepath.Join(tmp, "site")
-	for _, args := range [][]string{
-		{"-m", "pip", "wheel", "--quiet", "--disable-pip-version-check", "--no-deps", "--no-build-isolation", "--wheel-dir", wheels, build},
-	} {
-		if out, err := exec.Command(py, args...).CombinedOutput(); err != nil {
-			t.Fatalf("pip %v: %v\n%s", args[2], err, out)
-		}
+	if err := os.WriteFile(filepath.Join(build, "pyproject.toml"), pyproject, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(py, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check", "--no-deps", "--no-build-isolation", "--wheel-dir", wheels, build).CombinedOutput(); err != nil {
+		t.Fatalf("pip wheel: %v\n%s", err, out)
 	}
 	whl, err := filepath.Glob(filepath.Join(wheels, "lethe_client-*.whl"))
 	if err != nil || len(whl) != 1 {
