@@ -1,6 +1,7 @@
 """Against a running Lethe (pkg/embedded TestPythonClientPackage starts one): every call
 of the package on the real intake, broker, Schema Registry and Qdrant."""
 
+import time
 import uuid
 
 import pytest
@@ -70,13 +71,26 @@ def test_kafka_erasure(stack, client, key, encoding):
     _check_receipt(stack, key, receipt, subject)
 
 
-def test_kafka_record_the_intake_refuses_is_never_found(stack, client):
+def _intake_dead_letters(client):
+    return [d["entry"] for d in client.dead_letters() if d["topic"] == "erasure.intake.dlq"]
+
+
+def test_kafka_record_the_intake_refuses_is_dead_lettered_with_the_reason(stack, client):
     # Valid ids, a regulation the intake does not know: the record is dead-lettered with
     # the reason, and the wait ends saying the request was never found.
+    before = len(_intake_dead_letters(client))
+    subject = _id("py-dlq")
     with KafkaSubmitter(stack.brokers, stack.token) as k:
-        idem = k.submit(stack.tenant, _id("py-dlq"), regulation="NO-SUCH-LAW")
+        idem = k.submit(stack.tenant, subject, regulation="NO-SUCH-LAW")
+    deadline = time.monotonic() + 60
+    while len(_intake_dead_letters(client)) == before and time.monotonic() < deadline:
+        time.sleep(0.2)
+    entries = _intake_dead_letters(client)
+    assert len(entries) == before + 1
+    assert "regulation" in entries[-1]["reason"] and entries[-1]["key"] == stack.tenant
+    assert subject not in str(entries[-1])
     with pytest.raises(WaitTimeout) as e:
-        client.wait_receipt_by_key(stack.tenant, idem, timeout=3, poll=0.2)
+        client.wait_receipt_by_key(stack.tenant, idem, timeout=1, poll=0.2)
     assert e.value.state == ""
 
 

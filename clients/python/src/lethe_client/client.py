@@ -244,6 +244,13 @@ class LetheClient:
             raise ErasureNotCompleted(request_id, state, dict(st))
         return None
 
+    def dead_letters(self) -> List[Dict[str, Any]]:
+        """GET /v1/dead-letters: the dead letters of the caller's tenants, each
+        ``{"topic", "entry"}`` with the entry's ``reason``, ``at`` and a summary that never
+        holds an identifier. A record the intake refused on erasure.intake is found here."""
+        found: Dict[str, Any] = self._call("GET", "/v1/dead-letters")
+        return list(found.get("dead_letters") or [])
+
     # --- the chain -------------------------------------------------------------------
 
     def chain_state(self, tenant: str) -> Dict[str, Any]:
