@@ -9,12 +9,13 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/auditlog/auditlogtest"
+	"github.com/lethe-erasure/lethe/pkg/event"
 )
 
 // goldenChain links a tenant's chain as the aggregator does: a receipt linked before
 // chain keys existed, then, under the chain key chain1, receipts of hash formats 2, 3 and
-// 4 with an addendum of the first receipt between them. It returns the records in chain
-// order, as JSON objects.
+// 4 with an addendum of the first receipt between them, and last a review decision on the
+// last receipt (an addendum of v 2). It returns the records in chain order.
 func goldenChain(t *testing.T) []any {
 	t.Helper()
 	ctx := context.Background()
@@ -32,14 +33,22 @@ func goldenChain(t *testing.T) []any {
 	a, _, err := c.Append(ctx, auditlogtest.Addendum("req-golden/sweep-1", auditlog.AddendumReverified, r1.ReceiptID, r1.RequestID, "acme"))
 	must(t, err)
 	out = append(out, a)
+	var r4 event.Receipt
 	for _, name := range []string{"receipt_v3", "receipt_v4"} {
-		r, err := c.Issue(ctx, g[name])
+		r4, err = c.Issue(ctx, g[name])
 		must(t, err)
-		out = append(out, r)
+		out = append(out, r4)
 	}
+	reviewed := auditlogtest.Addendum("req-golden-4/review/rv-1", auditlog.AddendumReviewed, r4.ReceiptID, r4.RequestID, "acme")
+	reviewed.Purpose, reviewed.Pass, reviewed.Stores = "REVIEW", "rv-1", nil
+	item := r4.Review[0]
+	reviewed.Review = &event.ReviewDecision{Store: item.Store, Kind: item.Kind, Item: item.Item, Decision: event.ReviewDismiss, Reason: "another customer's order <2>"}
+	a2, _, err := c.Append(ctx, reviewed)
+	must(t, err)
+	out = append(out, a2)
 	v, err := c.Verify(ctx, "acme")
-	if err != nil || v.Records != 5 || v.LastUnkeyed != 1 {
-		t.Fatalf("golden chain: %+v, %v; want 5 records, unkeyed up to seq 1", v, err)
+	if err != nil || v.Records != 6 || v.LastUnkeyed != 1 {
+		t.Fatalf("golden chain: %+v, %v; want 6 records, unkeyed up to seq 1", v, err)
 	}
 	return out
 }

@@ -119,20 +119,37 @@ def test_chain_mac_of_the_golden_keyed_receipt(chain_key):
 
 def test_golden_chain_verifies(golden_chain, chain_key):
     rep = verify_chain(golden_chain, chain_key)
-    assert (rep.receipts, rep.addenda, rep.head_seq) == (4, 1, 5)
+    assert (rep.receipts, rep.addenda, rep.head_seq) == (4, 2, 6)
     assert rep.head_hash == golden_chain[-1]["hash"]
     assert rep.last_unmacced_seq == 1  # linked before the chain key, as the chain's first record
     assert verify_chain(list(reversed(golden_chain))) == verify_chain(golden_chain)
 
 
-def test_golden_addendum_hash(golden_chain):
+@pytest.mark.parametrize("name,version", [("addendum_v1", 1), ("addendum_v2", 2)])
+def test_golden_addenda(name, version):
+    a = load_json(AUDIT_TESTDATA / (name + ".json"))
+    assert canonical(a)["v"] == version
+    assert verify_record(a) == a["hash"]
+    if version == 2:
+        # The review decision sits between stores and seq, and every member of it counts.
+        assert list(canonical(a))[-4:] == ["stores", "review", "seq", "prev_hash"]
+        for field in ("store", "kind", "item", "decision", "reason"):
+            with pytest.raises(VerificationError):
+                verify_record(dict(a, review=dict(a["review"], **{field: a["review"][field] + "x"})))
+        with pytest.raises(VerificationError):
+            verify_record({k: v for k, v in a.items() if k != "review"})
+
+
+def test_golden_addendum_in_the_chain(golden_chain):
     addenda = [r for r in golden_chain if "addendum_id" in r]
-    assert len(addenda) == 1
-    a = addenda[0]
-    assert record_hash(a) == a["hash"]
-    assert canonical(a)["record"] == "addendum"
+    assert [canonical(a)["v"] for a in addenda] == [1, 2]  # a sweep's, then a review decision's
+    for a in addenda:
+        assert record_hash(a) == a["hash"]
+        assert canonical(a)["record"] == "addendum"
     with pytest.raises(VerificationError):
-        verify_record(dict(a, stores=[dict(a["stores"][0], remaining=1)]))
+        verify_record(dict(addenda[0], stores=[dict(addenda[0]["stores"][0], remaining=1)]))
+    with pytest.raises(VerificationError):
+        verify_record(dict(addenda[1], review=dict(addenda[1]["review"], decision="ERASE")))
 
 
 def test_a_missing_record_breaks_the_chain(golden_chain):

@@ -152,9 +152,12 @@ def canonical_receipt(receipt: Record) -> Dict[str, Any]:
 
 
 def canonical_addendum(addendum: Record) -> Dict[str, Any]:
-    """An addendum's canonical form; ``record: "addendum"`` keeps it from ever equalling a receipt's."""
-    return {
-        "v": 1,
+    """An addendum's canonical form; ``record: "addendum"`` keeps it from ever equalling a
+    receipt's. An addendum recording a review decision (one with ``review``) is v 2: the
+    decision ``{store, kind, item, decision, reason}`` between ``stores`` and ``seq``."""
+    review = addendum.get("review")
+    c: Dict[str, Any] = {
+        "v": 2 if review else 1,
         "record": "addendum",
         "addendum_id": addendum.get("addendum_id") or "",
         "receipt_id": addendum.get("receipt_id") or "",
@@ -168,9 +171,12 @@ def canonical_addendum(addendum: Record) -> Dict[str, Any]:
                     "deleted": s.get("deleted") or 0, "remaining": s.get("remaining") or 0,
                     "unexamined": s.get("unexamined") or 0}
                    for s in _list(addendum.get("stores"))],
-        "seq": addendum.get("seq") or 0,
-        "prev_hash": addendum.get("prev_hash") or "",
     }
+    if review:
+        c["review"] = {k: review.get(k) or "" for k in ("store", "kind", "item", "decision", "reason")}
+    c["seq"] = addendum.get("seq") or 0
+    c["prev_hash"] = addendum.get("prev_hash") or ""
+    return c
 
 
 def is_addendum(record: Record) -> bool:
