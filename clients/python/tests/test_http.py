@@ -114,6 +114,16 @@ def test_wait_stops_at_a_state_that_issues_no_receipt(intake):
     assert e.value.state == "INCOMPLETE"
 
 
+def test_a_rejected_kafka_record_raises_with_the_intakes_reason(intake):
+    srv, c = intake
+    srv.answers[("GET", "/v1/erasures")] = _json(200, {"requests": [{"request_id": "er_2", "state": "REJECTED",
+        "rejection": {"reason": "regulation must be one of GDPR", "at": "2026-12-06T10:00:00Z"}}]})
+    with pytest.raises(ErasureNotCompleted) as e:
+        c.wait_receipt_by_key("acme", "idem-1", timeout=5, poll=0.01)
+    assert (e.value.request_id, e.value.state) == ("er_2", "REJECTED")
+    assert e.value.reason == "regulation must be one of GDPR" and e.value.reason in str(e.value)
+
+
 def test_wait_times_out_with_the_last_state(intake):
     srv, c = intake
     srv.answers[("GET", "/v1/erasures/er_1")] = _json(200, {"request_id": "er_1", "state": "IN_PROGRESS"})

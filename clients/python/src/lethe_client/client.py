@@ -218,8 +218,11 @@ class LetheClient:
     def wait_receipt_by_key(self, tenant: str, idempotency_key: str, timeout: float = 60.0,
                             poll: float = 0.2) -> Dict[str, Any]:
         """wait_receipt for the request tenant submitted with idempotency_key, as a producer
-        on erasure.intake finds it. A record the intake dead-lettered never appears: the
-        wait then ends in WaitTimeout with an empty state (GET /v1/dead-letters says why)."""
+        on erasure.intake finds it. A record the intake refused answers REJECTED, which
+        raises ErasureNotCompleted with the intake's reason; one it cannot attribute to the
+        tenant and key (no readable tenant or key, a producer that may not act for the
+        tenant) never appears, and the wait ends in WaitTimeout with an empty state
+        (dead_letters() lists it with its reason)."""
         deadline = time.monotonic() + timeout
         state = ""
         while True:

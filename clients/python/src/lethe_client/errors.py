@@ -76,13 +76,20 @@ def api_error(status: int, reason: str, method: str, path: str,
 
 class ErasureNotCompleted(LetheError):
     """The request reached a state that issues no receipt without someone acting
-    (FAILED, INCOMPLETE, CANCELLED, REJECTED, PREVIEWED). ``status`` is its last status."""
+    (FAILED, INCOMPLETE, CANCELLED, REJECTED, PREVIEWED). ``status`` is its last status;
+    ``reason`` is, for an erasure.intake record the intake refused (REJECTED), why (the
+    field at fault and what was expected, never a value), else empty."""
 
     def __init__(self, request_id: str, state: str, status: Dict[str, Any]) -> None:
         self.request_id = request_id
         self.state = state
         self.status = status
-        super().__init__("request %s ended %s without a receipt" % (request_id, state))
+        rejection = status.get("rejection")
+        self.reason = str(rejection.get("reason") or "") if isinstance(rejection, dict) else ""
+        msg = "request %s ended %s without a receipt" % (request_id, state)
+        if self.reason:
+            msg += ": " + self.reason
+        super().__init__(msg)
 
 
 class WaitTimeout(LetheError, TimeoutError):
