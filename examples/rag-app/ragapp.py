@@ -288,7 +288,7 @@ class RagApp:
         counts["mem0 get_all"] = len(ids)
 
         # mem0's history rows carry no user id: read them by the memory text they hold.
-        counts["mem0 history.db rows"] = self.history_rows(messages)
+        counts["mem0 history.db rows (app prunes)"] = self.history_rows(messages)
 
         if evals is None:
             evals = self.eval_versions()
