@@ -30,6 +30,7 @@ os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
 import argparse  # noqa: E402
+import functools  # noqa: E402
 import json  # noqa: E402
 import sqlite3  # noqa: E402
 import sys  # noqa: E402
@@ -209,7 +210,7 @@ class RagApp:
             self.memory.add(text, run_id=session, infer=False)
         else:
             self.memory.add(text, user_id=subject, run_id=session, metadata={"tenant": self.tenant}, infer=False)
-        self.samples.append(LineageSample(user_input=text, retrieved_contexts=out["contexts"], response=answer,
+        self.samples.append(lineage_sample()(user_input=text, retrieved_contexts=out["contexts"], response=answer,
                                    **self.lineage(subject, session, legacy)))
 
     def seed_knowledge_base(self):
@@ -266,8 +267,7 @@ class RagApp:
         counts = {}
         flt = models.Filter(should=[models.FieldCondition(key="metadata.subject_id", match=models.MatchValue(value=subject)),
                                     models.FieldCondition(key="metadata.session_id", match=models.MatchAny(any=sessions))])
-        counts["langchain-qdrant similarity_search"] = sum(
-            len(self.vectors.similarity_search(m, k=100, filter=flt)) for m in messages[:1])
+        counts["langchain-qdrant similarity_search"] = len(self.vectors.similarity_search(messages[0], k=100, filter=flt))
         points, _ = self.qdrant.scroll(self.collection, scroll_filter=flt, limit=1000, with_payload=True)
         counts["qdrant scroll (langchain docs)"] = len(points)
 
@@ -328,27 +328,19 @@ class RagApp:
         return n
 
 
-def _lineage_sample():
+@functools.cache
+def lineage_sample():
+    """The ragas sample class with the app's lineage, built on first use (importing ragas
+    is slow): to_jsonl writes the extra fields beside ragas's own; from_jsonl reads samples
+    back as SingleTurnSample, without them."""
     from ragas import SingleTurnSample
 
     class LineageSample(SingleTurnSample):
-        """A ragas sample with the app's lineage: to_jsonl writes the extra fields beside
-        ragas's own; from_jsonl reads the sample back without them."""
         tenant: Optional[str] = None
         subject_id: Optional[str] = None
         session_id: Optional[str] = None
 
     return LineageSample
-
-
-class _Lazy:
-    cls = None
-
-
-def LineageSample(**kw):  # noqa: N802 (a class built on first use: importing ragas is slow)
-    if _Lazy.cls is None:
-        _Lazy.cls = _lineage_sample()
-    return _Lazy.cls(**kw)
 
 
 def converse(tenant):
