@@ -59,16 +59,24 @@ vuln:
 
 ## tools: install into .tools moto's server (S3 and DynamoDB for tests) and the Python client's test requirements (one Python virtual environment, pinned),
 ## Apache Kafka's jars (tools/kafka/pom.xml, with Maven; the test broker, started once to archive its classes),
-## dynalite (table-name validation, LETHE_TEST_STANDINS=1) and playwright-core (the console's browser test, with Debian's chromium)
+## dynalite (table-name validation, LETHE_TEST_STANDINS=1), playwright-core (the console's browser test, with Debian's chromium)
+## and the RAG app's libraries (examples/rag-app, pinned; a virtual environment of its own, .tools/rag-venv)
 PLAYWRIGHT := .tools/node_modules/playwright-core/package.json
 MOTO := .tools/venv/bin/moto_server
 MOTO_REQUIREMENTS := pkg/testenv/moto-requirements.txt
 PYCLIENT_REQUIREMENTS := clients/python/requirements-test.txt
-tools: $(MOTO) $(KAFKA) $(KAFKA_CDS) $(DYNALITE) $(PLAYWRIGHT)
+RAGAPP := .tools/rag-venv/.installed
+RAGAPP_REQUIREMENTS := examples/rag-app/requirements.txt
+tools: $(MOTO) $(RAGAPP) $(KAFKA) $(KAFKA_CDS) $(DYNALITE) $(PLAYWRIGHT)
 $(MOTO): $(MOTO_REQUIREMENTS) $(PYCLIENT_REQUIREMENTS)
 	rm -rf .tools/venv
 	python3 -m venv .tools/venv
 	.tools/venv/bin/pip install --quiet --disable-pip-version-check --only-binary=:all: -r $(MOTO_REQUIREMENTS) -r $(PYCLIENT_REQUIREMENTS)
+	touch $@
+$(RAGAPP): $(RAGAPP_REQUIREMENTS)
+	rm -rf .tools/rag-venv
+	python3 -m venv .tools/rag-venv
+	.tools/rag-venv/bin/pip install --quiet --disable-pip-version-check --only-binary=:all: -r $(RAGAPP_REQUIREMENTS)
 	touch $@
 $(KAFKA): tools/kafka/pom.xml tools/kafka/log4j2.properties
 	rm -rf .tools/kafka && mkdir -p .tools/kafka
