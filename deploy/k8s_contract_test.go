@@ -220,15 +220,17 @@ func prepare(t *testing.T, o objects, name string, pod any, hosts, extra map[str
 }
 
 // TestKubernetesContract renders the example overlay with kustomize, and the Helm chart
-// with its example values, and runs each here: the lethe-topics Job's command against a three-broker kfake cluster (the topics read back
-// with kadm), then every Deployment's container as the pod's user from a read-only working
-// directory with only its volumes writable, with the environment of its ConfigMaps and
-// Secrets (placeholders replaced, backing services mapped to stand-ins, the cluster's AWS
-// identity replaced by the endpoints of moto's server). Each container's startup,
-// liveness and readiness probes must answer, and an erasure submitted to the intake with a
-// token of LETHE_TOKENS must end in a COMPLETE receipt. A second intake replica then
-// starts from the same Deployment: a TENANT request submitted to one waits for approval,
-// and both report it so (the workflow lives in the audit table they share).
+// with its example values, and runs each here: the lethe-tables Job's command against
+// DynamoDB (the tables read back), the lethe-topics Job's command against a three-broker
+// Kafka cluster (the topics read back with kadm), then every Deployment's container as the
+// pod's user from a read-only working directory with only its volumes writable, with the
+// environment of its ConfigMaps and Secrets (placeholders replaced, backing services
+// mapped to stand-ins, the cluster's AWS identity replaced by the endpoints of moto's
+// server). Each container's startup, liveness and readiness probes must answer, and an
+// erasure submitted to the intake with a token of LETHE_TOKENS must end in a COMPLETE
+// receipt. A second intake replica then starts from the same Deployment: a TENANT request
+// submitted to one waits for approval, and both report it so (the workflow lives in the
+// audit table they share).
 func TestKubernetesContract(t *testing.T) {
 	eachSource(t, kubernetesContract)
 }
@@ -254,16 +256,21 @@ func kubernetesContract(t *testing.T, o objects) {
 	if region == "" {
 		t.Fatal("lethe-config has no AWS_REGION")
 	}
-	s.createTables(t, region, cfg("LETHE_AUDIT_TABLE"), cfg("LETHE_KEYS_TABLE"))
 	extra := map[string]string{
 		"LETHE_DYNAMODB_ENDPOINT": s.dynamo, "LETHE_S3_ENDPOINT": s.s3,
 		"AWS_ACCESS_KEY_ID": "contract", "AWS_SECRET_ACCESS_KEY": "contract", "AWS_EC2_METADATA_DISABLED": "true",
 	}
 
-	jobObj, jobName := topicsJob(t, o)
-	job := prepare(t, o, jobName, get(jobObj, "spec", "template", "spec"), hosts, nil)
-	start(t, job.name, job.bin, job.args, job.env, job.dir, job.cred).wait(t, 30*time.Second)
-	checkTopics(t, s.kafka, job.args)
+	// The tables Job creates the audit and data-key tables the services then find.
+	tablesObj, tablesName := job(t, o, "lethe-tables")
+	tables := prepare(t, o, tablesName, get(tablesObj, "spec", "template", "spec"), hosts, extra)
+	start(t, tables.name, tables.bin, tables.args, tables.env, tables.dir, tables.cred).wait(t, 60*time.Second)
+	s.checkTables(t, region, cfg("LETHE_AUDIT_TABLE"), cfg("LETHE_KEYS_TABLE"))
+
+	topicsObj, topicsName := job(t, o, "lethe-topics")
+	topics := prepare(t, o, topicsName, get(topicsObj, "spec", "template", "spec"), hosts, nil)
+	start(t, topics.name, topics.bin, topics.args, topics.env, topics.dir, topics.cred).wait(t, 30*time.Second)
+	checkTopics(t, s.kafka, topics.args)
 
 	var (
 		intakeURL  string

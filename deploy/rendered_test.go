@@ -90,20 +90,24 @@ func named(o objects, kind, name string) (any, string) {
 	return nil, ""
 }
 
-// topicsJob returns the topics Job, failing t unless there is exactly one.
-func topicsJob(t *testing.T, o objects) (any, string) {
+// job returns the Job whose name is name or name with a suffix (the version or hash the
+// provisioning Jobs' names carry), failing t unless there is exactly one.
+func job(t *testing.T, o objects, name string) (any, string) {
 	t.Helper()
 	var names []string
 	for n := range o["Job"] {
-		if strings.HasPrefix(n, "lethe-topics") {
+		if n == name || strings.HasPrefix(n, name+"-") {
 			names = append(names, n)
 		}
 	}
 	if len(names) != 1 {
-		t.Fatalf("topics Jobs %v, want one", names)
+		t.Fatalf("Jobs %s: %v, want one", name, names)
 	}
 	return o["Job"][names[0]], names[0]
 }
+
+// provisioningJobs are the one-shot Jobs, by the name their names start with.
+var provisioningJobs = []string{"lethe-topics", "lethe-tables"}
 
 // declaredSecrets are the secret variables each binary declares, by the name of its
 // workload: the services' from the catalog the configuration docs are written from,
@@ -153,7 +157,8 @@ func secretRefs(pod, c any) (keys map[string][]string, whole []string) {
 // variables its binary declares (none it does not read), none of them from a Secret taken
 // whole (only the webhook-deleter's own Secret of processor secrets, whose keys the
 // inventory names); the keys each service needs to start are there, the receipt chain key
-// is the aggregator's alone, and the topics Job gets nothing but the broker's password.
+// is the aggregator's alone, the topics Job gets nothing but the broker's password and the
+// tables Job no secret at all.
 func TestSecretKeysPerWorkload(t *testing.T) {
 	declared := declaredSecrets()
 	if !slices.Contains(declared["lethe-aggregator"], "LETHE_CHAIN_KEY") || !slices.Contains(declared["lethe-topics"], "LETHE_KAFKA_SASL_PASSWORD") ||
@@ -165,10 +170,12 @@ func TestSecretKeysPerWorkload(t *testing.T) {
 		for name, d := range o["Deployment"] {
 			workloads[name] = get(d, "spec", "template", "spec")
 		}
-		job, _ := topicsJob(t, o)
-		workloads["lethe-topics"] = get(job, "spec", "template", "spec")
-		if len(workloads) != len(services)+1 {
-			t.Errorf("%d workloads, want %d", len(workloads), len(services)+1)
+		for _, name := range provisioningJobs {
+			j, _ := job(t, o, name)
+			workloads[name] = get(j, "spec", "template", "spec")
+		}
+		if len(workloads) != len(services)+len(provisioningJobs) {
+			t.Errorf("%d workloads, want %d", len(workloads), len(services)+len(provisioningJobs))
 		}
 		for name, pod := range workloads {
 			keys, whole := secretRefs(pod, get(pod, "containers", "0"))
@@ -200,6 +207,12 @@ func TestSecretKeysPerWorkload(t *testing.T) {
 			if name == "lethe-topics" {
 				if !slices.Equal(all, []string{"LETHE_KAFKA_SASL_PASSWORD"}) {
 					t.Errorf("lethe-topics: references %v, want the broker's password alone", all)
+				}
+				continue
+			}
+			if name == "lethe-tables" {
+				if len(all) > 0 {
+					t.Errorf("lethe-tables: references %v, want no secret", all)
 				}
 				continue
 			}
@@ -242,15 +255,21 @@ func TestSecretKeysCheckCatches(t *testing.T) {
 }
 
 // kafkaPorts returns, per NetworkPolicy, the ports of its egress rule commented kafka
-// (the second rule, after DNS).
+// (the second rule, after DNS); the tables Job's reaches DynamoDB alone.
 func kafkaPorts(t *testing.T, o objects) map[string]any {
 	t.Helper()
 	out := map[string]any{}
 	for name, np := range o["NetworkPolicy"] {
+		if name == "lethe-tables" {
+			if p := get(np, "spec", "egress", "1", "ports", "0", "port"); p != 443 || len(list(np, "spec", "egress")) != 2 {
+				t.Errorf("lethe-tables: egress %v, want DNS and 443 alone", get(np, "spec", "egress"))
+			}
+			continue
+		}
 		out[name] = get(np, "spec", "egress", "1", "ports", "0", "port")
 	}
 	if len(out) != len(services)+1 {
-		t.Errorf("%d NetworkPolicies, want one per service and the topics Job's", len(out))
+		t.Errorf("%d NetworkPolicies with a kafka rule, want one per service and the topics Job's", len(out))
 	}
 	return out
 }
@@ -312,10 +331,11 @@ func TestKafkaPortConfigurable(t *testing.T) {
 // job-name label of its pods).
 var dnsSubdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
 
-// TestTopicsJobNameFollowsItsImage: a Job's pod template is immutable, so kubectl apply
-// (or helm upgrade) of a new version would fail on a Job of the same name. The Job's name
-// changes with the lethectl image it runs and stays put while nothing changes.
-func TestTopicsJobNameFollowsItsImage(t *testing.T) {
+// TestProvisioningJobNamesFollowTheirImage: a Job's pod template is immutable, so kubectl
+// apply (or helm upgrade) of a new version would fail on a Job of the same name. The topics
+// and tables Jobs' names change with the lethectl image they run and stay put while
+// nothing changes.
+func TestProvisioningJobNamesFollowTheirImage(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		o    func(t *testing.T, tag string) objects
@@ -330,22 +350,28 @@ func TestTopicsJobNameFollowsItsImage(t *testing.T) {
 		{"helm", func(t *testing.T, tag string) objects { return helmTemplate(t, "--set", "image.tag="+tag) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			names := map[string]string{}
-			for _, tag := range []string{"0.1.0", "0.2.0"} {
-				job, name := topicsJob(t, tc.o(t, tag))
-				if image := str(job, "spec", "template", "spec", "containers", "0", "image"); !strings.HasSuffix(image, "/lethectl:"+tag) {
-					t.Errorf("tag %s: the Job runs %s", tag, image)
-				}
-				if !dnsSubdomain.MatchString(name) || len(name) > 63 {
-					t.Errorf("Job name %q is not a valid name of at most 63 characters", name)
-				}
-				names[tag] = name
+			rendered := map[string]objects{}
+			for _, tag := range []string{"0.1.0", "0.2.0", "again"} {
+				rendered[tag] = tc.o(t, strings.Replace(tag, "again", "0.1.0", 1))
 			}
-			if names["0.1.0"] == names["0.2.0"] {
-				t.Errorf("the topics Job is %s for both versions: an upgrade would patch its immutable pod template", names["0.1.0"])
-			}
-			if _, again := topicsJob(t, tc.o(t, "0.1.0")); again != names["0.1.0"] {
-				t.Errorf("the same version renders Job %s, then %s", names["0.1.0"], again)
+			for _, base := range provisioningJobs {
+				names := map[string]string{}
+				for tag, o := range rendered {
+					j, name := job(t, o, base)
+					if image := str(j, "spec", "template", "spec", "containers", "0", "image"); tag != "again" && !strings.HasSuffix(image, "/lethectl:"+tag) {
+						t.Errorf("tag %s: %s runs %s", tag, name, image)
+					}
+					if name == base || !dnsSubdomain.MatchString(name) || len(name) > 63 {
+						t.Errorf("Job name %q: want %s with a suffix, a valid name of at most 63 characters", name, base)
+					}
+					names[tag] = name
+				}
+				if names["0.1.0"] == names["0.2.0"] {
+					t.Errorf("%s is %s for both versions: an upgrade would patch its immutable pod template", base, names["0.1.0"])
+				}
+				if names["0.1.0"] != names["again"] {
+					t.Errorf("the same version renders %s, then %s", names["0.1.0"], names["again"])
+				}
 			}
 		})
 	}
@@ -356,7 +382,8 @@ func TestTopicsJobNameFollowsItsImage(t *testing.T) {
 // resources, a locked-down security context, lethe-config and the inventory where
 // LETHE_INVENTORY points, its own ServiceAccount, NetworkPolicy and PodDisruptionBudget,
 // the KEDA ScaledObjects on the right consumer groups, the ServiceMonitor and
-// PrometheusRule with the release label, the topics Job, and the intake's Service.
+// PrometheusRule with the release label, the topics and tables Jobs, and the intake's
+// Service.
 func TestRenderedWorkloads(t *testing.T) {
 	eachSource(t, func(t *testing.T, o objects) {
 		config, _ := named(o, "ConfigMap", "lethe-config")
@@ -468,10 +495,18 @@ func TestRenderedWorkloads(t *testing.T) {
 		if groups := list(o["PrometheusRule"]["lethe"], "spec", "groups"); len(groups) == 0 || len(groups) != len(list(readYAML(t, "prometheus/alerts.yml")[0], "groups")) {
 			t.Errorf("the PrometheusRule has %d groups, alerts.yml %d", len(groups), len(list(readYAML(t, "prometheus/alerts.yml")[0], "groups")))
 		}
-		job, _ := topicsJob(t, o)
-		jc := get(job, "spec", "template", "spec", "containers", "0")
-		if !slices.Equal(list(jc, "args"), []any{"topics", "apply", "--replication-factor", "3", "--min-insync-replicas", "2", "--partitions", "6"}) {
-			t.Errorf("the topics Job runs %v", list(jc, "args"))
+		for name, args := range map[string][]any{
+			"lethe-topics": {"topics", "apply", "--replication-factor", "3", "--min-insync-replicas", "2", "--partitions", "6"},
+			"lethe-tables": {"tables", "apply"},
+		} {
+			j, _ := job(t, o, name)
+			pod := get(j, "spec", "template", "spec")
+			if jc := get(pod, "containers", "0"); !slices.Equal(list(jc, "args"), args) || path.Base(str(jc, "image")) != "lethectl:0.1.0" {
+				t.Errorf("%s runs %s %v, want lethectl %v", name, str(jc, "image"), list(jc, "args"), args)
+			}
+			if str(pod, "serviceAccountName") != name || o["ServiceAccount"][name] == nil || get(pod, "securityContext", "runAsNonRoot") != true {
+				t.Errorf("%s: not non-root under its own ServiceAccount", name)
+			}
 		}
 		for kind, byName := range o {
 			for n, obj := range byName {
