@@ -18,7 +18,7 @@ export LETHE_TEST_BROKER
 KAFKA := .tools/kafka/libs/.resolved
 KAFKA_CDS := .tools/kafka/kafka.jsa
 
-.PHONY: run serve docs test vet lint build-modules vuln tools browser-test fuzz bench bench-storage chaos chaos-short clean
+.PHONY: run serve docs test vet lint chart build-modules vuln tools browser-test fuzz bench bench-storage chaos chaos-short clean
 
 ## run: erase one demo customer from all five stores on embedded components; prints the receipt
 run:
@@ -48,6 +48,12 @@ vet:
 ## lint: golangci-lint over every module (.golangci.yml; .ci/run installs the pinned version)
 lint:
 	@set -e; for m in $(MODULES); do echo "== golangci-lint $${m#$(CURDIR)/}"; (cd $$m && golangci-lint run ./...); done
+
+## chart: helm lint (strict) and helm template of deploy/helm/lethe with its example values
+## (the deploy module's tests also run the rendered chart; .ci/run installs the pinned helm)
+chart:
+	helm lint --strict deploy/helm/lethe -f deploy/helm/lethe/ci/example-values.yaml
+	helm template lethe deploy/helm/lethe --namespace lethe -f deploy/helm/lethe/ci/example-values.yaml >/dev/null
 
 ## build-modules: build each module with GOWORK=off, proving every go.mod is complete
 build-modules:

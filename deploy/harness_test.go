@@ -137,6 +137,27 @@ func (s *standIns) createTables(t *testing.T, region, audit, keys string) {
 	}
 }
 
+// checkTables fails t unless the audit table (keys pk, sk) and the data-key table (key pk)
+// exist in region, as the tables Job must have created them.
+func (s *standIns) checkTables(t *testing.T, region, audit, keys string) {
+	t.Helper()
+	c := dynamodb.New(dynamodb.Options{Region: region, BaseEndpoint: aws.String(s.dynamo),
+		Credentials: credentials.NewStaticCredentialsProvider("contract", "contract", "")})
+	for table, want := range map[string]string{audit: "pk sk", keys: "pk"} {
+		out, err := c.DescribeTable(t.Context(), &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+		if err != nil {
+			t.Fatalf("table %s in %s after the tables Job: %v", table, region, err)
+		}
+		var got []string
+		for _, k := range out.Table.KeySchema {
+			got = append(got, aws.ToString(k.AttributeName))
+		}
+		if strings.Join(got, " ") != want {
+			t.Errorf("table %s: key schema %v, want %s", table, got, want)
+		}
+	}
+}
+
 // rewriter rewrites a manifest's environment for processes that share one host (one per
 // process: its listen ports are its own): the host:port (or URL) of each backing service,
 // as a whole value or one of a comma-separated list, becomes its stand-in's, a listen address becomes a

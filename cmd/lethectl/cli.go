@@ -109,6 +109,8 @@ func init() {
 	groups["suppression"] = "the suppression list that ingestion checks"
 	commands = append(commands, keysRewrapCmd, versionCmd)
 	groups["keys"] = "the data-key store (KEK rotation)"
+	commands = append(commands, tablesApplyCmd)
+	groups["tables"] = "DynamoDB table provisioning"
 }
 
 // groups are the first words of two-word commands.
