@@ -374,11 +374,12 @@ def erase(tenant, subject, sessions):
 
     app = RagApp(tenant)
     found = app.sessions_of(subject)
-    receipt = submit_and_wait(env("LETHE_URL"), tenant, subject, sorted(found | set(sessions)),
-                              token=os.environ.get("LETHE_TOKEN"))
+    done = submit_and_wait(env("LETHE_URL"), tenant, subject, sorted(found | set(sessions)),
+                           token=os.environ.get("LETHE_TOKEN"))
     pruned = app.prune_memory_history()
-    return {"receipt": receipt, "sessions_found_in_stores": len(found), "sessions_named": len(set(sessions)),
-            "mem0_history_rows_pruned": pruned}
+    return {"receipt": done["receipt"], "receipt_hash_recomputed": done["hash_recomputed"],
+            "chain_records_verified": done["chain_records"], "sessions_found_in_stores": len(found),
+            "sessions_named": len(set(sessions)), "mem0_history_rows_pruned": pruned}
 
 
 def main():

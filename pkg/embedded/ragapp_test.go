@@ -17,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/discovery"
 	"github.com/lethe-erasure/lethe/pkg/embedded"
 	"github.com/lethe-erasure/lethe/pkg/event"
@@ -108,6 +109,10 @@ func TestRAGAppErasedEndToEnd(t *testing.T) {
 		t.Fatalf("redis: %s; the app needs a real redis-server", sys.Stack.RedisKind)
 	}
 
+	clientSrc, err := filepath.Abs(filepath.Join("..", "..", "clients", "python", "src"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	appEnv := append(os.Environ(),
 		"RAGAPP_QDRANT="+sys.Stack.Addrs.Qdrant,
 		"RAGAPP_REDIS_URL=redis://"+sys.Stack.Addrs.Redis+"/0",
@@ -116,6 +121,8 @@ func TestRAGAppErasedEndToEnd(t *testing.T) {
 		"RAGAPP_S3_BUCKET="+embedded.DatasetBucket,
 		"RAGAPP_STATE_DIR="+t.TempDir(),
 		"LETHE_URL="+sys.BaseURL,
+		// The app erases through the Python client of this repository.
+		"PYTHONPATH="+clientSrc,
 		"AWS_ACCESS_KEY_ID=lethe", "AWS_SECRET_ACCESS_KEY=lethe-local", "AWS_REGION=us-east-1")
 	app := func(v any, args ...string) {
 		t.Helper()
@@ -180,6 +187,8 @@ func TestRAGAppErasedEndToEnd(t *testing.T) {
 	// The legacy session is one the stores do not tie to the user: the user names it.
 	var erasure struct {
 		Receipt                json.RawMessage `json:"receipt"`
+		HashRecomputed         string          `json:"receipt_hash_recomputed"`
+		ChainRecordsVerified   int             `json:"chain_records_verified"`
 		SessionsFoundInStores  int             `json:"sessions_found_in_stores"`
 		MemoryHistoryRowsPrune int             `json:"mem0_history_rows_pruned"`
 	}
@@ -191,6 +200,11 @@ func TestRAGAppErasedEndToEnd(t *testing.T) {
 	if r.Status != event.ReceiptComplete || r.TenantID != tenant {
 		t.Errorf("receipt status %s, tenant %s; want COMPLETE for %s", r.Status, r.TenantID, tenant)
 	}
+	// The Python client recomputed the receipt's hash and verified the tenant's chain.
+	if erasure.HashRecomputed != r.Hash || r.Hash != auditlog.HashReceipt(r) || erasure.ChainRecordsVerified < 1 {
+		t.Errorf("the client recomputed hash %q over %d chain records; the receipt's is %q", erasure.HashRecomputed, erasure.ChainRecordsVerified, r.Hash)
+	}
+	t.Logf("receipt %s: hash %s recomputed by the Python client, %d chain records verified", r.ReceiptID, erasure.HashRecomputed, erasure.ChainRecordsVerified)
 	if bytes.Contains(erasure.Receipt, []byte(erased)) || bytes.Contains(erasure.Receipt, []byte("ana-s")) {
 		t.Error("the receipt holds the user's id or a session id")
 	}
