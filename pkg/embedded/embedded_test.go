@@ -134,7 +134,7 @@ func TestPoisonEventsAreDeadLettered(t *testing.T) {
 	if bytes.Contains(values, []byte("alice")) || !bytes.Contains(values, []byte("pseudonym:")) {
 		t.Errorf("dead-lettered intake records keep raw identifiers or were not redacted: %q", values)
 	}
-	for _, want := range []string{"malformed", "unknown schema", "tenant_id", "subject_id is empty"} {
+	for _, want := range []string{"neither JSON", "unknown schema", "tenant_id", "subject_id is empty"} {
 		if !strings.Contains(reasons, want) {
 			t.Errorf("intake dead letters lack %q:\n%s", want, reasons)
 		}

@@ -188,7 +188,7 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 		}
 	}
 	sys.Stack = st
-	st.Registry.Framings = cfg.Framing.Framings
+	st.Registry.Framings = cfg.Framing.Framings.With(true)
 	prod, err := st.Broker.NewProducer()
 	if err != nil {
 		return nil, err
