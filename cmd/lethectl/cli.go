@@ -107,7 +107,7 @@ func init() {
 	commands = append(commands, suppressionCheckCmd, suppressionLiftCmd)
 	commands = append(commands, confirmCmd, cancelCmd, approveCmd, rejectCmd, reviewCmd, holdCmd)
 	groups["suppression"] = "the suppression list that ingestion checks"
-	commands = append(commands, keysRewrapCmd, versionCmd)
+	commands = append(commands, keysRewrapCmd, keysKMSGenerateCmd, versionCmd)
 	groups["keys"] = "the data-key store (KEK rotation)"
 	commands = append(commands, tablesApplyCmd)
 	groups["tables"] = "DynamoDB table provisioning"

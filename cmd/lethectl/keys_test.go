@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
@@ -13,9 +14,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
 
 	"github.com/lethe-erasure/lethe/pkg/envelope"
 	"github.com/lethe-erasure/lethe/pkg/envelope/dynamokeys"
+	"github.com/lethe-erasure/lethe/pkg/envelope/kmskek"
 	"github.com/lethe-erasure/lethe/pkg/testenv"
 )
 
@@ -253,5 +256,47 @@ func TestKeysRewrapDynamoDB(t *testing.T) {
 	wantCode(t, res, exitError)
 	if !strings.Contains(res.stderr, "stopped") || !strings.Contains(res.stdout, "rewrapped") {
 		t.Fatalf("want the counts so far and the reason it stopped, got %s", res)
+	}
+}
+
+// TestKeysKMSGenerate: kms-generate prints the settings of a KMS-wrapped key-encryption
+// key, and a process given them decrypts it with KMS into a ring that seals and opens.
+func TestKeysKMSGenerate(t *testing.T) {
+	ctx := context.Background()
+	endpoint := testenv.Moto(t)
+	creds := map[string]string{"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"}
+	for k, v := range creds {
+		t.Setenv(k, v)
+	}
+	cl, err := kmskek.Client(ctx, endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := cl.CreateKey(ctx, &kms.CreateKeyInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := runCLIEnv(map[string]string{"LETHE_KMS_ENDPOINT": endpoint}, "keys", "kms-generate", "--kms-key", *k.KeyMetadata.KeyId, "--id", "kek7")
+	if res.code != exitOK {
+		t.Fatalf("kms-generate: %s", res)
+	}
+	settings := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(res.stdout), "\n") {
+		name, value, _ := strings.Cut(line, "=")
+		settings[name] = value
+	}
+	if settings["LETHE_KEK_ID"] != "kek7" || settings["LETHE_KEK_KMS_CIPHERTEXT"] == "" {
+		t.Fatalf("kms-generate printed %q", res.stdout)
+	}
+	s := envelope.KEKSettings{ID: "kek7", KMS: envelope.KMSSettings{Ciphertext: settings["LETHE_KEK_KMS_CIPHERTEXT"], Endpoint: endpoint}}
+	ring, err := kmskek.Ring(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ring.CurrentID() != "kek7" {
+		t.Errorf("ring's current key %q, want kek7", ring.CurrentID())
+	}
+	if r := runCLIEnv(nil, "keys", "kms-generate", "--id", "kek8"); r.code != exitUsage {
+		t.Errorf("kms-generate without --kms-key: %s", r)
 	}
 }

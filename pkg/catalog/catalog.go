@@ -57,7 +57,7 @@ var Sections = []Section{
 	{"Consumer groups", []string{"service.Consumers", "service.InFlight"}, "The intake handles the records of each partition one at a time."},
 	{"Kafka", []string{"broker.Settings"}, "TLS and SASL (PLAIN, SCRAM-SHA-256/512) to the brokers; plaintext without them."},
 	{"Schema Registry and framing", []string{"schemareg.Settings", "schemareg.FramingSettings"}, ""},
-	{"Keys", []string{"subject.KeySettings", "envelope.KEKSettings", "integrity.MACSettings", "integrity.ChainSettings"},
+	{"Keys", []string{"subject.KeySettings", "envelope.KEKSettings", "envelope.KMSSettings", "integrity.MACSettings", "integrity.ChainSettings"},
 		"Secrets are read from the variable or its file and never printed. The KEK, record MAC and chain keys rotate by id: set the new key with a new _ID and move the old one to the _OLD list (README, Configuration)."},
 	{"Audit and data-key stores", []string{"config.Stores"}, "AWS credentials and region come from the AWS default credential chain."},
 	{"Intake", []string{"intake.Config", "intake.PolicySettings"}, ""},

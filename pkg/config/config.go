@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
@@ -26,6 +27,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/envconf"
 	"github.com/lethe-erasure/lethe/pkg/envelope"
 	"github.com/lethe-erasure/lethe/pkg/envelope/dynamokeys"
+	"github.com/lethe-erasure/lethe/pkg/envelope/kmskek"
 	"github.com/lethe-erasure/lethe/pkg/integrity"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/pii"
@@ -144,7 +146,9 @@ func New(service string, s Settings) (*Config, error) {
 	if c.Key, err = s.Keys.HMAC.Key(); err != nil {
 		return nil, err
 	}
-	if c.KEK, err = s.Keys.KEK.KEK(); err != nil {
+	kctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if c.KEK, err = kmskek.Ring(kctx, s.Keys.KEK); err != nil {
 		return nil, err
 	}
 	if c.MAC, err = s.Keys.MAC.Ring(); err != nil {
@@ -189,7 +193,9 @@ func KeysFromEnv(service string) (*Config, error) {
 	if err := envconf.FromEnv(&s); err != nil {
 		return nil, err
 	}
-	kek, err := s.KEK.KEK()
+	kctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	kek, err := kmskek.Ring(kctx, s.KEK)
 	if err != nil {
 		return nil, err
 	}

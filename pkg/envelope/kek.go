@@ -1,6 +1,7 @@
 package envelope
 
 import (
+	"context"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
@@ -63,26 +64,80 @@ func NewKEK(currentID string, keys map[string][]byte) (*KEK, error) {
 
 // KEKSettings declare the key-encryption key ring.
 type KEKSettings struct {
-	Secret string `env:"LETHE_KEK" secret:"true" doc:"Key-encryption key that wraps each request's data key: standard or URL base64, padded or not, of exactly 32 bytes; required (standalone generates a throwaway one)."`
+	Secret string `env:"LETHE_KEK" secret:"true" doc:"Key-encryption key that wraps each request's data key: standard or URL base64, padded or not, of exactly 32 bytes; required unless LETHE_KEK_KMS_CIPHERTEXT is set (standalone generates a throwaway one)."`
 	File   string `env:"LETHE_KEK_FILE" doc:"A file holding the key-encryption key as base64 text or exactly 32 raw bytes; set it or LETHE_KEK, not both."`
 	ID     string `env:"LETHE_KEK_ID" default:"kek1" doc:"Id of the current key-encryption key."`
 	Old    string `env:"LETHE_KEK_OLD" secret:"true" doc:"Retired key-encryption keys kept to unwrap older data keys after a rotation: id:base64,id:base64."`
+	// KMS is the key-encryption key that AWS KMS keeps wrapped.
+	KMS KMSSettings
 }
 
-// Validate refuses both a key and its file.
+// KMSSettings declare key-encryption keys that AWS KMS generated and wraps: the services
+// hold only their ciphertexts and ask KMS to decrypt them at start (kmskek).
+type KMSSettings struct {
+	Ciphertext string `env:"LETHE_KEK_KMS_CIPHERTEXT" doc:"The current key-encryption key as AWS KMS wrapped it: base64 of GenerateDataKey's CiphertextBlob (lethectl keys kms-generate), decrypted with KMS at start and kept in memory only; set it or LETHE_KEK, not both."`
+	Old        string `env:"LETHE_KEK_KMS_OLD" doc:"Retired KMS-wrapped key-encryption keys kept to unwrap older data keys after a rotation: id:base64,id:base64."`
+	Endpoint   string `env:"LETHE_KMS_ENDPOINT" doc:"AWS KMS endpoint (a local KMS, tests); empty: AWS."`
+}
+
+// Set reports whether a KMS-wrapped key is configured.
+func (s KMSSettings) Set() bool { return s.Ciphertext != "" || s.Old != "" }
+
+// Decrypter returns the plaintext of a key-encryption key that KMS wrapped, given its id
+// (the encryption context it was generated with) and ciphertext.
+type Decrypter func(ctx context.Context, kekID string, ciphertext []byte) ([]byte, error)
+
+// Validate refuses both a key and its file, and a key both given and KMS-wrapped.
 func (s KEKSettings) Validate() error {
-	if s.Secret != "" && s.File != "" {
+	switch {
+	case s.Secret != "" && s.File != "":
 		return errors.New("envelope: set LETHE_KEK or LETHE_KEK_FILE, not both")
+	case s.KMS.Ciphertext != "" && (s.Secret != "" || s.File != ""):
+		return errors.New("envelope: set LETHE_KEK_KMS_CIPHERTEXT or LETHE_KEK (LETHE_KEK_FILE), not both")
 	}
 	return nil
 }
 
-// Set reports whether a key or its file is configured.
-func (s KEKSettings) Set() bool { return s.Secret != "" || s.File != "" }
+// Set reports whether a key, its file or its KMS ciphertext is configured.
+func (s KEKSettings) Set() bool { return s.Secret != "" || s.File != "" || s.KMS.Ciphertext != "" }
 
-// KEK returns the ring s declares. A missing, short, long or constant key is an error;
-// errors name the variable, never its value.
-func (s KEKSettings) KEK() (*KEK, error) {
+// KEK returns the ring s declares, without KMS (KEKWith). A missing, short, long or
+// constant key is an error; errors name the variable, never its value.
+func (s KEKSettings) KEK() (*KEK, error) { return s.KEKWith(context.Background(), nil) }
+
+// KEKWith returns the ring s declares, its KMS-wrapped keys decrypted with decrypt (nil:
+// KMS-wrapped keys are an error).
+func (s KEKSettings) KEKWith(ctx context.Context, decrypt Decrypter) (*KEK, error) {
+	if s.KMS.Set() && decrypt == nil {
+		return nil, errors.New("envelope: LETHE_KEK_KMS_CIPHERTEXT or LETHE_KEK_KMS_OLD is set, and this process has no AWS KMS client")
+	}
+	keys := map[string][]byte{}
+	if s.KMS.Ciphertext != "" {
+		b, err := kmsKey(ctx, decrypt, s.ID, s.KMS.Ciphertext)
+		if err != nil {
+			return nil, fmt.Errorf("envelope: LETHE_KEK_KMS_CIPHERTEXT: %w", err)
+		}
+		keys[s.ID] = b
+	}
+	if old := strings.TrimSpace(s.KMS.Old); old != "" {
+		for i, entry := range strings.Split(old, ",") {
+			oid, enc, ok := strings.Cut(strings.TrimSpace(entry), ":")
+			if !ok {
+				return nil, fmt.Errorf("envelope: LETHE_KEK_KMS_OLD entry %d is not id:base64", i+1)
+			}
+			if _, dup := keys[oid]; dup || oid == s.ID {
+				return nil, fmt.Errorf("envelope: LETHE_KEK_KMS_OLD: key id %q appears twice (or is the current id)", oid)
+			}
+			b, err := kmsKey(ctx, decrypt, oid, enc)
+			if err != nil {
+				return nil, fmt.Errorf("envelope: LETHE_KEK_KMS_OLD key %q: %w", oid, err)
+			}
+			keys[oid] = b
+		}
+	}
+	if s.KMS.Ciphertext != "" {
+		return s.withOld(keys)
+	}
 	var cur []byte
 	switch {
 	case s.Secret != "":
@@ -105,9 +160,27 @@ func (s KEKSettings) KEK() (*KEK, error) {
 		}
 		cur = b
 	default:
-		return nil, errors.New("envelope: no key-encryption key: set LETHE_KEK (base64 of 32 random bytes) or LETHE_KEK_FILE")
+		return nil, errors.New("envelope: no key-encryption key: set LETHE_KEK (base64 of 32 random bytes), LETHE_KEK_FILE or LETHE_KEK_KMS_CIPHERTEXT")
 	}
-	keys := map[string][]byte{s.ID: cur}
+	if _, dup := keys[s.ID]; dup {
+		return nil, fmt.Errorf("envelope: LETHE_KEK_KMS_OLD: key id %q is the current id", s.ID)
+	}
+	keys[s.ID] = cur
+	return s.withOld(keys)
+}
+
+// kmsKey decrypts the base64 ciphertext of the KMS-wrapped key id.
+func kmsKey(ctx context.Context, decrypt Decrypter, id, b64 string) ([]byte, error) {
+	blob, err := base64.StdEncoding.DecodeString(strings.TrimSpace(b64))
+	if err != nil {
+		return nil, errors.New("not standard base64")
+	}
+	return decrypt(ctx, id, blob)
+}
+
+// withOld adds the keys of LETHE_KEK_OLD to keys and returns the ring whose current key
+// is s.ID.
+func (s KEKSettings) withOld(keys map[string][]byte) (*KEK, error) {
 	if old := strings.TrimSpace(s.Old); old != "" {
 		for i, entry := range strings.Split(old, ",") {
 			oid, enc, ok := strings.Cut(strings.TrimSpace(entry), ":")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"io"
@@ -14,13 +15,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/lethe-erasure/lethe/pkg/catalog"
 	"github.com/lethe-erasure/lethe/pkg/config"
 	"github.com/lethe-erasure/lethe/pkg/embedded"
 	"github.com/lethe-erasure/lethe/pkg/envconf"
+	"github.com/lethe-erasure/lethe/pkg/envelope/kmskek"
 	"github.com/lethe-erasure/lethe/pkg/integrity"
+	"github.com/lethe-erasure/lethe/pkg/testenv"
 )
 
 // root is the repository, from this package's directory.
@@ -120,24 +124,28 @@ func samples(t *testing.T) map[string]map[string]string {
 		}
 		return m
 	}
+	kms, cur, old := kmsKEKs(t)
 	out := map[string]map[string]string{
-		"LETHE_INVENTORY":      one("LETHE_INVENTORY", file("inventory.yaml", string(inv))),
-		"LETHE_LOG_LEVEL":      one("LETHE_LOG_LEVEL", "debug"),
-		"LETHE_HMAC_KEY":       one("LETHE_HMAC_KEY", secret('h')),
-		"LETHE_HMAC_KEY_FILE":  one("LETHE_HMAC_KEY_FILE", file("hmac", secret('f')+"\n")),
-		"LETHE_HMAC_KEY_ID":    one("LETHE_HMAC_KEY", secret('h'), "LETHE_HMAC_KEY_ID", "k9"),
-		"LETHE_KEK":            one("LETHE_KEK", kek('k')),
-		"LETHE_KEK_FILE":       one("LETHE_KEK_FILE", file("kek", kek('f'))),
-		"LETHE_KEK_ID":         one("LETHE_KEK", kek('k'), "LETHE_KEK_ID", "kek9"),
-		"LETHE_KEK_OLD":        one("LETHE_KEK", kek('k'), "LETHE_KEK_OLD", "kek0:"+kek('o')),
-		"LETHE_MAC_KEY":        one("LETHE_MAC_KEY", secret('m')),
-		"LETHE_MAC_KEY_FILE":   one("LETHE_MAC_KEY_FILE", file("mac", secret('n'))),
-		"LETHE_MAC_KEY_ID":     one("LETHE_MAC_KEY", secret('m'), "LETHE_MAC_KEY_ID", "mac9"),
-		"LETHE_MAC_KEY_OLD":    one("LETHE_MAC_KEY", secret('m'), "LETHE_MAC_KEY_OLD", "mac0:"+secret('o')),
-		"LETHE_CHAIN_KEY":      one("LETHE_CHAIN_KEY", secret('c')),
-		"LETHE_CHAIN_KEY_FILE": one("LETHE_CHAIN_KEY_FILE", file("chain", secret('d'))),
-		"LETHE_CHAIN_KEY_ID":   one("LETHE_CHAIN_KEY", secret('c'), "LETHE_CHAIN_KEY_ID", "chain9"),
-		"LETHE_CHAIN_KEY_OLD":  one("LETHE_CHAIN_KEY", secret('c'), "LETHE_CHAIN_KEY_OLD", "chain0:"+secret('p')),
+		"LETHE_KEK_KMS_CIPHERTEXT": one("LETHE_KEK_KMS_CIPHERTEXT", cur, "LETHE_KMS_ENDPOINT", kms),
+		"LETHE_KEK_KMS_OLD":        one("LETHE_KEK", kek('k'), "LETHE_KEK_KMS_OLD", "kek0:"+old, "LETHE_KMS_ENDPOINT", kms),
+		"LETHE_KMS_ENDPOINT":       one("LETHE_KEK_KMS_CIPHERTEXT", cur, "LETHE_KMS_ENDPOINT", kms),
+		"LETHE_INVENTORY":          one("LETHE_INVENTORY", file("inventory.yaml", string(inv))),
+		"LETHE_LOG_LEVEL":          one("LETHE_LOG_LEVEL", "debug"),
+		"LETHE_HMAC_KEY":           one("LETHE_HMAC_KEY", secret('h')),
+		"LETHE_HMAC_KEY_FILE":      one("LETHE_HMAC_KEY_FILE", file("hmac", secret('f')+"\n")),
+		"LETHE_HMAC_KEY_ID":        one("LETHE_HMAC_KEY", secret('h'), "LETHE_HMAC_KEY_ID", "k9"),
+		"LETHE_KEK":                one("LETHE_KEK", kek('k')),
+		"LETHE_KEK_FILE":           one("LETHE_KEK_FILE", file("kek", kek('f'))),
+		"LETHE_KEK_ID":             one("LETHE_KEK", kek('k'), "LETHE_KEK_ID", "kek9"),
+		"LETHE_KEK_OLD":            one("LETHE_KEK", kek('k'), "LETHE_KEK_OLD", "kek0:"+kek('o')),
+		"LETHE_MAC_KEY":            one("LETHE_MAC_KEY", secret('m')),
+		"LETHE_MAC_KEY_FILE":       one("LETHE_MAC_KEY_FILE", file("mac", secret('n'))),
+		"LETHE_MAC_KEY_ID":         one("LETHE_MAC_KEY", secret('m'), "LETHE_MAC_KEY_ID", "mac9"),
+		"LETHE_MAC_KEY_OLD":        one("LETHE_MAC_KEY", secret('m'), "LETHE_MAC_KEY_OLD", "mac0:"+secret('o')),
+		"LETHE_CHAIN_KEY":          one("LETHE_CHAIN_KEY", secret('c')),
+		"LETHE_CHAIN_KEY_FILE":     one("LETHE_CHAIN_KEY_FILE", file("chain", secret('d'))),
+		"LETHE_CHAIN_KEY_ID":       one("LETHE_CHAIN_KEY", secret('c'), "LETHE_CHAIN_KEY_ID", "chain9"),
+		"LETHE_CHAIN_KEY_OLD":      one("LETHE_CHAIN_KEY", secret('c'), "LETHE_CHAIN_KEY_OLD", "chain0:"+secret('p')),
 		// LETHE_FRAMING names the registry: the separate services then need its URL.
 		"LETHE_FRAMING": one("LETHE_FRAMING", "registry,erasure.completed=single-object", "LETHE_SCHEMA_REGISTRY_URL", "http://127.0.0.1:8081"),
 	}
@@ -297,7 +305,7 @@ func sameResolved(t *testing.T, name string, opts embedded.Options, s config.Set
 		}
 	}
 	if s.Keys.KEK.Set() {
-		kek, err := s.Keys.KEK.KEK()
+		kek, err := kmskek.Ring(context.Background(), s.Keys.KEK)
 		if err != nil || opts.KEK == nil || kek.CurrentID() != opts.KEK.CurrentID() || !slices.Equal(kek.IDs(), opts.KEK.IDs()) {
 			t.Errorf("%s: KEK %v, the standalone's %v (%v)", name, kek, opts.KEK, err)
 		}
@@ -383,4 +391,31 @@ func TestStandaloneRunsItsConfiguration(t *testing.T) {
 			}
 		}
 	}
+}
+
+// kmsKEKs returns moto's endpoint and the ciphertexts of two key-encryption keys that its
+// KMS generated, for kek1 (the default id) and kek0, with AWS credentials for moto set.
+func kmsKEKs(t *testing.T) (endpoint, kek1, kek0 string) {
+	t.Helper()
+	for k, v := range map[string]string{"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"} {
+		t.Setenv(k, v)
+	}
+	endpoint = testenv.Moto(t)
+	ctx := context.Background()
+	cl, err := kmskek.Client(ctx, endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := cl.CreateKey(ctx, &kms.CreateKeyInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen := func(id string) string {
+		b, err := kmskek.Generate(ctx, cl, *k.KeyMetadata.KeyId, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return base64.StdEncoding.EncodeToString(b)
+	}
+	return endpoint, gen("kek1"), gen("kek0")
 }

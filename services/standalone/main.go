@@ -31,6 +31,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/embedded"
 	"github.com/lethe-erasure/lethe/pkg/envconf"
 	"github.com/lethe-erasure/lethe/pkg/envelope"
+	"github.com/lethe-erasure/lethe/pkg/envelope/kmskek"
 	"github.com/lethe-erasure/lethe/pkg/integrity"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/pii"
@@ -178,7 +179,7 @@ func systemOptions(o options, cfg embedded.StandaloneConfig, stderr io.Writer) (
 	services := servicesConfig(o, cfg)
 	var kek *envelope.KEK // a throwaway one unless configured
 	if cfg.Keys.KEK.Set() {
-		if kek, err = cfg.Keys.KEK.KEK(); err != nil {
+		if kek, err = kmskek.Ring(context.Background(), cfg.Keys.KEK); err != nil {
 			return embedded.Options{}, err
 		}
 	}
