@@ -382,11 +382,10 @@ func (a *Aggregator) complete(ctx context.Context, requestID string) error {
 		}
 	}
 	topic := or(a.CompletedTopic, event.TopicCompleted)
-	b, err := a.Registry.EncodeFor(topic, event.Completed, &issued)
+	out, err := a.Registry.Record(topic, event.Completed, []byte(requestID), &issued)
 	if err != nil {
 		return fmt.Errorf("aggregator: encode receipt: %w", err)
 	}
-	out := &kgo.Record{Topic: topic, Key: []byte(requestID), Value: b}
 	if err := a.Producer.ProduceSync(ctx, out).FirstErr(); err != nil {
 		return fmt.Errorf("aggregator: publish receipt: %w", err)
 	}

@@ -43,12 +43,11 @@ func (a *Aggregator) suppress(ctx context.Context, req auditlog.Request, r event
 			added++
 		}
 		topic := or(a.SuppressionsTopic, event.TopicSuppressions)
-		b, err := a.Registry.EncodeFor(topic, event.Suppressions, &stored)
+		rec, err := a.Registry.Record(topic, event.Suppressions, event.SuppressionKey(stored.TenantID, stored.Pseudonym), &stored)
 		if err != nil {
 			return fmt.Errorf("aggregator: encode suppression: %w", err)
 		}
-		recs = append(recs, &kgo.Record{Topic: topic,
-			Key: event.SuppressionKey(stored.TenantID, stored.Pseudonym), Value: b})
+		recs = append(recs, rec)
 	}
 	if err := a.Producer.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		return fmt.Errorf("aggregator: publish suppressions: %w", err)

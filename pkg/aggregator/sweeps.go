@@ -395,11 +395,10 @@ func (a *Aggregator) publishReappeared(ctx context.Context, d event.StoreDone) e
 		Remaining: d.Verification.Remaining, At: or2(d.FinishedAt, a.now()),
 	}
 	topic := or(a.ReappearedTopic, event.TopicReappeared)
-	b, err := a.Registry.EncodeFor(topic, event.Reappear, &ev)
+	rec, err := a.Registry.Record(topic, event.Reappear, []byte(d.RequestID), &ev)
 	if err != nil {
 		return fmt.Errorf("aggregator: encode reappeared: %w", err)
 	}
-	rec := &kgo.Record{Topic: topic, Key: []byte(d.RequestID), Value: b}
 	if err := a.Producer.ProduceSync(ctx, rec).FirstErr(); err != nil {
 		return fmt.Errorf("aggregator: publish reappeared: %w", err)
 	}

@@ -116,11 +116,11 @@ func (w *Watchdog) Sweep(ctx context.Context) error {
 			ev := event.Overdue{RequestID: r.RequestID, TenantID: r.TenantID, SubjectHash: r.SubjectHash, Regulation: r.Regulation,
 				RequestedAt: r.RequestedAt, DueAt: win.due, Threshold: th, Window: win.name, PendingStores: pending, At: now}
 			topic := or(w.Topic, event.TopicOverdue)
-			b, err := w.Registry.EncodeFor(topic, event.Overdues, &ev)
+			rec, err := w.Registry.Record(topic, event.Overdues, []byte(r.RequestID), &ev)
 			if err != nil {
 				return fmt.Errorf("watchdog: encode: %w", err)
 			}
-			out = append(out, &kgo.Record{Topic: topic, Key: []byte(r.RequestID), Value: b})
+			out = append(out, rec)
 			announce = append(announce, func() {
 				w.remember(key, th)
 				m.SLAThreshold.WithLabelValues(strconv.Itoa(th), ev.Window).Inc()

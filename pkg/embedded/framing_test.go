@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/lethe-erasure/lethe/pkg/aggregator"
+	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/embedded"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/schemareg"
@@ -133,7 +134,8 @@ func TestIntakeFramingsComplete(t *testing.T) {
 // store.done, store.found, completed, suppressions and reappeared; nothing is
 // dead-lettered.
 func TestEveryTopicFramedAsConfigured(t *testing.T) {
-	for _, setting := range []string{"registry", "registry,erasure.completed=single-object"} {
+	for _, setting := range []string{"registry", "registry,erasure.completed=single-object",
+		"single-object,erasure.completed=json,erasure.suppressions=json,erasure.reappeared=json"} {
 		t.Run(setting, func(t *testing.T) {
 			framings, err := schemareg.ParseFramings(setting)
 			if err != nil {
@@ -181,6 +183,10 @@ func TestEveryTopicFramedAsConfigured(t *testing.T) {
 					}
 				}
 				for _, r := range recs {
+					if framings.Of(topic) == schemareg.JSON {
+						checkJSON(t, sys.System, topic, r)
+						continue
+					}
 					checkFraming(t, cl, framings.Of(topic), topic, typ, r.Value)
 				}
 			}
@@ -256,6 +262,34 @@ func waitRecords(t *testing.T, sys framedSystem, topic string, n int) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: fewer than %d records", topic, n)
+		}
+	}
+}
+
+// checkJSON fails t unless r, on a topic framed as JSON, is a JSON object with the header
+// content-type: application/json that Lethe's own reader decodes (a receipt equal to the
+// one the HTTP API serves).
+func checkJSON(t *testing.T, sys *embedded.System, topic string, r *kgo.Record) {
+	t.Helper()
+	ct := ""
+	for _, h := range r.Headers {
+		if h.Key == "content-type" {
+			ct = string(h.Value)
+		}
+	}
+	if len(r.Value) == 0 || r.Value[0] != '{' || ct != "application/json" {
+		t.Errorf("%s: record starts %q with content-type %q, want JSON", topic, r.Value[:min(8, len(r.Value))], ct)
+		return
+	}
+	v := schemareg.JSONTopics[topic]()
+	if err := sys.Stack.Registry.Decode(context.Background(), schemareg.Topics()[topic], r.Value, v); err != nil {
+		t.Errorf("%s: JSON record does not decode: %v", topic, err)
+		return
+	}
+	if rc, ok := v.(*event.Receipt); ok {
+		stored, err := sys.Stack.Audit.GetReceipt(context.Background(), rc.RequestID)
+		if err != nil || stored.Hash != rc.Hash || auditlog.HashReceipt(*rc) != rc.Hash {
+			t.Errorf("%s: JSON receipt %s does not match the stored one (%v), or its hash does not recompute", topic, rc.ReceiptID, err)
 		}
 	}
 }

@@ -237,11 +237,11 @@ func (s *Service) Lift(ctx context.Context, p auth.Principal, in LiftRequest) (L
 			}
 			r.Outcome, r.LiftEventID = LiftLifted, cur.LiftEventID
 		}
-		b, err := s.Registry.EncodeFor(s.suppressionsTopic(), event.Suppressions, &cur)
+		rec, err := s.Registry.Record(s.suppressionsTopic(), event.Suppressions, event.SuppressionKey(cur.TenantID, cur.Pseudonym), &cur)
 		if err != nil {
 			return r, fmt.Errorf("intake: encode suppression: %w", err)
 		}
-		recs = append(recs, &kgo.Record{Topic: s.suppressionsTopic(), Key: event.SuppressionKey(cur.TenantID, cur.Pseudonym), Value: b})
+		recs = append(recs, rec)
 		return r, nil
 	}
 	var err error

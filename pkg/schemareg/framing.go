@@ -2,6 +2,7 @@ package schemareg
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/envconf"
 	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
 // Framings is the framing of each topic's records; a topic it does not name uses
@@ -98,6 +100,34 @@ func (f Framings) MarshalText() ([]byte, error) {
 	return []byte(strings.Join(parts, ",")), nil
 }
 
+// Record is the record of v, of type t, on topic under key, framed as EncodeFor frames
+// it, with the header content-type: application/json when that is JSON.
+func (c *Codec) Record(topic string, t *event.Type, key []byte, v any) (*kgo.Record, error) {
+	b, err := c.EncodeFor(topic, t, v)
+	if err != nil {
+		return nil, err
+	}
+	rec := &kgo.Record{Topic: topic, Key: key, Value: b}
+	if isJSON(b) {
+		rec.Headers = []kgo.RecordHeader{{Key: "content-type", Value: []byte("application/json")}}
+	}
+	return rec, nil
+}
+
+// Validate refuses a JSON framing for a topic outside JSONTopics: the others carry
+// identifiers or fields the JSON form leaves out.
+func (f Framings) Validate() error {
+	if f.Default == JSON {
+		return errors.New("schemareg: LETHE_FRAMING: json frames only some topics; name them (registry,erasure.completed=json)")
+	}
+	for topic, fr := range f.Topics {
+		if _, ok := JSONTopics[topic]; fr == JSON && !ok {
+			return fmt.Errorf("schemareg: LETHE_FRAMING: %s cannot be framed as JSON (only %s)", topic, strings.Join(slices.Sorted(maps.Keys(JSONTopics)), ", "))
+		}
+	}
+	return nil
+}
+
 // UsesRegistry reports whether any topic is framed for the registry.
 func (f Framings) UsesRegistry() bool {
 	if f.Default == Registry {
@@ -120,6 +150,12 @@ func (f Framings) UsesRegistry() bool {
 // Subject(topic), within registerTimeout; a registry that cannot be reached then is an
 // error the caller may retry.
 func (c *Codec) EncodeFor(topic string, t *event.Type, v any) ([]byte, error) {
+	if c != nil && c.Framings.Of(topic) == JSON {
+		if _, ok := JSONTopics[topic]; !ok {
+			return nil, fmt.Errorf("schemareg: %s cannot be framed as JSON", topic)
+		}
+		return json.Marshal(v)
+	}
 	if c == nil || c.Framings.Of(topic) != Registry {
 		return t.Encode(v)
 	}
@@ -149,6 +185,9 @@ const registerTimeout = 10 * time.Second
 func (c *Codec) Reframe(types map[string]*event.Type, h func(context.Context, *kgo.Record) error) func(context.Context, *kgo.Record) error {
 	return func(ctx context.Context, rec *kgo.Record) error {
 		t, ok := types[rec.Topic]
+		if ok && isJSON(rec.Value) {
+			return reframeJSON(ctx, rec, t, h)
+		}
 		if !ok || len(rec.Value) == 0 || rec.Value[0] != 0 {
 			return h(ctx, rec)
 		}
@@ -209,7 +248,7 @@ func OwnTopics() map[string]*event.Type {
 
 // FramingSettings declare how Lethe frames the records it writes.
 type FramingSettings struct {
-	Framings Framings `env:"LETHE_FRAMING" doc:"How Lethe frames the records it writes, per topic: single-object, registry, or a list (registry,erasure.completed=single-object); empty: registry where LETHE_SCHEMA_REGISTRY_URL is set, else single-object. It applies to every topic Lethe writes, by every service and by lethectl reapply; consumers read both framings whatever it says."`
+	Framings Framings `env:"LETHE_FRAMING" doc:"How Lethe frames the records it writes, per topic: single-object, registry, json (the outward topics erasure.completed, erasure.overdue, erasure.reappeared and erasure.suppressions only), or a list (registry,erasure.completed=json); empty: registry where LETHE_SCHEMA_REGISTRY_URL is set, else single-object. It applies to every topic Lethe writes, by every service and by lethectl reapply; consumers read both framings whatever it says."`
 }
 
 // Settings declare the Schema Registry and the framing.
@@ -218,12 +257,13 @@ type Settings struct {
 	FramingSettings
 }
 
-// Validate refuses registry framing without a registry.
+// Validate refuses registry framing without a registry, and JSON for a topic that
+// cannot carry it.
 func (s Settings) Validate() error {
 	if s.URL == "" && s.Framings.UsesRegistry() {
 		return errors.New("schemareg: LETHE_FRAMING frames records for a registry, and LETHE_SCHEMA_REGISTRY_URL is not set")
 	}
-	return nil
+	return s.Framings.Validate()
 }
 
 // Codec returns the Codec of the registry s names, with its framings and Lethe's schemas
@@ -254,4 +294,24 @@ func FromEnv(ctx context.Context, getenv func(string) string) (*Codec, error) {
 		return nil, err
 	}
 	return s.Codec(ctx)
+}
+
+// reframeJSON hands h rec, a JSON record of type t, in single-object encoding.
+func reframeJSON(ctx context.Context, rec *kgo.Record, t *event.Type, h func(context.Context, *kgo.Record) error) error {
+	newValue, ok := JSONTopics[rec.Topic]
+	if !ok {
+		return fmt.Errorf("%w: %s: a JSON record, and %s records are Avro only", event.ErrMalformed, t.Name(), rec.Topic)
+	}
+	v := newValue()
+	if err := decodeJSON(t, rec.Value, v); err != nil {
+		return err
+	}
+	b, err := t.Encode(v)
+	if err != nil {
+		return retry.Permanent(err)
+	}
+	orig := rec.Value
+	rec.Value = b
+	defer func() { rec.Value = orig }()
+	return h(ctx, rec)
 }

@@ -38,18 +38,32 @@ const (
 	SingleObject Framing = "single-object"
 	// Registry is the Confluent wire format (0x00, the registry's schema id, the body).
 	Registry Framing = "registry"
+	// JSON is the record as the HTTP API writes it, with the header content-type:
+	// application/json; only for the topics in JSONTopics.
+	JSON Framing = "json"
 )
 
-// ParseFraming reads a framing name: "single-object" (or "soe", or empty) or "registry"
-// (or "sr", "confluent").
+// JSONTopics are the topics a JSON framing may name, with the Go value of their records:
+// the outward ones, whose records hold no identifier and whose JSON is the HTTP API's.
+var JSONTopics = map[string]func() any{
+	event.TopicCompleted:    func() any { return new(event.Receipt) },
+	event.TopicOverdue:      func() any { return new(event.Overdue) },
+	event.TopicReappeared:   func() any { return new(event.Reappeared) },
+	event.TopicSuppressions: func() any { return new(event.Suppression) },
+}
+
+// ParseFraming reads a framing name: "single-object" (or "soe", or empty), "registry"
+// (or "sr", "confluent") or "json".
 func ParseFraming(s string) (Framing, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "", "single-object", "soe":
 		return SingleObject, nil
 	case "registry", "sr", "confluent":
 		return Registry, nil
+	case "json":
+		return JSON, nil
 	}
-	return "", fmt.Errorf("schemareg: unknown framing %q (want single-object or registry)", s)
+	return "", fmt.Errorf("schemareg: unknown framing %q (want single-object, registry or json)", s)
 }
 
 // Subject is the topic-name strategy's subject of topic's record values.
@@ -150,11 +164,14 @@ func (c *Codec) Encode(topic string, t *event.Type, v any) ([]byte, error) {
 	return append(b, body...), nil
 }
 
-// Decode reads data, of type t, in either framing into v. A record in the registry
+// Decode reads data, of type t, in any framing into v. A record in the registry
 // framing whose id the registry does not know fails with event.ErrUnknownSchema (a
 // permanent error), as does any registry-framed record when c is nil; a registry that
 // cannot be reached is a transient error. Other records go to t.Decode.
 func (c *Codec) Decode(ctx context.Context, t *event.Type, data []byte, v any) error {
+	if isJSON(data) {
+		return decodeJSON(t, data, v)
+	}
 	if len(data) == 0 || data[0] != 0 {
 		return t.Decode(data, v)
 	}
@@ -222,4 +239,28 @@ func Full(s avro.Schema) (string, error) {
 		return "", fmt.Errorf("schemareg: schema text: %w", err)
 	}
 	return string(b), nil
+}
+
+// isJSON reports whether data is a JSON object: neither Avro framing starts with '{'.
+func isJSON(data []byte) bool { return len(data) > 0 && data[0] == '{' }
+
+// decodeJSON reads a JSON record of t, a type some topic of JSONTopics carries.
+func decodeJSON(t *event.Type, data []byte, v any) error {
+	if !jsonType(t) {
+		return fmt.Errorf("%w: %s: a JSON record, and %s records are Avro only", event.ErrMalformed, t.Name(), t.Name())
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("%w: %s: JSON: %v", event.ErrMalformed, t.Name(), err)
+	}
+	return nil
+}
+
+// jsonType reports whether t is the type of a topic of JSONTopics.
+func jsonType(t *event.Type) bool {
+	for topic := range JSONTopics {
+		if Topics()[topic] == t {
+			return true
+		}
+	}
+	return false
 }

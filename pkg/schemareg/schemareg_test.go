@@ -299,3 +299,31 @@ func TestFromEnv(t *testing.T) {
 		t.Errorf("decoded %+v, %v", got, err)
 	}
 }
+
+// TestJSONFramingOnlyForOutwardTopics: JSON frames the outward topics alone, never as the
+// default, and a JSON record of an Avro-only type is refused.
+func TestJSONFramingOnlyForOutwardTopics(t *testing.T) {
+	for setting, ok := range map[string]bool{
+		"registry,erasure.completed=json":         true,
+		"single-object,erasure.suppressions=json": true,
+		"json":                             false,
+		"registry,erasure.requested=json":  false,
+		"registry,erasure.store.done=json": false,
+	} {
+		f, err := schemareg.ParseFramings(setting)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Validate(); (err == nil) != ok {
+			t.Errorf("%s: Validate = %v, want ok %v", setting, err, ok)
+		}
+	}
+	var req event.Requested
+	if err := (*schemareg.Codec)(nil).Decode(context.Background(), event.Request, []byte(`{"request_id":"er_1"}`), &req); err == nil {
+		t.Error("a JSON erasure.requested record decoded")
+	}
+	var rc event.Receipt
+	if err := (*schemareg.Codec)(nil).Decode(context.Background(), event.Completed, []byte(`{"request_id":"er_1","status":"COMPLETE"}`), &rc); err != nil || rc.RequestID != "er_1" {
+		t.Errorf("a JSON receipt: %+v %v", rc, err)
+	}
+}
