@@ -272,6 +272,8 @@ func newLogger(o options, level string, stderr io.Writer) (*zap.Logger, error) {
 		}
 		w = zapcore.AddSync(f)
 	}
-	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
+	ec := zap.NewProductionEncoderConfig()
+	ec.EncodeTime = zapcore.ISO8601TimeEncoder
+	enc := zapcore.NewJSONEncoder(ec)
 	return zap.New(pii.Core(zapcore.NewCore(enc, w, lvl))), nil
 }
