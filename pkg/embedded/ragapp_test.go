@@ -173,8 +173,40 @@ func TestRAGAppErasedEndToEnd(t *testing.T) {
 		}
 	}
 
-	var before, after map[string]map[string]int
-	app(&before, "footprint", "--tenant", tenant)
+	// The app's own end-to-end test (examples/rag-app/test_erasure.py, pytest): footprints
+	// before and after, the erasure through the Python client between them. It writes
+	// what it saw for the checks below.
+	var result struct {
+		Before, After map[string]map[string]int
+		Erasure       struct {
+			Receipt                json.RawMessage `json:"receipt"`
+			HashRecomputed         string          `json:"receipt_hash_recomputed"`
+			ChainRecordsVerified   int             `json:"chain_records_verified"`
+			SessionsFoundInStores  int             `json:"sessions_found_in_stores"`
+			MemoryHistoryRowsPrune int             `json:"mem0_history_rows_pruned"`
+		}
+	}
+	resultFile := filepath.Join(t.TempDir(), "result.json")
+	{
+		c, cancel := context.WithTimeout(ctx, 5*time.Minute)
+		cmd := exec.CommandContext(c, py, "-m", "pytest", "-p", "no:cacheprovider", "-rA", "-s", "test_erasure.py")
+		cmd.Dir = filepath.Join("..", "..", "examples", "rag-app")
+		cmd.Env = append(appEnv, "RAGAPP_RESULT="+resultFile, "RAGAPP_TENANT="+tenant, "RAGAPP_ERASED="+erased)
+		out, err := cmd.CombinedOutput()
+		cancel()
+		t.Logf("pytest test_erasure.py:\n%s", out)
+		if err != nil || !bytes.Contains(out, []byte("1 passed")) || bytes.Contains(out, []byte("skipped")) {
+			t.Fatalf("the RAG app's end-to-end test: %v (want 1 passed, none skipped)", err)
+		}
+		b, err := os.ReadFile(resultFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(b, &result); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, after, erasure := result.Before, result.After, result.Erasure
 	if len(before) != 3 {
 		t.Fatalf("footprint of %d users, want 3", len(before))
 	}
@@ -183,16 +215,6 @@ func TestRAGAppErasedEndToEnd(t *testing.T) {
 			t.Errorf("before the erasure %s returns nothing of the user: the read-back would prove nothing", lib)
 		}
 	}
-
-	// The legacy session is one the stores do not tie to the user: the user names it.
-	var erasure struct {
-		Receipt                json.RawMessage `json:"receipt"`
-		HashRecomputed         string          `json:"receipt_hash_recomputed"`
-		ChainRecordsVerified   int             `json:"chain_records_verified"`
-		SessionsFoundInStores  int             `json:"sessions_found_in_stores"`
-		MemoryHistoryRowsPrune int             `json:"mem0_history_rows_pruned"`
-	}
-	app(&erasure, "erase", "--tenant", tenant, "--subject", erased, "--session", "ana-s0")
 	var r event.Receipt
 	if err := json.Unmarshal(erasure.Receipt, &r); err != nil {
 		t.Fatal(err)
@@ -229,7 +251,6 @@ func TestRAGAppErasedEndToEnd(t *testing.T) {
 
 	t.Logf("Lethe's erasure left %d rows of mem0's SQLite history (memory text by memory id, out of its reach); the app pruned them", erasure.MemoryHistoryRowsPrune)
 
-	app(&after, "footprint", "--tenant", tenant)
 	var libs []string
 	for lib := range before[erased] {
 		libs = append(libs, lib)
