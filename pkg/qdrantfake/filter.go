@@ -23,6 +23,22 @@ func (ix indexLookup) on(path []segment) *fieldIndex {
 	return ix(canonical(path))
 }
 
+// scope is what a condition is compiled in: the payload indexes it may read (nil: none),
+// the release whose semantics apply, and whether it sits under a must_not, where Qdrant
+// checks every condition point by point instead of reading its candidates from an index.
+type scope struct {
+	ix      indexLookup
+	release Release
+	negated bool
+	// primary: the condition's clause is one Qdrant's planner reads from the indexes (a
+	// must, or a should or min_should whose every condition an index serves) rather than
+	// checking it point by point.
+	primary bool
+}
+
+// noIndex is sc without payload indexes (inside a nested condition).
+func (sc scope) noIndex() scope { sc.ix = nil; return sc }
+
 // compile turns a filter into a predicate with Qdrant's semantics (see
 // lib/segment/src/payload_storage/query_checker.rs): every must condition, at least one
 // should condition when there are any, at least min_count of min_should, no must_not
@@ -33,26 +49,33 @@ func (ix indexLookup) on(path []segment) *fieldIndex {
 // (condition_converter.rs, field_condition_checker). Conditions the emulator does not
 // implement fail compilation with codes.Unimplemented, malformed ones with
 // codes.InvalidArgument, so no request half-applies.
-func compile(f *qdrant.Filter, ix indexLookup) (pred, error) {
+func compile(f *qdrant.Filter, sc scope) (pred, error) {
 	if f == nil {
 		return func(*pointKey, map[string]*qdrant.Value) bool { return true }, nil
 	}
-	must, err := compileAll(f.GetMust(), ix)
+	in := func(cs []*qdrant.Condition, primary bool) scope {
+		c := sc
+		c.primary = primary && !sc.negated
+		return c
+	}
+	must, err := compileAll(f.GetMust(), in(f.GetMust(), true))
 	if err != nil {
 		return nil, err
 	}
-	should, err := compileAll(f.GetShould(), ix)
+	should, err := compileAll(f.GetShould(), in(f.GetShould(), allServed(f.GetShould(), sc.ix)))
 	if err != nil {
 		return nil, err
 	}
-	mustNot, err := compileAll(f.GetMustNot(), ix)
+	neg := sc
+	neg.negated, neg.primary = true, false
+	mustNot, err := compileAll(f.GetMustNot(), neg)
 	if err != nil {
 		return nil, err
 	}
 	var minShould []pred
 	var minCount int
 	if ms := f.GetMinShould(); ms != nil {
-		if minShould, err = compileAll(ms.GetConditions(), ix); err != nil {
+		if minShould, err = compileAll(ms.GetConditions(), in(ms.GetConditions(), allServed(ms.GetConditions(), sc.ix))); err != nil {
 			return nil, err
 		}
 		minCount = int(ms.GetMinCount())
@@ -89,6 +112,53 @@ func compile(f *qdrant.Filter, ix indexLookup) (pred, error) {
 	}, nil
 }
 
+// allServed reports whether an index serves every one of cs, so that Qdrant's planner
+// reads their union from the indexes: has_id, a keyword match or match-any on a keyword
+// index, an integer match or match-any on an integer index, a range on an integer or
+// float index, a keyword UUID on an integer or float index. The planner's other choices,
+// which depend on estimated cardinalities, are not modelled.
+func allServed(cs []*qdrant.Condition, ix indexLookup) bool {
+	for _, c := range cs {
+		switch v := c.GetConditionOneOf().(type) {
+		case *qdrant.Condition_HasId:
+			continue
+		case *qdrant.Condition_Field:
+			path, err := parsePath(v.Field.GetKey())
+			if err != nil {
+				return false
+			}
+			idx := ix.on(path)
+			if idx == nil {
+				return false
+			}
+			numeric := idx.typ == qdrant.FieldType_FieldTypeInteger || idx.typ == qdrant.FieldType_FieldTypeFloat
+			switch m := v.Field.GetMatch().GetMatchValue().(type) {
+			case *qdrant.Match_Keyword:
+				if idx.typ == qdrant.FieldType_FieldTypeKeyword {
+					continue
+				}
+				if _, err := parseUUID(m.Keyword); err == nil && numeric {
+					continue
+				}
+			case *qdrant.Match_Keywords:
+				if idx.typ == qdrant.FieldType_FieldTypeKeyword {
+					continue
+				}
+			case *qdrant.Match_Integer, *qdrant.Match_Integers:
+				if idx.typ == qdrant.FieldType_FieldTypeInteger {
+					continue
+				}
+			case nil:
+				if v.Field.GetRange() != nil && numeric {
+					continue
+				}
+			}
+		}
+		return false
+	}
+	return true
+}
+
 func anyOf(ps []pred, k *pointKey, p map[string]*qdrant.Value) bool {
 	for _, c := range ps {
 		if c(k, p) {
@@ -98,13 +168,13 @@ func anyOf(ps []pred, k *pointKey, p map[string]*qdrant.Value) bool {
 	return false
 }
 
-func compileAll(cs []*qdrant.Condition, ix indexLookup) ([]pred, error) {
+func compileAll(cs []*qdrant.Condition, sc scope) ([]pred, error) {
 	out := make([]pred, 0, len(cs))
 	for _, c := range cs {
 		if c.GetConditionOneOf() == nil {
 			continue // dropped, as Qdrant drops it
 		}
-		p, err := compileCondition(c, ix)
+		p, err := compileCondition(c, sc)
 		if err != nil {
 			return nil, err
 		}
@@ -113,12 +183,13 @@ func compileAll(cs []*qdrant.Condition, ix indexLookup) ([]pred, error) {
 	return out, nil
 }
 
-func compileCondition(c *qdrant.Condition, ix indexLookup) (pred, error) {
+func compileCondition(c *qdrant.Condition, sc scope) (pred, error) {
+	ix := sc.ix
 	switch v := c.GetConditionOneOf().(type) {
 	case *qdrant.Condition_Filter:
-		return compile(v.Filter, ix)
+		return compile(v.Filter, sc)
 	case *qdrant.Condition_Field:
-		return compileField(v.Field, ix)
+		return compileField(v.Field, sc)
 	case *qdrant.Condition_HasId:
 		ids := map[pointKey]bool{}
 		for _, id := range v.HasId.GetHasId() {
@@ -148,7 +219,7 @@ func compileCondition(c *qdrant.Condition, ix indexLookup) (pred, error) {
 		if err != nil {
 			return nil, status.Error(codes.InvalidArgument, err.Error())
 		}
-		if ix.on(path) != nil {
+		if ix.on(path) != nil || sc.release >= Release120 {
 			return func(_ *pointKey, p map[string]*qdrant.Value) bool { return nullFlag(valuesAt(p, path)) }, nil
 		}
 		return func(_ *pointKey, p map[string]*qdrant.Value) bool {
@@ -171,7 +242,7 @@ func compileCondition(c *qdrant.Condition, ix indexLookup) (pred, error) {
 		if v.Nested.GetFilter() == nil {
 			return nil, status.Error(codes.InvalidArgument, "Wrong input: Nested condition must have a filter")
 		}
-		inner, err := compile(v.Nested.GetFilter(), nil)
+		inner, err := compile(v.Nested.GetFilter(), sc.noIndex())
 		if err != nil {
 			return nil, err
 		}
@@ -195,7 +266,8 @@ func compileCondition(c *qdrant.Condition, ix indexLookup) (pred, error) {
 // value passes, an array value passing when any of its elements does. With a payload index
 // on the key, the parts that index serves are answered from the values it holds instead
 // (see indexMatch), and is_null from the null index built beside every index.
-func compileField(fc *qdrant.FieldCondition, ix indexLookup) (pred, error) {
+func compileField(fc *qdrant.FieldCondition, sc scope) (pred, error) {
+	ix := sc.ix
 	path, err := parsePath(fc.GetKey())
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
@@ -243,7 +315,12 @@ func compileField(fc *qdrant.FieldCondition, ix indexLookup) (pred, error) {
 	case fc.GetMatch() != nil || fc.GetRange() != nil:
 		var m func(*qdrant.Value) bool
 		if fc.GetMatch() != nil {
+			if im := idx.uuidAsNumber(fc.GetMatch(), sc); im != nil {
+				return im, nil
+			}
 			if im := idx.match(fc.GetMatch()); im != nil {
+				indexed = im
+			} else if im := unindexedText(fc.GetMatch(), path, sc); im != nil {
 				indexed = im
 			} else if m, err = compileMatch(fc.GetMatch()); err != nil {
 				return nil, err
@@ -303,7 +380,8 @@ func compileField(fc *qdrant.FieldCondition, ix indexLookup) (pred, error) {
 
 // nullFlag is the null index's is_null for a point: a value at the key is null or an
 // array holding a null (null_index/mutable_null_index/lifecycle.rs, add_point). Without
-// an index only a null value counts (common/utils.rs, check_is_null).
+// an index only a null value counts (common/utils.rs, check_is_null) up to release 1.19;
+// from 1.20 an array holding a null counts without an index too.
 func nullFlag(vals []*qdrant.Value) bool {
 	for _, x := range vals {
 		if isNull(x) {

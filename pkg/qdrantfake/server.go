@@ -58,6 +58,7 @@ type Server struct {
 	examined    atomic.Uint64
 	opID        atomic.Uint64
 	deferWrites atomic.Bool
+	release     atomic.Int32
 	faults      faults
 
 	mu          sync.RWMutex
@@ -250,7 +251,7 @@ func (cs *collectionsService) Create(_ context.Context, req *qdrant.CreateCollec
 		return nil, status.Errorf(codes.AlreadyExists, "Wrong input: Collection `%s` already exists!", name)
 	}
 	params := &qdrant.CollectionParams{ShardNumber: 1, VectorsConfig: req.GetVectorsConfig(), SparseVectorsConfig: req.GetSparseVectorsConfig()}
-	s.collections[name] = newCollection(name, params, &s.examined)
+	s.collections[name] = newCollection(name, params, &s.examined, &s.release)
 	return &qdrant.CollectionOperationResponse{Result: true}, nil
 }
 
