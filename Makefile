@@ -57,17 +57,18 @@ build-modules:
 vuln:
 	.ci/vulncheck
 
-## tools: install into .tools moto's server (S3 and DynamoDB for tests; a Python virtual environment, pinned),
+## tools: install into .tools moto's server (S3 and DynamoDB for tests) and Qdrant Edge (the Qdrant emulator's oracle) in a Python virtual environment, pinned,
 ## Apache Kafka's jars (tools/kafka/pom.xml, with Maven; the test broker, started once to archive its classes),
 ## dynalite (table-name validation, LETHE_TEST_STANDINS=1) and playwright-core (the console's browser test, with Debian's chromium)
 PLAYWRIGHT := .tools/node_modules/playwright-core/package.json
 MOTO := .tools/venv/bin/moto_server
 MOTO_REQUIREMENTS := pkg/testenv/moto-requirements.txt
+EDGE_REQUIREMENTS := pkg/qdrantfake/edgediff/requirements.txt
 tools: $(MOTO) $(KAFKA) $(KAFKA_CDS) $(DYNALITE) $(PLAYWRIGHT)
-$(MOTO): $(MOTO_REQUIREMENTS)
+$(MOTO): $(MOTO_REQUIREMENTS) $(EDGE_REQUIREMENTS)
 	rm -rf .tools/venv
 	python3 -m venv .tools/venv
-	.tools/venv/bin/pip install --quiet --disable-pip-version-check --only-binary=:all: -r $(MOTO_REQUIREMENTS)
+	.tools/venv/bin/pip install --quiet --disable-pip-version-check --only-binary=:all: -r $(MOTO_REQUIREMENTS) -r $(EDGE_REQUIREMENTS)
 	touch $@
 $(KAFKA): tools/kafka/pom.xml tools/kafka/log4j2.properties
 	rm -rf .tools/kafka && mkdir -p .tools/kafka
