@@ -65,6 +65,21 @@ func TestUnindexedTextByRelease(t *testing.T) {
 	})
 }
 
+// TestTextQueryWithoutTokens: a full-text query without a letter or digit has no token,
+// and through a text index (or without one from 1.20) it matches nothing.
+func TestTextQueryWithoutTokens(t *testing.T) {
+	c, srv := qdranttest.Emulator(t)
+	seed(t, c, "marks", "body", "x -- y", "--", "a b")
+	checkReleases(t, c, srv, "marks", []releaseCase{
+		{name: "text", f: must(qdrant.NewMatchText("body", "--")), r117: "1 2", r120: ""},
+		{name: "text_any", f: must(qdrant.NewMatchTextAny("body", "-- ;")), r117: "1 2", r120: ""},
+	})
+	srv.SetRelease(qdrantfake.Release117)
+	runIndexed(t, c, "marks", "body", qdrant.FieldType_FieldTypeText, nil, []indexCase{
+		{"text", must(qdrant.NewMatchText("body", "--")), "1 2", ""},
+	})
+}
+
 // TestUUIDKeywordOnANumericIndex: a keyword match whose value parses as a UUID, on a key
 // with an integer or float index, is served by the index as the UUID's number: it finds
 // no point holding the string, only one holding that number (what qdrant-edge-py 0.9.0
