@@ -18,7 +18,7 @@ import (
 
 // deleterStores are the inventory shapes whose filters the deleter's scenarios exercise:
 // flat fields over per-tenant collections, dotted fields under a tenant field in one
-// shared collection, and semantic read-back by exact search.
+// shared collection, residual mentions redacted, and semantic read-back by exact search.
 var deleterStores = []struct {
 	name     string
 	locators inventory.Locators
@@ -35,6 +35,10 @@ var deleterStores = []struct {
 		"hash_fields": []string{"metadata.customer_hash"}, "session_fields": []string{"metadata.session_id"},
 		"tenant_field": "metadata.tenant", "similar": "off",
 	}, true, func(string) string { return "shared" }},
+	{"mentions", inventory.Locators{
+		"collections": []string{"notes_{tenant}"}, "subject_fields": []string{"customer_id"},
+		"session_fields": []string{"session_id"}, "similar": "off", "text_fields": []string{"page_content"}, "mentions": "redact",
+	}, false, func(tenant string) string { return "notes_" + tenant }},
 	{"semantic", inventory.Locators{
 		"collections": []string{"mem_{tenant}"}, "subject_fields": []string{"user_id"},
 		"session_fields": []string{"run_id"}, "similar": "report", "similar_search": "exact", "similarity": 0.95,
@@ -81,7 +85,8 @@ func chunks(dotted bool, ss []deletion.Subject) map[string][]*qdrant.PointStruct
 			ps = append(ps, map[string]any{"customer_id": v, "user_id": v})
 		}
 		ps = append(ps, map[string]any{"customer_hash": s.Hash}, map[string]any{"session_id": s.Sessions[0], "run_id": s.Sessions[0]},
-			map[string]any{"customer_id": nil, "session_id": []any{s.Sessions[0], "sess-other"}}, map[string]any{"page_content": "no identifier"})
+			map[string]any{"customer_id": nil, "session_id": []any{s.Sessions[0], "sess-other"}}, map[string]any{"page_content": "no identifier"},
+			map[string]any{"page_content": "ticket of " + s.ID + ", see " + s.Sessions[0] + "."}, map[string]any{"page_content": []any{"x" + s.ID, strings.ToUpper(s.ID)}})
 		for pi, p := range ps {
 			n++
 			payload := p
@@ -107,7 +112,7 @@ func chunks(dotted bool, ss []deletion.Subject) map[string][]*qdrant.PointStruct
 // erasure, EnsureIndexes) through a client whose every call is replayed on Qdrant's
 // engine, so the filters compared are those the deleter sends: single subjects and
 // batches, legacy session-only chunks, integer and UUID identifiers, dotted fields, a
-// tenant field, and semantic read-back's exact searches. Each store runs without payload
+// tenant field, residual mentions' text matches, and semantic read-back's exact searches. Each store runs without payload
 // indexes and with the ones EnsureIndexes creates.
 func TestDeleterFiltersAgree(t *testing.T) {
 	ctx := context.Background()

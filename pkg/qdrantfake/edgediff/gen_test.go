@@ -20,7 +20,7 @@ var (
 		"0b8e7c6d-5a4f-4e3d-8c2b-a1b2c3d4e5f6",
 		"ffffffff-0000-4000-8000-000000000001",
 	}
-	textWords = []string{"alice", "Alice", "bob", "ice", "erase", "me", "now", "data"}
+	textWords = []string{"alice", "Alice", "bob", "ice", "erase", "me", "now", "data", "--", "cust_42"}
 	// keys the filters name: top-level, dotted, array paths and absent ones.
 	keys      = []string{"kw", "num", "uid", "meta.customer_id", "meta.n", "items[].k", "items[].n", "tags", "flag", "txt", "absent", "meta", "items", "meta.absent"}
 	itemKeys  = []string{"k", "n", "absent"}
