@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -35,6 +36,7 @@ const (
 	worlds         = 16  // collections, each with its own points and indexes
 	casesPerWorld  = 130 // generated filters per collection
 	pointsPerWorld = 48
+	workers        = 4 // collections checked at once
 )
 
 // TestGeneratedFilters compares the emulator with Qdrant's engine on generated filters
@@ -42,24 +44,34 @@ const (
 // filter the exact count, every page of a filtered scroll, and the points a delete by
 // the filter leaves (then restored for the next filter).
 //
-// Each collection has an emulator of its own, so that they run side by side: the suite
-// waits on round trips far more than it computes.
+// Each collection has an emulator of its own, so that several run side by side: the
+// suite waits on round trips more than it computes.
 func TestGeneratedFilters(t *testing.T) {
 	base := seed(t)
 	oracle := edgediff.StartOracle(t)
 	var cases, counts, scrolls atomic.Int64
-	t.Run("worlds", func(t *testing.T) {
-		for w := range worlds {
-			t.Run(fmt.Sprint(w), func(t *testing.T) {
-				t.Parallel()
-				c, _, m := edgediff.ConnectWith(t, oracle)
-				n := world(t, c, m, base, w)
-				cases.Add(int64(n))
-				counts.Add(int64(m.Compared()["/qdrant.Points/Count"]))
-				scrolls.Add(int64(m.Compared()["/qdrant.Points/Scroll"]))
-			})
-		}
-	})
+	// Subtests run from goroutines of their own, as many at once as there are workers,
+	// whatever -parallel says.
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for w := range work {
+				t.Run(fmt.Sprint("world", w), func(t *testing.T) {
+					c, _, m := edgediff.ConnectWith(t, oracle)
+					n := world(t, c, m, base, w)
+					cases.Add(int64(n))
+					counts.Add(int64(m.Compared()["/qdrant.Points/Count"]))
+					scrolls.Add(int64(m.Compared()["/qdrant.Points/Scroll"]))
+				})
+			}
+		})
+	}
+	for w := range worlds {
+		work <- w
+	}
+	close(work)
+	wg.Wait()
 	t.Logf("%d generated filters over %d collections; reads compared: %d counts, %d scroll pages", cases.Load(), worlds, counts.Load(), scrolls.Load())
 	if cases.Load() < 2000 {
 		t.Errorf("only %d cases", cases.Load())
@@ -107,7 +119,7 @@ func world(t *testing.T, c *qdrant.Client, m *edgediff.Mirror, base uint64, w in
 		f := g.filter(ids, 2, false)
 		before := len(m.Divergences())
 		count(t, c, coll, f)
-		scrollAll(t, c, coll, f, uint32(5+g.r.IntN(26)), g.chance(0.3))
+		scrollAll(t, c, coll, f, uint32(6+g.r.IntN(30)), g.chance(0.3))
 		if len(m.Divergences()) > before {
 			report(t, c, m, coll, f, fmt.Sprintf("world %d (indexes %v), case %d", w, made, cases+1))
 		}
