@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/qdrant/go-client/qdrant"
@@ -38,7 +39,8 @@ func (d Divergence) String() string {
 // Mirror replays the calls of a client of the emulator on the oracle and compares the
 // answers. It serialises the calls, so that both see the same order of writes and reads.
 type Mirror struct {
-	o *Oracle
+	o  *Oracle
+	id int64 // names the mirror's shards apart on an oracle that mirrors share
 
 	mu          sync.Mutex
 	colls       map[string]string // collection -> distance of its vectors ("" for several)
@@ -96,6 +98,9 @@ func (m *Mirror) flush() {
 	}
 }
 
+// mirrors counts the mirrors made, to name their shards apart.
+var mirrors atomic.Int64
+
 // Connect starts an emulator following Release120, the engine's release, and the oracle,
 // and returns a client of the emulator whose calls are mirrored. When t ends it fails t
 // with every divergence recorded.
@@ -116,7 +121,7 @@ func ConnectWith(t testing.TB, o *Oracle) (*qdrant.Client, *qdrantfake.Server, *
 	}
 	t.Cleanup(srv.Close)
 	srv.SetRelease(qdrantfake.Release120) // the engine of qdrant-edge-py 0.9.0
-	m := &Mirror{o: o, colls: map[string]string{}, aliases: map[string]string{}, compared: map[string]int{}}
+	m := &Mirror{o: o, id: mirrors.Add(1), colls: map[string]string{}, aliases: map[string]string{}, compared: map[string]int{}}
 	cfg := srv.Config()
 	cfg.GrpcOptions = append(cfg.GrpcOptions, grpc.WithUnaryInterceptor(m.intercept))
 	c, err := qdrant.NewClient(cfg)
@@ -129,7 +134,7 @@ func ConnectWith(t testing.TB, o *Oracle) (*qdrant.Client, *qdrantfake.Server, *
 		defer m.mu.Unlock()
 		m.flush()
 		for name := range m.colls {
-			_ = o.Do(map[string]any{"op": "drop", "collection": name}, nil)
+			_ = o.Do(map[string]any{"op": "drop", "collection": m.edge(name)}, nil)
 		}
 		for i, d := range m.divergences {
 			if i == 20 {
@@ -213,6 +218,9 @@ func compact(m proto.Message) string {
 	return strings.ReplaceAll(string(b), ", ", ",")
 }
 
+// edge is the oracle's name of the collection (or alias) name.
+func (m *Mirror) edge(name string) string { return fmt.Sprintf("%d/%s", m.id, m.resolve(name)) }
+
 func (m *Mirror) resolve(name string) string {
 	if c, ok := m.aliases[name]; ok {
 		return c
@@ -240,7 +248,7 @@ func (m *Mirror) replay(method string, req, reply proto.Message, emuErr error) {
 			return
 		}
 		m.colls[rq.GetCollectionName()] = dist
-		write(map[string]any{"op": "create", "collection": rq.GetCollectionName(), "vectors": vs})
+		write(map[string]any{"op": "create", "collection": m.edge(rq.GetCollectionName()), "vectors": vs})
 	case *qdrant.DeleteCollection:
 		if emuErr == nil && reply.(*qdrant.CollectionOperationResponse).GetResult() {
 			delete(m.colls, rq.GetCollectionName())
@@ -249,7 +257,7 @@ func (m *Mirror) replay(method string, req, reply proto.Message, emuErr error) {
 					delete(m.aliases, a)
 				}
 			}
-			write(map[string]any{"op": "drop", "collection": rq.GetCollectionName()})
+			write(map[string]any{"op": "drop", "collection": m.edge(rq.GetCollectionName())})
 		}
 	case *qdrant.ChangeAliases:
 		if emuErr != nil {
@@ -271,20 +279,20 @@ func (m *Mirror) replay(method string, req, reply proto.Message, emuErr error) {
 		for _, p := range rq.GetPoints() {
 			pts = append(pts, map[string]any{"id": pointID(p.GetId()), "vector": vectors(p.GetVectors()), "payload": payloadJSON(p.GetPayload())})
 		}
-		write(map[string]any{"op": "upsert", "collection": m.resolve(rq.GetCollectionName()), "points": pts})
+		write(map[string]any{"op": "upsert", "collection": m.edge(rq.GetCollectionName()), "points": pts})
 	case *qdrant.DeletePoints:
-		r := map[string]any{"op": "delete", "collection": m.resolve(rq.GetCollectionName())}
+		r := map[string]any{"op": "delete", "collection": m.edge(rq.GetCollectionName())}
 		selector(r, rq.GetPoints())
 		write(r)
 	case *qdrant.SetPayloadPoints:
-		r := map[string]any{"op": "set_payload", "collection": m.resolve(rq.GetCollectionName()), "payload": payloadJSON(rq.GetPayload())}
+		r := map[string]any{"op": "set_payload", "collection": m.edge(rq.GetCollectionName()), "payload": payloadJSON(rq.GetPayload())}
 		if rq.Key != nil {
 			r["key"] = rq.GetKey()
 		}
 		selector(r, rq.GetPointsSelector())
 		write(r)
 	case *qdrant.CreateFieldIndexCollection:
-		r := map[string]any{"op": "index", "collection": m.resolve(rq.GetCollectionName()), "field": rq.GetFieldName(),
+		r := map[string]any{"op": "index", "collection": m.edge(rq.GetCollectionName()), "field": rq.GetFieldName(),
 			"type": strings.TrimPrefix(strings.ToLower(rq.GetFieldType().String()), "fieldtype")}
 		if p := rq.GetFieldIndexParams(); p != nil {
 			switch {
@@ -315,7 +323,7 @@ func (m *Mirror) replay(method string, req, reply proto.Message, emuErr error) {
 		var got struct {
 			Count int64 `json:"count"`
 		}
-		m.ask(map[string]any{"op": "count", "collection": m.resolve(rq.GetCollectionName()), "filter": filterJSON(rq.GetFilter())}, &got, func(err error) {
+		m.ask(map[string]any{"op": "count", "collection": m.edge(rq.GetCollectionName()), "filter": filterJSON(rq.GetFilter())}, &got, func(err error) {
 			if m.bothFailed(method, req, emuErr, err) {
 				return
 			}
@@ -328,7 +336,7 @@ func (m *Mirror) replay(method string, req, reply proto.Message, emuErr error) {
 		if rq.Limit != nil {
 			limit = rq.GetLimit()
 		}
-		r := map[string]any{"op": "scroll", "collection": m.resolve(rq.GetCollectionName()), "filter": filterJSON(rq.GetFilter()),
+		r := map[string]any{"op": "scroll", "collection": m.edge(rq.GetCollectionName()), "filter": filterJSON(rq.GetFilter()),
 			"limit": limit, "with_payload": withPayload(rq.GetWithPayload(), true), "with_vector": withVectors(rq.GetWithVectors())}
 		if rq.Offset != nil {
 			r["offset"] = pointID(rq.GetOffset())
@@ -363,7 +371,7 @@ func (m *Mirror) replay(method string, req, reply proto.Message, emuErr error) {
 		var got struct {
 			Points []record `json:"points"`
 		}
-		m.ask(map[string]any{"op": "get", "collection": m.resolve(rq.GetCollectionName()), "ids": ids,
+		m.ask(map[string]any{"op": "get", "collection": m.edge(rq.GetCollectionName()), "ids": ids,
 			"with_payload": withPayload(rq.GetWithPayload(), false), "with_vector": withVectors(rq.GetWithVectors())}, &got, func(err error) {
 			if m.bothFailed(method, req, emuErr, err) {
 				return
@@ -443,7 +451,7 @@ func (m *Mirror) query(method string, req proto.Message, q *qdrant.QueryPoints, 
 	if q.Limit != nil {
 		limit = q.GetLimit()
 	}
-	r := map[string]any{"op": "query", "collection": coll, "vector": floats(vec), "using": q.GetUsing(), "limit": limit,
+	r := map[string]any{"op": "query", "collection": m.edge(coll), "vector": floats(vec), "using": q.GetUsing(), "limit": limit,
 		"filter": filterJSON(q.GetFilter()), "with_payload": withPayload(q.GetWithPayload(), false) != false,
 		"with_vector": withVectors(q.GetWithVectors())}
 	if q.Offset != nil {
