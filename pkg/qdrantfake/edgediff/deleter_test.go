@@ -108,8 +108,8 @@ func chunks(dotted bool, ss []deletion.Subject) map[string][]*qdrant.PointStruct
 	return byTenant
 }
 
-// TestDeleterFiltersAgree drives the deleter (Erase, EraseBatch, Verify, tenant-scope
-// erasure, EnsureIndexes) through a client whose every call is replayed on Qdrant's
+// TestDeleterFiltersAgree drives the deleter (Erase, EraseBatch, Verify, VerifyBatch,
+// tenant-scope erasure, EnsureIndexes) through a client whose every call is replayed on Qdrant's
 // engine, so the filters compared are those the deleter sends: single subjects and
 // batches, legacy session-only chunks, integer and UUID identifiers, dotted fields, a
 // tenant field, residual mentions' text matches, and semantic read-back's exact searches. Each store runs without payload
@@ -151,6 +151,16 @@ func TestDeleterFiltersAgree(t *testing.T) {
 					erased := i < 3
 					if erased && v.Remaining != 0 || !erased && v.Remaining == 0 {
 						t.Errorf("%s/%s: %d remaining after erasing %v", s.Tenant, s.ID, v.Remaining, erased)
+					}
+					// The subject's untagged chunks share its direction: the search finds them.
+					if erased && st.locators["similar"] == "report" && len(v.Similar) == 0 {
+						t.Errorf("%s/%s: no similar point found", s.Tenant, s.ID)
+					}
+				}
+				vs, errs := store.VerifyBatch(ctx, inv, ss)
+				for i := range ss {
+					if errs[i] != nil || (vs[i].Remaining == 0) != (i < 3) {
+						t.Errorf("VerifyBatch %s/%s: %+v, %v", ss[i].Tenant, ss[i].ID, vs[i], errs[i])
 					}
 				}
 				if st.locators["tenant_field"] != nil {

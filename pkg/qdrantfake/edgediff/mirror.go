@@ -26,7 +26,7 @@ import (
 // Divergence is one request the emulator and the engine answered differently.
 type Divergence struct {
 	Method   string // the gRPC method, e.g. /qdrant.Points/Count
-	Request  string // the request in protojson
+	Request  string // the request in protojson, on one line
 	Emulator string // what the emulator answered
 	Edge     string // what the engine answered
 	Detail   string // the first difference
@@ -210,12 +210,17 @@ func show(v any) string {
 	return string(b)
 }
 
+// compact is m in protojson on one line, without the spaces protojson may add.
 func compact(m proto.Message) string {
 	b, err := protojson.Marshal(m)
 	if err != nil {
 		return err.Error()
 	}
-	return strings.ReplaceAll(string(b), ", ", ",")
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		return string(b)
+	}
+	return buf.String()
 }
 
 // edge is the oracle's name of the collection (or alias) name.
@@ -443,6 +448,7 @@ func (m *Mirror) bothFailed(method string, req proto.Message, emuErr, edgeErr er
 func (m *Mirror) query(method string, req proto.Message, q *qdrant.QueryPoints, emu []*qdrant.ScoredPoint, emuErr error) {
 	near := q.GetQuery().GetNearest()
 	if near.GetDense() == nil {
+		m.diverge(method, req, "answered", "not asked", "only nearest queries by a dense vector are compared")
 		return
 	}
 	vec := near.GetDense().GetData()
@@ -452,7 +458,7 @@ func (m *Mirror) query(method string, req proto.Message, q *qdrant.QueryPoints, 
 		limit = q.GetLimit()
 	}
 	r := map[string]any{"op": "query", "collection": m.edge(coll), "vector": floats(vec), "using": q.GetUsing(), "limit": limit,
-		"filter": filterJSON(q.GetFilter()), "with_payload": withPayload(q.GetWithPayload(), false) != false,
+		"filter": filterJSON(q.GetFilter()), "with_payload": withPayload(q.GetWithPayload(), false),
 		"with_vector": withVectors(q.GetWithVectors())}
 	if q.Offset != nil {
 		r["offset"] = q.GetOffset()

@@ -241,7 +241,7 @@ class Oracle:
             offset=r.get("offset"),
             query=q.Query.Nearest(r["vector"], using=r.get("using") or None),
             with_vector=bool(r.get("with_vector")),
-            with_payload=bool(r.get("with_payload")),
+            with_payload=payload_selector(r.get("with_payload", False)),
             filter=filter_of(r.get("filter")),
             score_threshold=r.get("score_threshold"),
             params=q.SearchParams(hnsw_ef=params.get("hnsw_ef"), exact=bool(params.get("exact"))),
