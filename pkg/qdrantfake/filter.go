@@ -2,6 +2,8 @@ package qdrantfake
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/qdrant/go-client/qdrant"
@@ -31,10 +33,25 @@ type scope struct {
 	release Release
 	negated bool
 	// primary: the condition's clause is one Qdrant's planner reads from the indexes (a
-	// must, or a should or min_should whose every condition an index serves) rather than
-	// checking it point by point.
+	// must, or a should or min_should whose every condition an index serves, in a filter
+	// that is itself read so) rather than checking it point by point.
 	primary bool
+	// nested: the condition sits in the filter of a nested condition (the first level).
+	nested *nestedCtx
 }
+
+// nestedCtx is what a nested condition's filter is compiled in: the array of objects it
+// iterates, the point's indexes, and the keys of its is_empty conditions that an index
+// on key[].field answers for the whole point rather than per object (filled by compile).
+type nestedCtx struct {
+	path  []segment
+	ix    indexLookup
+	empty []string
+}
+
+// emptyKey is where the nested condition hands its filter the point-level is_empty of
+// key: a payload key no valid path can name.
+func emptyKey(key string) string { return "\x00is_empty\x00" + key }
 
 // noIndex is sc without payload indexes (inside a nested condition).
 func (sc scope) noIndex() scope { sc.ix = nil; return sc }
@@ -55,7 +72,7 @@ func compile(f *qdrant.Filter, sc scope) (pred, error) {
 	}
 	in := func(cs []*qdrant.Condition, primary bool) scope {
 		c := sc
-		c.primary = primary && !sc.negated
+		c.primary = primary && sc.primary && !sc.negated
 		return c
 	}
 	must, err := compileAll(f.GetMust(), in(f.GetMust(), true))
@@ -206,14 +223,13 @@ func compileCondition(c *qdrant.Condition, sc scope) (pred, error) {
 		if err != nil {
 			return nil, status.Error(codes.InvalidArgument, err.Error())
 		}
-		return func(_ *pointKey, p map[string]*qdrant.Value) bool {
-			for _, x := range valuesAt(p, path) {
-				if !isNull(x) && !(x.GetListValue() != nil && len(x.GetListValue().GetValues()) == 0) {
-					return false
-				}
-			}
-			return true
-		}, nil
+		if n := sc.nested; n != nil && n.ix.on(append(slices.Clone(n.path), path...)) != nil {
+			// Qdrant answers it through the index on key[].field: for the whole point.
+			k := emptyKey(v.IsEmpty.GetKey())
+			n.empty = append(n.empty, v.IsEmpty.GetKey())
+			return func(_ *pointKey, p map[string]*qdrant.Value) bool { return p[k].GetBoolValue() }, nil
+		}
+		return func(_ *pointKey, p map[string]*qdrant.Value) bool { return emptyAt(p, path) }, nil
 	case *qdrant.Condition_IsNull:
 		path, err := parsePath(v.IsNull.GetKey())
 		if err != nil {
@@ -242,13 +258,38 @@ func compileCondition(c *qdrant.Condition, sc scope) (pred, error) {
 		if v.Nested.GetFilter() == nil {
 			return nil, status.Error(codes.InvalidArgument, "Wrong input: Nested condition must have a filter")
 		}
-		inner, err := compile(v.Nested.GetFilter(), sc.noIndex())
+		in := sc.noIndex()
+		in.nested = nil
+		nc := &nestedCtx{path: path, ix: ix}
+		if sc.nested == nil {
+			in.nested = nc
+		}
+		inner, err := compile(v.Nested.GetFilter(), in)
 		if err != nil {
 			return nil, err
 		}
 		return func(_ *pointKey, p map[string]*qdrant.Value) bool {
+			var point map[string]*qdrant.Value // the point-level answers the filter reads
+			if len(nc.empty) > 0 {
+				point = map[string]*qdrant.Value{}
+				for _, key := range nc.empty {
+					field, _ := parsePath(key)
+					point[emptyKey(key)] = qdrant.NewValueBool(emptyAt(p, append(slices.Clone(path), field...)))
+				}
+			}
 			for _, x := range valuesAt(p, path) {
-				if st := x.GetStructValue(); st != nil && inner(nil, st.GetFields()) {
+				st := x.GetStructValue()
+				if st == nil {
+					continue
+				}
+				obj := st.GetFields()
+				if point != nil {
+					with := make(map[string]*qdrant.Value, len(obj)+len(point))
+					maps.Copy(with, obj)
+					maps.Copy(with, point)
+					obj = with
+				}
+				if inner(nil, obj) {
 					return true
 				}
 			}
@@ -259,6 +300,17 @@ func compileCondition(c *qdrant.Condition, sc scope) (pred, error) {
 	default:
 		return nil, status.Error(codes.InvalidArgument, "Wrong input: Malformed Condition type")
 	}
+}
+
+// emptyAt is is_empty of path on a payload: no value there but nulls and empty arrays
+// (common/utils.rs, check_is_empty).
+func emptyAt(p map[string]*qdrant.Value, path []segment) bool {
+	for _, x := range valuesAt(p, path) {
+		if !isNull(x) && !(x.GetListValue() != nil && len(x.GetListValue().GetValues()) == 0) {
+			return false
+		}
+	}
+	return true
 }
 
 // compileField mirrors FieldCondition's ValueChecker: when the key holds no value the

@@ -109,3 +109,30 @@ func TestUUIDKeywordOnANumericIndex(t *testing.T) {
 		})
 	}
 }
+
+// TestNestedIsEmptyThroughAnIndex: in a nested condition, is_empty on a field that an
+// index on key[].field covers is answered by that index for the whole point (no value
+// of key[].field but nulls and empty arrays), not per object; other conditions stay per
+// object (what qdrant-edge-py 0.9.0 answers).
+func TestNestedIsEmptyThroughAnIndex(t *testing.T) {
+	c, srv := qdranttest.Emulator(t)
+	srv.SetRelease(qdrantfake.Release120) // is_null on [null], case 8, is 1.20's
+	obj := func(kv ...any) map[string]any {
+		m := map[string]any{}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i].(string)] = kv[i+1]
+		}
+		return m
+	}
+	seed(t, c, "nested", "items",
+		[]any{obj("k", nil)}, []any{obj("k", int64(4))}, []any{obj("k", nil), obj("k", int64(4))},
+		[]any{obj("k", "a"), obj("k", nil)}, []any{obj()}, []any{obj("k", []any{})}, []any{obj("k", "a")},
+		[]any{obj("k", []any{nil})}, []any{obj("k", "a"), obj()}, []any{obj("n", int64(1)), obj("k", "b")})
+	nested := func(c *qdrant.Condition) *qdrant.Filter { return must(qdrant.NewNestedFilter("items", must(c))) }
+	runIndexed(t, c, "nested", "items[].k", qdrant.FieldType_FieldTypeKeyword, nil, []indexCase{
+		{"is_empty", nested(qdrant.NewIsEmpty("k")), "1 3 4 5 6 9 10", "1 5 6"},
+		{"is_null", nested(qdrant.NewIsNull("k")), "1 3 4 8", "1 3 4 8"},
+		{"keyword", nested(qdrant.NewMatchKeyword("k", "a")), "4 7 9", "4 7 9"},
+		{"except", nested(qdrant.NewMatchExcept("k", "a")), "2 3 10", "2 3 10"},
+	})
+}
