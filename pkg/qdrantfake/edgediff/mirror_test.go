@@ -2,6 +2,8 @@ package edgediff_test
 
 import (
 	"context"
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/qdrant/go-client/qdrant"
@@ -38,4 +40,22 @@ func TestMirrorSeesADivergence(t *testing.T) {
 	}
 	t.Logf("reported as: %s", d[1])
 	m.Truncate(0)
+}
+
+// TestRequirementsPinTheOracleVersion: the version make tools installs is the one the
+// oracle insists on.
+func TestRequirementsPinTheOracleVersion(t *testing.T) {
+	b, err := os.ReadFile("requirements.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pins []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			pins = append(pins, line)
+		}
+	}
+	if want := "qdrant-edge-py==" + edgediff.EdgeVersion; len(pins) != 1 || pins[0] != want {
+		t.Errorf("requirements.txt pins %q, want [%s]", pins, want)
+	}
 }
