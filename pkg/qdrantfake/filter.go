@@ -42,11 +42,17 @@ type scope struct {
 
 // nestedCtx is what a nested condition's filter is compiled in: the array of objects it
 // iterates, the point's indexes, and the keys of its is_empty conditions that an index
-// on key[].field answers for the whole point rather than per object (filled by compile).
+// on key[].field answers for the whole point rather than per object (filled by compile,
+// for those in clauses the planner reads from the indexes).
 type nestedCtx struct {
 	path  []segment
 	ix    indexLookup
 	empty []string
+}
+
+// covers reports whether an index on the nested array's path followed by path exists.
+func (n *nestedCtx) covers(path []segment) bool {
+	return n != nil && n.ix.on(append(slices.Clone(n.path), path...)) != nil
 }
 
 // emptyKey is where the nested condition hands its filter the point-level is_empty of
@@ -79,7 +85,7 @@ func compile(f *qdrant.Filter, sc scope) (pred, error) {
 	if err != nil {
 		return nil, err
 	}
-	should, err := compileAll(f.GetShould(), in(f.GetShould(), allServed(f.GetShould(), sc.ix)))
+	should, err := compileAll(f.GetShould(), in(f.GetShould(), allServed(f.GetShould(), sc)))
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +98,7 @@ func compile(f *qdrant.Filter, sc scope) (pred, error) {
 	var minShould []pred
 	var minCount int
 	if ms := f.GetMinShould(); ms != nil {
-		if minShould, err = compileAll(ms.GetConditions(), in(ms.GetConditions(), allServed(ms.GetConditions(), sc.ix))); err != nil {
+		if minShould, err = compileAll(ms.GetConditions(), in(ms.GetConditions(), allServed(ms.GetConditions(), sc))); err != nil {
 			return nil, err
 		}
 		minCount = int(ms.GetMinCount())
@@ -132,13 +138,34 @@ func compile(f *qdrant.Filter, sc scope) (pred, error) {
 // allServed reports whether an index serves every one of cs, so that Qdrant's planner
 // reads their union from the indexes: has_id, a keyword match or match-any on a keyword
 // index, an integer match or match-any on an integer index, a range on an integer or
-// float index, a keyword UUID on an integer or float index. The planner's other choices,
-// which depend on estimated cardinalities, are not modelled.
-func allServed(cs []*qdrant.Condition, ix indexLookup) bool {
+// float index, a keyword UUID on an integer or float index, inside a nested condition
+// is_empty on a field an index on key[].field covers, and a nested condition whose must
+// (or, without one, should) is all such. The planner's other choices, which depend on
+// estimated cardinalities, are not modelled.
+func allServed(cs []*qdrant.Condition, sc scope) bool {
+	ix := sc.ix
 	for _, c := range cs {
 		switch v := c.GetConditionOneOf().(type) {
 		case *qdrant.Condition_HasId:
 			continue
+		case *qdrant.Condition_IsEmpty:
+			if path, err := parsePath(v.IsEmpty.GetKey()); err == nil && sc.nested.covers(path) {
+				continue
+			}
+		case *qdrant.Condition_Nested:
+			key := v.Nested.GetKey()
+			if !strings.HasSuffix(key, "[]") {
+				key += "[]"
+			}
+			path, err := parsePath(key)
+			if err != nil || sc.nested != nil {
+				return false
+			}
+			in := scope{nested: &nestedCtx{path: path, ix: ix}}
+			f := v.Nested.GetFilter()
+			if len(f.GetMust()) > 0 && allServed(f.GetMust(), in) || len(f.GetMust()) == 0 && len(f.GetShould()) > 0 && allServed(f.GetShould(), in) {
+				continue
+			}
 		case *qdrant.Condition_Field:
 			path, err := parsePath(v.Field.GetKey())
 			if err != nil {
@@ -223,8 +250,9 @@ func compileCondition(c *qdrant.Condition, sc scope) (pred, error) {
 		if err != nil {
 			return nil, status.Error(codes.InvalidArgument, err.Error())
 		}
-		if n := sc.nested; n != nil && n.ix.on(append(slices.Clone(n.path), path...)) != nil {
-			// Qdrant answers it through the index on key[].field: for the whole point.
+		if n := sc.nested; sc.primary && n.covers(path) {
+			// Qdrant reads it from the index on key[].field: for the whole point. Checked
+			// point by point (under a must_not, say), it is answered object by object.
 			k := emptyKey(v.IsEmpty.GetKey())
 			n.empty = append(n.empty, v.IsEmpty.GetKey())
 			return func(_ *pointKey, p map[string]*qdrant.Value) bool { return p[k].GetBoolValue() }, nil
@@ -259,7 +287,7 @@ func compileCondition(c *qdrant.Condition, sc scope) (pred, error) {
 			return nil, status.Error(codes.InvalidArgument, "Wrong input: Nested condition must have a filter")
 		}
 		in := sc.noIndex()
-		in.nested = nil
+		in.nested, in.primary = nil, sc.primary && !sc.negated
 		nc := &nestedCtx{path: path, ix: ix}
 		if sc.nested == nil {
 			in.nested = nc

@@ -112,8 +112,10 @@ func TestUUIDKeywordOnANumericIndex(t *testing.T) {
 
 // TestNestedIsEmptyThroughAnIndex: in a nested condition, is_empty on a field that an
 // index on key[].field covers is answered by that index for the whole point (no value
-// of key[].field but nulls and empty arrays), not per object; other conditions stay per
-// object (what qdrant-edge-py 0.9.0 answers).
+// of key[].field but nulls and empty arrays) where the planner reads the clause from the
+// indexes, and object by object where it checks points one by one (under a must_not,
+// beside a condition no index serves); other conditions stay per object (what
+// qdrant-edge-py 0.9.0 answers).
 func TestNestedIsEmptyThroughAnIndex(t *testing.T) {
 	c, srv := qdranttest.Emulator(t)
 	srv.SetRelease(qdrantfake.Release120) // is_null on [null], case 8, is 1.20's
@@ -129,8 +131,13 @@ func TestNestedIsEmptyThroughAnIndex(t *testing.T) {
 		[]any{obj("k", "a"), obj("k", nil)}, []any{obj()}, []any{obj("k", []any{})}, []any{obj("k", "a")},
 		[]any{obj("k", []any{nil})}, []any{obj("k", "a"), obj()}, []any{obj("n", int64(1)), obj("k", "b")})
 	nested := func(c *qdrant.Condition) *qdrant.Filter { return must(qdrant.NewNestedFilter("items", must(c))) }
+	byObject := "1 3 4 5 6 9 10"
 	runIndexed(t, c, "nested", "items[].k", qdrant.FieldType_FieldTypeKeyword, nil, []indexCase{
-		{"is_empty", nested(qdrant.NewIsEmpty("k")), "1 3 4 5 6 9 10", "1 5 6"},
+		{"is_empty", nested(qdrant.NewIsEmpty("k")), byObject, "1 5 6"},
+		{"is_empty alone in a should", &qdrant.Filter{Should: []*qdrant.Condition{qdrant.NewNestedFilter("items", &qdrant.Filter{Should: []*qdrant.Condition{qdrant.NewIsEmpty("k")}})}}, byObject, "1 5 6"},
+		{"is_empty under must_not", &qdrant.Filter{MustNot: []*qdrant.Condition{qdrant.NewNestedFilter("items", must(qdrant.NewIsEmpty("k")))}}, "2 7 8", "2 7 8"},
+		{"is_empty beside an unindexed condition", must(qdrant.NewNestedFilter("items", &qdrant.Filter{Should: []*qdrant.Condition{qdrant.NewIsEmpty("k"), qdrant.NewMatchInt("n", 1)}})), byObject, byObject},
+		{"nested beside an unindexed condition", &qdrant.Filter{Should: []*qdrant.Condition{qdrant.NewNestedFilter("items", must(qdrant.NewIsEmpty("k"))), qdrant.NewMatchKeyword("zz", "x")}}, byObject, byObject},
 		{"is_null", nested(qdrant.NewIsNull("k")), "1 3 4 8", "1 3 4 8"},
 		{"keyword", nested(qdrant.NewMatchKeyword("k", "a")), "4 7 9", "4 7 9"},
 		{"except", nested(qdrant.NewMatchExcept("k", "a")), "2 3 10", "2 3 10"},
