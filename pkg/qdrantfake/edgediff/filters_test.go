@@ -109,6 +109,7 @@ func world(t *testing.T, c *qdrant.Client, m *edgediff.Mirror, base uint64, w in
 			if g.chance(0.45) {
 				index(t, c, coll, ix.key, ix.ft)
 				made = append(made, ix.key+":"+ix.ft.String())
+				g.nestedIndexed = g.nestedIndexed || ix.key == "items[].k"
 			}
 		}
 	}

@@ -11,6 +11,10 @@ import (
 // gen draws payloads, point ids and filters from one seeded source.
 type gen struct {
 	r *rand.Rand
+	// nestedIndexed: the collection has an index on items[].k. Then no is_empty is drawn
+	// inside a nested condition: Qdrant answers it from that index or object by object as
+	// its planner chooses, by estimated cardinalities (docs/qdrant-emulator.md).
+	nestedIndexed bool
 }
 
 var (
@@ -250,7 +254,11 @@ func (g *gen) condition(ids []*qdrant.PointId, depth int, inNested bool) *qdrant
 		return qdrant.NewFilterAsCondition(g.filter(ids, depth-1, inNested))
 	}
 	if inNested {
-		return g.field(g.pick(itemKeys))
+		key := g.pick(itemKeys)
+		if c := g.field(key); !g.nestedIndexed || c.GetIsEmpty() == nil {
+			return c
+		}
+		return qdrant.NewIsNull(key)
 	}
 	return g.field(g.pick(keys))
 }
