@@ -131,7 +131,7 @@ func (c *collection) indexOn(key string) *fieldIndex { return c.indexes[key] }
 // scope is what filters on c compile in: its indexes and the server's release. Callers
 // hold mu.
 func (c *collection) scope() scope {
-	sc := scope{ix: c.indexOn}
+	sc := scope{ix: c.indexOn, primary: true}
 	if c.release != nil {
 		sc.release = Release(c.release.Load())
 	}
