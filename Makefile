@@ -18,7 +18,7 @@ export LETHE_TEST_BROKER
 KAFKA := .tools/kafka/libs/.resolved
 KAFKA_CDS := .tools/kafka/kafka.jsa
 
-.PHONY: run serve docs test vet lint build-modules vuln tools browser-test fuzz bench bench-storage chaos chaos-short clean
+.PHONY: run serve docs test vet lint chart build-modules vuln tools browser-test fuzz bench bench-storage chaos chaos-short clean
 
 ## run: erase one demo customer from all five stores on embedded components; prints the receipt
 run:
@@ -49,6 +49,12 @@ vet:
 lint:
 	@set -e; for m in $(MODULES); do echo "== golangci-lint $${m#$(CURDIR)/}"; (cd $$m && golangci-lint run ./...); done
 
+## chart: helm lint (strict) and helm template of deploy/helm/lethe with its example values
+## (the deploy module's tests also run the rendered chart; .ci/run installs the pinned helm)
+chart:
+	helm lint --strict deploy/helm/lethe -f deploy/helm/lethe/ci/example-values.yaml
+	helm template lethe deploy/helm/lethe --namespace lethe -f deploy/helm/lethe/ci/example-values.yaml >/dev/null
+
 ## build-modules: build each module with GOWORK=off, proving every go.mod is complete
 build-modules:
 	@set -e; for m in $(MODULES); do (cd $$m && GOWORK=off go build -o /dev/null ./... ); done
@@ -57,18 +63,27 @@ build-modules:
 vuln:
 	.ci/vulncheck
 
-## tools: install into .tools moto's server (S3 and DynamoDB for tests) and Qdrant Edge (the Qdrant emulator's oracle) in a Python virtual environment, pinned,
+## tools: install into .tools moto's server (S3 and DynamoDB for tests), the Python client's test requirements and Qdrant Edge (the Qdrant emulator's oracle) (one Python virtual environment, pinned),
 ## Apache Kafka's jars (tools/kafka/pom.xml, with Maven; the test broker, started once to archive its classes),
-## dynalite (table-name validation, LETHE_TEST_STANDINS=1) and playwright-core (the console's browser test, with Debian's chromium)
+## dynalite (table-name validation, LETHE_TEST_STANDINS=1), playwright-core (the console's browser test, with Debian's chromium)
+## and the RAG app's libraries (examples/rag-app, pinned; a virtual environment of its own, .tools/rag-venv)
 PLAYWRIGHT := .tools/node_modules/playwright-core/package.json
 MOTO := .tools/venv/bin/moto_server
 MOTO_REQUIREMENTS := pkg/testenv/moto-requirements.txt
+PYCLIENT_REQUIREMENTS := clients/python/requirements-test.txt
 EDGE_REQUIREMENTS := pkg/qdrantfake/edgediff/requirements.txt
-tools: $(MOTO) $(KAFKA) $(KAFKA_CDS) $(DYNALITE) $(PLAYWRIGHT)
-$(MOTO): $(MOTO_REQUIREMENTS) $(EDGE_REQUIREMENTS)
+RAGAPP := .tools/rag-venv/.installed
+RAGAPP_REQUIREMENTS := examples/rag-app/requirements.txt
+tools: $(MOTO) $(RAGAPP) $(KAFKA) $(KAFKA_CDS) $(DYNALITE) $(PLAYWRIGHT)
+$(MOTO): $(MOTO_REQUIREMENTS) $(PYCLIENT_REQUIREMENTS) $(EDGE_REQUIREMENTS)
 	rm -rf .tools/venv
 	python3 -m venv .tools/venv
-	.tools/venv/bin/pip install --quiet --disable-pip-version-check --only-binary=:all: -r $(MOTO_REQUIREMENTS) -r $(EDGE_REQUIREMENTS)
+	.tools/venv/bin/pip install --quiet --disable-pip-version-check --only-binary=:all: -r $(MOTO_REQUIREMENTS) -r $(PYCLIENT_REQUIREMENTS) -r $(EDGE_REQUIREMENTS)
+	touch $@
+$(RAGAPP): $(RAGAPP_REQUIREMENTS)
+	rm -rf .tools/rag-venv
+	python3 -m venv .tools/rag-venv
+	.tools/rag-venv/bin/pip install --quiet --disable-pip-version-check --only-binary=:all: -r $(RAGAPP_REQUIREMENTS)
 	touch $@
 $(KAFKA): tools/kafka/pom.xml tools/kafka/log4j2.properties
 	rm -rf .tools/kafka && mkdir -p .tools/kafka

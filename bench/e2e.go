@@ -106,7 +106,7 @@ func startSystemWith(ctx context.Context, key subject.Key, instances int, sz Siz
 		return nil, err
 	}
 	logf("  system with %d instance(s) per deleter seeded (%d customers with a footprint) in %s", instances, targets, time.Since(start).Round(time.Millisecond))
-	if s.receipts, err = watchReceipts(st.Broker); err != nil {
+	if s.receipts, err = watchReceipts(st.Broker, st.Registry); err != nil {
 		return nil, err
 	}
 	ok = true

@@ -10,13 +10,15 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/broker"
 	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/schemareg"
 )
 
 // receipts follows erasure.completed and records when each request's receipt arrived,
 // and erasure.store.done for how long each store's erasure took (from its report's start
 // to its finish: find, erase and verification, queueing behind batches included).
 type receipts struct {
-	cl *kgo.Client
+	cl  *kgo.Client
+	reg *schemareg.Codec
 
 	mu       sync.Mutex
 	arrived  map[string]time.Time
@@ -28,8 +30,9 @@ type receipts struct {
 	consumed int
 }
 
-// watchReceipts starts consuming erasure.completed from its start.
-func watchReceipts(cfg broker.Config) (*receipts, error) {
+// watchReceipts starts consuming erasure.completed from its start; reg reads the
+// registry framing (nil: single-object encoding only).
+func watchReceipts(cfg broker.Config, reg *schemareg.Codec) (*receipts, error) {
 	cl, err := kgo.NewClient(append(cfg.Options(),
 		kgo.ConsumeTopics(event.TopicCompleted, event.TopicStoreDone),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -38,7 +41,7 @@ func watchReceipts(cfg broker.Config) (*receipts, error) {
 	if err != nil {
 		return nil, fmt.Errorf("receipt consumer: %w", err)
 	}
-	r := &receipts{cl: cl, arrived: map[string]time.Time{}, sent: map[string]time.Time{}, stores: map[string]Durations{}, changed: make(chan struct{}, 1)}
+	r := &receipts{cl: cl, reg: reg, arrived: map[string]time.Time{}, sent: map[string]time.Time{}, stores: map[string]Durations{}, changed: make(chan struct{}, 1)}
 	go r.run()
 	return r, nil
 }
@@ -53,7 +56,7 @@ func (r *receipts) run() {
 		fs.EachRecord(func(rec *kgo.Record) {
 			if rec.Topic == event.TopicStoreDone {
 				var d event.StoreDone
-				if event.Done.Decode(rec.Value, &d) == nil && !d.FinishedAt.IsZero() {
+				if r.reg.Decode(context.Background(), event.Done, rec.Value, &d) == nil && !d.FinishedAt.IsZero() {
 					r.mu.Lock()
 					r.stores[d.Store] = append(r.stores[d.Store], d.FinishedAt.Sub(d.StartedAt))
 					r.mu.Unlock()
@@ -61,7 +64,7 @@ func (r *receipts) run() {
 				return
 			}
 			var rc event.Receipt
-			ok := event.Completed.Decode(rec.Value, &rc) == nil && rc.Status == "COMPLETE"
+			ok := r.reg.Decode(context.Background(), event.Completed, rec.Value, &rc) == nil && rc.Status == "COMPLETE"
 			r.mu.Lock()
 			if !ok {
 				r.bad++

@@ -26,11 +26,12 @@ const composeFile = "../docker-compose.yml"
 // them, to the stand-in that plays each.
 func composeStandIns(s *standIns) map[string]string {
 	return map[string]string{
-		"kafka:9092":           s.kafka[0],
-		"qdrant:6334":          s.qdrant,
-		"redis:6379":           s.redis,
-		"http://dynamodb:8000": s.dynamo,
-		"http://minio:9000":    s.s3,
+		"kafka:9092":                  s.kafka[0],
+		"qdrant:6334":                 s.qdrant,
+		"redis:6379":                  s.redis,
+		"http://dynamodb:8000":        s.dynamo,
+		"http://minio:9000":           s.s3,
+		"http://schema-registry:8081": s.registry,
 	}
 }
 

@@ -164,4 +164,17 @@ func TestDockerfile(t *testing.T) {
 	if !strings.Contains(string(b), "--mount=type=cache,target=/go/pkg/mod") {
 		t.Error("the Dockerfile does not cache /go/pkg/mod, the golang image's module cache")
 	}
+	// The version and commit are stamped into the variables pkg/version declares.
+	src, err := os.ReadFile("../pkg/version/version.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"Version", "Revision"} {
+		if !strings.Contains(string(b), "-X github.com/lethe-erasure/lethe/pkg/version."+v+"=${") {
+			t.Errorf("the Dockerfile does not stamp version.%s", v)
+		}
+		if !regexp.MustCompile(`(?m)^var ` + v + ` = "`).Match(src) {
+			t.Errorf("pkg/version declares no string variable %s to stamp", v)
+		}
+	}
 }

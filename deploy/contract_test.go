@@ -76,6 +76,9 @@ func TestDeletersAreFound(t *testing.T) {
 
 // metricTypes are the metrics Lethe's services serve, by Prometheus type.
 var metricTypes = map[string]string{
+	"lethe_build_info":                                     "gauge",
+	"lethe_http_requests_total":                            "counter",
+	"lethe_http_request_duration_seconds":                  "histogram",
 	"lethe_requests_total":                                 "counter",
 	"lethe_intake_rejected_total":                          "counter",
 	"lethe_store_outcomes_total":                           "counter",

@@ -13,6 +13,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,6 +28,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/twmb/franz-go/pkg/sr/srfake"
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog/dynamo"
 	"github.com/lethe-erasure/lethe/pkg/envelope/dynamokeys"
@@ -85,6 +87,9 @@ type standIns struct {
 	redis  string   // host:port
 	dynamo string   // endpoint URL
 	s3     string   // endpoint URL
+	// registry is a Schema Registry's URL: franz-go's srfake, since no registry installs
+	// here (docs/real-components.md).
+	registry string
 }
 
 // startStandIns starts a Kafka cluster of at least brokers brokers on which Lethe's topics
@@ -102,12 +107,15 @@ func startStandIns(t *testing.T, brokers int, redisArgs []string, buckets ...str
 	go q.Serve(l)
 	t.Cleanup(q.Close)
 	s3 := testenv.S3(t, buckets...)
+	reg := httptest.NewServer(srfake.NewRegistry().Handler())
+	t.Cleanup(reg.Close)
 	return &standIns{
-		kafka:  kafka.Brokers,
-		qdrant: l.Addr().String(),
-		redis:  testenv.RedisArgs(t, redisArgs...),
-		dynamo: testenv.DynamoDB(t),
-		s3:     s3.URL,
+		kafka:    kafka.Brokers,
+		qdrant:   l.Addr().String(),
+		redis:    testenv.RedisArgs(t, redisArgs...),
+		dynamo:   testenv.DynamoDB(t),
+		s3:       s3.URL,
+		registry: reg.URL,
 	}
 }
 
@@ -126,6 +134,27 @@ func (s *standIns) createTables(t *testing.T, region, audit, keys string) {
 	}
 	if err := dynamokeys.New(c, keys).CreateTable(t.Context()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// checkTables fails t unless the audit table (keys pk, sk) and the data-key table (key pk)
+// exist in region, as the tables Job must have created them.
+func (s *standIns) checkTables(t *testing.T, region, audit, keys string) {
+	t.Helper()
+	c := dynamodb.New(dynamodb.Options{Region: region, BaseEndpoint: aws.String(s.dynamo),
+		Credentials: credentials.NewStaticCredentialsProvider("contract", "contract", "")})
+	for table, want := range map[string]string{audit: "pk sk", keys: "pk"} {
+		out, err := c.DescribeTable(t.Context(), &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+		if err != nil {
+			t.Fatalf("table %s in %s after the tables Job: %v", table, region, err)
+		}
+		var got []string
+		for _, k := range out.Table.KeySchema {
+			got = append(got, aws.ToString(k.AttributeName))
+		}
+		if strings.Join(got, " ") != want {
+			t.Errorf("table %s: key schema %v, want %s", table, got, want)
+		}
 	}
 }
 

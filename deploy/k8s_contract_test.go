@@ -26,10 +26,22 @@ import (
 )
 
 // podEnv is the environment Kubernetes gives container c: its envFrom ConfigMaps and
-// Secrets, then its env entries (a resourceFieldRef resolved as the kubelet does).
+// Secrets, then its env entries (a Secret's key, a resourceFieldRef resolved as the kubelet
+// does; a missing optional key or Secret leaves the variable unset).
 func podEnv(t *testing.T, o objects, c any) map[string]string {
 	t.Helper()
 	env := map[string]string{}
+	secretValue := func(name, k string) (string, bool) {
+		v, ok := get(o["Secret"][name], "data", k).(string)
+		if !ok {
+			return "", false
+		}
+		b, err := base64.StdEncoding.DecodeString(v)
+		if err != nil {
+			t.Fatalf("Secret %s key %s: %v", name, k, err)
+		}
+		return string(b), true
+	}
 	for _, e := range list(c, "envFrom") {
 		if name := str(e, "configMapRef", "name"); name != "" {
 			for k, v := range get(o["ConfigMap"][name], "data").(map[string]any) {
@@ -37,12 +49,11 @@ func podEnv(t *testing.T, o objects, c any) map[string]string {
 			}
 		}
 		if name := str(e, "secretRef", "name"); name != "" {
-			for k, v := range get(o["Secret"][name], "data").(map[string]any) {
-				b, err := base64.StdEncoding.DecodeString(fmt.Sprint(v))
-				if err != nil {
-					t.Fatalf("Secret %s key %s: %v", name, k, err)
-				}
-				env[k] = string(b)
+			if o["Secret"][name] == nil && get(e, "secretRef", "optional") == true {
+				continue // an optional Secret that does not exist: the kubelet starts the pod without it
+			}
+			for k := range get(o["Secret"][name], "data").(map[string]any) {
+				env[k], _ = secretValue(name, k)
 			}
 		}
 	}
@@ -51,6 +62,15 @@ func podEnv(t *testing.T, o objects, c any) map[string]string {
 		switch {
 		case get(e, "value") != nil:
 			env[name] = str(e, "value")
+		case get(e, "valueFrom", "secretKeyRef") != nil:
+			ref := get(e, "valueFrom", "secretKeyRef")
+			v, ok := secretValue(str(ref, "name"), str(ref, "key"))
+			switch {
+			case ok:
+				env[name] = v
+			case get(ref, "optional") != true:
+				t.Fatalf("env %s: Secret %s has no key %s and the reference is not optional: the pod would not start", name, str(ref, "name"), str(ref, "key"))
+			}
 		case str(e, "valueFrom", "resourceFieldRef", "resource") == "limits.memory":
 			env[name] = strconv.FormatInt(quantity(t, str(c, "resources", "limits", "memory")), 10)
 		default:
@@ -112,18 +132,6 @@ func replacePlaceholders(t *testing.T, o objects) map[string]string {
 		}
 	}
 	return values
-}
-
-// byPrefix returns the object of kind whose generated name starts with name-.
-func byPrefix(t *testing.T, o objects, kind, name string) any {
-	t.Helper()
-	for n, obj := range o[kind] {
-		if strings.HasPrefix(n, name+"-") {
-			return obj
-		}
-	}
-	t.Fatalf("no %s %s", kind, name)
-	return nil
 }
 
 // container is how one workload's container runs here.
@@ -211,20 +219,25 @@ func prepare(t *testing.T, o objects, name string, pod any, hosts, extra map[str
 	return ct
 }
 
-// TestKubernetesContract renders the example overlay with kustomize and runs it here: the
-// lethe-topics Job's command against a three-broker kfake cluster (the topics read back
-// with kadm), then every Deployment's container as the pod's user from a read-only working
-// directory with only its volumes writable, with the environment of its ConfigMaps and
-// Secrets (placeholders replaced, backing services mapped to stand-ins, the cluster's AWS
-// identity replaced by the endpoints of moto's server). Each container's startup,
-// liveness and readiness probes must answer, and an erasure submitted to the intake with a
-// token of LETHE_TOKENS must end in a COMPLETE receipt. A second intake replica then
-// starts from the same Deployment: a TENANT request submitted to one waits for approval,
-// and both report it so (the workflow lives in the audit table they share).
+// TestKubernetesContract renders the example overlay with kustomize, and the Helm chart
+// with its example values, and runs each here: the lethe-tables Job's command against
+// DynamoDB (the tables read back), the lethe-topics Job's command against a three-broker
+// Kafka cluster (the topics read back with kadm), then every Deployment's container as the
+// pod's user from a read-only working directory with only its volumes writable, with the
+// environment of its ConfigMaps and Secrets (placeholders replaced, backing services
+// mapped to stand-ins, the cluster's AWS identity replaced by the endpoints of moto's
+// server). Each container's startup, liveness and readiness probes must answer, and an
+// erasure submitted to the intake with a token of LETHE_TOKENS must end in a COMPLETE
+// receipt. A second intake replica then starts from the same Deployment: a TENANT request
+// submitted to one waits for approval, and both report it so (the workflow lives in the
+// audit table they share).
 func TestKubernetesContract(t *testing.T) {
-	o := build(t, "k8s/overlays/example")
+	eachSource(t, kubernetesContract)
+}
+
+func kubernetesContract(t *testing.T, o objects) {
 	secrets := replacePlaceholders(t, o)
-	config := byPrefix(t, o, "ConfigMap", "lethe-config")
+	config, _ := named(o, "ConfigMap", "lethe-config")
 	cfg := func(k string) string { return str(config, "data", k) }
 	redisUser := cfg("LETHE_REDIS_USERNAME")
 	if redisUser == "" {
@@ -243,15 +256,21 @@ func TestKubernetesContract(t *testing.T) {
 	if region == "" {
 		t.Fatal("lethe-config has no AWS_REGION")
 	}
-	s.createTables(t, region, cfg("LETHE_AUDIT_TABLE"), cfg("LETHE_KEYS_TABLE"))
 	extra := map[string]string{
 		"LETHE_DYNAMODB_ENDPOINT": s.dynamo, "LETHE_S3_ENDPOINT": s.s3,
 		"AWS_ACCESS_KEY_ID": "contract", "AWS_SECRET_ACCESS_KEY": "contract", "AWS_EC2_METADATA_DISABLED": "true",
 	}
 
-	job := prepare(t, o, "lethe-topics", get(o["Job"]["lethe-topics"], "spec", "template", "spec"), hosts, nil)
-	start(t, job.name, job.bin, job.args, job.env, job.dir, job.cred).wait(t, 30*time.Second)
-	checkTopics(t, s.kafka, job.args)
+	// The tables Job creates the audit and data-key tables the services then find.
+	tablesObj, tablesName := job(t, o, "lethe-tables")
+	tables := prepare(t, o, tablesName, get(tablesObj, "spec", "template", "spec"), hosts, extra)
+	start(t, tables.name, tables.bin, tables.args, tables.env, tables.dir, tables.cred).wait(t, 60*time.Second)
+	s.checkTables(t, region, cfg("LETHE_AUDIT_TABLE"), cfg("LETHE_KEYS_TABLE"))
+
+	topicsObj, topicsName := job(t, o, "lethe-topics")
+	topics := prepare(t, o, topicsName, get(topicsObj, "spec", "template", "spec"), hosts, nil)
+	start(t, topics.name, topics.bin, topics.args, topics.env, topics.dir, topics.cred).wait(t, 30*time.Second)
+	checkTopics(t, s.kafka, topics.args)
 
 	var (
 		intakeURL  string

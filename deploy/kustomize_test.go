@@ -71,8 +71,14 @@ func TestKustomizeBuild(t *testing.T) {
 					if cm := str(e, "configMapRef", "name"); cm != "" && refs["ConfigMap/"+cm] == "" {
 						t.Errorf("%s: envFrom ConfigMap %s does not exist", name, cm)
 					}
-					if s := str(e, "secretRef", "name"); s != "" && refs["Secret/"+s] == "" && (tc.overlay || s != "lethe-secrets" && s != "lethe-chain-key") {
+					if s := str(e, "secretRef", "name"); s != "" && refs["Secret/"+s] == "" && get(e, "secretRef", "optional") != true {
 						t.Errorf("%s: envFrom Secret %s does not exist", name, s)
+					}
+				}
+				for _, e := range list(c, "env") {
+					ref := get(e, "valueFrom", "secretKeyRef")
+					if s := str(ref, "name"); s != "" && refs["Secret/"+s] == "" && (tc.overlay || s != "lethe-secrets" && s != "lethe-chain-key") {
+						t.Errorf("%s: env %s from Secret %s, which does not exist", name, str(e, "name"), s)
 					}
 				}
 				for _, v := range list(pod, "volumes") {

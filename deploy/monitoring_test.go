@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"os"
 	"reflect"
 	"slices"
 	"sort"
@@ -19,10 +20,16 @@ var requiredAlerts = map[string]string{
 	"LetheErasureReappeared":  "lethe_reappeared_total",
 	"LetheReverifyFailed":     "lethe_addenda_total",
 	"LetheInventoryUncovered": "lethe_inventory_uncovered_locations",
+	"LetheMetricsAbsent":      "lethe_build_info",
+	"LetheTargetDown":         "",
 }
 
 func TestAlertRules(t *testing.T) {
 	groups := list(readYAML(t, "prometheus/alerts.yml")[0], "groups")
+	runbooks, err := os.ReadFile("../docs/runbooks.md")
+	if err != nil {
+		t.Fatal(err)
+	}
 	seen := map[string]bool{}
 	for _, g := range groups {
 		for _, r := range list(g, "rules") {
@@ -47,6 +54,13 @@ func TestAlertRules(t *testing.T) {
 			}
 			if str(r, "annotations", "summary") == "" || str(r, "annotations", "description") == "" {
 				t.Errorf("alert %s: needs a summary and a description", name)
+			}
+			want := "https://github.com/lethe-erasure/lethe/blob/main/docs/runbooks.md#" + strings.ToLower(name)
+			if got := str(r, "annotations", "runbook_url"); got != want {
+				t.Errorf("alert %s: runbook_url %q, want %q", name, got, want)
+			}
+			if !strings.Contains(string(runbooks), "\n## "+name+"\n") {
+				t.Errorf("alert %s has no section in docs/runbooks.md", name)
 			}
 			if strings.Count(expr, "(") != strings.Count(expr, ")") {
 				t.Errorf("alert %s: unbalanced parentheses: %s", name, expr)

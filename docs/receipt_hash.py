@@ -127,8 +127,9 @@ def canonical(receipt):
 
 
 def canonical_addendum(a):
-    return {
-        "v": 1,
+    review = a.get("review")
+    c = {
+        "v": 2 if review else 1,
         "record": "addendum",
         "addendum_id": a.get("addendum_id", ""),
         "receipt_id": a.get("receipt_id", ""),
@@ -141,9 +142,12 @@ def canonical_addendum(a):
         "stores": [{"store": s.get("store", ""), "status": s.get("status", ""), "deleted": s.get("deleted", 0),
                     "remaining": s.get("remaining", 0), "unexamined": s.get("unexamined", 0)}
                    for s in a.get("stores") or []],
-        "seq": a.get("seq", 0),
-        "prev_hash": a.get("prev_hash", ""),
     }
+    if review:
+        c["review"] = {k: review.get(k, "") for k in ("store", "kind", "item", "decision", "reason")}
+    c["seq"] = a.get("seq", 0)
+    c["prev_hash"] = a.get("prev_hash", "")
+    return c
 
 
 def encode(obj):

@@ -105,10 +105,12 @@ func init() {
 	commands = []*command{submitCmd, statusCmd, listCmd, receiptCmd, retryCmd, reapplyCmd,
 		dlqListCmd, dlqReplayCmd, auditReplayCmd, auditVerifyChainCmd, inventoryValidateCmd, inventoryDiscoverCmd, inventorySuggestCmd, topicsApplyCmd}
 	commands = append(commands, suppressionCheckCmd, suppressionLiftCmd)
-	commands = append(commands, confirmCmd, cancelCmd, approveCmd, rejectCmd, holdCmd)
+	commands = append(commands, confirmCmd, cancelCmd, approveCmd, rejectCmd, reviewCmd, holdCmd)
 	groups["suppression"] = "the suppression list that ingestion checks"
-	commands = append(commands, keysRewrapCmd)
+	commands = append(commands, keysRewrapCmd, versionCmd)
 	groups["keys"] = "the data-key store (KEK rotation)"
+	commands = append(commands, tablesApplyCmd)
+	groups["tables"] = "DynamoDB table provisioning"
 }
 
 // groups are the first words of two-word commands.

@@ -116,17 +116,36 @@ func (c *cli) submit(ctx context.Context, r intake.SubmitRequest, key string, wa
 
 var statusCmd = &command{
 	name:    "status",
-	args:    "ID",
+	args:    "ID | --tenant T --key K [--wait]",
 	summary: "show a request's state, SLA clock and per-store progress",
-	help: `Shows the state of one request (PENDING, IN_PROGRESS, FAILED, COMPLETE), its due date and
-whether it is overdue, and each expected store's status, deleted and remaining counts,
-attempt and error. Exits 4 when the request is FAILED, so scripts can alert on it.`,
+	help: `Shows the state of one request (PENDING, IN_PROGRESS, FAILED, INCOMPLETE, COMPLETE), its due
+date and whether it is overdue, and each expected store's status, deleted and remaining
+counts, attempt and error. --tenant and --key find the request by the idempotency key it
+was submitted with, as a producer on erasure.intake does: a record the intake refused
+answers REJECTED with the reason. With --wait it follows the request to its receipt and
+prints it, as submit --wait does. Exits 4 when the request is FAILED, INCOMPLETE or
+REJECTED, so scripts can alert on it.`,
 	example: `lethectl status er_6ebc4c5fc7aee916243a000c4fb91673
+lethectl status --tenant acme --key order-4711-erasure --wait
 lethectl status er_6ebc4c5fc7aee916243a000c4fb91673 -o json | jq -r .state`,
-	exits: "0 found (PENDING, IN_PROGRESS or COMPLETE); 1 error; 2 usage; 3 no such request; 4 the request is FAILED.",
+	exits: "0 found (PENDING, IN_PROGRESS or COMPLETE; with --wait: receipt COMPLETE); 1 error; 2 usage; 3 no such request; 4 the request is FAILED, INCOMPLETE or REJECTED; 5 --timeout passed.",
 	setup: func(c *cli, fs *flag.FlagSet) func(context.Context, []string) error {
+		var tenant, key string
+		var wait bool
+		var timeout time.Duration
+		fs.StringVar(&tenant, "tenant", "", "with --key: the tenant the request was submitted for")
+		fs.StringVar(&key, "key", "", "find the request by its idempotency key (needs --tenant)")
+		fs.BoolVar(&wait, "wait", false, "follow the request to its receipt, as submit --wait does")
+		fs.DurationVar(&timeout, "timeout", 60*time.Second, "with --wait: give up (exit 5) after this long")
 		return func(ctx context.Context, args []string) error {
-			id, err := oneID(args)
+			var id string
+			var err error
+			switch {
+			case key == "" && tenant == "":
+				id, err = oneID(args)
+			case key == "" || tenant == "" || len(args) > 0:
+				err = usageErrorf("give a request id, or --tenant and --key")
+			}
 			if err != nil {
 				return err
 			}
@@ -134,12 +153,21 @@ lethectl status er_6ebc4c5fc7aee916243a000c4fb91673 -o json | jq -r .state`,
 			if err != nil {
 				return err
 			}
-			st, err := api.Status(ctx, id)
+			var st intake.Status
+			if key != "" {
+				st, err = api.ByKey(ctx, tenant, key)
+				id = "with idempotency key " + key
+			} else {
+				st, err = api.Status(ctx, id)
+			}
 			if apiclient.IsNotFound(err) {
 				return withCode(exitNotFound, fmt.Errorf("no such request %s", id))
 			}
 			if err != nil {
 				return err
+			}
+			if wait && st.Rejection == nil {
+				return c.follow(ctx, api, st.RequestID, time.Now(), 0, nil, timeout)
 			}
 			if c.json("table") {
 				err = printJSON(c.stdout, st)
@@ -151,6 +179,9 @@ lethectl status er_6ebc4c5fc7aee916243a000c4fb91673 -o json | jq -r .state`,
 			}
 			if err == nil && st.State == intake.StateIncomplete {
 				return withCode(exitProblem, incomplete(st))
+			}
+			if err == nil && st.Rejection != nil {
+				return withCode(exitProblem, fmt.Errorf("the intake refused the record %s: %s", id, st.Rejection.Reason))
 			}
 			return err
 		}

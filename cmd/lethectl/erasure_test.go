@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
 	"strings"
 	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/intake"
@@ -81,6 +84,13 @@ func TestStatusListReceipt(t *testing.T) {
 		decode(t, r, &st)
 		return r.code == exitOK && st.State == intake.StateComplete
 	})
+	r = lethectl(t, "status", "--tenant", tn, "--key", "k-carol", "--wait", "-o", "json")
+	wantCode(t, r, exitOK)
+	var waited event.Receipt
+	decode(t, r, &waited)
+	if waited.RequestID != acc.RequestID || waited.Status != event.ReceiptComplete {
+		t.Errorf("status --key --wait printed %+v", waited)
+	}
 	r = lethectl(t, "status", acc.RequestID)
 	wantCode(t, r, exitOK)
 	for _, want := range []string{"State       COMPLETE", "(met)", "Receipt     " + st.ReceiptID, "STORE", "archive"} {
@@ -235,4 +245,32 @@ func TestAuthentication(t *testing.T) {
 	wantCode(t, at("", "--token", opsToken, "list"), exitOK)
 	r = at(opsToken, "status", "er_missing")
 	wantCode(t, r, exitNotFound)
+}
+
+// TestStatusByKeyShowsARejectedRecord: a malformed record on erasure.intake is found by
+// its tenant and idempotency key, REJECTED with the reason that names the field.
+func TestStatusByKeyShowsARejectedRecord(t *testing.T) {
+	tn := tenant(t, "umbrella")
+	cl, err := kgo.NewClient(kgo.SeedBrokers(sys.Stack.Broker.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	bad := `{"tenant_id":"` + tn + `","subject_id":"dave@example.com","session_id":"s-1","regulation":"GDPR","idempotency_key":"k-dave"}`
+	if err := cl.ProduceSync(context.Background(), &kgo.Record{Topic: event.TopicIntake, Value: []byte(bad)}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	var r result
+	eventually(t, "the record's rejection", func() bool {
+		r = lethectl(t, "status", "--tenant", tn, "--key", "k-dave")
+		return r.code == exitProblem
+	})
+	for _, want := range []string{"REJECTED", `unknown field "session_id"`, "session_ids"} {
+		if !strings.Contains(r.stdout+r.stderr, want) {
+			t.Errorf("status by key lacks %q:\n%s", want, r)
+		}
+	}
+	noRawIDs(t, r, "dave@example.com")
+	wantCode(t, lethectl(t, "status", "--tenant", tn, "--key", "k-nobody"), exitNotFound)
+	wantCode(t, lethectl(t, "status", "--key", "k-dave"), exitUsage)
 }

@@ -91,6 +91,9 @@ func printStatus(w io.Writer, st intake.Status, now time.Time) error {
 	if st.ReceiptID != "" {
 		fmt.Fprintf(tw, "Receipt\t%s\n", st.ReceiptID)
 	}
+	if rj := st.Rejection; rj != nil {
+		fmt.Fprintf(tw, "Rejected\t%s (producer %s): %s\n", formatTime(rj.At), dash(rj.Producer), rj.Reason)
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -221,19 +224,34 @@ func printReceipt(w io.Writer, rc event.Receipt, ads []auditlog.Addendum) error 
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if len(rc.Review) > 0 {
+		fmt.Fprintln(w)
+		tw = table(w)
+		fmt.Fprintln(tw, "FOR REVIEW\tKIND\tITEM\tDECISION")
+		for _, it := range rc.Review {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", it.Store, it.Kind, it.Item, reviewState(it, ads))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
 	if len(ads) == 0 {
 		return nil
 	}
 	fmt.Fprintln(w)
 	tw = table(w)
-	fmt.Fprintln(tw, "ADDENDUM\tSEQ\tAT\tPASS\tSTORE\tDELETED\tREMAINING")
+	fmt.Fprintln(tw, "ADDENDUM\tSEQ\tAT\tPASS\tSTORE\tDELETED\tREMAINING\tREVIEW")
 	for _, a := range ads {
 		stores := a.Stores
 		if len(stores) == 0 {
 			stores = []auditlog.AddendumStore{{Store: "-"}}
 		}
+		review := "-"
+		if a.Review != nil {
+			review = a.Review.Decision + " " + a.Review.Item
+		}
 		for _, s := range stores {
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%d\n", a.Type, a.Seq, formatTime(a.At), dash(a.Pass), s.Store, s.Deleted, s.Remaining)
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%d\t%s\n", a.Type, a.Seq, formatTime(a.At), dash(a.Pass), s.Store, s.Deleted, s.Remaining, review)
 		}
 	}
 	return tw.Flush()
@@ -246,4 +264,26 @@ func discoveryState(at *time.Time, uncovered int64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%s, %d uncovered", formatTime(*at), uncovered)
+}
+
+// reviewState is the decision the addenda record on a review item: undecided (with the
+// command that decides), dismissed with its reason, or the erasure's outcome.
+func reviewState(it event.ReviewItem, ads []auditlog.Addendum) string {
+	state := "undecided: lethectl review"
+	for _, a := range ads {
+		if a.Review == nil || a.Review.Store != it.Store || a.Review.Item != it.Item {
+			continue
+		}
+		switch {
+		case a.Type == auditlog.AddendumReviewed && a.Review.Decision == event.ReviewDismiss:
+			return "dismissed: " + a.Review.Reason
+		case a.Type == auditlog.AddendumReviewed:
+			state = "erase decided, in progress"
+		case a.Type == auditlog.AddendumItemErased:
+			return fmt.Sprintf("erased (%d deleted, %d remaining)", a.Stores[0].Deleted, a.Stores[0].Remaining)
+		case a.Type == auditlog.AddendumUnverified:
+			state = "erase failed (not verified): decide again with lethectl review"
+		}
+	}
+	return state
 }

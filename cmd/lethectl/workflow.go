@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lethe-erasure/lethe/pkg/apiclient"
+	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/intake"
 	"github.com/lethe-erasure/lethe/pkg/workflow"
 )
@@ -96,6 +97,60 @@ then waits out its cancellation window, if one applies, or runs.`, verbExits)
 		`Confirms a dry run: the erasure it counted now runs (after approval and the cancellation
 window, when they apply), its counts superseded by the real reports.`, verbExits)
 )
+
+var reviewCmd = &command{
+	name:    "review",
+	args:    "ID --store NAME --item ITEM (--erase | --dismiss --reason R)",
+	summary: "decide on an item a receipt left for review: erase the copy, or dismiss it with a reason (approver role)",
+	help: `Decides on an item of a receipt's review list (lethectl receipt ID lists them: probable
+untagged copies of the subject's data). --erase has the item's store delete that item alone
+and read it back; --dismiss keeps it, with the reason it is not the subject's. The decision,
+and an erasure's outcome, are chained after the receipt as addenda (REVIEWED, ITEM_ERASED).
+An item is decided once.`,
+	example: `lethectl review er_6ebc4c5fc7aee916243a000c4fb91673 --store qdrant --item 900002 --erase
+lethectl review er_6ebc4c5fc7aee916243a000c4fb91673 --store qdrant --item 900003 --dismiss --reason "shipping FAQ, not hers"`,
+	exits: "0 decided; 1 error or refused (403: no approver role; 409: no receipt yet, or decided already); 2 usage or invalid (400); 3 no such request.",
+	setup: func(c *cli, fs *flag.FlagSet) func(context.Context, []string) error {
+		var in intake.ReviewRequest
+		var erase, dismiss bool
+		fs.StringVar(&in.Store, "store", "", "the item's store, as the review list names it")
+		fs.StringVar(&in.Item, "item", "", "the item's id in the store")
+		fs.BoolVar(&erase, "erase", false, "erase the item")
+		fs.BoolVar(&dismiss, "dismiss", false, "keep the item: it is not the subject's (needs --reason)")
+		fs.StringVar(&in.Reason, "reason", "", "why (free text; PII patterns are masked)")
+		return func(ctx context.Context, args []string) error {
+			id, err := oneID(args)
+			if err != nil {
+				return err
+			}
+			switch {
+			case erase == dismiss:
+				return usageErrorf("give one of --erase and --dismiss")
+			case erase:
+				in.Decision = event.ReviewErase
+			default:
+				in.Decision = event.ReviewDismiss
+			}
+			api, err := c.apiClient()
+			if err != nil {
+				return err
+			}
+			out, err := api.Review(ctx, id, in)
+			if apiclient.IsNotFound(err) {
+				return withCode(exitNotFound, fmt.Errorf("no such request %s", id))
+			}
+			if err != nil {
+				return err
+			}
+			if c.json("text") {
+				return printJSON(c.stdout, out)
+			}
+			_, err = fmt.Fprintf(c.stdout, "%s %s/%s: recorded as review %s; lethectl receipt %s shows its addenda\n",
+				out.Decision.Decision, out.Decision.Store, out.Decision.Item, out.Review, id)
+			return err
+		}
+	},
+}
 
 var holdCmd = &command{
 	name:    "hold",

@@ -115,6 +115,9 @@ func (a *Aggregator) Handle(ctx context.Context, rec *kgo.Record) error {
 		if err := validRequest(&req); err != nil {
 			return err
 		}
+		if req.Purpose == event.PurposeReview {
+			return a.reviewed(ctx, &req)
+		}
 		if event.AfterReceipt(req.Purpose) {
 			return nil // a sweep's or re-apply's re-drive: its reports become addenda
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/integrity"
 	"github.com/lethe-erasure/lethe/pkg/metrics"
+	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
 // DefaultSweeps are the delays after a receipt at which every store of the request is
@@ -288,6 +289,8 @@ func (a *Aggregator) passReport(ctx context.Context, d event.StoreDone) error {
 	switch {
 	case !d.Status.Succeeded() || !d.Verification.Clean():
 		typ = auditlog.AddendumUnverified
+	case d.Purpose == event.PurposeReview:
+		typ = auditlog.AddendumItemErased
 	case d.Deleted() > 0:
 		typ = auditlog.AddendumReappeared
 	}
@@ -296,6 +299,14 @@ func (a *Aggregator) passReport(ctx context.Context, d event.StoreDone) error {
 		Type: typ, Purpose: d.Purpose, Pass: d.Pass, At: or2(d.FinishedAt, a.now()),
 		Stores: []auditlog.AddendumStore{{Store: d.Store, Status: string(d.Status), Deleted: d.Deleted(),
 			Remaining: d.Verification.Remaining, Unexamined: d.Verification.Unexamined}},
+	}
+	if d.Purpose == event.PurposeReview {
+		// The item's erasure follows its decision in the chain, and names the item.
+		dec, err := a.Store.GetAddendum(ctx, reviewID(d.RequestID, d.Pass))
+		if err != nil {
+			return fmt.Errorf("aggregator: the report of review %s precedes its decision's addendum: %w", d.Pass, err)
+		}
+		ad.Review = dec.Review
 	}
 	switch _, err := a.Store.GetAddendum(ctx, ad.AddendumID); {
 	case err == nil:
@@ -323,6 +334,8 @@ func (a *Aggregator) passReport(ctx context.Context, d event.StoreDone) error {
 	case auditlog.AddendumReappeared:
 		m.Reappeared.WithLabelValues(d.Store, d.Kind, d.Purpose).Inc()
 		log.Warn("erased data reappeared and was erased again", zap.Int64("deleted", d.Deleted()))
+	case auditlog.AddendumItemErased:
+		log.Info("reviewed item erased", zap.Int64("deleted", d.Deleted()))
 	case auditlog.AddendumUnverified:
 		log.Error("re-verification could not prove the store clean", zap.String("status", string(d.Status)),
 			zap.Int64("remaining", d.Verification.Remaining), zap.Int64("unexamined", d.Verification.Unexamined))
@@ -470,4 +483,29 @@ func parseDays(s string) (time.Duration, error) {
 		return time.Duration(days) * 24 * time.Hour, nil
 	}
 	return time.ParseDuration(s)
+}
+
+// reviewID is the id of the REVIEWED addendum of a review decision.
+func reviewID(requestID, pass string) string { return requestID + "/review/" + pass }
+
+// reviewed records req's review decision as a REVIEWED addendum of its receipt; the
+// report of an erase decision's store follows as ITEM_ERASED (passReport). A decision
+// for a request without receipt is ignored.
+func (a *Aggregator) reviewed(ctx context.Context, req *event.Requested) error {
+	if req.Review == nil || req.Pass == "" {
+		return retry.Permanent(errors.New("aggregator: review request without its decision or pass"))
+	}
+	rc, err := a.Store.GetReceipt(ctx, req.RequestID)
+	if errors.Is(err, auditlog.ErrNotFound) {
+		a.log().Warn("review decision for a request without receipt ignored", zap.String("request_id", req.RequestID), zap.String("pass", req.Pass))
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("aggregator: review: load receipt: %w", err)
+	}
+	rv := *req.Review
+	return a.addendum(ctx, auditlog.Addendum{
+		AddendumID: reviewID(req.RequestID, req.Pass), ReceiptID: rc.ReceiptID, RequestID: req.RequestID, TenantID: rc.TenantID,
+		Type: auditlog.AddendumReviewed, Purpose: event.PurposeReview, Pass: req.Pass, At: a.now(), Review: &rv,
+	})
 }

@@ -164,6 +164,13 @@ func (cl *Client) Act(ctx context.Context, id, verb string) (intake.Status, erro
 	return st, err
 }
 
+// Review posts a decision on an item of a request's receipt's review list.
+func (cl *Client) Review(ctx context.Context, id string, r intake.ReviewRequest) (intake.ReviewResponse, error) {
+	var out intake.ReviewResponse
+	err := cl.Do(ctx, http.MethodPost, requestPath(id)+"/review", nil, nil, r, &out)
+	return out, err
+}
+
 // Status returns a request's status.
 func (cl *Client) Status(ctx context.Context, id string) (intake.Status, error) {
 	var st intake.Status
@@ -207,6 +214,24 @@ func (cl *Client) List(ctx context.Context, f intake.ListFilter) ([]intake.Statu
 	}
 	err := cl.Do(ctx, http.MethodGet, "/v1/erasures", q, nil, nil, &out)
 	return out.Requests, err
+}
+
+// ByKey returns the request tenant submitted with the idempotency key, or the refusal of
+// an erasure.intake record with that key (state REJECTED); an error satisfying IsNotFound
+// when there is neither.
+func (cl *Client) ByKey(ctx context.Context, tenant, key string) (intake.Status, error) {
+	var out struct {
+		Requests []intake.Status `json:"requests"`
+	}
+	q := url.Values{"tenant": {tenant}, "idempotency_key": {key}}
+	if err := cl.Do(ctx, http.MethodGet, "/v1/erasures", q, nil, nil, &out); err != nil {
+		return intake.Status{}, err
+	}
+	if len(out.Requests) == 0 {
+		return intake.Status{}, &APIError{Method: http.MethodGet, Path: "/v1/erasures", Status: http.StatusNotFound,
+			Message: "no request of tenant " + tenant + " has that idempotency key"}
+	}
+	return out.Requests[0], nil
 }
 
 // Retried is the answer of POST /v1/erasures/{id}/retry.

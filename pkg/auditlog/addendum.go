@@ -10,6 +10,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
@@ -33,6 +34,12 @@ const (
 	// AddendumReleased: a store the receipt lists EXEMPT under a legal hold was erased after
 	// the hold's release (Stores say its status, what it deleted and what remains).
 	AddendumReleased = "RELEASED"
+	// AddendumReviewed: a person decided on an item of the receipt's review list (Review
+	// says which item, the decision and why).
+	AddendumReviewed = "REVIEWED"
+	// AddendumItemErased: the item a review decided to erase was erased (Review names it;
+	// Stores say what was deleted and what the read-back still found).
+	AddendumItemErased = "ITEM_ERASED"
 )
 
 // Addendum is a fact about an erasure learnt after its receipt, linked into the tenant's
@@ -48,9 +55,11 @@ type Addendum struct {
 	Pass       string          `json:"pass"`    // the sweep's or re-apply's id, else empty
 	At         time.Time       `json:"at"`
 	Stores     []AddendumStore `json:"stores"`
-	Seq        int64           `json:"seq"`
-	PrevHash   string          `json:"prev_hash"`
-	Hash       string          `json:"hash"`
+	// Review is the decision a REVIEWED or ITEM_ERASED addendum records, else nil.
+	Review   *event.ReviewDecision `json:"review,omitempty"`
+	Seq      int64                 `json:"seq"`
+	PrevHash string                `json:"prev_hash"`
+	Hash     string                `json:"hash"`
 	// ChainKeyID and ChainMAC are the chain key's id and the keyed MAC of Hash, as a
 	// receipt carries them (event.Receipt); empty when linked without a chain key.
 	ChainKeyID string `json:"chain_key_id,omitempty"`
@@ -92,8 +101,11 @@ type canonicalAddendum struct {
 	Pass       string          `json:"pass"`
 	At         string          `json:"at"`
 	Stores     []AddendumStore `json:"stores"`
-	Seq        int64           `json:"seq"`
-	PrevHash   string          `json:"prev_hash"`
+	// Review is written (v 2) only for an addendum with a review decision, so the hashes
+	// of every other addendum stay those of v 1.
+	Review   *event.ReviewDecision `json:"review,omitempty"`
+	Seq      int64                 `json:"seq"`
+	PrevHash string                `json:"prev_hash"`
 }
 
 // HashAddendum is the chain hash of a: lower-case hex SHA-256 over encoding/json of
@@ -101,10 +113,16 @@ type canonicalAddendum struct {
 // pass, at, stores: [{store, status, deleted, remaining, unexamined}], seq, prev_hash} in
 // that order, with the rules of HashReceipt (times UTC truncated to milliseconds in RFC
 // 3339 with nanoseconds, nil and empty lists both []). The "record" member keeps an
-// addendum's canonical form from ever equalling a receipt's.
+// addendum's canonical form from ever equalling a receipt's. An addendum with a Review is
+// hashed as v 2: the same members with review: {store, kind, item, decision, reason}
+// between stores and seq.
 func HashAddendum(a Addendum) string {
+	v := 1
+	if a.Review != nil {
+		v = 2
+	}
 	c := canonicalAddendum{
-		V: 1, Record: "addendum", AddendumID: a.AddendumID, ReceiptID: a.ReceiptID, RequestID: a.RequestID,
+		V: v, Record: "addendum", Review: a.Review, AddendumID: a.AddendumID, ReceiptID: a.ReceiptID, RequestID: a.RequestID,
 		TenantID: a.TenantID, Type: a.Type, Purpose: a.Purpose, Pass: a.Pass, At: canonicalTime(a.At),
 		Stores: append([]AddendumStore{}, a.Stores...), Seq: a.Seq, PrevHash: a.PrevHash,
 	}

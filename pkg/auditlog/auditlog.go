@@ -163,6 +163,7 @@ type Table interface {
 	PublishMarker
 	SuppressionStore
 	RawEventStore
+	Rejections
 }
 
 // RequestState is what the audit table holds of one request: what the aggregator reads

@@ -378,3 +378,50 @@ func TestAwaitingUntilEveryExpectedStoreReported(t *testing.T) {
 		t.Fatal("every expected store reported, yet the request is awaiting")
 	}
 }
+
+// TestHashAddendumGolden pins the canonical form of addenda: v 1 (no review) and v 2
+// (with a review decision), each as JSON with its hash, which docs/receipt_hash.py must
+// recompute. Not parallel, for TestHashReceiptGolden's reason.
+func TestHashAddendumGolden(t *testing.T) {
+	at := time.Date(2026, 12, 6, 9, 30, 0, 123456789, time.UTC)
+	v1 := auditlog.Addendum{
+		AddendumID: "req-1/sweep-1/qdrant", ReceiptID: "rcpt-1", RequestID: "req-1", TenantID: "acme",
+		Type: auditlog.AddendumReappeared, Purpose: event.PurposeSweep, Pass: "sweep-1", At: at,
+		Stores: []auditlog.AddendumStore{{Store: "qdrant", Status: "DELETED", Deleted: 2}}, Seq: 11, PrevHash: strings.Repeat("ab", 32),
+	}
+	v2 := auditlog.Addendum{
+		AddendumID: "req-1/review/rv-1", ReceiptID: "rcpt-1", RequestID: "req-1", TenantID: "acme",
+		Type: auditlog.AddendumReviewed, Purpose: event.PurposeReview, Pass: "rv-1", At: at,
+		Review: &event.ReviewDecision{Store: "qdrant", Kind: event.ReviewSimilar, Item: "900001", Decision: event.ReviewDismiss, Reason: "another customer's order <2>"},
+		Seq:    12, PrevHash: strings.Repeat("cd", 32),
+	}
+	for name, a := range map[string]auditlog.Addendum{"addendum_v1": v1, "addendum_v2": v2} {
+		a.Hash = auditlog.HashAddendum(a)
+		path := filepath.Join("testdata", name+".json")
+		b, err := json.MarshalIndent(a, "", "  ")
+		must(t, err)
+		if *update {
+			must(t, os.WriteFile(path, append(b, '\n'), 0o644))
+		}
+		want, err := os.ReadFile(path)
+		must(t, err)
+		var golden auditlog.Addendum
+		must(t, json.Unmarshal(want, &golden))
+		if a.Hash != golden.Hash {
+			t.Errorf("%s: HashAddendum = %s, golden %s: the canonical form changed (run with -update only if intended)", name, a.Hash, golden.Hash)
+		}
+		out, err := exec.Command("python3", "../../docs/receipt_hash.py", path).CombinedOutput()
+		if err != nil || strings.TrimSpace(string(out)) != golden.Hash {
+			t.Errorf("%s: docs/receipt_hash.py: %v\n%s\nwant %s", name, err, out, golden.Hash)
+		}
+	}
+	noReview := v2
+	noReview.Review = nil
+	withReview := v2
+	r := *v2.Review
+	r.Decision = event.ReviewErase
+	withReview.Review = &r
+	if h := auditlog.HashAddendum(v2); h == auditlog.HashAddendum(noReview) || h == auditlog.HashAddendum(withReview) {
+		t.Error("the review decision is not covered by the addendum's hash")
+	}
+}

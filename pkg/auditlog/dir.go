@@ -71,6 +71,7 @@ type DirStore struct {
 	addendumIdx  map[string]map[string]bool      // tenant → addendum ids
 	addendaOfReq map[string]map[string]bool      // request id → addendum ids
 	tasks        dirTasks
+	rejections   map[string][]byte // request id → rejection JSON
 }
 
 type storedRequest struct {
@@ -148,7 +149,7 @@ func newDirStore(dir string) (*DirStore, error) {
 		events: map[[2]string]map[string][]byte{}, requests: map[string]storedRequest{},
 		reports: map[string]map[string]storedReport{}, receipts: map[string][]byte{},
 		receiptIdx: map[string]map[string]int64{}, heads: map[string]storedHead{},
-		published: map[string][]byte{}, suppressions: map[[2]string]storedSuppression{},
+		published: map[string][]byte{}, suppressions: map[[2]string]storedSuppression{}, rejections: map[string][]byte{},
 		addenda: map[string][]byte{}, addendumIdx: map[string]map[string]bool{},
 		addendaOfReq: map[string]map[string]bool{}, tasks: dirTasks{byID: map[string]Task{}},
 	}

@@ -26,6 +26,7 @@ const (
 	opTask             = 'T' // Task of the schedule, replacing one with its id
 	opUntask           = 'U' // a Task's removal from the schedule (only its id)
 	opSuppression      = 'S' // event.Suppression, replacing the stored entry of its tenant and pseudonym
+	opRejection        = 'R' // Rejection, replacing the stored one of its request
 )
 
 type indexEntry struct {
@@ -164,6 +165,12 @@ func (s *DirStore) apply(p []byte, v any) error {
 		s.tasks.remove(t.ID)
 	case opSuppression:
 		return s.applySuppression(js)
+	case opRejection:
+		var r Rejection
+		if err := decode(js, &r); err != nil {
+			return err
+		}
+		s.rejections[r.RequestID] = js
 	default:
 		return fmt.Errorf("unknown record operation %q", op)
 	}
@@ -317,6 +324,11 @@ func (s *DirStore) snapshot(emit func([]byte, int) (int64, error)) error {
 	}
 	for _, ss := range s.suppressions {
 		if err := put(opSuppression, "", ss.json); err != nil {
+			return err
+		}
+	}
+	for _, js := range s.rejections {
+		if err := put(opRejection, "", js); err != nil {
 			return err
 		}
 	}

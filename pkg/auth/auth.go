@@ -240,6 +240,8 @@ func anonymous() Principal {
 // stderrLogger is the default logger: warnings and above to stderr, so that a disabled
 // authenticator is loud even when the caller passed no logger.
 func stderrLogger() *zap.Logger {
-	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
+	ec := zap.NewProductionEncoderConfig()
+	ec.EncodeTime = zapcore.ISO8601TimeEncoder
+	enc := zapcore.NewJSONEncoder(ec)
 	return zap.New(zapcore.NewCore(enc, zapcore.Lock(os.Stderr), zapcore.WarnLevel)).Named("auth")
 }

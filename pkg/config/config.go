@@ -282,6 +282,7 @@ func (c *Config) Logger() (*zap.Logger, error) {
 	zc := zap.NewProductionConfig()
 	zc.Level = zap.NewAtomicLevelAt(lvl)
 	zc.Sampling = nil
+	zc.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
 	l, err := zc.Build(zap.WrapCore(pii.Core))
 	if err != nil {
 		return nil, err

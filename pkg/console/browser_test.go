@@ -7,14 +7,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/qdrant/go-client/qdrant"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/auth"
 	"github.com/lethe-erasure/lethe/pkg/embedded"
 	"github.com/lethe-erasure/lethe/pkg/intake"
@@ -103,6 +106,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	t.Cleanup(func() { sys.Stop() })
 
+	seedCopies(ctx, t, sys)
 	shots := filepath.Join(root, ".tools", "screenshots")
 	if err := os.MkdirAll(shots, 0o755); err != nil {
 		t.Fatal(err)
@@ -116,7 +120,12 @@ func TestConsoleInBrowser(t *testing.T) {
 	runErr := cmd.Run()
 	t.Logf("browser: %s", stderr.String())
 	if runErr != nil {
-		t.Fatalf("browser test failed: %v\n%s", runErr, stdout.String())
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(l, "review") || strings.Contains(l, "addendum") || strings.Contains(l, "ERROR") || strings.Contains(l, "error") {
+				t.Log(l)
+			}
+		}
+		t.Fatalf("browser test failed: %v", runErr)
 	}
 	var res struct {
 		Steps   []string `json:"steps"`
@@ -126,7 +135,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	if err := json.Unmarshal(bytes.TrimSpace(stdout.Bytes()), &res); err != nil {
 		t.Fatalf("browser result %q: %v", stdout.String(), err)
 	}
-	want := []string{"login", "submit", "live", "receipt", "chain", "cancel", "approve", "refused"}
+	want := []string{"login", "submit", "live", "receipt", "chain", "review-refused", "review", "cancel", "approve", "refused"}
 	for _, w := range want {
 		if !strings.Contains(strings.Join(res.Steps, ","), w) {
 			t.Errorf("step %s not done: %v", w, res.Steps)
@@ -146,7 +155,45 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Errorf("the server's logs hold a typed identifier")
 		}
 	}
+	ads, err := sys.Stack.Audit.AddendaOf(ctx, res.Request)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, ad := range ads {
+		types = append(types, ad.Type)
+	}
+	slices.Sort(types)
+	if !slices.Equal(types, []string{auditlog.AddendumItemErased, auditlog.AddendumReviewed, auditlog.AddendumReviewed}) {
+		t.Errorf("addenda of the reviewed request %v; want two REVIEWED and one ITEM_ERASED", types)
+	}
 	if !strings.Contains(logs.String(), "erasure requested") {
 		t.Error("no request was logged: the log scan saw nothing")
+	}
+}
+
+// seedCopies writes the browser subject's chunk and two untagged chunks close to it into
+// the reference inventory's Qdrant collection, which the receipt then lists for review.
+func seedCopies(ctx context.Context, t *testing.T, sys *embedded.System) {
+	t.Helper()
+	q := sys.Stack.Qdrant
+	const coll = "shopbot_acme"
+	if ok, err := q.CollectionExists(ctx, coll); err != nil {
+		t.Fatal(err)
+	} else if !ok {
+		if err := q.CreateCollection(ctx, &qdrant.CreateCollection{CollectionName: coll,
+			VectorsConfig: qdrant.NewVectorsConfig(&qdrant.VectorParams{Size: 2, Distance: qdrant.Distance_Cosine})}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	point := func(id uint64, v []float32, payload map[string]any) *qdrant.PointStruct {
+		return &qdrant.PointStruct{Id: qdrant.NewIDNum(id), Vectors: qdrant.NewVectorsDense(v), Payload: qdrant.NewValueMap(payload)}
+	}
+	if _, err := q.Upsert(ctx, &qdrant.UpsertPoints{CollectionName: coll, Wait: qdrant.PtrOf(true), Points: []*qdrant.PointStruct{
+		point(900001, []float32{1, 0}, map[string]any{"customer_id": browserSubject, "text": "order notes"}),
+		point(900002, []float32{1, 0.01}, map[string]any{"text": "order notes, copied"}),
+		point(900003, []float32{0.99, 0.02}, map[string]any{"text": "shipping page"}),
+	}}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -100,6 +100,9 @@ func Run(ctx context.Context, cfg Config, h Handler) error {
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
 	}
+	// franz-go names the group in its own messages; Lethe's name it as "group" too.
+	kgoLog := cfg.Log.Named("kgo").WithOptions(zap.AddStacktrace(zap.FatalLevel))
+	cfg.Log = cfg.Log.With(zap.String("group", cfg.Group))
 	if cfg.MaxRecordBytes == 0 {
 		cfg.MaxRecordBytes = 1 << 20
 	}
@@ -132,9 +135,9 @@ func Run(ctx context.Context, cfg Config, h Handler) error {
 		kgo.AutoCommitMarks(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.FetchMaxPartitionBytes(int32(cfg.MaxRecordBytes)*2),
-		// franz-go's informational messages (joins, syncs, assignments) and worse; they name
-		// topics, partitions, groups and members, never record contents.
-		kgo.WithLogger(kzap.New(cfg.Log.Named("kgo").WithOptions(zap.AddStacktrace(zap.FatalLevel)), kzap.Level(kgo.LogLevelInfo))),
+		// franz-go's warnings and errors; they name topics, partitions, groups and members,
+		// never record contents. Its joins, syncs and assignments are Lethe's to log.
+		kgo.WithLogger(kzap.New(kgoLog, kzap.Level(kgo.LogLevelWarn))),
 	)
 	cl, err := kgo.NewClient(append(opts, cfg.Broker.GroupOptions()...)...)
 	if err != nil {
@@ -206,6 +209,7 @@ func (r *runner) assigned(_ context.Context, cl *kgo.Client, assigned map[string
 	// A pause outlives a rebalance in franz-go: a partition paused while it was ours
 	// before (its queue was full when it was revoked) would never be fetched again.
 	cl.ResumeFetchPartitions(assigned)
+	r.cfg.Log.Info("partitions assigned", zap.Any("partitions", assigned))
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for topic, ps := range assigned {
@@ -219,6 +223,7 @@ func (r *runner) assigned(_ context.Context, cl *kgo.Client, assigned map[string
 }
 
 func (r *runner) revoked(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
+	r.cfg.Log.Info("partitions revoked", zap.Any("partitions", revoked))
 	r.stop(revoked, r.cfg.Grace)
 	if err := cl.CommitMarkedOffsets(ctx); err != nil {
 		r.cfg.Log.Warn("commit on revoke failed", zap.Error(err))
@@ -226,6 +231,7 @@ func (r *runner) revoked(ctx context.Context, cl *kgo.Client, revoked map[string
 }
 
 func (r *runner) lost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	r.cfg.Log.Warn("partitions lost", zap.Any("partitions", lost))
 	r.stop(lost, 0) // nothing to finish or commit: the partitions belong to someone else now
 }
 

@@ -129,3 +129,13 @@ type PseudonymsOnly interface {
 
 // ErrDryRunUnsupported is the report of a store without Counter in a dry run.
 var ErrDryRunUnsupported = errors.New("dry run not supported")
+
+// ItemEraser is an optional capability of a Store: it erases items named by their ids in
+// the store (as Verification.Similar lists them), the decision of a person reviewing a
+// receipt. EraseItems deletes, in st, the items of items that belong to tenant and returns
+// how many it deleted and how many of them a read-back still finds. An id that names no
+// item of the tenant deletes nothing; an id that names items in more than one place, or
+// that is not an id of the store, is a permanent error and nothing is deleted.
+type ItemEraser interface {
+	EraseItems(ctx context.Context, st inventory.Entry, tenant string, items []string) (deleted, remaining int64, err error)
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -133,7 +134,7 @@ func TestPoisonEventsAreDeadLettered(t *testing.T) {
 	if bytes.Contains(values, []byte("alice")) || !bytes.Contains(values, []byte("pseudonym:")) {
 		t.Errorf("dead-lettered intake records keep raw identifiers or were not redacted: %q", values)
 	}
-	for _, want := range []string{"malformed", "unknown schema", "tenant_id", "subject_id is empty"} {
+	for _, want := range []string{"neither JSON", "unknown schema", "tenant_id", "subject_id is empty"} {
 		if !strings.Contains(reasons, want) {
 			t.Errorf("intake dead letters lack %q:\n%s", want, reasons)
 		}
@@ -232,5 +233,19 @@ func TestRestartWithAnExtendedInventory(t *testing.T) {
 	r := waitReceipt(t, sys, after.RequestID)
 	if len(r.Stores) != len(inv.Stores) || r.InventoryVersion != inv.Version {
 		t.Errorf("receipt after the restart: %d stores, inventory %s", len(r.Stores), r.InventoryVersion)
+	}
+}
+
+// TestBusyPortNamesItsVariable: a component whose address is taken fails to start with
+// the variable that moves it.
+func TestBusyPortNamesItsVariable(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	_, err = embedded.StartStackUsing(context.Background(), t.TempDir(), embedded.Addrs{Qdrant: l.Addr().String()}, embedded.External{})
+	if err == nil || !strings.Contains(err.Error(), "set LETHE_STANDALONE_QDRANT_ADDR to a free host:port") {
+		t.Fatalf("start on a busy Qdrant port: %v", err)
 	}
 }

@@ -33,6 +33,7 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/broker"
+	"github.com/lethe-erasure/lethe/pkg/envconf"
 	"github.com/lethe-erasure/lethe/pkg/qdrantfake"
 	"github.com/lethe-erasure/lethe/pkg/schemareg"
 	"github.com/lethe-erasure/lethe/pkg/service"
@@ -110,20 +111,20 @@ func StartStackUsing(ctx context.Context, dataDir string, at Addrs, ext External
 		}
 	}()
 	if err := s.startKafka(at.Kafka, ext.Kafka); err != nil {
-		return nil, err
+		return nil, envconf.ListenError(err, "LETHE_STANDALONE_KAFKA_ADDR")
 	}
 	if err := s.startRegistry(ctx, at.Registry); err != nil {
-		return nil, fmt.Errorf("schema registry: %w", err)
+		return nil, envconf.ListenError(fmt.Errorf("schema registry: %w", err), "LETHE_STANDALONE_REGISTRY_ADDR")
 	}
 	if ext.Qdrant != nil {
 		s.Qdrant = ext.Qdrant
 	} else if err := s.startQdrant(ctx, at.Qdrant); err != nil {
-		return nil, err
+		return nil, envconf.ListenError(err, "LETHE_STANDALONE_QDRANT_ADDR")
 	}
 
 	addr, stop, err := startRedis(dataDir, at.Redis)
 	if err != nil {
-		return nil, err
+		return nil, envconf.ListenError(err, "LETHE_STANDALONE_REDIS_ADDR")
 	}
 	s.closers = append(s.closers, stop)
 	s.Addrs.Redis = addr
@@ -137,7 +138,7 @@ func StartStackUsing(ctx context.Context, dataDir string, at Addrs, ext External
 	if ext.S3 != nil {
 		s.S3, s.Addrs.S3 = ext.S3, ext.S3Endpoint
 	} else if s.S3, err = startS3(ctx, s, at.S3); err != nil {
-		return nil, fmt.Errorf("s3: %w", err)
+		return nil, envconf.ListenError(fmt.Errorf("s3: %w", err), "LETHE_STANDALONE_S3_ADDR")
 	}
 	audit, err := auditlog.OpenDir(filepath.Join(dataDir, "audit"))
 	if err != nil {

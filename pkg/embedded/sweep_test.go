@@ -132,7 +132,7 @@ func TestSweepFindsLateWriteAndRestoredSnapshot(t *testing.T) {
 	var reappeared []event.Reappeared
 	for _, r := range readAll(t, sys, event.TopicReappeared) {
 		var ev event.Reappeared
-		must(event.Reappear.Decode(r.Value, &ev))
+		must(sys.Stack.Registry.Decode(ctx, event.Reappear, r.Value, &ev))
 		reappeared = append(reappeared, ev)
 	}
 	if len(reappeared) != 1 || reappeared[0].Store != "redis" || reappeared[0].Deleted != 2 || reappeared[0].RequestID != acc.RequestID {
@@ -155,7 +155,7 @@ func TestSweepFindsLateWriteAndRestoredSnapshot(t *testing.T) {
 	opened := 0
 	for _, r := range readAll(t, sys, event.TopicRequested) {
 		var req event.Requested
-		must(event.Request.Decode(r.Value, &req))
+		must(sys.Stack.Registry.Decode(ctx, event.Request, r.Value, &req))
 		if req.RequestID != acc.RequestID {
 			continue
 		}

@@ -188,7 +188,7 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 		}
 	}
 	sys.Stack = st
-	st.Registry.Framings = cfg.Framing.Framings
+	st.Registry.Framings = cfg.Framing.Framings.With(true)
 	prod, err := st.Broker.NewProducer()
 	if err != nil {
 		return nil, err
@@ -247,7 +247,7 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 
 	l, err := net.Listen("tcp", cfg.Intake.HTTPAddr)
 	if err != nil {
-		return nil, fmt.Errorf("intake listener: %w", err)
+		return nil, envconf.ListenError(fmt.Errorf("intake listener: %w", err), "LETHE_HTTP_ADDR")
 	}
 	sys.BaseURL = "http://" + l.Addr().String()
 	sys.Intake.Discovery = sys.Discovery.Reports

@@ -26,6 +26,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -371,4 +372,14 @@ func Conflicts(v any) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ListenError is err, a failure to listen on an address the variable sets, naming the
+// variable when the address is taken (EADDRINUSE), so that its message says how to move
+// the listener.
+func ListenError(err error, variable string) error {
+	if err != nil && errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("%w: another process listens there; set %s to a free host:port", err, variable)
+	}
+	return err
 }

@@ -2,7 +2,9 @@ package envconf
 
 import (
 	"errors"
+	"net"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -133,5 +135,24 @@ func TestFormatDuration(t *testing.T) {
 		if got := FormatDuration(d); got != want {
 			t.Errorf("FormatDuration(%v) = %s, want %s", d, got, want)
 		}
+	}
+}
+
+// TestListenErrorNamesTheVariable: a taken address names the variable that moves it;
+// other errors pass unchanged.
+func TestListenErrorNamesTheVariable(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	_, err = net.Listen("tcp", l.Addr().String())
+	got := ListenError(err, "LETHE_HTTP_ADDR")
+	if !errors.Is(got, syscall.EADDRINUSE) || !strings.Contains(got.Error(), "set LETHE_HTTP_ADDR to a free host:port") {
+		t.Errorf("ListenError = %v", got)
+	}
+	other := errors.New("permission denied")
+	if ListenError(other, "LETHE_HTTP_ADDR") != other || ListenError(nil, "X") != nil {
+		t.Error("ListenError changed an error that is not EADDRINUSE")
 	}
 }

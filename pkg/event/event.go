@@ -36,11 +36,14 @@ const (
 	PurposeErase   = "ERASE"   // the erasure itself, up to its receipt
 	PurposeSweep   = "SWEEP"   // a re-verification after the receipt
 	PurposeReapply = "REAPPLY" // the erasure re-applied after a store was restored
+	PurposeReview  = "REVIEW"  // a person's decision on an item the receipt left for review
 )
 
-// AfterReceipt reports whether purpose is a pass run after the receipt (a sweep or a
-// re-apply), whose reports are addenda rather than evidence for the receipt.
-func AfterReceipt(purpose string) bool { return purpose == PurposeSweep || purpose == PurposeReapply }
+// AfterReceipt reports whether purpose is a pass run after the receipt (a sweep, a
+// re-apply or a review), whose reports are addenda rather than evidence for the receipt.
+func AfterReceipt(purpose string) bool {
+	return purpose == PurposeSweep || purpose == PurposeReapply || purpose == PurposeReview
+}
 
 // DLQ returns the dead-letter topic of topic.
 func DLQ(topic string) string { return topic + ".dlq" }
@@ -124,7 +127,27 @@ type Requested struct {
 	DryRun bool `avro:"dry_run" json:"dry_run,omitempty"`
 	// Exempt lists the stores under a legal hold: they erase nothing and report EXEMPT.
 	Exempt []Exemption `avro:"exempt" json:"exempt,omitempty"`
+	// Review is, for PurposeReview, the decision on one item of the receipt's review
+	// list: with ReviewErase its store deletes that item alone; with ReviewDismiss no
+	// store acts and the decision is recorded.
+	Review *ReviewDecision `avro:"review" json:"review,omitempty"`
 }
+
+// ReviewDecision is a person's decision on an item of a receipt's review list. Reason is
+// free text masked of identity-like values (pii.Mask); it holds no identifier.
+type ReviewDecision struct {
+	Store    string `avro:"store" json:"store"`
+	Kind     string `avro:"kind" json:"kind"`
+	Item     string `avro:"item" json:"item"`
+	Decision string `avro:"decision" json:"decision"` // ReviewErase or ReviewDismiss
+	Reason   string `avro:"reason" json:"reason"`
+}
+
+// Review decisions.
+const (
+	ReviewErase   = "ERASE"   // the item is the subject's: erase it
+	ReviewDismiss = "DISMISS" // the item is not the subject's: keep it
+)
 
 // Exemption is one store of a request under a legal hold.
 type Exemption struct {

@@ -68,6 +68,7 @@ func goldens() []golden {
 				Pass:             "sweep-2",
 				DryRun:           true,
 				Exempt:           []Exemption{{Store: "dataset", HoldID: "hold-1", LegalBasis: "GDPR Art. 17(3)(e)"}},
+				Review:           &ReviewDecision{Store: "qdrant", Kind: ReviewSimilar, Item: "17", Decision: ReviewDismiss, Reason: "another customer's order"},
 			},
 			fresh: func() any { return new(Requested) },
 			deref: func(v any) any { return *v.(*Requested) },

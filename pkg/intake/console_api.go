@@ -241,7 +241,7 @@ func (s *Service) replayIntake(p auth.Principal) func(context.Context, *kgo.Reco
 			return rateLimited(wait)
 		}
 		in.Source = p.Name // the principal who replayed it, not what the record claims
-		_, err = s.Submit(ctx, in)
+		_, err = s.SubmitWith(ctx, in, SubmitOptions{Channel: "replay"})
 		if errors.Is(err, ErrInvalid) || errors.Is(err, ErrConflict) {
 			return refused(err)
 		}

@@ -139,7 +139,7 @@ func intakeRequest(r intake.SubmitRequest) event.IntakeRequest {
 
 // unknownField is the one place an answer repeats input: the name (a key, not a value) of
 // a field the API does not know.
-var unknownField = regexp.MustCompile(`json: unknown field ".*"$`)
+var unknownField = regexp.MustCompile(`unknown field ".*"; the fields are [a-z_, ]+$`)
 
 // echoes returns a subject or session id of body that one of the answer's strings holds,
 // or "". It checks the identifiers that an answer could not hold by chance: those of at

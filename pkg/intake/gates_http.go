@@ -145,6 +145,7 @@ func (s *Service) routeWorkflow(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/erasures/{id}/reject", s.authenticate(s.verb(func(ctx context.Context, p auth.Principal, id string) (workflow.Record, error) {
 		return s.Decide(ctx, p, id, false)
 	})))
+	mux.HandleFunc("POST /v1/erasures/{id}/review", s.authenticate(s.handleReview))
 	mux.HandleFunc("POST /v1/holds", s.authenticate(s.handleHold))
 	mux.HandleFunc("GET /v1/holds", s.authenticate(s.handleHolds))
 	mux.HandleFunc("POST /v1/holds/{id}/release", s.authenticate(s.handleRelease))

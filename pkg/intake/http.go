@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -105,6 +107,9 @@ type Status struct {
 	ReceiptID        string       `json:"receipt_id,omitempty"`
 	// Workflow is the request's passage through the gates (dry run, approval, window).
 	Workflow *Gate `json:"workflow,omitempty"`
+	// Rejection is, for a REJECTED request that was an erasure.intake record refused and
+	// dead-lettered, why it was refused and when.
+	Rejection *auditlog.Rejection `json:"rejection,omitempty"`
 }
 
 // outsideNow reports whether the latest attempt of some kind found the subject outside
@@ -154,7 +159,7 @@ func (s *Service) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/suppressions/lift", s.authenticate(s.handleLift))
 	s.routeWorkflow(mux)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
-	return s.guard(mux)
+	return metrics.Or(s.Metrics).Instrument(mux, s.guard(mux))
 }
 
 // decodeBody reads one JSON object of at most MaxBodyBytes with only the fields of v, or
@@ -188,7 +193,7 @@ func decodeStrict(raw []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return errors.New("is not a valid request: " + jsonReason(err))
+		return errors.New("is not a valid request: " + jsonReason(err, v))
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return errors.New("holds more than one JSON value")
@@ -220,7 +225,7 @@ func (s *Service) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	if !s.authorize(w, r, in.TenantID) || !s.limit(w, in.TenantID) {
 		return
 	}
-	req, err := s.SubmitWith(r.Context(), in, SubmitOptions{DryRun: body.DryRun})
+	req, err := s.SubmitWith(r.Context(), in, SubmitOptions{DryRun: body.DryRun, Channel: "http"})
 	switch {
 	case errors.Is(err, ErrInvalid):
 		s.reject(w, http.StatusBadRequest, metrics.ReasonInvalid, err.Error())
@@ -249,7 +254,7 @@ func (s *Service) reject(w http.ResponseWriter, code int, reason, msg string) {
 }
 
 // jsonReason describes a decoding error without echoing the body (it may hold identifiers).
-func jsonReason(err error) string {
+func jsonReason(err error, v any) string {
 	var syn *json.SyntaxError
 	var typ *json.UnmarshalTypeError
 	switch {
@@ -259,6 +264,8 @@ func jsonReason(err error) string {
 		return fmt.Sprintf("field %q must be %s", typ.Field, typ.Type)
 	case err.Error() == "EOF":
 		return "empty body"
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return strings.TrimPrefix(err.Error(), "json: ") + "; the fields are " + strings.Join(jsonFields(reflect.TypeOf(v)), ", ")
 	}
 	msg := err.Error()
 	if len(msg) > 80 {
@@ -438,4 +445,24 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 
 func writeError(w http.ResponseWriter, code int, msg string) {
 	writeJSON(w, code, map[string]string{"error": msg})
+}
+
+// jsonFields lists the JSON member names of the struct t points to, those of embedded
+// structs included, in declaration order.
+func jsonFields(t reflect.Type) []string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	var out []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.Anonymous && f.Type.Kind() == reflect.Struct {
+			out = append(out, jsonFields(f.Type)...)
+			continue
+		}
+		if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != "" && name != "-" {
+			out = append(out, name)
+		}
+	}
+	return out
 }

@@ -160,6 +160,7 @@ type AuditLog interface {
 	auditlog.Store
 	AddendaOf(ctx context.Context, requestID string) ([]auditlog.Addendum, error)
 	auditlog.SuppressionStore
+	auditlog.Rejections
 }
 
 // Service is the intake.
@@ -302,7 +303,7 @@ func (s *Service) SubmitWith(ctx context.Context, in event.IntakeRequest, opts S
 	s.log().Info("erasure requested", zap.String("request_id", req.RequestID), zap.String("tenant", req.TenantID),
 		zap.String("subject_hash", req.SubjectHash), zap.String("regulation", req.Regulation), zap.String("scope", string(req.Scope)),
 		zap.String("source", in.Source))
-	metrics.Or(s.Metrics).Requests.WithLabelValues(req.TenantID, req.Regulation, in.Source).Inc()
+	metrics.Or(s.Metrics).Requests.WithLabelValues(req.TenantID, req.Regulation, or(opts.Channel, "api")).Inc()
 	return req, nil
 }
 
@@ -318,6 +319,11 @@ func (s *Service) publish(ctx context.Context, req *event.Requested) error {
 		}
 		req.Sealed, req.Identifiers = sealed, event.Identifiers{SessionIDs: []string{}}
 	}
+	return s.send(ctx, req)
+}
+
+// send publishes req as it is.
+func (s *Service) send(ctx context.Context, req *event.Requested) error {
 	b, err := s.Registry.EncodeFor(s.requestedTopic(), event.Request, req)
 	if err != nil {
 		return fmt.Errorf("intake: encode: %w", err)
@@ -432,9 +438,16 @@ func validRedrive(prev auditlog.Request, ids event.Identifiers, stores []string)
 // them with the reason, and with the name of the producer the record's credential
 // authenticated (consumer.WithPrincipal). A replayed record (dlq.HeaderReplayedFrom) that
 // names a placeholder of a redacted dead letter as an identifier is invalid.
-func (s *Service) HandleIntake(ctx context.Context, rec *kgo.Record) error {
-	in, err := s.decodeRecord(ctx, rec)
-	if err != nil {
+func (s *Service) HandleIntake(ctx context.Context, rec *kgo.Record) (err error) {
+	var in event.IntakeRequest
+	defer func() {
+		if retry.IsPermanent(err) {
+			if rerr := s.recordRejection(ctx, rec, in, err); rerr != nil {
+				err = rerr
+			}
+		}
+	}()
+	if in, err = s.decodeRecord(ctx, rec); err != nil {
 		return err
 	}
 	var producer string // the principal the record's credential authenticated
@@ -457,7 +470,7 @@ func (s *Service) HandleIntake(ctx context.Context, rec *kgo.Record) error {
 	if err := refusePlaceholders(rec, in); err != nil {
 		return consumer.WithPrincipal(retry.Permanent(err), producer)
 	}
-	_, err = s.Submit(ctx, in)
+	_, err = s.SubmitWith(ctx, in, SubmitOptions{Channel: "kafka"})
 	if errors.Is(err, ErrInvalid) || errors.Is(err, ErrConflict) || errors.Is(err, ErrForbidden) {
 		return consumer.WithPrincipal(retry.Permanent(err), producer)
 	}
@@ -499,4 +512,12 @@ func (s *Service) now() time.Time {
 		return time.Now().UTC().Truncate(time.Millisecond)
 	}
 	return s.Now()
+}
+
+// or is s, or def when s is empty.
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }

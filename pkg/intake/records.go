@@ -3,6 +3,7 @@ package intake
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"mime"
@@ -14,8 +15,11 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
+	"github.com/lethe-erasure/lethe/pkg/auth"
 	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/pii"
 	"github.com/lethe-erasure/lethe/pkg/retry"
+	"github.com/lethe-erasure/lethe/pkg/subject"
 )
 
 // ContentTypeHeader is the erasure.intake record header that may say how the value is
@@ -54,6 +58,10 @@ func DecodeJSONRecord(b []byte) (JSONRecord, error) {
 // Every error is permanent: the record will never decode.
 func (s *Service) decodeRecord(ctx context.Context, rec *kgo.Record) (event.IntakeRequest, error) {
 	if !isJSON(rec) {
+		if len(rec.Value) == 0 || rec.Value[0] != 0 && rec.Value[0] != 0xC3 {
+			return event.IntakeRequest{}, retry.Permanent(fmt.Errorf("%w: the record is neither JSON (a value starting with '{', or header "+
+				"content-type: application/json) nor Avro in the Schema Registry framing (first byte 0x00) or single-object encoding (first bytes 0xC3 0x01)", ErrInvalid))
+		}
 		var in event.IntakeRequest
 		if err := s.Registry.Decode(ctx, event.Intake, rec.Value, &in); err != nil {
 			if retry.IsPermanent(err) {
@@ -107,7 +115,11 @@ func (s *Service) listByIdempotencyKey(w http.ResponseWriter, r *http.Request, t
 		writeError(w, http.StatusBadRequest, "idempotency_key needs tenant")
 		return
 	}
-	st, err := s.Status(r.Context(), s.requestID(event.IntakeRequest{TenantID: tenant, IdempotencyKey: key}))
+	id := s.requestID(event.IntakeRequest{TenantID: tenant, IdempotencyKey: key})
+	st, err := s.Status(r.Context(), id)
+	if errors.Is(err, auditlog.ErrNotFound) {
+		st, err = s.rejected(r.Context(), id)
+	}
 	switch {
 	case errors.Is(err, auditlog.ErrNotFound):
 		writeJSON(w, http.StatusOK, map[string]any{"requests": []Status{}})
@@ -117,4 +129,52 @@ func (s *Service) listByIdempotencyKey(w http.ResponseWriter, r *http.Request, t
 	default:
 		writeJSON(w, http.StatusOK, map[string]any{"requests": []Status{st}})
 	}
+}
+
+// rejected is the status of requestID when it names a refused intake record: REJECTED
+// with the rejection; ErrNotFound when there is none.
+func (s *Service) rejected(ctx context.Context, requestID string) (Status, error) {
+	rj, err := s.Store.GetRejection(ctx, requestID)
+	if err != nil {
+		return Status{}, err
+	}
+	return Status{RequestID: rj.RequestID, TenantID: rj.TenantID, State: StateRejected, RequestedAt: rj.At,
+		Stores: []StoreState{}, Rejection: &rj}, nil
+}
+
+// recordRejection records why rec was refused, under the request id its tenant and
+// idempotency key name, so that its producer finds the refusal by that key. in is what was
+// decoded of it; a JSON record that did not decode gives up its tenant and key if they can
+// be read. Nothing is recorded for a record without both, for a producer that may not act
+// for the tenant (it could otherwise answer for another tenant's key). An error storing
+// it is returned (transient): the record is handled again rather than dead-lettered
+// without a trace.
+func (s *Service) recordRejection(ctx context.Context, rec *kgo.Record, in event.IntakeRequest, cause error) error {
+	if in.TenantID == "" && isJSON(rec) {
+		var named struct {
+			TenantID       string `json:"tenant_id"`
+			IdempotencyKey string `json:"idempotency_key"`
+		}
+		if json.Unmarshal(rec.Value, &named) == nil {
+			in.TenantID, in.IdempotencyKey = named.TenantID, named.IdempotencyKey
+		}
+	}
+	if in.IdempotencyKey == "" || subject.ValidateTenant(in.TenantID) != nil {
+		return nil
+	}
+	var producer string
+	if s.Auth != nil {
+		p, err := s.Auth.AuthenticateHeader(header(rec, auth.RecordHeader))
+		if err != nil || p.Authorize(in.TenantID) != nil {
+			return nil
+		}
+		producer = p.Name
+	}
+	rj := auditlog.Rejection{RequestID: s.requestID(in), TenantID: in.TenantID, Reason: pii.Mask(cause.Error()), Producer: producer, At: s.now()}
+	if err := s.Store.PutRejection(ctx, rj); err != nil {
+		return fmt.Errorf("intake: record the rejection: %w", err)
+	}
+	s.log().Warn("intake record rejected", zap.String("request_id", rj.RequestID), zap.String("tenant", rj.TenantID),
+		zap.String("producer", producer), zap.String("reason", rj.Reason))
+	return nil
 }

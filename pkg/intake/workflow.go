@@ -20,6 +20,9 @@ type SubmitOptions struct {
 	// DryRun counts per store what the erasure would delete and deletes nothing; the
 	// request ends PREVIEWED and may be confirmed (Confirm).
 	DryRun bool
+	// Channel is how the request arrived, the channel label of lethe_requests_total:
+	// http, kafka or replay; empty counts as api (a Go caller).
+	Channel string
 }
 
 // Request states of the workflow, beside the pipeline's (PENDING … COMPLETE).

@@ -296,6 +296,33 @@ func TestHoldExemptsAndReleaseRedrives(t *testing.T) {
 	}
 }
 
+// A hold placed while a request has no receipt (INCOMPLETE or FAILED) binds its
+// re-drive: the held store is exempt, and a re-drive naming only held stores is refused.
+func TestHoldBindsTheRedriveOfAnIncompleteRequest(t *testing.T) {
+	e, _ := gated(t, nil)
+	acc := e.submit(t, body(t, nil), bearer(acmeToken)...)
+	if pub := e.of(t, acc.RequestID); len(pub) != 1 || len(pub[0].Exempt) != 0 {
+		t.Fatalf("first attempt published %+v", pub)
+	}
+	hold := `{"tenant_id": "acme", "subject_id": "` + subj + `", "store": "dataset", "legal_basis": "GDPR Art. 17(3)(e)"}`
+	if code, b := e.do(t, "POST", "/v1/holds", hold, bearer(dpo1Token)...); code != http.StatusCreated {
+		t.Fatalf("hold: %d %s", code, b)
+	}
+	retry := func(stores string) (int, []byte) {
+		return e.do(t, "POST", "/v1/erasures/"+acc.RequestID+"/retry", `{"subject_id":"`+subj+`","stores":`+stores+`}`, bearer(acmeToken)...)
+	}
+	if code, b := retry(`["dataset"]`); code != http.StatusConflict {
+		t.Errorf("a re-drive of the held store alone: %d %s, want 409", code, b)
+	}
+	if code, b := retry(`["dataset","qdrant"]`); code != http.StatusAccepted {
+		t.Fatalf("re-drive: %d %s", code, b)
+	}
+	pub := e.of(t, acc.RequestID)
+	if len(pub) != 2 || pub[1].Attempt != 2 || len(pub[1].Exempt) != 1 || pub[1].Exempt[0].Store != "dataset" {
+		t.Fatalf("re-drive published %+v; want attempt 2 with dataset exempt", pub)
+	}
+}
+
 // Two replicas sharing the workflow store sweep the same due request: it is published
 // once. A release whose publish fails stays RELEASED and unpublished, and a later sweep
 // publishes it.

@@ -11,17 +11,20 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/lethe-erasure/lethe/pkg/version"
 )
 
 // Metrics holds every Lethe metric family, registered on Registry.
 type Metrics struct {
 	Registry      *prometheus.Registry
-	Requests      *prometheus.CounterVec   // lethe_requests_total{tenant,regulation,source}
+	Requests      *prometheus.CounterVec   // lethe_requests_total{tenant,regulation,channel}
 	Rejected      *prometheus.CounterVec   // lethe_intake_rejected_total{reason}
 	StoreOutcomes *prometheus.CounterVec   // lethe_store_outcomes_total{store,kind,status}
 	StoreDuration *prometheus.HistogramVec // lethe_store_duration_seconds{store,kind}
@@ -42,7 +45,9 @@ type Metrics struct {
 	// InventoryUncovered is lethe_inventory_uncovered_locations{kind}: the locations the last
 	// discovery run found holding subject-shaped data outside the inventory.
 	InventoryUncovered *prometheus.GaugeVec
-	DiscoveryLastRun   *prometheus.GaugeVec // lethe_inventory_discovery_last_run_timestamp_seconds{kind}
+	DiscoveryLastRun   *prometheus.GaugeVec     // lethe_inventory_discovery_last_run_timestamp_seconds{kind}
+	HTTPRequests       *prometheus.CounterVec   // lethe_http_requests_total{route,code}
+	HTTPDuration       *prometheus.HistogramVec // lethe_http_request_duration_seconds{route}
 
 	routes []route
 }
@@ -75,7 +80,12 @@ func New() *Metrics {
 	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	f := func(c prometheus.Collector) { r.MustRegister(c) }
 	m := &Metrics{Registry: r}
-	m.Requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lethe_requests_total", Help: "Erasure requests accepted."}, []string{"tenant", "regulation", "source"})
+	bi := version.Get()
+	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lethe_build_info", Help: "The running build: always 1, its version, commit and Go version as labels."},
+		[]string{"version", "revision", "goversion"})
+	build.WithLabelValues(bi.Version, bi.Revision, bi.GoVersion).Set(1)
+	f(build)
+	m.Requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lethe_requests_total", Help: "Erasure requests accepted."}, []string{"tenant", "regulation", "channel"})
 	m.Rejected = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lethe_intake_rejected_total", Help: "Erasure requests refused, by reason."}, []string{"reason"})
 	m.StoreOutcomes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lethe_store_outcomes_total", Help: "Store erasures reported, by status."}, []string{"store", "kind", "status"})
 	m.StoreDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "lethe_store_duration_seconds", Help: "Time to erase and verify one store.",
@@ -100,7 +110,11 @@ func New() *Metrics {
 		Help: "Locations holding subject-shaped data that no inventory store covers, by kind, at the last discovery run."}, []string{"kind"})
 	m.DiscoveryLastRun = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lethe_inventory_discovery_last_run_timestamp_seconds",
 		Help: "When inventory discovery last ran, by kind."}, []string{"kind"})
-	for _, c := range []prometheus.Collector{m.Requests, m.Rejected, m.StoreOutcomes, m.StoreDuration, m.StoreRetries, m.StoreBatch, m.ConsumerRetries,
+	m.HTTPRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lethe_http_requests_total",
+		Help: "HTTP requests served by the intake API, by route pattern (unmatched: none) and status code."}, []string{"route", "code"})
+	m.HTTPDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "lethe_http_request_duration_seconds",
+		Help: "Time to serve an intake API request, by route pattern.", Buckets: prometheus.DefBuckets}, []string{"route"})
+	for _, c := range []prometheus.Collector{m.HTTPRequests, m.HTTPDuration, m.Requests, m.Rejected, m.StoreOutcomes, m.StoreDuration, m.StoreRetries, m.StoreBatch, m.ConsumerRetries,
 		m.DLQRecords, m.ConsumerLag, m.Receipts, m.ErasureDuration, m.Overdue, m.SLAThreshold, m.MissingDataKeys, m.Reappeared, m.Addenda,
 		m.InventoryUncovered, m.DiscoveryLastRun} {
 		f(c)
@@ -174,3 +188,34 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(v) // the status is sent; a client that went away is no error of ours
 }
+
+// Instrument serves requests with h, a handler that routes through mux (mux itself, or
+// middleware around it), and counts and times them by the pattern mux matches ("unmatched"
+// for none, so the label stays bounded) and by status code.
+func (m *Metrics) Instrument(mux *http.ServeMux, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		_, route := mux.Handler(r)
+		if route == "" {
+			route = "unmatched"
+		}
+		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+		h.ServeHTTP(sw, r)
+		m.HTTPRequests.WithLabelValues(route, strconv.Itoa(sw.code)).Inc()
+		m.HTTPDuration.WithLabelValues(route).Observe(time.Since(start).Seconds())
+	})
+}
+
+// statusWriter records the status code written through it.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.code = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach the writer underneath.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

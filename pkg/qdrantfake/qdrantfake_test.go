@@ -223,3 +223,26 @@ func TestConcurrentWritesAndReads(t *testing.T) {
 		}
 	}
 }
+
+// A collection created without configuration reports Qdrant's default HNSW, optimizer and
+// WAL settings (config/config.yaml): the Python client's gRPC conversion of collection
+// info, which langchain-qdrant calls before it writes, requires m, ef_construct and
+// full_scan_threshold.
+func TestCollectionInfoReportsDefaultConfig(t *testing.T) {
+	c := connect(t)
+	createCollection(t, c, "defaults")
+	info, err := c.GetCollectionInfo(context.Background(), "defaults")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, o, w := info.GetConfig().GetHnswConfig(), info.GetConfig().GetOptimizerConfig(), info.GetConfig().GetWalConfig()
+	if h.M == nil || h.GetM() != 16 || h.EfConstruct == nil || h.GetEfConstruct() != 100 || h.FullScanThreshold == nil || h.GetFullScanThreshold() != 10000 {
+		t.Errorf("hnsw config %v, want m 16, ef_construct 100, full_scan_threshold 10000", h)
+	}
+	if o.DeletedThreshold == nil || o.GetDeletedThreshold() != 0.2 || o.FlushIntervalSec == nil || o.GetFlushIntervalSec() != 5 {
+		t.Errorf("optimizer config %v, want deleted_threshold 0.2, flush_interval_sec 5", o)
+	}
+	if w.WalCapacityMb == nil || w.GetWalCapacityMb() != 32 {
+		t.Errorf("wal config %v, want wal_capacity_mb 32", w)
+	}
+}

@@ -327,9 +327,9 @@ func (cs *collectionsService) Get(_ context.Context, req *qdrant.GetCollectionIn
 			SegmentsCount:   1,
 			Config: &qdrant.CollectionConfig{
 				Params:          c.params,
-				HnswConfig:      &qdrant.HnswConfigDiff{},
-				OptimizerConfig: &qdrant.OptimizersConfigDiff{},
-				WalConfig:       &qdrant.WalConfigDiff{},
+				HnswConfig:      defaultHnsw(),
+				OptimizerConfig: defaultOptimizers(),
+				WalConfig:       defaultWal(),
 			},
 			PayloadSchema:       schema,
 			PointsCount:         &n,
@@ -341,6 +341,24 @@ func (cs *collectionsService) Get(_ context.Context, req *qdrant.GetCollectionIn
 		return nil, err
 	}
 	return &qdrant.GetCollectionInfoResponse{Result: info}, nil
+}
+
+// defaultHnsw, defaultOptimizers and defaultWal are the configuration a collection created
+// without one reports: Qdrant's defaults (config/config.yaml, storage.hnsw_index,
+// storage.optimizers, storage.wal). Clients such as the Python client's gRPC conversion
+// read them as required fields.
+func defaultHnsw() *qdrant.HnswConfigDiff {
+	return &qdrant.HnswConfigDiff{M: qdrant.PtrOf(uint64(16)), EfConstruct: qdrant.PtrOf(uint64(100)),
+		FullScanThreshold: qdrant.PtrOf(uint64(10000)), MaxIndexingThreads: qdrant.PtrOf(uint64(0)), OnDisk: qdrant.PtrOf(false)}
+}
+
+func defaultOptimizers() *qdrant.OptimizersConfigDiff {
+	return &qdrant.OptimizersConfigDiff{DeletedThreshold: qdrant.PtrOf(0.2), VacuumMinVectorNumber: qdrant.PtrOf(uint64(1000)),
+		DefaultSegmentNumber: qdrant.PtrOf(uint64(0)), IndexingThreshold: qdrant.PtrOf(uint64(10000)), FlushIntervalSec: qdrant.PtrOf(uint64(5))}
+}
+
+func defaultWal() *qdrant.WalConfigDiff {
+	return &qdrant.WalConfigDiff{WalCapacityMb: qdrant.PtrOf(uint64(32)), WalSegmentsAhead: qdrant.PtrOf(uint64(0))}
 }
 
 func schemaType(t qdrant.FieldType) qdrant.PayloadSchemaType {

@@ -5,15 +5,19 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/lethe-erasure/lethe/pkg/deletion"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/redisstore"
 )
 
-// TestLangGraphCheckpointerExample erases one thread's checkpoint, blob and write keys, as
-// LangGraph's Redis checkpointer writes them with the tenant in its key prefixes, with the
-// shipped example inventory; a thread whose id extends the erased one keeps every key, and
-// so does the same thread of another tenant.
+// TestLangGraphCheckpointerExample erases one thread's checkpoint, latest-pointer and
+// write keys, as LangGraph's Redis checkpointer (langgraph-checkpoint-redis 0.5.2) writes
+// them with the tenant first in its key prefixes, with the shipped example inventory; a
+// thread whose id extends the erased one keeps every key, and so does the same thread of
+// another tenant. The thread's write_keys_zset set, whose prefix names no tenant, is left:
+// no template may name it (the example says so).
 func TestLangGraphCheckpointerExample(t *testing.T) {
 	inv, err := inventory.Load("../../deploy/examples/inventory-langgraph-redis.yaml")
 	if err != nil {
@@ -27,11 +31,15 @@ func TestLangGraphCheckpointerExample(t *testing.T) {
 	ctx := context.Background()
 	keys := func(tenant, thread string) []string {
 		return []string{
-			"checkpoint:" + tenant + ":" + thread + "::1ef4f797-8335-6428-8001-8a1503f9b875",
-			"checkpoint:" + tenant + ":" + thread + ":inner:1ef4f797-8335-6428-8001-8a1503f9b876",
-			"checkpoint_blob:" + tenant + ":" + thread + "::messages:00000000000000000000000000000002.0.243",
-			"checkpoint_write:" + tenant + ":" + thread + "::1ef4f797-8335-6428-8001-8a1503f9b875:task-1:0",
+			tenant + ":checkpoint:" + thread + ":__empty__:1ef4f797-8335-6428-8001-8a1503f9b875",
+			tenant + ":checkpoint:" + thread + ":inner:1ef4f797-8335-6428-8001-8a1503f9b876",
+			tenant + ":checkpoint_latest:" + thread + ":__empty__",
+			tenant + ":checkpoint_write:" + thread + ":__empty__:1ef4f797-8335-6428-8001-8a1503f9b875:task-1:0",
 		}
+	}
+	zset := "write_keys_zset:thread-7:__empty__:1ef4f797-8335-6428-8001-8a1503f9b875"
+	if err := c.ZAdd(ctx, zset, redis.Z{Score: 1, Member: "acme:checkpoint_write:thread-7:__empty__:1ef4f797-8335-6428-8001-8a1503f9b875:task-1:0"}).Err(); err != nil {
+		t.Fatal(err)
 	}
 	for _, k := range [][2]string{{"acme", "thread-7"}, {"acme", "thread-70"}, {"globex", "thread-7"}} {
 		for _, k := range keys(k[0], k[1]) {
@@ -40,7 +48,7 @@ func TestLangGraphCheckpointerExample(t *testing.T) {
 			}
 		}
 	}
-	want := append(keys("acme", "thread-70"), keys("globex", "thread-7")...)
+	want := append(append(keys("acme", "thread-70"), keys("globex", "thread-7")...), zset)
 	s := deletion.Subject{Tenant: "acme", ID: "cust-7", Sessions: []string{"thread-7"}}
 	store := redisstore.New(c)
 	res, err := store.Erase(ctx, st, s)

@@ -17,10 +17,24 @@ import (
 )
 
 // Framings is the framing of each topic's records; a topic it does not name uses
-// Default.
+// Default. The zero Framings is unset: With decides.
 type Framings struct {
 	Default Framing
 	Topics  map[string]Framing
+}
+
+// With returns f, or for unset framings the default where a registry is configured or
+// not: the registry framing with one (what registry-aware consumers such as
+// confluent_kafka's AvroDeserializer and kcat -s value=avro read), single-object encoding
+// without.
+func (f Framings) With(registry bool) Framings {
+	switch {
+	case f.Default != "" || len(f.Topics) > 0:
+		return f
+	case registry:
+		return Framings{Default: Registry}
+	}
+	return Framings{Default: SingleObject}
 }
 
 // Of is topic's framing.
@@ -74,6 +88,9 @@ func (f *Framings) UnmarshalText(b []byte) error {
 // MarshalText writes f as ParseFramings reads it: the default, then each topic's framing
 // in topic order.
 func (f Framings) MarshalText() ([]byte, error) {
+	if f.Default == "" && len(f.Topics) == 0 {
+		return nil, nil
+	}
 	parts := []string{string(f.Of(""))}
 	for _, t := range slices.Sorted(maps.Keys(f.Topics)) {
 		parts = append(parts, t+"="+string(f.Topics[t]))
@@ -192,7 +209,7 @@ func OwnTopics() map[string]*event.Type {
 
 // FramingSettings declare how Lethe frames the records it writes.
 type FramingSettings struct {
-	Framings Framings `env:"LETHE_FRAMING" default:"single-object" doc:"How Lethe frames the records it writes, per topic: single-object, registry, or a list (registry,erasure.completed=single-object); it applies to every topic Lethe writes, by every service and by lethectl reapply; consumers read both framings whatever it says."`
+	Framings Framings `env:"LETHE_FRAMING" doc:"How Lethe frames the records it writes, per topic: single-object, registry, or a list (registry,erasure.completed=single-object); empty: registry where LETHE_SCHEMA_REGISTRY_URL is set, else single-object. It applies to every topic Lethe writes, by every service and by lethectl reapply; consumers read both framings whatever it says."`
 }
 
 // Settings declare the Schema Registry and the framing.
@@ -220,7 +237,7 @@ func (s Settings) Codec(ctx context.Context) (*Codec, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.Framings = s.Framings
+	c.Framings = s.Framings.With(true)
 	if err := c.RegisterAll(ctx); err != nil {
 		return nil, fmt.Errorf("schemareg: %s: %w", s.URL, err)
 	}

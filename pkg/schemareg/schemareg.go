@@ -15,6 +15,7 @@ package schemareg
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -114,7 +115,11 @@ func (c *Codec) Register(ctx context.Context, topic string, t *event.Type) (int,
 			return 0, fmt.Errorf("schemareg: compatibility of %s: %w", subject, r.Err)
 		}
 	}
-	ss, err := c.client.CreateSchema(ctx, subject, sr.Schema{Schema: t.Schema().String(), Type: sr.TypeAvro})
+	full, err := Full(t.Schema())
+	if err != nil {
+		return 0, err
+	}
+	ss, err := c.client.CreateSchema(ctx, subject, sr.Schema{Schema: full, Type: sr.TypeAvro})
 	if err != nil {
 		return 0, fmt.Errorf("schemareg: register %s: %w", subject, err)
 	}
@@ -206,4 +211,15 @@ func notFound(err error) bool {
 // enter the process-wide cache that Lethe's own schemas are parsed into.
 func parse(text string) (avro.Schema, error) {
 	return avro.ParseWithCache(text, "", &avro.SchemaCache{})
+}
+
+// Full is the text a schema is registered as: its JSON with every doc, default and alias
+// (the parsing canonical form, Schema.String, drops defaults, and a registry checking a
+// new version against it finds a field added with a default incompatible).
+func Full(s avro.Schema) (string, error) {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return "", fmt.Errorf("schemareg: schema text: %w", err)
+	}
+	return string(b), nil
 }

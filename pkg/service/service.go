@@ -29,6 +29,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/metrics"
 	"github.com/lethe-erasure/lethe/pkg/schemareg"
+	"github.com/lethe-erasure/lethe/pkg/version"
 )
 
 // Topics are every topic Lethe uses, dead-letter topics included.
@@ -108,8 +109,13 @@ func Exec[C any](service string, args []string, stdout, stderr io.Writer, build 
 	fs := flag.NewFlagSet(service, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	printConfig := fs.Bool("print-config", false, "print the resolved configuration, secrets masked, and exit")
+	printVersion := fs.Bool("version", false, "print the version and commit, and exit")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *printVersion {
+		fmt.Fprintln(stdout, version.Get())
+		return 0
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "lethe %s: unexpected arguments %q\n", service, fs.Args())
@@ -188,7 +194,9 @@ func run[C any](ctx context.Context, service string, cfg Config[C], build Build[
 		g.Go(func() error { return spec.Run(gctx) })
 	}
 	checks := append([]metrics.Check{{Name: "kafka", Fn: prod.Ping}}, spec.Checks...)
-	g.Go(func() error { return env.Metrics.Serve(gctx, c.MetricsAddr, checks...) })
+	g.Go(func() error {
+		return envconf.ListenError(env.Metrics.Serve(gctx, c.MetricsAddr, checks...), "LETHE_METRICS_ADDR")
+	})
 	log.Info("serving metrics and health", zap.String("addr", c.MetricsAddr))
 	err = g.Wait()
 	log.Info("stopped", zap.Error(err))
@@ -211,7 +219,7 @@ func RunGroups(ctx context.Context, g *errgroup.Group, groups []Group, r GroupRu
 	for _, grp := range groups {
 		h := r.Registry.Reframe(schemareg.OwnTopics(), grp.Handler)
 		g.Go(func() error {
-			return consumer.Run(ctx, consumer.Config{Broker: r.Broker, Group: grp.Name, Topics: grp.Topics, Log: r.Log.With(zap.String("group", grp.Name)),
+			return consumer.Run(ctx, consumer.Config{Broker: r.Broker, Group: grp.Name, Topics: grp.Topics, Log: r.Log,
 				Metrics: r.Metrics, Redact: grp.Redact, InFlight: grp.InFlight, MaxInFlight: r.MaxInFlight}, h)
 		})
 	}

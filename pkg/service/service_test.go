@@ -177,3 +177,16 @@ func TestExecPrintConfig(t *testing.T) {
 		t.Errorf("unknown flag: exit %d", code)
 	}
 }
+
+// --version prints the build and exits 0 without reading the environment or building.
+func TestExecVersion(t *testing.T) {
+	t.Setenv("LETHE_BATCH_WAIT", "soon") // a bad setting --version does not read
+	build := func(context.Context, Env, DeleterSettings[struct{}]) (Spec, error) {
+		t.Error("--version built the service")
+		return Spec{}, nil
+	}
+	var out, errs strings.Builder
+	if code := Exec("test", []string{"--version"}, &out, &errs, build); code != 0 || !strings.HasPrefix(out.String(), "lethe dev (") {
+		t.Fatalf("exit %d, printed %q %s", code, out.String(), errs.String())
+	}
+}

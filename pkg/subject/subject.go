@@ -36,8 +36,8 @@ const (
 	MaxSessions   = 1000
 )
 
-// ErrInvalid marks an identifier that fails validation.
-var ErrInvalid = errors.New("invalid identifier")
+// ErrInvalid marks a request whose identifiers (or other fields) fail validation.
+var ErrInvalid = errors.New("invalid request")
 
 // Key is a pseudonym key with its id. The zero Key is unusable. Copies share one pool of
 // keyed HMAC states, so a pseudonym costs its hashing, not a key schedule.

@@ -130,6 +130,9 @@ func (w *Worker) Handle(ctx context.Context, rec *kgo.Record) error {
 	if len(stores) == 0 {
 		return nil
 	}
+	if req.Purpose == event.PurposeReview {
+		return w.review(ctx, &req, stores)
+	}
 	if w.Sealer != nil && !w.AllowUnsealed && inClear(&req) {
 		return w.unsealed(ctx, &req, stores)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/lethe-erasure/lethe/pkg/envconf"
 	"github.com/lethe-erasure/lethe/pkg/intake"
 	"github.com/lethe-erasure/lethe/pkg/service"
 )
@@ -48,7 +49,7 @@ func main() {
 			}()
 			env.Log.Info("listening", zap.String("addr", srv.Addr))
 			if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
-				return err
+				return envconf.ListenError(err, "LETHE_HTTP_ADDR")
 			}
 			return nil
 		}

@@ -112,7 +112,7 @@ func TestDemoEndToEnd(t *testing.T) {
 	// the second request; and the system is ready.
 	var scrape string
 	wants := []string{
-		`lethe_requests_total{regulation="GDPR",source="http",tenant="vastralaya"} 1`,
+		`lethe_requests_total{channel="http",regulation="GDPR",tenant="vastralaya"} 1`,
 		`lethe_store_outcomes_total{kind="redis",status="DELETED",store="crm"} 1`,
 		`lethe_store_outcomes_total{kind="qdrant",status="DELETED",store="qdrant"} 1`,
 		`lethe_store_outcomes_total{kind="audit_log",status="NO_PII_BY_DESIGN",store="audit_log"} 1`,
@@ -209,7 +209,7 @@ func TestDemoEndToEnd(t *testing.T) {
 			counts[rec.Topic]++
 			if rec.Topic == event.TopicRequested {
 				var req event.Requested
-				if err := event.Request.Decode(rec.Value, &req); err != nil {
+				if err := a.Stack.Registry.Decode(ctx, event.Request, rec.Value, &req); err != nil {
 					t.Fatal(err)
 				}
 				if req.Sealed == nil {

@@ -81,6 +81,7 @@ func Run(t *testing.T, newStore func(t *testing.T) auditlog.Store) {
 		{"Schedule", testSchedule},
 		{"Suppressions", testSuppressions},
 		{"SuppressConcurrent", testSuppressConcurrent},
+		{"Rejections", testRejections},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -97,6 +97,35 @@ async function state(page) {
     await shot(ops, "03-request-receipt");
     await capture(ops);
 
+    // The receipt's review list: an operator without the approver role is refused; the
+    // privacy officer erases one probable copy and dismisses the other with a reason.
+    await ops.waitForSelector("#review-items tr[data-item]");
+    const items = await ops.$$eval("#review-items tr[data-item]", r => r.map(x => x.dataset.item));
+    must(items.length === 2, "review lists " + items.join(","));
+    await ops.click(`#review-items tr[data-item="${items[0]}"] button[data-decide=ERASE]`);
+    await ops.waitForSelector("#toast.bad");
+    must((await ops.textContent("#toast")).includes("approver"), "an operator's review decision was not refused");
+    step("review-refused");
+    const officer = await login(browser, env.TOKEN_DPO);
+    await officer.goto(base + "#/request/" + id);
+    await officer.waitForSelector(`#review-items tr[data-item="${items[1]}"] input[name=reason]`);
+    await officer.click(`#review-items tr[data-item="${items[1]}"] button[data-decide=DISMISS]`);
+    await officer.waitForSelector("#toast.bad");
+    must((await officer.textContent("#toast")).includes("reason"), "a dismissal without reason was not refused");
+    await officer.fill(`#review-items tr[data-item="${items[1]}"] input[name=reason]`, "a wiki page about shipping, not the customer's");
+    await officer.click(`#review-items tr[data-item="${items[1]}"] button[data-decide=DISMISS]`);
+    await officer.waitForSelector(`#review-items tr[data-item="${items[1]}"][data-decided=DISMISS]`);
+    await officer.click(`#review-items tr[data-item="${items[0]}"] button[data-decide=ERASE]`);
+    await officer.waitForFunction(item => {
+      const c = document.querySelector(`#review-items tr[data-item="${item}"] .review-state`);
+      return c && c.textContent.startsWith("erased");
+    }, items[0], { timeout: 60000 });
+    must((await officer.textContent(`#review-items tr[data-item="${items[0]}"] .review-state`)).includes("1 deleted, 0 remaining"), "the erased copy's read-back not shown");
+    must((await officer.textContent(`#review-items tr[data-item="${items[1]}"] .review-state`)).includes("not the customer's"), "the dismissal's reason not shown");
+    step("review");
+    await shot(officer, "03b-review");
+    await capture(officer);
+
     // The list of requests with its SLA clocks.
     await ops.goto(base + "#/requests");
     await ops.waitForSelector(`#requests tr[data-request="${id}"]`);

@@ -243,7 +243,56 @@ async function showReceipt(st, box) {
       rc.stores.map(s => el("tr", {}, el("td", {}, s.store), el("td", {}, s.kind), el("td", {}, badge(s.status)), el("td", {}, s.deleted),
         el("td", { class: "small" }, s.verification.method), el("td", {}, s.verification.remaining), el("td", {}, s.verification.unexamined || 0),
         el("td", {}, s.verification.mentions || 0), el("td", {}, (s.verification.similar || []).length), el("td", {}, s.verification.attestation || "")))),
+    reviewSection(rc),
     el("details", {}, el("summary", {}, "Receipt JSON"), el("pre", {}, JSON.stringify(rc, null, 2))));
+}
+
+// reviewSection lists the items the receipt left for review (probable untagged copies)
+// with the decision the chain records for each, and offers to erase or dismiss an
+// undecided one (the intake allows it to approvers only). Each decision is recorded as an
+// addendum of the receipt; it stands unless the erasure it asked for failed.
+function reviewSection(rc) {
+  const box = el("section", { id: "review" });
+  const items = rc.review || [];
+  if (!items.length) return box;
+  // settled: the decision of review pass is recorded and, for an erase, its outcome too.
+  const settled = (addenda, pass) => {
+    const of = addenda.filter(a => a.pass === pass);
+    return of.some(a => a.type === "REVIEWED" && a.review.decision === "DISMISS") || of.some(a => a.type === "ITEM_ERASED" || a.type === "UNVERIFIED");
+  };
+  const load = async () => {
+    const addenda = (await api("GET", "/v1/erasures/" + encodeURIComponent(rc.request_id) + "/addenda")).addenda;
+    const decided = (it, type) => addenda.find(a => a.type === type && a.review && a.review.store === it.store && a.review.item === it.item);
+    const row = it => {
+      const failed = addenda.filter(a => a.type === "UNVERIFIED" && a.purpose === "REVIEW").map(a => a.pass);
+      const d = addenda.filter(a => a.type === "REVIEWED" && a.review && a.review.store === it.store && a.review.item === it.item)
+        .find(a => !failed.includes(a.pass));
+      const erased = decided(it, "ITEM_ERASED");
+      let state = decided(it, "UNVERIFIED") ? "erase failed (not verified): decide again" : "undecided";
+      if (d && d.review.decision === "DISMISS") state = "dismissed: " + d.review.reason;
+      else if (erased) state = "erased (" + erased.stores[0].deleted + " deleted, " + erased.stores[0].remaining + " remaining)";
+      else if (d) state = "erase decided, in progress";
+      const cells = [el("td", {}, it.store), el("td", {}, it.kind), el("td", {}, el("code", {}, it.item)), el("td", { class: "review-state" }, state)];
+      if (d) return el("tr", { "data-item": it.item, "data-decided": d.review.decision }, cells, el("td", {}));
+      const reason = el("input", { name: "reason", placeholder: "reason (required to dismiss)", autocomplete: "off", maxlength: 500 });
+      const decide = decision => async () => {
+        try {
+          const res = await api("POST", "/v1/erasures/" + encodeURIComponent(rc.request_id) + "/review", { store: it.store, item: it.item, decision, reason: reason.value });
+          toast(decision === "ERASE" ? "erasure of the copy requested" : "dismissed");
+          for (let i = 0; i < 120 && !settled(await load(), res.review); i++) await new Promise(r => setTimeout(r, 500));
+        } catch (e) { toast("decision refused: " + e.message, true); }
+      };
+      return el("tr", { "data-item": it.item, "data-decided": "" }, cells, el("td", {}, reason,
+        el("button", { class: "danger", "data-decide": "ERASE", onclick: decide("ERASE") }, "Erase copy"),
+        el("button", { "data-decide": "DISMISS", onclick: decide("DISMISS") }, "Dismiss: not the subject's")));
+    };
+    put(box, el("h3", {}, "For review"),
+      el("p", { class: "small" }, "Probable untagged copies of the subject's data, found by semantic read-back. Erase a copy, or dismiss it with the reason it is not the subject's; the decision is recorded in the tenant's receipt chain."),
+      el("table", { id: "review-items" }, el("tr", {}, ["Store", "Kind", "Item", "Decision", ""].map(h => el("th", {}, h))), items.map(row)));
+    return addenda;
+  };
+  load().catch(e => box.append(el("p", { class: "bad" }, e.message)));
+  return box;
 }
 
 async function deadLettersPage() {
