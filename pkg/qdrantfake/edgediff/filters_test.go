@@ -17,7 +17,7 @@ import (
 )
 
 // EnvSeed sets the seed of the generated cases; unset, each run draws one and logs it.
-const EnvSeed = "LETHE_EDGEDIFF_SEED"
+const EnvSeed = "LETHE_TEST_EDGEDIFF_SEED"
 
 func seed(t *testing.T) uint64 {
 	t.Helper()

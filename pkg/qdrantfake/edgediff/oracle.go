@@ -31,7 +31,7 @@ var oracleSource string
 
 // EnvPython names a Python with qdrant-edge-py installed; unset, the suite looks for
 // .tools/venv/bin/python in the working directory or a parent.
-const EnvPython = "LETHE_QDRANT_EDGE_PYTHON"
+const EnvPython = "LETHE_TEST_QDRANT_EDGE_PYTHON"
 
 // EdgeVersion is the qdrant-edge-py version the suite is pinned to. An oracle of another
 // version fails to start.
