@@ -13,11 +13,10 @@ import (
 
 // releaseCase is one filter and the ids each release answers with it.
 type releaseCase struct {
-	name   string
-	f      *qdrant.Filter
-	r117   string
-	r120   string
-	nested bool
+	name string
+	f    *qdrant.Filter
+	r117 string
+	r120 string
 }
 
 func checkReleases(t *testing.T, c *qdrant.Client, srv *qdrantfake.Server, coll string, cases []releaseCase) {

@@ -636,14 +636,6 @@ func minus(a, b []record) []record {
 
 func withoutScore(r record) record { r.Score = nil; return r }
 
-func ids(rs []record) []any {
-	out := make([]any, 0, len(rs))
-	for _, r := range rs {
-		out = append(out, r.ID)
-	}
-	return out
-}
-
 // idKey is the canonical text of an id: a decimal number or a lower-case UUID.
 func idKey(id any) string {
 	switch v := id.(type) {
