@@ -63,7 +63,7 @@ build-modules:
 vuln:
 	.ci/vulncheck
 
-## tools: install into .tools moto's server (S3 and DynamoDB for tests) and the Python client's test requirements (one Python virtual environment, pinned),
+## tools: install into .tools moto's server (S3 and DynamoDB for tests), the Python client's test requirements and Qdrant Edge (the Qdrant emulator's oracle) (one Python virtual environment, pinned),
 ## Apache Kafka's jars (tools/kafka/pom.xml, with Maven; the test broker, started once to archive its classes),
 ## dynalite (table-name validation, LETHE_TEST_STANDINS=1), playwright-core (the console's browser test, with Debian's chromium)
 ## and the RAG app's libraries (examples/rag-app, pinned; a virtual environment of its own, .tools/rag-venv)
@@ -71,13 +71,14 @@ PLAYWRIGHT := .tools/node_modules/playwright-core/package.json
 MOTO := .tools/venv/bin/moto_server
 MOTO_REQUIREMENTS := pkg/testenv/moto-requirements.txt
 PYCLIENT_REQUIREMENTS := clients/python/requirements-test.txt
+EDGE_REQUIREMENTS := pkg/qdrantfake/edgediff/requirements.txt
 RAGAPP := .tools/rag-venv/.installed
 RAGAPP_REQUIREMENTS := examples/rag-app/requirements.txt
 tools: $(MOTO) $(RAGAPP) $(KAFKA) $(KAFKA_CDS) $(DYNALITE) $(PLAYWRIGHT)
-$(MOTO): $(MOTO_REQUIREMENTS) $(PYCLIENT_REQUIREMENTS)
+$(MOTO): $(MOTO_REQUIREMENTS) $(PYCLIENT_REQUIREMENTS) $(EDGE_REQUIREMENTS)
 	rm -rf .tools/venv
 	python3 -m venv .tools/venv
-	.tools/venv/bin/pip install --quiet --disable-pip-version-check --only-binary=:all: -r $(MOTO_REQUIREMENTS) -r $(PYCLIENT_REQUIREMENTS)
+	.tools/venv/bin/pip install --quiet --disable-pip-version-check --only-binary=:all: -r $(MOTO_REQUIREMENTS) -r $(PYCLIENT_REQUIREMENTS) -r $(EDGE_REQUIREMENTS)
 	touch $@
 $(RAGAPP): $(RAGAPP_REQUIREMENTS)
 	rm -rf .tools/rag-venv

@@ -35,6 +35,7 @@ type collection struct {
 	name     string
 	params   *qdrant.CollectionParams
 	examined *atomic.Uint64 // the server's count of points checked against a filter
+	release  *atomic.Int32  // the server's Release
 
 	mu       sync.RWMutex
 	dropped  bool
@@ -47,9 +48,9 @@ type collection struct {
 	sorted []pointKey // nil when stale
 }
 
-func newCollection(name string, params *qdrant.CollectionParams, examined *atomic.Uint64) *collection {
+func newCollection(name string, params *qdrant.CollectionParams, examined *atomic.Uint64, release *atomic.Int32) *collection {
 	return &collection{
-		name: name, params: params, examined: examined,
+		name: name, params: params, examined: examined, release: release,
 		points:  map[pointKey]*point{},
 		indexes: map[string]*fieldIndex{},
 		names:   map[string]string{},
@@ -126,6 +127,16 @@ func (c *collection) dropIndex(path []segment) {
 
 // indexOn returns the index on the canonical path key, or nil. Callers hold mu.
 func (c *collection) indexOn(key string) *fieldIndex { return c.indexes[key] }
+
+// scope is what filters on c compile in: its indexes and the server's release. Callers
+// hold mu.
+func (c *collection) scope() scope {
+	sc := scope{ix: c.indexOn, primary: true}
+	if c.release != nil {
+		sc.release = Release(c.release.Load())
+	}
+	return sc
+}
 
 func (c *collection) index(k pointKey, p *point) {
 	for _, idx := range c.indexes {

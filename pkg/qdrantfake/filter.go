@@ -2,6 +2,8 @@ package qdrantfake
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/qdrant/go-client/qdrant"
@@ -23,6 +25,43 @@ func (ix indexLookup) on(path []segment) *fieldIndex {
 	return ix(canonical(path))
 }
 
+// scope is what a condition is compiled in: the payload indexes it may read (nil: none),
+// the release whose semantics apply, and whether it sits under a must_not, where Qdrant
+// checks every condition point by point instead of reading its candidates from an index.
+type scope struct {
+	ix      indexLookup
+	release Release
+	negated bool
+	// primary: the condition's clause is one Qdrant's planner reads from the indexes (a
+	// must, or a should or min_should whose every condition an index serves, in a filter
+	// that is itself read so) rather than checking it point by point.
+	primary bool
+	// nested: the condition sits in the filter of a nested condition (the first level).
+	nested *nestedCtx
+}
+
+// nestedCtx is what a nested condition's filter is compiled in: the array of objects it
+// iterates, the point's indexes, and the keys of its is_empty conditions that an index
+// on key[].field answers for the whole point rather than per object (filled by compile,
+// for those in clauses the planner reads from the indexes).
+type nestedCtx struct {
+	path  []segment
+	ix    indexLookup
+	empty []string
+}
+
+// covers reports whether an index on the nested array's path followed by path exists.
+func (n *nestedCtx) covers(path []segment) bool {
+	return n != nil && n.ix.on(append(slices.Clone(n.path), path...)) != nil
+}
+
+// emptyKey is where the nested condition hands its filter the point-level is_empty of
+// key: a payload key no valid path can name.
+func emptyKey(key string) string { return "\x00is_empty\x00" + key }
+
+// noIndex is sc without payload indexes (inside a nested condition).
+func (sc scope) noIndex() scope { sc.ix = nil; return sc }
+
 // compile turns a filter into a predicate with Qdrant's semantics (see
 // lib/segment/src/payload_storage/query_checker.rs): every must condition, at least one
 // should condition when there are any, at least min_count of min_should, no must_not
@@ -33,26 +72,33 @@ func (ix indexLookup) on(path []segment) *fieldIndex {
 // (condition_converter.rs, field_condition_checker). Conditions the emulator does not
 // implement fail compilation with codes.Unimplemented, malformed ones with
 // codes.InvalidArgument, so no request half-applies.
-func compile(f *qdrant.Filter, ix indexLookup) (pred, error) {
+func compile(f *qdrant.Filter, sc scope) (pred, error) {
 	if f == nil {
 		return func(*pointKey, map[string]*qdrant.Value) bool { return true }, nil
 	}
-	must, err := compileAll(f.GetMust(), ix)
+	in := func(cs []*qdrant.Condition, primary bool) scope {
+		c := sc
+		c.primary = primary && sc.primary && !sc.negated
+		return c
+	}
+	must, err := compileAll(f.GetMust(), in(f.GetMust(), true))
 	if err != nil {
 		return nil, err
 	}
-	should, err := compileAll(f.GetShould(), ix)
+	should, err := compileAll(f.GetShould(), in(f.GetShould(), allServed(f.GetShould(), sc)))
 	if err != nil {
 		return nil, err
 	}
-	mustNot, err := compileAll(f.GetMustNot(), ix)
+	neg := sc
+	neg.negated, neg.primary = true, false
+	mustNot, err := compileAll(f.GetMustNot(), neg)
 	if err != nil {
 		return nil, err
 	}
 	var minShould []pred
 	var minCount int
 	if ms := f.GetMinShould(); ms != nil {
-		if minShould, err = compileAll(ms.GetConditions(), ix); err != nil {
+		if minShould, err = compileAll(ms.GetConditions(), in(ms.GetConditions(), allServed(ms.GetConditions(), sc))); err != nil {
 			return nil, err
 		}
 		minCount = int(ms.GetMinCount())
@@ -89,6 +135,74 @@ func compile(f *qdrant.Filter, ix indexLookup) (pred, error) {
 	}, nil
 }
 
+// allServed reports whether an index serves every one of cs, so that Qdrant's planner
+// reads their union from the indexes: has_id, a keyword match or match-any on a keyword
+// index, an integer match or match-any on an integer index, a range on an integer or
+// float index, a keyword UUID on an integer or float index, inside a nested condition
+// is_empty on a field an index on key[].field covers, and a nested condition whose must
+// (or, without one, should) is all such. The planner's other choices, which depend on
+// estimated cardinalities, are not modelled.
+func allServed(cs []*qdrant.Condition, sc scope) bool {
+	ix := sc.ix
+	for _, c := range cs {
+		switch v := c.GetConditionOneOf().(type) {
+		case *qdrant.Condition_HasId:
+			continue
+		case *qdrant.Condition_IsEmpty:
+			if path, err := parsePath(v.IsEmpty.GetKey()); err == nil && sc.nested.covers(path) {
+				continue
+			}
+		case *qdrant.Condition_Nested:
+			key := v.Nested.GetKey()
+			if !strings.HasSuffix(key, "[]") {
+				key += "[]"
+			}
+			path, err := parsePath(key)
+			if err != nil || sc.nested != nil {
+				return false
+			}
+			in := scope{nested: &nestedCtx{path: path, ix: ix}}
+			f := v.Nested.GetFilter()
+			if len(f.GetMust()) > 0 && allServed(f.GetMust(), in) || len(f.GetMust()) == 0 && len(f.GetShould()) > 0 && allServed(f.GetShould(), in) {
+				continue
+			}
+		case *qdrant.Condition_Field:
+			path, err := parsePath(v.Field.GetKey())
+			if err != nil {
+				return false
+			}
+			idx := ix.on(path)
+			if idx == nil {
+				return false
+			}
+			numeric := idx.typ == qdrant.FieldType_FieldTypeInteger || idx.typ == qdrant.FieldType_FieldTypeFloat
+			switch m := v.Field.GetMatch().GetMatchValue().(type) {
+			case *qdrant.Match_Keyword:
+				if idx.typ == qdrant.FieldType_FieldTypeKeyword {
+					continue
+				}
+				if _, err := parseUUID(m.Keyword); err == nil && numeric {
+					continue
+				}
+			case *qdrant.Match_Keywords:
+				if idx.typ == qdrant.FieldType_FieldTypeKeyword {
+					continue
+				}
+			case *qdrant.Match_Integer, *qdrant.Match_Integers:
+				if idx.typ == qdrant.FieldType_FieldTypeInteger {
+					continue
+				}
+			case nil:
+				if v.Field.GetRange() != nil && numeric {
+					continue
+				}
+			}
+		}
+		return false
+	}
+	return true
+}
+
 func anyOf(ps []pred, k *pointKey, p map[string]*qdrant.Value) bool {
 	for _, c := range ps {
 		if c(k, p) {
@@ -98,13 +212,13 @@ func anyOf(ps []pred, k *pointKey, p map[string]*qdrant.Value) bool {
 	return false
 }
 
-func compileAll(cs []*qdrant.Condition, ix indexLookup) ([]pred, error) {
+func compileAll(cs []*qdrant.Condition, sc scope) ([]pred, error) {
 	out := make([]pred, 0, len(cs))
 	for _, c := range cs {
 		if c.GetConditionOneOf() == nil {
 			continue // dropped, as Qdrant drops it
 		}
-		p, err := compileCondition(c, ix)
+		p, err := compileCondition(c, sc)
 		if err != nil {
 			return nil, err
 		}
@@ -113,12 +227,13 @@ func compileAll(cs []*qdrant.Condition, ix indexLookup) ([]pred, error) {
 	return out, nil
 }
 
-func compileCondition(c *qdrant.Condition, ix indexLookup) (pred, error) {
+func compileCondition(c *qdrant.Condition, sc scope) (pred, error) {
+	ix := sc.ix
 	switch v := c.GetConditionOneOf().(type) {
 	case *qdrant.Condition_Filter:
-		return compile(v.Filter, ix)
+		return compile(v.Filter, sc)
 	case *qdrant.Condition_Field:
-		return compileField(v.Field, ix)
+		return compileField(v.Field, sc)
 	case *qdrant.Condition_HasId:
 		ids := map[pointKey]bool{}
 		for _, id := range v.HasId.GetHasId() {
@@ -135,20 +250,20 @@ func compileCondition(c *qdrant.Condition, ix indexLookup) (pred, error) {
 		if err != nil {
 			return nil, status.Error(codes.InvalidArgument, err.Error())
 		}
-		return func(_ *pointKey, p map[string]*qdrant.Value) bool {
-			for _, x := range valuesAt(p, path) {
-				if !isNull(x) && !(x.GetListValue() != nil && len(x.GetListValue().GetValues()) == 0) {
-					return false
-				}
-			}
-			return true
-		}, nil
+		if n := sc.nested; sc.primary && n.covers(path) {
+			// Qdrant reads it from the index on key[].field: for the whole point. Checked
+			// point by point (under a must_not, say), it is answered object by object.
+			k := emptyKey(v.IsEmpty.GetKey())
+			n.empty = append(n.empty, v.IsEmpty.GetKey())
+			return func(_ *pointKey, p map[string]*qdrant.Value) bool { return p[k].GetBoolValue() }, nil
+		}
+		return func(_ *pointKey, p map[string]*qdrant.Value) bool { return emptyAt(p, path) }, nil
 	case *qdrant.Condition_IsNull:
 		path, err := parsePath(v.IsNull.GetKey())
 		if err != nil {
 			return nil, status.Error(codes.InvalidArgument, err.Error())
 		}
-		if ix.on(path) != nil {
+		if ix.on(path) != nil || sc.release >= Release120 {
 			return func(_ *pointKey, p map[string]*qdrant.Value) bool { return nullFlag(valuesAt(p, path)) }, nil
 		}
 		return func(_ *pointKey, p map[string]*qdrant.Value) bool {
@@ -171,13 +286,38 @@ func compileCondition(c *qdrant.Condition, ix indexLookup) (pred, error) {
 		if v.Nested.GetFilter() == nil {
 			return nil, status.Error(codes.InvalidArgument, "Wrong input: Nested condition must have a filter")
 		}
-		inner, err := compile(v.Nested.GetFilter(), nil)
+		in := sc.noIndex()
+		in.nested, in.primary = nil, sc.primary && !sc.negated
+		nc := &nestedCtx{path: path, ix: ix}
+		if sc.nested == nil {
+			in.nested = nc
+		}
+		inner, err := compile(v.Nested.GetFilter(), in)
 		if err != nil {
 			return nil, err
 		}
 		return func(_ *pointKey, p map[string]*qdrant.Value) bool {
+			var point map[string]*qdrant.Value // the point-level answers the filter reads
+			if len(nc.empty) > 0 {
+				point = map[string]*qdrant.Value{}
+				for _, key := range nc.empty {
+					field, _ := parsePath(key)
+					point[emptyKey(key)] = qdrant.NewValueBool(emptyAt(p, append(slices.Clone(path), field...)))
+				}
+			}
 			for _, x := range valuesAt(p, path) {
-				if st := x.GetStructValue(); st != nil && inner(nil, st.GetFields()) {
+				st := x.GetStructValue()
+				if st == nil {
+					continue
+				}
+				obj := st.GetFields()
+				if point != nil {
+					with := make(map[string]*qdrant.Value, len(obj)+len(point))
+					maps.Copy(with, obj)
+					maps.Copy(with, point)
+					obj = with
+				}
+				if inner(nil, obj) {
 					return true
 				}
 			}
@@ -190,12 +330,24 @@ func compileCondition(c *qdrant.Condition, ix indexLookup) (pred, error) {
 	}
 }
 
+// emptyAt is is_empty of path on a payload: no value there but nulls and empty arrays
+// (common/utils.rs, check_is_empty).
+func emptyAt(p map[string]*qdrant.Value, path []segment) bool {
+	for _, x := range valuesAt(p, path) {
+		if !isNull(x) && !(x.GetListValue() != nil && len(x.GetListValue().GetValues()) == 0) {
+			return false
+		}
+	}
+	return true
+}
+
 // compileField mirrors FieldCondition's ValueChecker: when the key holds no value the
 // condition passes only for is_empty=true or is_null=false; otherwise it passes when any
 // value passes, an array value passing when any of its elements does. With a payload index
 // on the key, the parts that index serves are answered from the values it holds instead
 // (see indexMatch), and is_null from the null index built beside every index.
-func compileField(fc *qdrant.FieldCondition, ix indexLookup) (pred, error) {
+func compileField(fc *qdrant.FieldCondition, sc scope) (pred, error) {
+	ix := sc.ix
 	path, err := parsePath(fc.GetKey())
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
@@ -243,7 +395,12 @@ func compileField(fc *qdrant.FieldCondition, ix indexLookup) (pred, error) {
 	case fc.GetMatch() != nil || fc.GetRange() != nil:
 		var m func(*qdrant.Value) bool
 		if fc.GetMatch() != nil {
+			if im := idx.uuidAsNumber(fc.GetMatch(), sc); im != nil {
+				return im, nil
+			}
 			if im := idx.match(fc.GetMatch()); im != nil {
+				indexed = im
+			} else if im := unindexedText(fc.GetMatch(), path, sc); im != nil {
 				indexed = im
 			} else if m, err = compileMatch(fc.GetMatch()); err != nil {
 				return nil, err
@@ -303,7 +460,8 @@ func compileField(fc *qdrant.FieldCondition, ix indexLookup) (pred, error) {
 
 // nullFlag is the null index's is_null for a point: a value at the key is null or an
 // array holding a null (null_index/mutable_null_index/lifecycle.rs, add_point). Without
-// an index only a null value counts (common/utils.rs, check_is_null).
+// an index only a null value counts (common/utils.rs, check_is_null) up to release 1.19;
+// from 1.20 an array holding a null counts without an index too.
 func nullFlag(vals []*qdrant.Value) bool {
 	for _, x := range vals {
 		if isNull(x) {

@@ -94,7 +94,7 @@ func (ps *pointsService) writeEach(name string, sel *qdrant.PointsSelector, fn f
 
 // Count counts the visible points passing the filter; deferred points are not counted.
 func (ps *pointsService) Count(_ context.Context, req *qdrant.CountPoints) (*qdrant.CountResponse, error) {
-	if _, err := compile(req.GetFilter(), nil); err != nil {
+	if _, err := compile(req.GetFilter(), scope{}); err != nil {
 		return nil, err
 	}
 	var n int
@@ -103,7 +103,7 @@ func (ps *pointsService) Count(_ context.Context, req *qdrant.CountPoints) (*qdr
 			n = c.visible()
 			return nil
 		}
-		p, err := compile(req.GetFilter(), c.indexOn)
+		p, err := compile(req.GetFilter(), c.scope())
 		if err != nil {
 			return err
 		}
@@ -136,7 +136,7 @@ func selectionOf(sel *qdrant.PointsSelector) (selection, error) {
 		}
 	case *qdrant.PointsSelector_Filter:
 		out.filter = s.Filter
-		if _, err := compile(out.filter, nil); err != nil {
+		if _, err := compile(out.filter, scope{}); err != nil {
 			return out, err
 		}
 	default:
@@ -151,7 +151,7 @@ func (sel selection) keys(c *collection) ([]pointKey, error) {
 	if sel.filter == nil {
 		return sel.ids, nil
 	}
-	p, err := compile(sel.filter, c.indexOn)
+	p, err := compile(sel.filter, c.scope())
 	if err != nil {
 		return nil, err
 	}
@@ -181,12 +181,12 @@ func (ps *pointsService) Scroll(_ context.Context, req *qdrant.ScrollPoints) (*q
 		}
 		offset = &k
 	}
-	if _, err := compile(req.GetFilter(), nil); err != nil {
+	if _, err := compile(req.GetFilter(), scope{}); err != nil {
 		return nil, err
 	}
 	out := &qdrant.ScrollResponse{}
 	err := ps.s.read(req.GetCollectionName(), func(c *collection) error {
-		p, err := compile(req.GetFilter(), c.indexOn)
+		p, err := compile(req.GetFilter(), c.scope())
 		if err != nil {
 			return err
 		}

@@ -148,7 +148,7 @@ type nearest struct {
 // eachFiltered calls fn for every visible point of c that passes pre (a cheap check made
 // first) and f, checking only f's index candidates when there are any. Callers hold c.mu.
 func (c *collection) eachFiltered(f *qdrant.Filter, pre func(*point) bool, fn func(k pointKey, pt *point)) error {
-	pr, err := compile(f, c.indexOn)
+	pr, err := compile(f, c.scope())
 	if err != nil {
 		return err
 	}
@@ -321,7 +321,7 @@ func nearestOfQuery(req *qdrant.QueryPoints) (nearest, error) {
 // searchAll answers each request on the collection name under one read lock.
 func (ps *pointsService) searchAll(name string, reqs []nearest) ([][]*qdrant.ScoredPoint, error) {
 	for _, n := range reqs {
-		if _, err := compile(n.filter, nil); err != nil {
+		if _, err := compile(n.filter, scope{}); err != nil {
 			return nil, err
 		}
 	}

@@ -20,6 +20,10 @@
 // values_count, snapshots — answers codes.Unimplemented. docs/qdrant-emulator.md lists each behaviour with the
 // Qdrant source it follows and the test that pins it.
 //
+// Where Qdrant releases differ, SetRelease chooses whose semantics filters follow: 1.17 to
+// 1.19 (the default) or 1.20 (the engine of Qdrant Edge, which pkg/qdrantfake/edgediff
+// checks the emulator against).
+//
 // Writes are applied before the call returns, so wait=true and wait=false differ only in
 // the reported status, unless SetDeferredVisibility is on: then new points are deleted by
 // filter but not counted until Reveal, as Qdrant's deferred points are. InjectFault makes
@@ -58,6 +62,7 @@ type Server struct {
 	examined    atomic.Uint64
 	opID        atomic.Uint64
 	deferWrites atomic.Bool
+	release     atomic.Int32
 	faults      faults
 
 	mu          sync.RWMutex
@@ -250,7 +255,7 @@ func (cs *collectionsService) Create(_ context.Context, req *qdrant.CreateCollec
 		return nil, status.Errorf(codes.AlreadyExists, "Wrong input: Collection `%s` already exists!", name)
 	}
 	params := &qdrant.CollectionParams{ShardNumber: 1, VectorsConfig: req.GetVectorsConfig(), SparseVectorsConfig: req.GetSparseVectorsConfig()}
-	s.collections[name] = newCollection(name, params, &s.examined)
+	s.collections[name] = newCollection(name, params, &s.examined, &s.release)
 	return &qdrant.CollectionOperationResponse{Result: true}, nil
 }
 

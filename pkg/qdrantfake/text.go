@@ -54,6 +54,11 @@ func (idx *fieldIndex) textMatch(m *qdrant.Match) func(map[string]*qdrant.Value)
 		return nil
 	}
 	q := idx.tokens(query)
+	if len(q) == 0 {
+		// A query without a token (no letter or digit for the word tokenizer) matches
+		// nothing, not every document.
+		return func(map[string]*qdrant.Value) bool { return false }
+	}
 	return func(p map[string]*qdrant.Value) bool {
 		for _, v := range valuesAt(p, idx.path) {
 			vals := []*qdrant.Value{v}

@@ -147,7 +147,7 @@ func (st *Store) VerifyBatch(ctx context.Context, inv inventory.Entry, subjects 
 		if s.TenantScope() {
 			continue
 		}
-		if _, err := subjectFilter(l, s); err != nil {
+		if _, err := subjectFilter(l, s); err != nil || len(unsearchable(l, s)) > 0 {
 			continue
 		}
 		shared[i] = true

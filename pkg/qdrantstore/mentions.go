@@ -29,7 +29,8 @@ import (
 //     the rest of the payload is kept).
 //
 // Verify then counts what is left, which is 0 after erase or redact unless points were
-// written meanwhile.
+// written meanwhile. An identifier without a letter or digit has no token for match text
+// to find, so Verify reports it unexamined and the store is not clean.
 
 // identifiers are s's raw identifiers that a mention can hold, longest first, so that
 // redacting a session id that contains the subject id replaces the whole session id.
@@ -43,6 +44,23 @@ func identifiers(s deletion.Subject) []string {
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
+	return out
+}
+
+// unsearchable lists, as Verification.UnexaminedItems, one entry per identifier of s that
+// the mention search cannot find: one without a letter or digit has no token, and Qdrant's
+// match text finds nothing for it through a text index, or from 1.20 without one. The
+// entries name no identifier. It is empty for a store without text fields.
+func unsearchable(l Locators, s deletion.Subject) []string {
+	if len(l.TextFields) == 0 {
+		return nil
+	}
+	var out []string
+	for _, id := range identifiers(s) {
+		if strings.IndexFunc(id, wordRune) < 0 {
+			out = append(out, "mentions: an identifier without a letter or digit, which match text cannot find")
+		}
+	}
 	return out
 }
 

@@ -219,7 +219,8 @@ func (st *Store) retry(ctx context.Context, call func() error) error {
 
 // Verify counts, exactly and with the filter Erase uses, the points of s that remain in
 // st's collections (for a tenant-scope s, every point of the tenant: those of its tenant
-// field, or every point of its own collections).
+// field, or every point of its own collections). With text fields it counts residual
+// mentions too, and reports as unexamined each identifier the mention search cannot find.
 func (st *Store) Verify(ctx context.Context, inv inventory.Entry, s deletion.Subject) (event.Verification, error) {
 	l, err := LocatorsOf(inv)
 	if err != nil {
@@ -251,6 +252,9 @@ func (st *Store) Verify(ctx context.Context, inv inventory.Entry, s deletion.Sub
 	}
 	if len(l.TextFields) > 0 {
 		v.Method += MethodMentions
+		items := unsearchable(l, s)
+		v.Unexamined += int64(len(items))
+		v.UnexaminedItems = append(v.UnexaminedItems, items...)
 	}
 	if l.similar() != SimilarOff {
 		key := pendingKey(inv, s)

@@ -18,6 +18,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/qdrantfake"
+	"github.com/lethe-erasure/lethe/pkg/qdrantfake/edgediff"
 	"github.com/lethe-erasure/lethe/pkg/qdrantfake/qdranttest"
 	"github.com/lethe-erasure/lethe/pkg/qdrantstore"
 	"github.com/lethe-erasure/lethe/pkg/retry"
@@ -143,13 +144,26 @@ func (e *env) count(t *testing.T, tenant string, f *qdrant.Filter) int {
 	return int(n)
 }
 
-// TestConformance runs the shared suite twice: with keyword indexes on the subject
-// fields (the production setup) and without (the emulator scans).
+// TestConformance runs the shared suite with keyword indexes on the subject fields (the
+// production setup) and without (the emulator scans), each on the emulator alone and on
+// the emulator with every call replayed on Qdrant's engine (edgediff), which fails the
+// run on any answer the two give differently.
 func TestConformance(t *testing.T) {
-	for _, indexed := range []bool{true, false} {
-		t.Run(map[bool]string{true: "indexed", false: "scan"}[indexed], func(t *testing.T) {
+	oracle := edgediff.StartOracle(t)
+	for _, run := range []struct {
+		name             string
+		indexed, against bool
+	}{{"indexed", true, false}, {"scan", false, false}, {"indexed-edge", true, true}, {"scan-edge", false, true}} {
+		indexed := run.indexed
+		t.Run(run.name, func(t *testing.T) {
 			deletiontest.Run(t, func(t *testing.T) deletiontest.Fixture {
-				e := newEnv(t)
+				var e *env
+				if run.against {
+					client, srv, _ := edgediff.ConnectWith(t, oracle)
+					e = envOver(t, client, srv)
+				} else {
+					e = newEnv(t)
+				}
 				return deletiontest.Fixture{
 					Impl:  e.store,
 					Store: e.inv,

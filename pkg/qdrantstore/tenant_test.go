@@ -16,6 +16,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/deletion/deletiontest"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
+	"github.com/lethe-erasure/lethe/pkg/qdrantfake/edgediff"
 	"github.com/lethe-erasure/lethe/pkg/qdrantfake/qdranttest"
 	"github.com/lethe-erasure/lethe/pkg/qdrantstore"
 	"github.com/lethe-erasure/lethe/pkg/retry"
@@ -74,6 +75,12 @@ type sharedEnv struct {
 func newSharedEnv(t *testing.T, extra map[string]any) *sharedEnv {
 	t.Helper()
 	client, _ := qdranttest.Connect(t)
+	return sharedEnvOver(t, client, extra)
+}
+
+// sharedEnvOver is newSharedEnv over client.
+func sharedEnvOver(t *testing.T, client *qdrant.Client, extra map[string]any) *sharedEnv {
+	t.Helper()
 	qdranttest.Collection(t, client, sharedColl)
 	l := inventory.Locators{
 		"collections":    []string{sharedColl},
@@ -176,15 +183,27 @@ func TestCrossTenant(t *testing.T) {
 	}
 }
 
-// TestConformanceSharedCollection runs the whole suite over the shared collection.
+// TestConformanceSharedCollection runs the whole suite over the shared collection, on the
+// emulator alone and with every call replayed on Qdrant's engine (edgediff).
 func TestConformanceSharedCollection(t *testing.T) {
-	deletiontest.Run(t, func(t *testing.T) deletiontest.Fixture {
-		e := newSharedEnv(t, nil)
-		if err := e.store.EnsureIndexes(context.Background(), e.inv, "acme"); err != nil {
-			t.Fatal(err)
-		}
-		return e.fixture()
-	})
+	oracle := edgediff.StartOracle(t)
+	for _, against := range []bool{false, true} {
+		t.Run(map[bool]string{false: "emulator", true: "edge"}[against], func(t *testing.T) {
+			deletiontest.Run(t, func(t *testing.T) deletiontest.Fixture {
+				var e *sharedEnv
+				if against {
+					client, _, _ := edgediff.ConnectWith(t, oracle)
+					e = sharedEnvOver(t, client, nil)
+				} else {
+					e = newSharedEnv(t, nil)
+				}
+				if err := e.store.EnsureIndexes(context.Background(), e.inv, "acme"); err != nil {
+					t.Fatal(err)
+				}
+				return e.fixture()
+			})
+		})
+	}
 }
 
 // TestSharedCollectionReadBack: with similar and mentions set to erase, an erasure of
