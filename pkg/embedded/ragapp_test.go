@@ -27,41 +27,20 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/testenv"
 )
 
-// ragPython returns the interpreter of the RAG app's virtual environment: $LETHE_RAG_VENV,
-// or .tools/rag-venv in the working directory or a parent (make tools builds it from
-// examples/rag-app/requirements.txt). It fails t when there is none or a library the app
-// uses does not import.
+// ragPython returns the interpreter of the RAG app's virtual environment: $LETHE_RAG_PYTHON,
+// or .tools/rag-venv's (make tools builds it from examples/rag-app/requirements.txt). It
+// fails t when there is none or a library the app uses does not import.
 func ragPython(t *testing.T) string {
 	t.Helper()
-	var tried []string
-	var dirs []string
-	if d := os.Getenv("LETHE_RAG_VENV"); d != "" {
-		dirs = append(dirs, d)
-	}
-	wd, err := os.Getwd()
+	py, err := testenv.Tool("LETHE_RAG_PYTHON", "rag-venv", "bin", "python")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for d := wd; ; d = filepath.Dir(d) {
-		dirs = append(dirs, filepath.Join(d, ".tools", "rag-venv"))
-		if filepath.Dir(d) == d {
-			break
-		}
+	out, err := exec.Command(py, "-c", "import langchain_qdrant, langgraph.checkpoint.postgres, langchain_community.chat_message_histories, mem0, ragas, boto3, pytest").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s cannot import the RAG app's libraries (run make tools): %v\n%s", py, err, out)
 	}
-	for _, d := range dirs {
-		py := filepath.Join(d, "bin", "python")
-		if _, err := os.Stat(py); err != nil {
-			tried = append(tried, py)
-			continue
-		}
-		out, err := exec.Command(py, "-c", "import langchain_qdrant, langgraph.checkpoint.postgres, langchain_community.chat_message_histories, mem0, ragas, boto3").CombinedOutput()
-		if err != nil {
-			t.Fatalf("%s cannot import the RAG app's libraries (run make tools): %v\n%s", py, err, out)
-		}
-		return py
-	}
-	t.Fatalf("no RAG app virtual environment (run make tools): tried %s", strings.Join(tried, ", "))
-	return ""
+	return py
 }
 
 // A real RAG app (examples/rag-app: langchain-qdrant on the Qdrant emulator over gRPC,

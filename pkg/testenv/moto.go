@@ -78,7 +78,13 @@ func MotoServer() (string, error) {
 // MotoBinary finds moto_server: $LETHE_MOTO_SERVER, or .tools/venv/bin/moto_server in
 // the working directory or a parent (make tools installs it there).
 func MotoBinary() (string, error) {
-	if p := os.Getenv("LETHE_MOTO_SERVER"); p != "" {
+	return Tool("LETHE_MOTO_SERVER", "venv", "bin", "moto_server")
+}
+
+// Tool finds a file make tools installs under .tools: $env when set, else .tools/<rel> in
+// the working directory or the nearest parent that has it.
+func Tool(env string, rel ...string) (string, error) {
+	if p := os.Getenv(env); env != "" && p != "" {
 		return p, nil
 	}
 	wd, err := os.Getwd()
@@ -87,7 +93,7 @@ func MotoBinary() (string, error) {
 	}
 	var tried []string
 	for d := wd; ; d = filepath.Dir(d) {
-		p := filepath.Join(d, ".tools", "venv", "bin", "moto_server")
+		p := filepath.Join(append([]string{d, ".tools"}, rel...)...)
 		if _, err := os.Stat(p); err == nil {
 			return p, nil
 		}
@@ -96,7 +102,7 @@ func MotoBinary() (string, error) {
 			break
 		}
 	}
-	return "", fmt.Errorf("moto_server not found (run make tools): tried %s", strings.Join(tried, ", "))
+	return "", fmt.Errorf("%s not found (run make tools): tried %s", filepath.Join(rel...), strings.Join(tried, ", "))
 }
 
 // startMoto starts moto_server on a free loopback port and waits until it answers. A port

@@ -17,13 +17,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/lethe-erasure/lethe/pkg/testenv"
 )
 
 //go:embed oracle.py
@@ -37,28 +37,8 @@ const EnvPython = "LETHE_TEST_QDRANT_EDGE_PYTHON"
 // version fails to start.
 const EdgeVersion = "0.9.0"
 
-// Python returns the Python that runs the oracle.
-func Python() (string, error) {
-	if p := os.Getenv(EnvPython); p != "" {
-		return p, nil
-	}
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	var tried []string
-	for d := wd; ; d = filepath.Dir(d) {
-		p := filepath.Join(d, ".tools", "venv", "bin", "python")
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-		tried = append(tried, p)
-		if filepath.Dir(d) == d {
-			break
-		}
-	}
-	return "", fmt.Errorf("python of .tools/venv not found (run make tools): tried %s", strings.Join(tried, ", "))
-}
+// Python returns the Python that runs the oracle: $EnvPython, or .tools/venv's.
+func Python() (string, error) { return testenv.Tool(EnvPython, "venv", "bin", "python") }
 
 // Oracle is one running oracle.py. Calls are serialised.
 type Oracle struct {
