@@ -26,10 +26,13 @@ credentials and region come from the default chain; LETHE_KMS_ENDPOINT names a l
 		var kmsKey, id, endpoint string
 		fs.StringVar(&kmsKey, "kms-key", "", "the KMS key that wraps the key-encryption key: key id, ARN or alias/NAME")
 		fs.StringVar(&id, "id", "", "the key-encryption key's id (LETHE_KEK_ID), bound to it by KMS's encryption context")
-		fs.StringVar(&endpoint, "kms-endpoint", c.getenv("LETHE_KMS_ENDPOINT"), "KMS endpoint; empty: AWS")
+		fs.StringVar(&endpoint, "kms-endpoint", "", "KMS endpoint; empty: LETHE_KMS_ENDPOINT, else AWS")
 		return func(ctx context.Context, args []string) error {
 			if len(args) > 0 || kmsKey == "" || id == "" {
 				return usageErrorf("give --kms-key and --id, and no argument")
+			}
+			if endpoint == "" {
+				endpoint = c.getenv("LETHE_KMS_ENDPOINT")
 			}
 			cl, err := kmskek.Client(ctx, endpoint)
 			if err != nil {

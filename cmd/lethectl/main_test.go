@@ -96,7 +96,9 @@ func (in invocation) run(t *testing.T, args ...string) result {
 	if target == nil {
 		target = sys
 	}
-	env := map[string]string{"LETHE_SERVER": target.BaseURL}
+	// The stack frames its topics for its registry: lethectl reads them with the same
+	// setting as the services, as an operator gives it.
+	env := map[string]string{"LETHE_SERVER": target.BaseURL, "LETHE_SCHEMA_REGISTRY_URL": "http://" + target.Stack.Addrs.Registry}
 	for k, v := range in.env {
 		env[k] = v
 	}
