@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -77,6 +78,12 @@ type Rebuilt struct {
 	// Published are the distinct receipts (by receipt id and hash) published for the
 	// request, in the order they were first read.
 	Published []event.Receipt
+	// Twins are the other erasure.requested records of Request's attempt (a submission
+	// published again after its state write failed, with its own requested_at), and Runs
+	// every report and find read, in order (FinishedAt tells a redelivery that ran after
+	// the receipt): the receipt may rest on either.
+	Twins []auditlog.Request
+	Runs  []event.StoreDone
 }
 
 // ReportList returns the reports ordered by store name, as auditlog.Store.Reports does.
@@ -266,6 +273,12 @@ func (t *Trail) addRequested(decode decoder) error {
 		return nil // a sweep or re-apply: its outcome is an addendum, not part of the receipt's trail
 	}
 	rb := t.request(req.RequestID, req.TenantID)
+	switch {
+	case rb.Request != nil && req.Attempt == rb.Request.Attempt:
+		rb.Twins = append(rb.Twins, *rb.Request)
+	case rb.Request != nil && req.Attempt > rb.Request.Attempt:
+		rb.Twins = nil
+	}
 	if rb.Request == nil || req.Attempt >= rb.Request.Attempt {
 		rb.Request = &req
 		if req.TenantID != "" {
@@ -287,6 +300,7 @@ func (t *Trail) addStoreDone(decode decoder) error {
 		return nil // reported by a sweep or re-apply after the receipt
 	}
 	rb := t.request(d.RequestID, d.TenantID)
+	rb.Runs = append(rb.Runs, d)
 	if old, ok := rb.Reports[d.Store]; ok {
 		d = aggregator.Merge(old, d) // as the aggregator keeps them
 	}
@@ -305,6 +319,7 @@ func (t *Trail) addStoreFound(decode decoder) error {
 	rb := t.request(f.RequestID, f.TenantID)
 	d := aggregator.FoundReport(f)
 	d.Store += aggregator.FoundSuffix // as the aggregator keeps it
+	rb.Runs = append(rb.Runs, d)
 	if old, ok := rb.Reports[d.Store]; ok {
 		d = aggregator.Merge(old, d)
 	}
@@ -341,4 +356,25 @@ func (t *Trail) request(id, tenant string) *Rebuilt {
 		rb.TenantID = tenant
 	}
 	return rb
+}
+
+// ReportsUntil returns the reports as the aggregator kept them from the runs that finished
+// by at, ordered by store name.
+func (r *Rebuilt) ReportsUntil(at time.Time) []event.StoreDone {
+	kept := map[string]event.StoreDone{}
+	for _, d := range r.Runs {
+		if d.FinishedAt.After(at) {
+			continue
+		}
+		if old, ok := kept[d.Store]; ok {
+			d = aggregator.Merge(old, d)
+		}
+		kept[d.Store] = d
+	}
+	ds := make([]event.StoreDone, 0, len(kept))
+	for _, d := range kept {
+		ds = append(ds, d)
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i].Store < ds[j].Store })
+	return ds
 }

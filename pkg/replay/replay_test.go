@@ -351,3 +351,51 @@ func TestRebuildEmptyTopics(t *testing.T) {
 		t.Fatalf("empty topics: %d requests, report %+v; want nothing", len(trail.Requests), rep)
 	}
 }
+
+// A receipt rests on what the aggregator had read when it issued it: a twin of the
+// request (the same attempt published again after the intake's state write failed, with
+// its own requested_at) and a redelivered run that finished after the receipt change what
+// the trail ends with, not the receipt, and are no mismatch. The receipt tampered with
+// still is.
+func TestStateAfterTheReceiptIsNoMismatch(t *testing.T) {
+	e := setup(t)
+	e.handle(t, request("r-7", "acme", 1))
+	e.handle(t, success("r-7", "acme", 1)...)
+	stored, err := e.store.GetReceipt(context.Background(), "r-7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	twin := event.Requested{
+		RequestID: "r-7", TenantID: "acme", SubjectHash: "hash-of-r-7", KeyID: "k1", Scope: event.ScopeSubject, Regulation: "GDPR",
+		RequestedAt: clock.Add(-30 * time.Second), DueAt: clock.Add(30*24*time.Hour + time.Minute),
+		InventoryVersion: "v1", ExpectedStores: expected, Attempt: 1,
+	}
+	late := event.StoreDone{
+		RequestID: "r-7", TenantID: "acme", Store: "redis", Kind: kinds["redis"], Status: event.StatusNothingFound,
+		Locations:    []event.LocationCount{{Location: "late:acme", Deleted: 0}},
+		Verification: event.Verification{Method: "read-back", Remaining: 0},
+		Attempt:      1, StartedAt: stored.CompletedAt, FinishedAt: stored.CompletedAt.Add(time.Minute),
+	}
+	e.handle(t, encode(event.TopicRequested, "r-7", event.Request, &twin), encode(event.TopicStoreDone, "r-7", event.Done, &late))
+	e.publish(t, receiptRecord(stored))
+	findings := func() []replay.Finding {
+		var out []replay.Finding
+		for _, f := range replay.Compare(context.Background(), rebuild(t, e), e.view()).Findings {
+			if f.RequestID == "r-7" {
+				out = append(out, f)
+			}
+		}
+		return out
+	}
+	if got := findings(); len(got) != 0 {
+		t.Fatalf("findings %+v, want none: the receipt rests on the state it was issued from", got)
+	}
+	e.rewrite(t, "r-7", func(r *event.Receipt) { r.Regulation = "CCPA"; r.Hash = auditlog.HashReceipt(*r) })
+	var kinds []replay.Kind
+	for _, f := range findings() {
+		kinds = append(kinds, f.Kind)
+	}
+	if !slices.Contains(kinds, replay.KindReceiptMismatch) {
+		t.Errorf("a tampered receipt: findings %v, want receipt_mismatch", kinds)
+	}
+}
