@@ -93,6 +93,27 @@ func TestReviewResolvesSimilarCopies(t *testing.T) {
 	if code, body := review(`{"store":"qdrant","item":"4","decision":"ERASE"}`); code != http.StatusBadRequest || !strings.Contains(body, "no item") {
 		t.Fatalf("an item the receipt does not list: %d %s, want 400", code, body)
 	}
+	// A legal hold on the store stops an erase decision until its release.
+	resp, err := http.Post(sys.BaseURL+"/v1/holds", "application/json",
+		strings.NewReader(`{"tenant_id":"acme","subject_id":"cust-7","store":"qdrant","legal_basis":"GDPR Art. 17(3)(e)"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hold struct {
+		ID string `json:"hold_id"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&hold)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated || hold.ID == "" {
+		t.Fatalf("hold: %d %+v", resp.StatusCode, hold)
+	}
+	if code, body := review(`{"store":"qdrant","item":"2","decision":"ERASE"}`); code != http.StatusConflict || !strings.Contains(body, hold.ID) {
+		t.Fatalf("an erase in a held store: %d %s, want 409 naming the hold", code, body)
+	}
+	if resp, err = http.Post(sys.BaseURL+"/v1/holds/"+hold.ID+"/release", "application/json", nil); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("release: %v %v", resp, err)
+	}
+	resp.Body.Close()
 	code, body := review(`{"store":"qdrant","item":"2","decision":"erase","reason":"re-ingested FAQ answer quoting her order"}`)
 	var out intake.ReviewResponse
 	if code != http.StatusAccepted || json.Unmarshal([]byte(body), &out) != nil || out.Decision.Decision != event.ReviewErase {

@@ -39,8 +39,9 @@ type ReviewResponse struct {
 // aggregator records it as a REVIEWED addendum; an ERASE decision has the item's store
 // erase that item alone, recorded as ITEM_ERASED. It needs auth.RoleApprover. It fails with
 // an error wrapping auditlog.ErrNotFound for an unknown request, ErrInvalid for an item the
-// review list lacks or a decision without reason, ErrState for a request without receipt or
-// an item decided already (unless its erasure failed), ErrForbidden without the role.
+// review list lacks or a decision without reason, ErrState for a request without receipt,
+// an item decided already (unless its erasure failed) or an erase in a store under a legal
+// hold, ErrForbidden without the role.
 func (s *Service) Review(ctx context.Context, p auth.Principal, requestID string, in ReviewRequest) (ReviewResponse, error) {
 	req, err := s.Store.GetRequest(ctx, requestID)
 	switch {
@@ -85,6 +86,14 @@ func (s *Service) Review(ctx context.Context, p auth.Principal, requestID string
 		RequestedAt: rc.RequestedAt, DueAt: rc.DueAt, InventoryVersion: rc.InventoryVersion,
 		ExpectedStores: []string{dec.Store}, OnlyStores: []string{dec.Store}, Attempt: 1,
 		Purpose: event.PurposeReview, Pass: pass, Review: &dec,
+	}
+	if dec.Decision == event.ReviewErase && s.Workflow != nil {
+		if err := s.exempt(ctx, &ev); err != nil {
+			return ReviewResponse{}, err
+		}
+		if len(ev.Exempt) > 0 {
+			return ReviewResponse{}, fmt.Errorf("%w: store %q is under legal hold %s: erase the item after its release", ErrState, dec.Store, ev.Exempt[0].HoldID)
+		}
 	}
 	if err := s.send(ctx, &ev); err != nil {
 		return ReviewResponse{}, err
