@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -102,6 +103,22 @@ func (w *Watcher) Receipt(id string) (status string, at time.Time, ok bool) {
 	defer w.mu.Unlock()
 	r, ok := w.receipts[id]
 	return r.status, r.at, ok
+}
+
+// waitReceipt waits up to d for the receipt of request id and returns its status.
+func (w *Watcher) waitReceipt(ctx context.Context, id string, d time.Duration) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	for {
+		if status, _, ok := w.Receipt(id); ok {
+			return status, nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("chaos: no receipt for %s after %s", id, d)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }
 
 // LastReports returns, for each store, when the watcher saw the last report for any of

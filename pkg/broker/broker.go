@@ -27,6 +27,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"github.com/lethe-erasure/lethe/pkg/calls"
 	"github.com/lethe-erasure/lethe/pkg/envconf"
 	"github.com/lethe-erasure/lethe/pkg/tlsenv"
 )
@@ -154,6 +155,7 @@ func (c Config) Options() []kgo.Opt {
 		// A produce that cannot complete fails after this and is retried by the caller with
 		// backoff (and logged) instead of blocking silently.
 		kgo.RecordDeliveryTimeout(15 * time.Second),
+		kgo.WithHooks(calls.KafkaHook{}),
 	}
 	if c.ClientID != "" {
 		opts = append(opts, kgo.ClientID(c.ClientID))

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -87,7 +86,8 @@ type Stores struct {
 
 // Metrics declare where a service serves its metrics and health.
 type Metrics struct {
-	Addr string `env:"LETHE_METRICS_ADDR" default:"127.0.0.1:9090" doc:"Listen address of /metrics, /healthz and /readyz."`
+	Addr  string `env:"LETHE_METRICS_ADDR" default:"127.0.0.1:9090" doc:"Listen address of /metrics, /healthz and /readyz."`
+	Pprof bool   `env:"LETHE_PPROF" doc:"true: also serve Go's profiles under /debug/pprof/ on the metrics address (keep that address private)."`
 }
 
 // Config is a service's resolved configuration: its settings and the keys, inventory and
@@ -102,6 +102,7 @@ type Config struct {
 	KeysTable        string
 	KeysDir          string
 	MetricsAddr      string
+	Pprof            bool // serve /debug/pprof/ beside the metrics
 	AuditTable       string
 	AuditDir         string
 	AuditCreateTable bool
@@ -137,7 +138,7 @@ func (c *Config) track(v any) {
 // New resolves the settings s of service. It fails without a valid pseudonym key, KEK or
 // record MAC key, or with an invalid inventory.
 func New(service string, s Settings) (*Config, error) {
-	c := &Config{Service: service, InventoryFile: s.Process.Inventory, MetricsAddr: s.Metrics.Addr, LogLevel: s.Process.LogLevel}
+	c := &Config{Service: service, InventoryFile: s.Process.Inventory, MetricsAddr: s.Metrics.Addr, Pprof: s.Metrics.Pprof, LogLevel: s.Process.LogLevel}
 	c.setStores(s.Stores)
 	var err error
 	if c.Broker, err = s.Kafka.Config("lethe-" + service); err != nil {
@@ -297,7 +298,7 @@ func (c *Config) Logger() (*zap.Logger, error) {
 }
 
 func (c *Config) aws(ctx context.Context) (aws.Config, error) {
-	return awsconfig.LoadDefaultConfig(ctx, awsconfig.WithHTTPClient(awsclient.HTTPClient()))
+	return awsclient.LoadConfig(ctx)
 }
 
 // AuditStore opens the audit table: DynamoDB when AuditTable is set, else the embedded

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/lethe-erasure/lethe/pkg/calls"
 	"github.com/lethe-erasure/lethe/pkg/version"
 )
 
@@ -77,7 +78,7 @@ const (
 // New returns the metrics on a new registry that also holds the Go and process collectors.
 func New() *Metrics {
 	r := prometheus.NewRegistry()
-	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), calls.Total)
 	f := func(c prometheus.Collector) { r.MustRegister(c) }
 	m := &Metrics{Registry: r}
 	bi := version.Get()

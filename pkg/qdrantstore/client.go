@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 
+	"github.com/lethe-erasure/lethe/pkg/calls"
 	"github.com/lethe-erasure/lethe/pkg/metrics"
 )
 
@@ -51,7 +52,7 @@ func Dial(addr, apiKey string) (*qdrant.Client, error) {
 		Port:                   p,
 		APIKey:                 apiKey,
 		SkipCompatibilityCheck: true,
-		GrpcOptions:            []grpc.DialOption{reconnect},
+		GrpcOptions:            []grpc.DialOption{reconnect, grpc.WithChainUnaryInterceptor(calls.GRPC)},
 	})
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
+	"github.com/lethe-erasure/lethe/pkg/calls"
 	"github.com/lethe-erasure/lethe/pkg/envconf"
 	"github.com/lethe-erasure/lethe/pkg/metrics"
 	"github.com/lethe-erasure/lethe/pkg/tlsenv"
@@ -36,7 +37,9 @@ func (s Settings) Client(log *zap.Logger) (redis.UniversalClient, error) {
 		log.Info("redis client", zap.String("redis", strings.Join(s.Addrs, ",")), zap.String("redis_username", opts.Username),
 			zap.Bool("redis_password", opts.Password != ""), zap.Bool("redis_tls", opts.TLSConfig != nil))
 	}
-	return redis.NewUniversalClient(opts), nil
+	c := redis.NewUniversalClient(opts)
+	c.AddHook(calls.RedisHook{})
+	return c, nil
 }
 
 // ClientFromEnv loads the Settings from the environment and returns their Client.

@@ -9,7 +9,6 @@ import (
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"go.uber.org/zap"
 
@@ -24,7 +23,7 @@ type Settings struct {
 // Client returns the S3 client s describes and logs its endpoint (no credentials) on log,
 // which may be nil.
 func (s Settings) Client(ctx context.Context, log *zap.Logger) (*s3.Client, error) {
-	ac, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithHTTPClient(awsclient.HTTPClient()))
+	ac, err := awsclient.LoadConfig(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("s3env: aws: %w", err)
 	}

@@ -10,6 +10,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"syscall"
@@ -194,6 +196,10 @@ func run[C any](ctx context.Context, service string, cfg Config[C], build Build[
 		g.Go(func() error { return spec.Run(gctx) })
 	}
 	checks := append([]metrics.Check{{Name: "kafka", Fn: prod.Ping}}, spec.Checks...)
+	if c.Pprof {
+		env.Metrics.Handle("/debug/pprof/", http.HandlerFunc(pprof.Index))
+		env.Metrics.Handle("/debug/pprof/profile", http.HandlerFunc(pprof.Profile))
+	}
 	g.Go(func() error {
 		return envconf.ListenError(env.Metrics.Serve(gctx, c.MetricsAddr, checks...), "LETHE_METRICS_ADDR")
 	})

@@ -131,6 +131,7 @@ func samples(t *testing.T) map[string]map[string]string {
 		"LETHE_KMS_ENDPOINT":       one("LETHE_KEK_KMS_CIPHERTEXT", cur, "LETHE_KMS_ENDPOINT", kms),
 		"LETHE_INVENTORY":          one("LETHE_INVENTORY", file("inventory.yaml", string(inv))),
 		"LETHE_LOG_LEVEL":          one("LETHE_LOG_LEVEL", "debug"),
+		"LETHE_PPROF":              one("LETHE_PPROF", "true"),
 		"LETHE_HMAC_KEY":           one("LETHE_HMAC_KEY", secret('h')),
 		"LETHE_HMAC_KEY_FILE":      one("LETHE_HMAC_KEY_FILE", file("hmac", secret('f')+"\n")),
 		"LETHE_HMAC_KEY_ID":        one("LETHE_HMAC_KEY", secret('h'), "LETHE_HMAC_KEY_ID", "k9"),

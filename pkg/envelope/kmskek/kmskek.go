@@ -11,7 +11,6 @@ import (
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/kms/types"
 
@@ -31,7 +30,7 @@ type API interface {
 // Client returns a KMS client from the default AWS configuration (credentials, region),
 // at endpoint when it is not empty (a local KMS).
 func Client(ctx context.Context, endpoint string) (*kms.Client, error) {
-	cfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithHTTPClient(awsclient.HTTPClient()))
+	cfg, err := awsclient.LoadConfig(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("kmskek: AWS configuration: %w", err)
 	}
