@@ -29,6 +29,7 @@ type CostConfig struct {
 	// ProfileSeconds (default 10) of the backlog phase: <revision or "current">-<service>.pprof.
 	Profiles       string
 	ProfileSeconds int
+	ByOperation    bool      // count calls by backend and operation (backend:op), not by backend alone
 	Dir            string    // logs and broker data; default a new temporary directory
 	Log            io.Writer // progress; default none
 }
@@ -199,7 +200,7 @@ func costRun(ctx context.Context, root, dir, label string, cfg CostConfig, logf 
 		if name == "backlog" && cfg.Profiles != "" {
 			profiled = sys.profile(ctx, cfg.Profiles, label, cfg.ProfileSeconds, logf)
 		}
-		ph, err := sys.costPhase(ctx, w, name, subs[:n])
+		ph, err := sys.costPhase(ctx, w, name, subs[:n], cfg.ByOperation)
 		if profiled != nil {
 			profiled()
 		}
@@ -216,7 +217,7 @@ func costRun(ctx context.Context, root, dir, label string, cfg CostConfig, logf 
 
 // costPhase erases subs, one at a time for the low-rate phase, at once for the backlog,
 // and measures what each process spent.
-func (s *System) costPhase(ctx context.Context, w *Watcher, name string, subs []*Subject) (*CostPhase, error) {
+func (s *System) costPhase(ctx context.Context, w *Watcher, name string, subs []*Subject, byOp bool) (*CostPhase, error) {
 	procs := s.cpuProcs()
 	cpu0, m0 := cpuOf(procs), s.scrapeServices(ctx)
 	start := time.Now()
@@ -260,7 +261,7 @@ func (s *System) costPhase(ctx context.Context, w *Watcher, name string, subs []
 		before := m0[svc]
 		c.Allocs = per(after["go_memstats_mallocs_total"] - before["go_memstats_mallocs_total"])
 		for series, v := range after {
-			backend, ok := backendOf(series)
+			backend, ok := backendOf(series, byOp)
 			if !ok {
 				continue
 			}
@@ -334,8 +335,8 @@ func isService(name string) bool {
 }
 
 // backendOf returns the key a lethe_backend_calls_total series counts under: its backend,
-// and for DynamoDB backend/table.
-func backendOf(series string) (string, bool) {
+// and for DynamoDB backend/table; with byOp, followed by :operation.
+func backendOf(series string, byOp bool) (string, bool) {
 	labels, ok := strings.CutPrefix(series, "lethe_backend_calls_total{")
 	if !ok {
 		return "", false
@@ -348,6 +349,9 @@ func backendOf(series string) (string, bool) {
 	b := get("backend")
 	if t := get("target"); t != "" {
 		b += "/" + t
+	}
+	if byOp {
+		b += ":" + get("op")
 	}
 	return b, true
 }

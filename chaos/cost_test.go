@@ -93,7 +93,7 @@ func TestBackendOf(t *testing.T) {
 		`lethe_backend_calls_total{backend="kafka",op="Produce",target=""}`:               "kafka",
 		`lethe_store_batch_subjects_count{op="erase",store="x"}`:                          "",
 	} {
-		got, ok := backendOf(series)
+		got, ok := backendOf(series, false)
 		if got != want || ok != (want != "") {
 			t.Errorf("backendOf(%s) = %q, %v; want %q", series, got, ok, want)
 		}

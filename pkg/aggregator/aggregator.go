@@ -99,6 +99,12 @@ type Aggregator struct {
 	// ChainKey MACs every receipt and addendum linked into a tenant's chain
 	// (auditlog.Chain); nil: they are chained by SHA-256 alone.
 	ChainKey *integrity.Ring
+
+	// Reread is how long after its last record an open request its view cannot complete
+	// is read again, with a Store that is an auditlog.ReportLog; zero: FirstReread.
+	Reread time.Duration
+
+	open *openView // with a Store that is an auditlog.ReportLog; see view
 }
 
 // Handle is the consumer.Handler for erasure.requested and erasure.store.done.
@@ -128,8 +134,15 @@ func (a *Aggregator) Handle(ctx context.Context, rec *kgo.Record) error {
 				}
 			}
 		}
-		if err := a.Store.PutRequest(ctx, auditlog.RequestOf(&req)); err != nil {
+		r := auditlog.RequestOf(&req)
+		if err := a.lookFirst(ctx, r.RequestID); err != nil {
+			return err
+		}
+		if err := a.Store.PutRequest(ctx, r); err != nil {
 			return fmt.Errorf("aggregator: record request: %w", err)
+		}
+		if _, ok := a.Store.(auditlog.ReportLog); ok && !a.view().request(r, a.now()) {
+			return nil
 		}
 		requestID = req.RequestID
 	} else {
@@ -155,11 +168,21 @@ func (a *Aggregator) Handle(ctx context.Context, rec *kgo.Record) error {
 			// the two.
 			d.Store += FoundSuffix
 		}
-		if err := a.putReport(ctx, d); err != nil {
+		if rl, ok := a.Store.(auditlog.ReportLog); ok {
+			if err := a.lookFirst(ctx, d.RequestID); err != nil {
+				return err
+			}
+			if err := rl.AppendReports(ctx, d); err != nil {
+				return fmt.Errorf("aggregator: record report: %w", err)
+			}
+		} else if err := a.putReport(ctx, d); err != nil {
 			return err
 		}
 		if err := a.released(ctx, d); err != nil {
 			return err
+		}
+		if _, ok := a.Store.(auditlog.ReportLog); ok && !a.view().report(d, a.now()) {
+			return nil
 		}
 		// A find completes too: the store's report may be waiting for it (Build), and a
 		// report stored concurrently either sees this find or is seen by complete, which
@@ -213,43 +236,9 @@ func (a *Aggregator) putReport(ctx context.Context, d event.StoreDone) error {
 	return nil
 }
 
-// Merge returns the report to keep when next arrives for a store that already reported
-// prev. A later attempt (a re-drive) replaces prev. Within one attempt a request may run
-// more than once (redelivery after a crash or a rebalance): the second run finds what the
-// first deleted gone and reports less, or a passing store error. So a successful report
-// is not replaced by a failed one, and of two successful ones the one that deleted more
-// is kept. Either report may be a find (FoundReport: what a deleter found before it
-// deleted) or carry one merged earlier: the kept report's count of each location is the
-// larger of the two (counts are never added: the same run may be reported twice), and a
-// successful report that thereby counts something is DELETED, not NOTHING_FOUND. That
-// is sound because a successful report verified the store clean after the find, so all
-// that was found was deleted within the attempt. Merge is commutative in what it keeps,
-// so the order in which finds and reports arrive does not matter. The kept report names
-// the found runs of both (StoreDone.FoundRuns).
-func Merge(prev, next event.StoreDone) event.StoreDone {
-	if next.Attempt != prev.Attempt {
-		if next.Attempt > prev.Attempt {
-			return next
-		}
-		return prev
-	}
-	keep, other := next, prev
-	switch {
-	case IsFound(next) && !IsFound(prev):
-		keep, other = prev, next
-	case IsFound(prev) || IsFound(next):
-	case prev.Status.Succeeded() && !next.Status.Succeeded():
-		keep, other = prev, next
-	case prev.Status.Succeeded() && next.Status.Succeeded() && prev.Deleted() > next.Deleted():
-		keep, other = prev, next
-	}
-	keep.Locations = event.MaxCounts(keep.Locations, other.Locations)
-	keep.FoundRuns = union(keep.FoundRuns, other.FoundRuns)
-	if keep.Status == event.StatusNothingFound && keep.Deleted() > 0 {
-		keep.Status = event.StatusDeleted
-	}
-	return keep
-}
+// Merge is auditlog.MergeReports: the report to keep when next arrives for a store that
+// already reported prev.
+func Merge(prev, next event.StoreDone) event.StoreDone { return auditlog.MergeReports(prev, next) }
 
 // FoundReport is f as a stored report: no status (so no receipt counts it as a
 // success), not verified, with f's counts and run. Merge folds it into the store's report.
@@ -263,17 +252,6 @@ func FoundReport(f event.StoreFound) event.StoreDone {
 		d.FoundRuns = []string{f.Run}
 	}
 	return d
-}
-
-// union returns a followed by the elements of b that a lacks.
-func union(a, b []string) []string {
-	out := slices.Clone(a)
-	for _, s := range b {
-		if !slices.Contains(out, s) {
-			out = append(out, s)
-		}
-	}
-	return out
 }
 
 // awaitsFind reports whether report d names a run whose find (f, the merged finds
@@ -295,7 +273,7 @@ func awaitsFind(d, f event.StoreDone) bool {
 const FoundSuffix = "#found"
 
 // IsFound reports whether d is a FoundReport no store report has replaced yet.
-func IsFound(d event.StoreDone) bool { return d.Status == "" }
+func IsFound(d event.StoreDone) bool { return auditlog.IsFound(d) }
 
 func validRequest(r *event.Requested) error {
 	if r.RequestID == "" || r.TenantID == "" || len(r.ExpectedStores) == 0 {
@@ -336,7 +314,7 @@ func (a *Aggregator) appendAddendum(ctx context.Context, ad auditlog.Addendum) (
 
 // chain links into the audit table's chains with the chain key.
 func (a *Aggregator) chain() auditlog.Chain {
-	return auditlog.Chain{Store: a.Store, Key: a.ChainKey, Unkeyed: func(tenant string, seq int64) {
+	return auditlog.Chain{Store: a.Store, Key: a.ChainKey, Heads: &a.view().heads, Unkeyed: func(tenant string, seq int64) {
 		a.log().Warn("linking after a chain head that carries no chain MAC: linked before chain keys, or its MAC was removed; the chain is keyed from here",
 			zap.String("tenant", tenant), zap.Int64("head_seq", seq))
 	}}
@@ -366,7 +344,11 @@ func (a *Aggregator) complete(ctx context.Context, requestID string) error {
 		return nil // not complete yet; a published request still builds (Merge keeps its successes)
 	}
 	if st.Published {
-		return a.shredUnlessHeld(ctx, requestID) // again: a crash may have come between mark and shred
+		if err := a.shredUnlessHeld(ctx, requestID); err != nil { // again: a crash may have come between mark and shred
+			return err
+		}
+		a.published(requestID)
+		return nil
 	}
 	r = a.withRetention(req, r)
 	issued, err := a.issue(ctx, r)
@@ -397,6 +379,7 @@ func (a *Aggregator) complete(ctx context.Context, requestID string) error {
 			return err
 		}
 	}
+	a.published(requestID)
 	if issued.ReceiptID == r.ReceiptID {
 		m := metrics.Or(a.Metrics)
 		m.Receipts.WithLabelValues(req.TenantID).Inc()

@@ -101,6 +101,9 @@ func (a *Aggregator) Run(ctx context.Context, interval time.Duration) error {
 	if interval <= 0 {
 		interval = time.Minute
 	}
+	if _, ok := a.Store.(auditlog.ReportLog); ok {
+		go a.runRereads(ctx, time.Second)
+	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/lethe-erasure/lethe/pkg/event"
@@ -308,13 +309,18 @@ func (c Chain) Issue(ctx context.Context, r event.Receipt) (event.Receipt, error
 			return got, err
 		}
 	}
-	for range maxIssueRounds {
+	for round := range maxIssueRounds {
 		if err := ctx.Err(); err != nil {
 			return event.Receipt{}, fmt.Errorf("auditlog: issue: %w", err)
 		}
-		h, err := s.Head(ctx, r.TenantID)
-		if err != nil {
-			return event.Receipt{}, fmt.Errorf("auditlog: issue: read head: %w", err)
+		h, cached := c.Heads.get(r.TenantID)
+		if !cached || round > 0 {
+			c.Heads.drop(r.TenantID)
+			var err error
+			if h, err = s.Head(ctx, r.TenantID); err != nil {
+				return event.Receipt{}, fmt.Errorf("auditlog: issue: read head: %w", err)
+			}
+			cached = false
 		}
 		if h.Seq > 0 && h.Addendum == nil && h.RequestID == r.RequestID {
 			if err := putReceipt(ctx, s, h.Receipt); err != nil {
@@ -329,8 +335,10 @@ func (c Chain) Issue(ctx context.Context, r event.Receipt) (event.Receipt, error
 		if !errors.Is(err, ErrNotFound) {
 			return event.Receipt{}, fmt.Errorf("auditlog: issue: read receipt: %w", err)
 		}
-		if err := putHeadRecord(ctx, s, h); err != nil {
-			return event.Receipt{}, err
+		if !cached { // a head this process linked has its record stored
+			if err := putHeadRecord(ctx, s, h); err != nil {
+				return event.Receipt{}, err
+			}
 		}
 		next := r
 		next.Seq, next.PrevHash = h.Seq+1, h.Hash
@@ -345,12 +353,73 @@ func (c Chain) Issue(ctx context.Context, r event.Receipt) (event.Receipt, error
 		if err != nil {
 			return event.Receipt{}, fmt.Errorf("auditlog: issue: swap head: %w", err)
 		}
-		if err := putReceipt(ctx, s, next); err != nil {
+		if err := putLinkedReceipt(ctx, s, next); err != nil {
 			return event.Receipt{}, err
 		}
+		c.Heads.put(r.TenantID, Head{Seq: next.Seq, Hash: next.Hash, RequestID: next.RequestID, Receipt: next})
 		return next, nil
 	}
 	return event.Receipt{}, fmt.Errorf("auditlog: issue: head of the tenant's chain still contended after %d rounds", maxIssueRounds)
+}
+
+// HeadCache holds, by tenant, the head this process linked last and whose record it
+// stored: Chain.Issue starts from it instead of reading the head and storing its record,
+// and reads the head when the swap finds it moved. A nil HeadCache holds nothing. Safe for
+// concurrent use.
+type HeadCache struct {
+	mu sync.Mutex
+	m  map[string]Head
+}
+
+func (hc *HeadCache) get(tenant string) (Head, bool) {
+	if hc == nil {
+		return Head{}, false
+	}
+	hc.mu.Lock()
+	defer hc.mu.Unlock()
+	h, ok := hc.m[tenant]
+	return h, ok
+}
+
+func (hc *HeadCache) put(tenant string, h Head) {
+	if hc == nil {
+		return
+	}
+	hc.mu.Lock()
+	defer hc.mu.Unlock()
+	if hc.m == nil {
+		hc.m = map[string]Head{}
+	}
+	hc.m[tenant] = h
+}
+
+func (hc *HeadCache) drop(tenant string) {
+	if hc == nil {
+		return
+	}
+	hc.mu.Lock()
+	defer hc.mu.Unlock()
+	delete(hc.m, tenant)
+}
+
+// LinkedReceiptWriter is an optional capability of a Store, found by type assertion: it
+// stores a receipt the tenant's head names or named (linked by Issue), with writes that need
+// no condition, since only that receipt can be linked for its request. Storing it again is
+// harmless.
+type LinkedReceiptWriter interface {
+	PutLinkedReceipt(ctx context.Context, r event.Receipt) error
+}
+
+// putLinkedReceipt stores r, linked into its chain: with PutLinkedReceipt where the store
+// has it, else PutReceipt.
+func putLinkedReceipt(ctx context.Context, s Store, r event.Receipt) error {
+	if w, ok := s.(LinkedReceiptWriter); ok {
+		if err := w.PutLinkedReceipt(ctx, r); err != nil {
+			return fmt.Errorf("auditlog: issue: write receipt: %w", err)
+		}
+		return nil
+	}
+	return putReceipt(ctx, s, r)
 }
 
 func truncated(t *time.Time) *time.Time {

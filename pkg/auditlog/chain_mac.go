@@ -54,6 +54,9 @@ type Chain struct {
 	// Unkeyed is called, when set, each time a record is linked after a head that carries
 	// no MAC. It must not block.
 	Unkeyed func(tenant string, headSeq int64)
+	// Heads, when set, keeps the heads this process linked, so that Issue need not read
+	// them (HeadCache).
+	Heads *HeadCache
 }
 
 // HeadMAC is what linking needs of a tenant's head: its seq and hash, and the chain key

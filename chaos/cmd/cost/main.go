@@ -30,6 +30,7 @@ func run() (code int) {
 	flag.StringVar(&cfg.Baseline, "baseline", "", "a git revision whose services are measured the same way first, for the ratio")
 	flag.StringVar(&cfg.Profiles, "profiles", "", "write a CPU profile of each service over the backlog's first -profile-seconds to this directory")
 	flag.IntVar(&cfg.ProfileSeconds, "profile-seconds", 10, "length of each profile")
+	flag.BoolVar(&cfg.ByOperation, "by-operation", false, "count calls by backend and operation (backend:op)")
 	flag.StringVar(&cfg.Dir, "dir", "", "directory for logs and broker data (default: a new temporary directory)")
 	flag.StringVar(&out, "out", "", "merge the figures into this JSON results file (replacing its cost/ figures)")
 	flag.Parse()

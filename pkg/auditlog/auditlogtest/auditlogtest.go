@@ -20,6 +20,7 @@ import (
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/event"
+	"golang.org/x/sync/errgroup"
 )
 
 // ReceiptOverwriter replaces the stored receipt of r.RequestID unconditionally, bypassing
@@ -70,10 +71,12 @@ func Run(t *testing.T, newStore func(t *testing.T) auditlog.Store) {
 		{"ReportsKeepTheLatestAttempt", testReports},
 		{"CreateReportCreatesOnce", testCreateReport},
 		{"RequestState", testRequestState},
+		{"ReportLogFoldsRecords", testReportLog},
 		{"ReceiptsAreCreatedOnce", testReceipts},
 		{"SwapHead", testSwapHead},
 		{"IssueConcurrent", testIssueConcurrent},
 		{"IssueIsIdempotent", testIssueIdempotent},
+		{"IssueWithHeadCaches", testIssueHeadCaches},
 		{"IssueHealsCrashedWriter", testIssueHeals},
 		{"IssueReadsReceiptAfterHead", testIssueRace},
 		{"PublishMarker", testPublishMarker},
@@ -324,6 +327,69 @@ func testRequestState(t *testing.T, s auditlog.Store) {
 	}
 	if st, err := s.RequestState(ctx, "req-10"); err != nil || st.Published || len(st.Reports) != 1 {
 		t.Errorf("RequestState of another request = %+v, %v; want unpublished with its 1 report", st, err)
+	}
+}
+
+// testReportLog checks a store that appends reports (auditlog.ReportLog), when it is one:
+// a store's records, appended in any order, twice, concurrently or beside a report
+// PutReport wrote, read as their fold (auditlog.FoldReports) in Reports and RequestState.
+func testReportLog(t *testing.T, s auditlog.Store) {
+	rl, ok := s.(auditlog.ReportLog)
+	if !ok {
+		return
+	}
+	ctx := context.Background()
+	rep := func(id, store string, attempt int, st event.Status, deleted int64, runs ...string) event.StoreDone {
+		return event.StoreDone{RequestID: id, TenantID: "acme", Store: store, Kind: "redis", Status: st, Attempt: attempt, FoundRuns: runs,
+			Locations: []event.LocationCount{{Location: "redis:acme", Deleted: deleted}}, Verification: event.Verification{Method: "read back"}, FinishedAt: T0}
+	}
+	must(t, s.PutRequest(ctx, auditlog.Request{RequestID: "req-1", TenantID: "acme", ExpectedStores: []string{"qdrant", "redis"}, Attempt: 1}))
+	must(t, s.PutReport(ctx, rep("req-1", "qdrant", 1, event.StatusDeleted, 4)))
+	ok1 := rep("req-1", "redis", 1, event.StatusDeleted, 2, "run-1")
+	must(t, rl.AppendReports(ctx, ok1, rep("req-1", "redis#found", 1, "", 3, "run-1")))
+	must(t, rl.AppendReports(ctx, ok1)) // a redelivery
+	must(t, rl.AppendReports(ctx, rep("req-1", "redis", 1, event.StatusFailed, 0, "run-2")))
+	check := func(what string, got []event.StoreDone, wantAttempt int, wantStatus event.Status, wantDeleted int64) {
+		t.Helper()
+		if len(got) != 3 || got[0].Store != "qdrant" || got[1].Store != "redis" || got[2].Store != "redis#found" {
+			t.Fatalf("%s = %s, want qdrant, redis and redis#found", what, js(got))
+		}
+		r := got[1]
+		if r.Attempt != wantAttempt || r.Status != wantStatus || r.Deleted() != wantDeleted {
+			t.Errorf("%s: redis = attempt %d, %s, %d deleted; want attempt %d, %s, %d", what, r.Attempt, r.Status, r.Deleted(), wantAttempt, wantStatus, wantDeleted)
+		}
+		if got[0].Deleted() != 4 || got[2].Deleted() != 3 {
+			t.Errorf("%s: qdrant or the find changed: %s", what, js(got))
+		}
+	}
+	got, err := s.Reports(ctx, "req-1")
+	must(t, err)
+	check("Reports", got, 1, event.StatusDeleted, 2)
+	if runs := got[1].FoundRuns; len(runs) != 2 {
+		t.Errorf("the fold names runs %v, want both runs", runs)
+	}
+	must(t, rl.AppendReports(ctx, rep("req-1", "redis", 2, event.StatusNothingFound, 0)))
+	st, err := s.RequestState(ctx, "req-1")
+	must(t, err)
+	check("RequestState after a later attempt", st.Reports, 2, event.StatusNothingFound, 0)
+
+	// concurrent appends share calls and each is read back, the same key twice in a group too
+	var g errgroup.Group
+	for i := range 60 {
+		g.Go(func() error {
+			return rl.AppendReports(ctx, rep(fmt.Sprintf("req-c%d", i%3), fmt.Sprintf("store-%02d", i%20), 1, event.StatusDeleted, int64(i%20)))
+		})
+	}
+	must(t, g.Wait())
+	for i := range 3 {
+		got, err := s.Reports(ctx, fmt.Sprintf("req-c%d", i))
+		must(t, err)
+		if len(got) != 20 {
+			t.Errorf("req-c%d has %d stores after concurrent appends, want 20", i, len(got))
+		}
+	}
+	if err := rl.AppendReports(ctx, rep("req-1", "", 1, event.StatusDeleted, 0)); err == nil {
+		t.Error("AppendReports without a store succeeded")
 	}
 }
 

@@ -253,3 +253,45 @@ func testTamper(t *testing.T, newStore func(t *testing.T) auditlog.Store) {
 		})
 	}
 }
+
+// testIssueHeadCaches checks Issue by processes that each keep the heads they linked
+// (auditlog.HeadCache), interleaved with one another and with addenda: every request gets
+// one receipt however often and by whichever process it is issued, each seq is used once,
+// and the chain verifies.
+func testIssueHeadCaches(t *testing.T, s auditlog.Store) {
+	ctx := context.Background()
+	procs := []auditlog.Chain{{Store: s, Heads: &auditlog.HeadCache{}}, {Store: s, Heads: &auditlog.HeadCache{}}}
+	_, canAppend := s.(auditlog.Addenda)
+	issued := map[string]event.Receipt{}
+	for i := range 12 {
+		id := fmt.Sprintf("req-%02d", i%8) // requests 0-3 are issued twice, by either process
+		r, err := procs[i%2].Issue(ctx, Receipt("acme", id))
+		must(t, err)
+		if prev, ok := issued[id]; ok && !sameJSON(prev, r) {
+			t.Fatalf("%s issued twice: %s and %s", id, js(prev), js(r))
+		}
+		issued[id] = r
+		if canAppend && i%5 == 4 { // an addendum moves the head past both caches
+			_, _, err := procs[(i+1)%2].Append(ctx, auditlog.Addendum{AddendumID: fmt.Sprintf("add-%d", i), TenantID: "acme", RequestID: id, ReceiptID: r.ReceiptID,
+				Type: auditlog.AddendumReverified, At: T0})
+			must(t, err)
+		}
+	}
+	// a process whose cached head is the chain's head, asked again for a receipt another
+	// process issued
+	last, err := procs[0].Issue(ctx, Receipt("acme", "req-last"))
+	must(t, err)
+	for _, id := range []string{"req-01", "req-last"} {
+		r, err := procs[0].Issue(ctx, Receipt("acme", id))
+		must(t, err)
+		if want := map[string]event.Receipt{"req-01": issued["req-01"], "req-last": last}[id]; !sameJSON(r, want) {
+			t.Fatalf("%s issued again as %s, want %s", id, js(r), js(want))
+		}
+	}
+	rs, err := s.Receipts(ctx, "acme")
+	must(t, err)
+	if len(rs) != 9 {
+		t.Errorf("%d receipts stored, want one for each of 9 requests", len(rs))
+	}
+	must(t, auditlog.VerifyChain(ctx, s, "acme"))
+}

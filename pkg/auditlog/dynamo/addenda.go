@@ -174,14 +174,15 @@ func (s *Store) Schedule(ctx context.Context, tasks ...auditlog.Task) error {
 		}
 		old[pk.Value] = d.Due
 	}
-	var entries, stale, dues []types.WriteRequest
+	var entries, dues []map[string]types.AttributeValue
+	var stale []types.WriteRequest
 	for _, id := range ids {
 		t := byID[id]
 		item, err := record(duePK(bucketOf(t.Due)), dueSK(t), t)
 		if err != nil {
 			return err
 		}
-		entries = append(entries, types.WriteRequest{PutRequest: &types.PutRequest{Item: item}})
+		entries = append(entries, item)
 		if o, ok := old[taskPK(id)]; ok && !o.IsZero() && !o.Equal(t.Due) {
 			stale = append(stale, types.WriteRequest{DeleteRequest: &types.DeleteRequest{
 				Key: key(duePK(bucketOf(o)), dueSK(auditlog.Task{ID: id, Due: o}))}})
@@ -190,12 +191,17 @@ func (s *Store) Schedule(ctx context.Context, tasks ...auditlog.Task) error {
 		if err != nil {
 			return err
 		}
-		dues = append(dues, types.WriteRequest{PutRequest: &types.PutRequest{Item: cur}})
+		dues = append(dues, cur)
 	}
-	for _, step := range [][]types.WriteRequest{entries, stale, dues} {
-		if err := s.batchWrite(ctx, "schedule", step); err != nil {
-			return err
-		}
+	// in this order, each step shared with concurrent writes (group commit)
+	if err := s.group.write(ctx, s, "schedule", entries...); err != nil {
+		return err
+	}
+	if err := s.batchWrite(ctx, "schedule", stale); err != nil {
+		return err
+	}
+	if err := s.group.write(ctx, s, "schedule", dues...); err != nil {
+		return err
 	}
 	c := key("SCHED", "CURSOR")
 	c["cursor_hour"] = str(first)

@@ -11,6 +11,7 @@
 //	REQIDX#<tenant>                  <requested at>#<request id>   request index entry
 //	REQIDX                           <requested at>#<request id>   request index entry (all tenants)
 //	REQ#<request id>                 REPORT#<store>            a store's report (attempt)
+//	REQ#<request id>                 REPORT#<store>#<digest>   a store's report, one of several (AppendReports)
 //	REQ#<request id>                 RECEIPT                   the receipt (seq)
 //	REQ#<request id>                 PUBLISHED                 the receipt was published (PublishMarker)
 //	TEN#<tenant>                     HEAD                      the chain's head (seq)
@@ -36,9 +37,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/lethe-erasure/lethe/pkg/dynamoerr"
@@ -57,6 +56,7 @@ type Store struct {
 	c        *dynamodb.Client
 	table    string
 	pageSize int32
+	group    groupWriter
 }
 
 var _ auditlog.Table = (*Store)(nil)
@@ -202,7 +202,8 @@ func (s *Store) CreateReport(ctx context.Context, d event.StoreDone) error {
 	return err
 }
 
-// Reports returns the request's reports ordered by store name.
+// Reports returns the request's reports, each store's folded into one
+// (auditlog.FoldReports), ordered by store name.
 func (s *Store) Reports(ctx context.Context, requestID string) ([]event.StoreDone, error) {
 	items, err := s.query(ctx, "reports", reqPK(requestID), reportPrefix)
 	if err != nil {
@@ -216,13 +217,12 @@ func (s *Store) Reports(ctx context.Context, requestID string) ([]event.StoreDon
 		}
 		ds = append(ds, d)
 	}
-	sortReports(ds)
-	return ds, nil
+	return auditlog.FoldReports(ds), nil
 }
 
 // RequestState reads the request's partition in one strongly consistent query: the
-// request, its reports and its publication mark share it (its receipt and addenda too,
-// which are skipped undecoded).
+// request, its reports (folded, as Reports) and its publication mark share it (its
+// receipt and addenda too, which are skipped undecoded).
 func (s *Store) RequestState(ctx context.Context, requestID string) (auditlog.RequestState, error) {
 	items, err := s.query(ctx, "request state", reqPK(requestID), "")
 	if err != nil {
@@ -240,7 +240,7 @@ func (s *Store) RequestState(ctx context.Context, requestID string) (auditlog.Re
 				return auditlog.RequestState{}, err
 			}
 			found = true
-		case strings.HasPrefix(sk.Value, reportPrefix):
+		case isReport(sk.Value):
 			var d event.StoreDone
 			if err := decode(it, &d); err != nil {
 				return auditlog.RequestState{}, err
@@ -253,12 +253,8 @@ func (s *Store) RequestState(ctx context.Context, requestID string) (auditlog.Re
 	if !found {
 		return auditlog.RequestState{}, auditlog.ErrNotFound
 	}
-	sortReports(st.Reports)
+	st.Reports = auditlog.FoldReports(st.Reports)
 	return st, nil
-}
-
-func sortReports(ds []event.StoreDone) {
-	sort.Slice(ds, func(i, j int) bool { return ds[i].Store < ds[j].Store })
 }
 
 // GetReceipt returns the request's receipt or auditlog.ErrNotFound.

@@ -17,8 +17,9 @@ type publishedMark struct {
 	ReceiptID string `json:"receipt_id"`
 }
 
-// MarkPublished writes the publication mark of requestID's receipt with
-// attribute_not_exists: a second mark is a no-op that keeps the first.
+// MarkPublished writes the publication mark of requestID's receipt, with an unconditional
+// write shared with concurrent ones (group commit): a request has one receipt, so a second
+// mark is the first again.
 func (s *Store) MarkPublished(ctx context.Context, requestID, receiptID string) error {
 	if requestID == "" {
 		return retry.Permanent(errors.New("auditlog/dynamo: publication mark needs a request id"))
@@ -27,11 +28,7 @@ func (s *Store) MarkPublished(ctx context.Context, requestID, receiptID string) 
 	if err != nil {
 		return err
 	}
-	err = s.put(ctx, "mark published", item, "attribute_not_exists(pk)", nil)
-	if isConditionFailed(err) {
-		return nil
-	}
-	return err
+	return s.group.write(ctx, s, "mark published", item)
 }
 
 // Published reports whether requestID's receipt was marked published (a consistent read).

@@ -1,0 +1,66 @@
+package dynamo
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/lethe-erasure/lethe/pkg/auditlog"
+	"github.com/lethe-erasure/lethe/pkg/event"
+	"github.com/lethe-erasure/lethe/pkg/retry"
+)
+
+var _ auditlog.ReportLog = (*Store)(nil)
+
+// AppendReports stores each of ds as an item of its own, (REQ#<request id>,
+// REPORT#<store>#<digest of the report>), beside the request's other reports: unconditional
+// writes, in BatchWriteItem calls shared with concurrent writes (group commit). Reports and
+// RequestState fold each store's items with auditlog.MergeReports, so a report appended
+// twice, or reports appended in any order, read the same.
+func (s *Store) AppendReports(ctx context.Context, ds ...event.StoreDone) error {
+	items := make([]map[string]types.AttributeValue, 0, len(ds))
+	for _, d := range ds {
+		if d.RequestID == "" || d.Store == "" {
+			return retry.Permanent(errors.New("auditlog/dynamo: report needs a request id and a store"))
+		}
+		item, err := attemptRecord(reqPK(d.RequestID), "", d, d.Attempt)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256([]byte(item["data"].(*types.AttributeValueMemberS).Value))
+		item["sk"] = str(reportSK(d.Store) + "#" + hex.EncodeToString(sum[:16]))
+		items = append(items, item)
+	}
+	return s.group.write(ctx, s, "append reports", items...)
+}
+
+// isReport reports whether sk is the sort key of a report: REPORT#<store>, written by
+// PutReport and CreateReport, or REPORT#<store>#<digest>, written by AppendReports.
+func isReport(sk string) bool { return strings.HasPrefix(sk, reportPrefix) }
+
+var _ auditlog.LinkedReceiptWriter = (*Store)(nil)
+
+// PutLinkedReceipt stores r, which its tenant's head names or named: its index entry, then
+// the receipt (as PutReceipt orders them), with unconditional writes shared with
+// concurrent ones (group commit). Only r can be linked for its request, so a receipt
+// stored already is the same one.
+func (s *Store) PutLinkedReceipt(ctx context.Context, r event.Receipt) error {
+	if r.RequestID == "" || r.TenantID == "" {
+		return retry.Permanent(errors.New("auditlog/dynamo: receipt needs a request id and a tenant id"))
+	}
+	idx := key(tenPK(r.TenantID), indexSK(r.Seq, r.RequestID))
+	idx["request_id"], idx["seq"] = str(r.RequestID), num(r.Seq)
+	item, err := record(reqPK(r.RequestID), "RECEIPT", r)
+	if err != nil {
+		return err
+	}
+	item["seq"] = num(r.Seq)
+	if err := s.group.write(ctx, s, "put receipt index", idx); err != nil {
+		return err
+	}
+	return s.group.write(ctx, s, "put linked receipt", item)
+}
