@@ -14,8 +14,9 @@ var policyBlock = regexp.MustCompile("(?s)\n### ([a-z0-9-]+)\n.*?```json\n(.*?)`
 
 // TestIAMPolicies parses the IAM policy of every workload in docs/aws-iam.md: each is
 // valid JSON of version 2012-10-17 with Allow statements only; every service has one (the
-// deleters of a store without AWS share qdrant-deleter's, as the page says); only the
-// tables Job may create tables, only the S3 deleters touch S3, and no policy grants a
+// deleters of a store without AWS share qdrant-deleter's, as the page says); every deleter
+// may read data keys with GetItem and BatchGetItem (package worker reads the keys of the
+// requests in hand together); only the tables Job may create tables, only the S3 deleters touch S3, and no policy grants a
 // wildcard action or dynamodb:Scan (an operator's rewrap, no workload's).
 func TestIAMPolicies(t *testing.T) {
 	b, err := os.ReadFile("../docs/aws-iam.md")
@@ -54,6 +55,10 @@ func TestIAMPolicies(t *testing.T) {
 		}
 		if policies[name] == nil {
 			t.Errorf("no IAM policy for %s", s.name)
+		}
+		deleter := s.name != "intake" && s.name != "aggregator"
+		if deleter && !(slices.Contains(policies[name], "dynamodb:GetItem") && slices.Contains(policies[name], "dynamodb:BatchGetItem")) {
+			t.Errorf("policy %s: a deleter reads data keys with dynamodb:GetItem and dynamodb:BatchGetItem; it allows %v", name, policies[name])
 		}
 	}
 	if !slices.Contains(policies["lethe-tables"], "dynamodb:CreateTable") {

@@ -84,9 +84,10 @@ type region struct {
 }
 
 var (
-	_ KeyStore = (*DirKeyStore)(nil)
-	_ Replacer = (*DirKeyStore)(nil)
-	_ Lister   = (*DirKeyStore)(nil)
+	_ KeyStore    = (*DirKeyStore)(nil)
+	_ Replacer    = (*DirKeyStore)(nil)
+	_ Lister      = (*DirKeyStore)(nil)
+	_ BatchGetter = (*DirKeyStore)(nil)
 )
 
 // NewDirKeyStore opens (creating it if needed, mode 0700) the store in dir and replays its
@@ -163,6 +164,15 @@ func (s *DirKeyStore) Get(ctx context.Context, id string) ([]byte, error) {
 	default:
 		return bytes.Clone(e.key), nil
 	}
+}
+
+// GetBatch returns the wrapped key of each of ids, as Get does (BatchGetter).
+func (s *DirKeyStore) GetBatch(ctx context.Context, ids []string) ([][]byte, []error) {
+	keys, errs := make([][]byte, len(ids)), make([]error, len(ids))
+	for i, id := range ids {
+		keys[i], errs[i] = s.Get(ctx, id)
+	}
+	return keys, errs
 }
 
 // Destroy tombstones id and overwrites its wrapped key in the log (KeyStore).

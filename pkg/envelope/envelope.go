@@ -16,7 +16,8 @@
 //
 // Unwrapped data keys are never cached: every Open reads the store once, so a shredded key
 // is gone from every process at once. Seal costs one store write for a new id (one write
-// and one read when the key already exists); Open costs one read.
+// and one read when the key already exists); Open costs one read, and OpenBatch one read
+// for all its ids when the store is a BatchGetter.
 //
 // Key rotation: make the new key current and keep the old one in the ring (LETHE_KEK_OLD);
 // data keys wrapped by the old key still open, new ones are wrapped by the new key. Rewrap
@@ -128,6 +129,15 @@ type Lister interface {
 	Live(ctx context.Context) iter.Seq2[string, error]
 }
 
+// BatchGetter is an optional KeyStore capability that OpenBatch uses to read many keys in
+// few calls.
+type BatchGetter interface {
+	// GetBatch returns at each index of ids what Get returns for that id: its wrapped key,
+	// or its error (a *ShreddedError, ErrMissing, or the failure of the read). ids may
+	// repeat; each index gets its own copy.
+	GetBatch(ctx context.Context, ids []string) ([][]byte, []error)
+}
+
 // Sealed is an encrypted payload: the id of the KEK that was current when it was sealed
 // (informational: Open unwraps with the KEK named in the stored wrapped key, so a Rewrap
 // does not invalidate sealed payloads), the GCM nonce and the ciphertext with its tag.
@@ -195,6 +205,11 @@ func (s *Sealer) dataKey(ctx context.Context, id string) ([]byte, error) {
 // storedKey reads and unwraps the data key of id.
 func (s *Sealer) storedKey(ctx context.Context, id string) ([]byte, error) {
 	w, err := s.Keys.Get(ctx, id)
+	return s.unwrapStored(id, w, err)
+}
+
+// unwrapStored unwraps w, the wrapped key of id that the store returned with err.
+func (s *Sealer) unwrapStored(id string, w []byte, err error) ([]byte, error) {
 	if errors.Is(err, ErrShredded) || errors.Is(err, ErrMissing) {
 		return nil, retry.Permanent(err)
 	}
@@ -220,6 +235,53 @@ func (s *Sealer) Open(ctx context.Context, id string, sealed Sealed) ([]byte, er
 	if err != nil {
 		return nil, err
 	}
+	return decrypt(id, dek, sealed)
+}
+
+// OpenBatch opens sealed[i], sealed for ids[i], as Open does, and returns the outcome of
+// each at its index. It reads the data keys of all of them in one GetBatch when the store
+// is a BatchGetter and there are several; otherwise it reads each as Open does. ids and
+// sealed have the same length.
+func (s *Sealer) OpenBatch(ctx context.Context, ids []string, sealed []Sealed) ([][]byte, []error) {
+	pts, errs := make([][]byte, len(ids)), make([]error, len(ids))
+	var read []int // the indices of valid ids
+	for i, id := range ids {
+		if errs[i] = validID(id); errs[i] == nil {
+			read = append(read, i)
+		}
+	}
+	bg, ok := s.Keys.(BatchGetter)
+	if !ok || len(read) < 2 {
+		for _, i := range read {
+			pts[i], errs[i] = s.Open(ctx, ids[i], sealed[i])
+		}
+		return pts, errs
+	}
+	valid := make([]string, len(read))
+	for j, i := range read {
+		valid[j] = ids[i]
+	}
+	ws, werrs := bg.GetBatch(ctx, valid)
+	if len(ws) != len(valid) || len(werrs) != len(valid) {
+		err := fmt.Errorf("envelope: get data keys: the store answered %d of %d ids", len(ws), len(valid))
+		for _, i := range read {
+			errs[i] = err
+		}
+		return pts, errs
+	}
+	for j, i := range read {
+		dek, err := s.unwrapStored(ids[i], ws[j], werrs[j])
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		pts[i], errs[i] = decrypt(ids[i], dek, sealed[i])
+	}
+	return pts, errs
+}
+
+// decrypt opens sealed, sealed for id, with dek, and clears dek.
+func decrypt(id string, dek []byte, sealed Sealed) ([]byte, error) {
 	aead, err := gcm(dek)
 	clear(dek)
 	if err != nil {

@@ -37,7 +37,42 @@ func (s *Sealer) Identifiers(ctx context.Context, req *event.Requested) (event.I
 	if s == nil {
 		return event.Identifiers{}, fmt.Errorf("envelope: request %s is sealed and no key-encryption key is configured", req.RequestID)
 	}
-	b, err := s.Open(ctx, req.RequestID, Sealed{KEKID: req.Sealed.KEKID, Nonce: req.Sealed.Nonce, Ciphertext: req.Sealed.Ciphertext})
+	b, err := s.Open(ctx, req.RequestID, sealedOf(req))
+	return decodeIdentifiers(req, b, err)
+}
+
+// IdentifiersBatch returns at each index of reqs what Identifiers returns for that
+// request, reading the data keys of the sealed ones together (OpenBatch).
+func (s *Sealer) IdentifiersBatch(ctx context.Context, reqs []*event.Requested) ([]event.Identifiers, []error) {
+	out, errs := make([]event.Identifiers, len(reqs)), make([]error, len(reqs))
+	var sealed []int // the indices of the sealed requests
+	for i, req := range reqs {
+		if req.Sealed == nil || s == nil {
+			out[i], errs[i] = s.Identifiers(ctx, req)
+			continue
+		}
+		sealed = append(sealed, i)
+	}
+	if len(sealed) == 0 { // s may be nil
+		return out, errs
+	}
+	ids, payloads := make([]string, len(sealed)), make([]Sealed, len(sealed))
+	for j, i := range sealed {
+		ids[j], payloads[j] = reqs[i].RequestID, sealedOf(reqs[i])
+	}
+	pts, perrs := s.OpenBatch(ctx, ids, payloads)
+	for j, i := range sealed {
+		out[i], errs[i] = decodeIdentifiers(reqs[i], pts[j], perrs[j])
+	}
+	return out, errs
+}
+
+func sealedOf(req *event.Requested) Sealed {
+	return Sealed{KEKID: req.Sealed.KEKID, Nonce: req.Sealed.Nonce, Ciphertext: req.Sealed.Ciphertext}
+}
+
+// decodeIdentifiers decodes b, the opened identifiers of req, or passes on err.
+func decodeIdentifiers(req *event.Requested, b []byte, err error) (event.Identifiers, error) {
 	if err != nil {
 		return event.Identifiers{}, err
 	}

@@ -35,7 +35,7 @@ type DeleterConfig struct {
 // Batch declares how a deleter gathers the work of a store that batches
 // (deletion.BatchStore).
 type Batch struct {
-	Max     int           `env:"LETHE_BATCH_MAX" default:"128" min:"1" doc:"Subjects at most per batch of a store that batches; 1: no batching."`
+	Max     int           `env:"LETHE_BATCH_MAX" default:"128" min:"1" doc:"Subjects at most per batch of a store that batches, and requests at most per read of their data keys; 1: no batching."`
 	Wait    time.Duration `env:"LETHE_BATCH_WAIT" default:"2ms" min:"0s" max:"1s" doc:"How long a batch waits to fill."`
 	Running int           `env:"LETHE_BATCH_RUNNING" default:"1" min:"1" max:"64" doc:"Batches of one store and operation that run at once."`
 }

@@ -48,11 +48,12 @@ const (
 	opErase batchOp = iota
 	opVerify
 	opFind
+	opOpen // read the data keys of sealed identifiers (keyed by no store)
 )
 
 // String is op's label in lethe_store_batch_subjects.
 func (op batchOp) String() string {
-	return [...]string{opErase: "erase", opVerify: "verify", opFind: "find"}[op]
+	return [...]string{opErase: "erase", opVerify: "verify", opFind: "find", opOpen: "open"}[op]
 }
 
 type batchKey struct {
@@ -60,17 +61,19 @@ type batchKey struct {
 	op    batchOp
 }
 
-// batch is the subjects gathered for one store and operation, and, once run, their
-// outcomes.
+// batch is the subjects gathered for one store and operation (for opOpen, the requests),
+// and, once run, their outcomes.
 type batch struct {
 	st       inventory.Entry
 	subjects []deletion.Subject
+	reqs     []*event.Requested
 	ctxs     []context.Context
 	full     chan struct{} // closed when the batch reached Max
 	done     chan struct{} // closed when the outcomes are set
 	results  []deletion.Result
 	vers     []event.Verification
 	found    [][]event.LocationCount
+	ids      []event.Identifiers
 	errs     []error
 }
 
@@ -87,10 +90,18 @@ var errBatchShape = errors.New("worker: batch store returned outcomes for a diff
 // batched submits subj to the pending batch of (st, op), starting one if none is pending,
 // and waits for the batch: its outcome for subj is at index i of b's slices for op.
 func (w *Worker) batched(ctx context.Context, op batchOp, impl any, st inventory.Entry, subj deletion.Subject) (b *batch, i int, err error) {
-	b, i = w.batches.join(batchKey{st.Name, op}, st, subj, ctx, w.Batching, func(b *batch) {
+	b, i = w.batches.join(batchKey{st.Name, op}, ctx, w.Batching, func(b *batch) {
+		b.st = st
+		b.subjects = append(b.subjects, subj)
+	}, func(b *batch) {
 		metrics.Or(w.Metrics).StoreBatch.WithLabelValues(st.Name, op.String()).Observe(float64(len(b.subjects)))
 		runBatch(op, impl, b)
 	})
+	return wait(ctx, b, i)
+}
+
+// wait waits for b, or for ctx to end, and returns b with the error of its i-th item.
+func wait(ctx context.Context, b *batch, i int) (*batch, int, error) {
 	select {
 	case <-b.done:
 		return b, i, b.errs[i]
@@ -99,9 +110,10 @@ func (w *Worker) batched(ctx context.Context, op batchOp, impl any, st inventory
 	}
 }
 
-// join adds subj to the pending batch of k and returns it with subj's index; the first
-// subject of a batch starts the goroutine that runs it after cfg.Wait or once it is full.
-func (bt *batcher) join(k batchKey, st inventory.Entry, subj deletion.Subject, ctx context.Context, cfg Batching, run func(*batch)) (*batch, int) {
+// join adds an item to the pending batch of k (add appends it) and returns the batch with
+// the item's index; the first item of a batch starts the goroutine that runs it after
+// cfg.Wait or once it is full.
+func (bt *batcher) join(k batchKey, ctx context.Context, cfg Batching, add, run func(*batch)) (*batch, int) {
 	bt.mu.Lock()
 	defer bt.mu.Unlock()
 	if bt.pending == nil {
@@ -109,7 +121,7 @@ func (bt *batcher) join(k batchKey, st inventory.Entry, subj deletion.Subject, c
 	}
 	b := bt.pending[k]
 	if b == nil {
-		b = &batch{st: st, full: make(chan struct{}), done: make(chan struct{})}
+		b = &batch{full: make(chan struct{}), done: make(chan struct{})}
 		bt.pending[k] = b
 		slots := bt.slots[k]
 		if slots == nil {
@@ -133,13 +145,34 @@ func (bt *batcher) join(k batchKey, st inventory.Entry, subj deletion.Subject, c
 			run(b)
 		}()
 	}
-	b.subjects = append(b.subjects, subj)
+	add(b)
 	b.ctxs = append(b.ctxs, ctx)
-	if len(b.subjects) >= cfg.Max {
+	if len(b.ctxs) >= cfg.Max {
 		delete(bt.pending, k)
 		close(b.full)
 	}
-	return b, len(b.subjects) - 1
+	return b, len(b.ctxs) - 1
+}
+
+// batchContext returns a context that ends when every one of b's callers' contexts has
+// ended, and the function that releases it.
+func batchContext(b *batch) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(b.ctxs[0]))
+	left := int64(len(b.ctxs))
+	stops := make([]func() bool, len(b.ctxs))
+	for i, c := range b.ctxs {
+		stops[i] = context.AfterFunc(c, func() {
+			if atomic.AddInt64(&left, -1) == 0 {
+				cancel()
+			}
+		})
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel()
+	}
 }
 
 // runBatch runs b through impl (a deletion.BatchStore, or for opFind a
@@ -147,17 +180,8 @@ func (bt *batcher) join(k batchKey, st inventory.Entry, subj deletion.Subject, c
 // publishes the outcomes.
 func runBatch(op batchOp, impl any, b *batch) {
 	defer close(b.done)
-	ctx, cancel := context.WithCancel(context.WithoutCancel(b.ctxs[0]))
-	defer cancel()
-	left := int64(len(b.ctxs))
-	for _, c := range b.ctxs {
-		stop := context.AfterFunc(c, func() {
-			if atomic.AddInt64(&left, -1) == 0 {
-				cancel()
-			}
-		})
-		defer stop()
-	}
+	ctx, release := batchContext(b)
+	defer release()
 	n := len(b.subjects)
 	var got int
 	switch op {
@@ -225,4 +249,28 @@ func (w *Worker) findOne(ctx context.Context, counter deletion.Counter, st inven
 // batching reports whether subj's erasure goes through batches.
 func (w *Worker) batching(subj deletion.Subject) bool {
 	return w.Batching.Max > 1 && !subj.TenantScope()
+}
+
+// identifiers returns the identifiers of req (envelope.Sealer.Identifiers). With batching
+// on, the data keys of the sealed requests in hand are read together: a read starts as
+// soon as none is running, so a request alone is read at once, and the requests arriving
+// meanwhile join the next read, up to Batching.Max of them (Sealer.IdentifiersBatch).
+func (w *Worker) identifiers(ctx context.Context, req *event.Requested) (event.Identifiers, error) {
+	if w.Sealer == nil || req.Sealed == nil || w.Batching.Max < 2 {
+		return w.Sealer.Identifiers(ctx, req)
+	}
+	cfg := Batching{Max: w.Batching.Max, Running: 1}
+	b, i := w.batches.join(batchKey{op: opOpen}, ctx, cfg, func(b *batch) {
+		b.reqs = append(b.reqs, req)
+	}, func(b *batch) {
+		defer close(b.done)
+		ctx, release := batchContext(b)
+		defer release()
+		b.ids, b.errs = w.Sealer.IdentifiersBatch(ctx, b.reqs)
+	})
+	b, i, err := wait(ctx, b, i)
+	if err != nil {
+		return event.Identifiers{}, err
+	}
+	return b.ids[i], nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/lethe-erasure/lethe/pkg/deletion"
+	"github.com/lethe-erasure/lethe/pkg/envelope"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/inventory"
 	"github.com/lethe-erasure/lethe/pkg/metrics"
@@ -246,4 +248,154 @@ func batchHistogram(t *testing.T, m *metrics.Metrics, store, op string) (float64
 		t.Fatal(err)
 	}
 	return out.GetHistogram().GetSampleSum(), out.GetHistogram().GetSampleCount()
+}
+
+// readLog is a key store that records its reads ("Get", or "GetBatch(n)" for n ids) and,
+// with entered set, announces each read and waits for release before it.
+type readLog struct {
+	*envelope.DirKeyStore
+	mu      sync.Mutex
+	reads   []string
+	entered chan string
+	release chan struct{}
+}
+
+func (k *readLog) read(what string) {
+	k.mu.Lock()
+	k.reads = append(k.reads, what)
+	k.mu.Unlock()
+	if k.entered != nil {
+		k.entered <- what
+		<-k.release
+	}
+}
+
+func (k *readLog) Get(ctx context.Context, id string) ([]byte, error) {
+	k.read("Get")
+	return k.DirKeyStore.Get(ctx, id)
+}
+
+func (k *readLog) GetBatch(ctx context.Context, ids []string) ([][]byte, []error) {
+	k.read(fmt.Sprintf("GetBatch(%d)", len(ids)))
+	return k.DirKeyStore.GetBatch(ctx, ids)
+}
+
+func (k *readLog) log() []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return slices.Clone(k.reads)
+}
+
+// The data keys of the sealed requests in hand are read together: a request alone is
+// read at once with one Get, and the requests that arrive while a read runs are read in
+// one GetBatch after it. Each keeps its own outcome: its own identifiers, a shredded key
+// (a replay: no report) or a missing one (every store FAILED).
+func TestKeyReadsAreBatched(t *testing.T) {
+	const n = 7
+	kek := testKEK(t)
+	dir, err := envelope.NewDirKeyStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dir.Close() })
+	intake := &envelope.Sealer{KEK: kek, Keys: dir}
+	elsewhere, _ := sealedRequest(t, kek) // its key is in another store: missing here
+	fs := &batchStore{items: map[string]int64{}}
+	for i := 0; i <= n; i++ {
+		fs.items[fmt.Sprintf("cust-%d", i)] = int64(i + 1)
+	}
+	w, addrs := setup(t, map[string]deletion.Store{"redis": fs})
+	keys := &readLog{DirKeyStore: dir, entered: make(chan string, 1), release: make(chan struct{})}
+	w.Sealer = &envelope.Sealer{KEK: kek, Keys: keys}
+	w.Batching = worker.Batching{Max: 64, Wait: time.Millisecond, Running: 1}
+	var wg sync.WaitGroup
+	handle := func(i int) {
+		req := request([]string{"redis"}, nil, 1)
+		req.RequestID = fmt.Sprintf("er_%d", i)
+		switch i {
+		case 2:
+			req.Sealed = elsewhere.Sealed
+		default:
+			sealed, err := intake.SealIdentifiers(t.Context(), req.RequestID, event.Identifiers{SubjectID: fmt.Sprintf("cust-%d", i)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Sealed = sealed
+		}
+		req.Identifiers = event.Identifiers{SessionIDs: []string{}}
+		if i == 5 {
+			if err := intake.Shred(t.Context(), req.RequestID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		wg.Go(func() {
+			if err := w.Handle(context.Background(), record(t, req)); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	handle(0)
+	if what := <-keys.entered; what != "Get" {
+		t.Fatalf("a request alone read its key with %s, want Get", what)
+	}
+	for i := 1; i <= n; i++ {
+		handle(i)
+	}
+	time.Sleep(300 * time.Millisecond) // far beyond Wait: the next read is still gathering
+	select {
+	case what := <-keys.entered:
+		t.Fatalf("%s started while the first read ran", what)
+	default:
+	}
+	keys.release <- struct{}{}
+	if what := <-keys.entered; what != fmt.Sprintf("GetBatch(%d)", n) {
+		t.Errorf("the requests that arrived during the first read were read with %s, want GetBatch(%d)", what, n)
+	}
+	keys.release <- struct{}{}
+	wg.Wait()
+	if got := keys.log(); len(got) != 2 {
+		t.Errorf("key reads %v, want one Get and one GetBatch", got)
+	}
+	got := map[string]event.StoreDone{}
+	for _, r := range testenv.ReadTopic(t, addrs, event.TopicStoreDone) {
+		var d event.StoreDone
+		if err := event.Done.Decode(r.Value, &d); err != nil {
+			t.Fatal(err)
+		}
+		got[d.RequestID] = d
+	}
+	for i := 0; i <= n; i++ {
+		d, ok := got[fmt.Sprintf("er_%d", i)]
+		switch {
+		case i == 2 && (d.Status != event.StatusFailed || d.Error != worker.ReasonMissingKey):
+			t.Errorf("request with a missing key: %s %q, want FAILED %q", d.Status, d.Error, worker.ReasonMissingKey)
+		case i == 5 && ok:
+			t.Errorf("request with a shredded key reported %s, want no report", d.Status)
+		case i != 2 && i != 5 && (d.Status != event.StatusDeleted || d.Deleted() != int64(i+1)):
+			t.Errorf("request %d: %s deleted %d, want DELETED %d (its own subject)", i, d.Status, d.Deleted(), i+1)
+		}
+	}
+}
+
+// A sealed request alone reads its key at once, with one Get, however long store
+// batches wait.
+func TestKeyReadAloneIsNotDelayed(t *testing.T) {
+	kek := testKEK(t)
+	req, intake := sealedRequest(t, kek)
+	req.ExpectedStores = []string{"redis"}
+	keys := &readLog{DirKeyStore: intake.Keys.(*envelope.DirKeyStore)}
+	w, addrs := setup(t, map[string]deletion.Store{"redis": newFake(map[string]*behaviour{"redis": {items: 2}})})
+	w.Sealer = &envelope.Sealer{KEK: kek, Keys: keys}
+	w.Batching = worker.Batching{Max: 64, Wait: time.Hour, Running: 1}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if err := w.Handle(ctx, record(t, req)); err != nil {
+		t.Fatal(err)
+	}
+	if got := keys.log(); !slices.Equal(got, []string{"Get"}) {
+		t.Errorf("key reads %v, want one Get", got)
+	}
+	if d := reports(t, addrs)["redis"]; d.Status != event.StatusDeleted || d.Deleted() != 2 {
+		t.Errorf("report %s deleted %d, want DELETED 2", d.Status, d.Deleted())
+	}
 }

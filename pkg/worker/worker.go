@@ -94,8 +94,9 @@ type Worker struct {
 	// (schemareg.Codec.EncodeFor); nil: single-object encoding.
 	Registry *schemareg.Codec
 	Now      func() time.Time
-	// Batching gathers concurrent erasures of a deletion.BatchStore; the zero value
-	// erases one subject a call.
+	// Batching gathers concurrent erasures of a deletion.BatchStore, and the data key
+	// reads of concurrent sealed requests; the zero value erases one subject a call and
+	// reads one key a call.
 	Batching Batching
 	// Discovery says when inventory discovery last ran over each kind's backend and how
 	// many uncovered locations it found; every report's verification carries it, so a
@@ -136,7 +137,7 @@ func (w *Worker) Handle(ctx context.Context, rec *kgo.Record) error {
 	if w.Sealer != nil && !w.AllowUnsealed && inClear(&req) {
 		return w.unsealed(ctx, &req, stores)
 	}
-	ids, err := w.Sealer.Identifiers(ctx, &req)
+	ids, err := w.identifiers(ctx, &req)
 	if at, shredded := envelope.ShreddedAt(err); shredded {
 		// The key is destroyed only once the receipt exists: an old record replayed.
 		w.log().Info("identifiers shredded after the receipt, request already complete",

@@ -7,8 +7,9 @@
 // Destroy is a PutItem of the tombstone conditioned on there being no tombstone yet, which
 // replaces the whole item and drops the wrapped key (a repeated Destroy keeps the first
 // time); Replace is a PutItem conditioned on the stored wrapped key; Live is a paginated
-// Scan of the ids. Single-item conditional writes only, and every read and scan is
-// strongly consistent, so it runs on DynamoDB Local and dynalite as well.
+// Scan of the ids; GetBatch is a BatchGetItem per 100 distinct ids. Single-item
+// conditional writes only, and every read and scan is strongly consistent, so it runs on
+// DynamoDB Local and dynalite as well.
 //
 // Point-in-time recovery and on-demand backups keep destroyed items for their retention
 // period (up to 35 days for PITR): what they keep is a data key wrapped by the KEK, useless
@@ -47,9 +48,10 @@ type Store struct {
 }
 
 var (
-	_ envelope.KeyStore = (*Store)(nil)
-	_ envelope.Replacer = (*Store)(nil)
-	_ envelope.Lister   = (*Store)(nil)
+	_ envelope.KeyStore    = (*Store)(nil)
+	_ envelope.Replacer    = (*Store)(nil)
+	_ envelope.Lister      = (*Store)(nil)
+	_ envelope.BatchGetter = (*Store)(nil)
 )
 
 // New returns a Store on table through client.
@@ -112,17 +114,87 @@ func (s *Store) Get(ctx context.Context, id string) ([]byte, error) {
 	if !validID(id) {
 		return nil, badID
 	}
-	w, tomb, err := s.get(ctx, "get", id)
-	switch {
-	case err != nil:
-		return nil, err
-	case tomb != nil:
-		return nil, tomb
-	case w == nil:
-		return nil, envelope.ErrMissing
-	default:
-		return w, nil
+	return keyOf(s.get(ctx, "get", id))
+}
+
+// batchGetMax is the most keys one BatchGetItem reads; batchRounds bounds the calls that
+// read one batch's unprocessed keys, unprocessedBackoff spaces them.
+const (
+	batchGetMax = 100
+	batchRounds = 20
+)
+
+var unprocessedBackoff = retry.Backoff{Base: 10 * time.Millisecond, Max: time.Second}
+
+// GetBatch returns the wrapped key of each of ids, as Get does (envelope.BatchGetter): a
+// strongly consistent BatchGetItem per 100 distinct ids, whose unprocessed keys are read
+// again after a backoff, up to 20 rounds. When the reads of 100 ids fail, each of them
+// gets the error.
+func (s *Store) GetBatch(ctx context.Context, ids []string) ([][]byte, []error) {
+	keys, errs := make([][]byte, len(ids)), make([]error, len(ids))
+	at := map[string][]int{} // the indices of each valid id
+	var distinct []string
+	for i, id := range ids {
+		if !validID(id) {
+			errs[i] = badID
+			continue
+		}
+		if at[id] == nil {
+			distinct = append(distinct, id)
+		}
+		at[id] = append(at[id], i)
 	}
+	for start := 0; start < len(distinct); start += batchGetMax {
+		chunk := distinct[start:min(start+batchGetMax, len(distinct))]
+		items, err := s.batchGet(ctx, chunk)
+		for _, id := range chunk {
+			key, kerr := []byte(nil), err
+			if err == nil {
+				key, kerr = keyOf(parseItem("get", items[id]))
+			}
+			for n, i := range at[id] {
+				keys[i], errs[i] = key, kerr
+				if n > 0 { // a repeated id: a copy of its own
+					keys[i] = bytes.Clone(key)
+				}
+			}
+		}
+	}
+	return keys, errs
+}
+
+// batchGet reads the items of ids (at most batchGetMax, no duplicates) by id; an id
+// without an item is left out.
+func (s *Store) batchGet(ctx context.Context, ids []string) (map[string]map[string]types.AttributeValue, error) {
+	keys := make([]map[string]types.AttributeValue, len(ids))
+	for i, id := range ids {
+		keys[i] = map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: id}}
+	}
+	items := make(map[string]map[string]types.AttributeValue, len(ids))
+	req := map[string]types.KeysAndAttributes{s.table: {Keys: keys, ConsistentRead: aws.Bool(true)}}
+	for round := 0; len(req) > 0; round++ {
+		if round == batchRounds {
+			return nil, fmt.Errorf("envelope/dynamokeys: get: keys still unprocessed after %d rounds", batchRounds)
+		}
+		if round > 0 { // throttled: back off before reading what was left
+			select {
+			case <-ctx.Done():
+				return nil, fmt.Errorf("envelope/dynamokeys: get: %w", ctx.Err())
+			case <-time.After(unprocessedBackoff.Delay(round)):
+			}
+		}
+		out, err := s.c.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
+		if err != nil {
+			return nil, classify("get", err)
+		}
+		for _, it := range out.Responses[s.table] {
+			if pk, ok := it["pk"].(*types.AttributeValueMemberS); ok {
+				items[pk.Value] = it
+			}
+		}
+		req = out.UnprocessedKeys
+	}
+	return items, nil
 }
 
 // Destroy replaces the item of id by a tombstone (envelope.KeyStore).
@@ -224,21 +296,41 @@ func (s *Store) get(ctx context.Context, op, id string) ([]byte, *envelope.Shred
 	if err != nil {
 		return nil, nil, classify(op, err)
 	}
-	if out.Item == nil {
+	return parseItem(op, out.Item)
+}
+
+// parseItem reads item, an id's item or nil: its wrapped key (nil when there is no item or
+// a tombstone) and, for a tombstone, its *envelope.ShreddedError.
+func parseItem(op string, item map[string]types.AttributeValue) ([]byte, *envelope.ShreddedError, error) {
+	if item == nil {
 		return nil, nil, nil
 	}
-	if sh, ok := out.Item["shredded"].(*types.AttributeValueMemberBOOL); ok && sh.Value {
+	if sh, ok := item["shredded"].(*types.AttributeValueMemberBOOL); ok && sh.Value {
 		var at time.Time
-		if v, ok := out.Item["shredded_at"].(*types.AttributeValueMemberS); ok {
+		if v, ok := item["shredded_at"].(*types.AttributeValueMemberS); ok {
 			at, _ = time.Parse(time.RFC3339Nano, v.Value) // unparsable: the time is unknown, the id still shredded
 		}
 		return nil, &envelope.ShreddedError{At: at}, nil
 	}
-	w, ok := out.Item["wrapped"].(*types.AttributeValueMemberB)
+	w, ok := item["wrapped"].(*types.AttributeValueMemberB)
 	if !ok || len(w.Value) == 0 {
 		return nil, nil, retry.Permanent(fmt.Errorf("envelope/dynamokeys: %s: %w: item has neither a wrapped key nor a tombstone", op, envelope.ErrCorrupt))
 	}
 	return w.Value, nil, nil
+}
+
+// keyOf is what Get returns for an id whose item get or parseItem read.
+func keyOf(w []byte, tomb *envelope.ShreddedError, err error) ([]byte, error) {
+	switch {
+	case err != nil:
+		return nil, err
+	case tomb != nil:
+		return nil, tomb
+	case w == nil:
+		return nil, envelope.ErrMissing
+	default:
+		return w, nil
+	}
 }
 
 // badID is returned for an empty id or one that is not UTF-8 (DynamoDB strings are UTF-8).

@@ -1,10 +1,17 @@
 package dynamokeys_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -132,5 +139,207 @@ func TestErrorsClassified(t *testing.T) {
 	}
 	if _, err := s.Get(ctx, "er_odd"); !errors.Is(err, envelope.ErrCorrupt) || !retry.IsPermanent(err) {
 		t.Fatalf("Get of a malformed item = %v, want permanent ErrCorrupt", err)
+	}
+}
+
+// batchWire watches the DynamoDB calls of a client: it counts GetItem and BatchGetItem
+// calls, records the keys of each BatchGetItem, and, while hold is set, holds back the
+// second half of the keys of the next BatchGetItem and answers them as unprocessed, as
+// DynamoDB does when it throttles part of a batch.
+type batchWire struct {
+	base  http.RoundTripper
+	mu    sync.Mutex
+	gets  int
+	reads []batchRead // every BatchGetItem, in order
+	hold  bool
+}
+
+type batchRead struct {
+	keys       []string // the ids asked for
+	consistent bool
+	deferred   int // ids answered as unprocessed without asking the server
+}
+
+type batchGetRequest struct {
+	RequestItems map[string]keysAndAttributes
+}
+
+type keysAndAttributes struct {
+	Keys           []map[string]map[string]string
+	ConsistentRead bool
+}
+
+func (b *batchWire) RoundTrip(r *http.Request) (*http.Response, error) {
+	switch r.Header.Get("X-Amz-Target") {
+	case "DynamoDB_20120810.GetItem":
+		b.mu.Lock()
+		b.gets++
+		b.mu.Unlock()
+	case "DynamoDB_20120810.BatchGetItem":
+		return b.batchGet(r)
+	}
+	return b.base.RoundTrip(r)
+}
+
+func (b *batchWire) batchGet(r *http.Request) (*http.Response, error) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, err
+	}
+	var in batchGetRequest
+	if err := json.Unmarshal(body, &in); err != nil {
+		return nil, err
+	}
+	if len(in.RequestItems) != 1 {
+		return nil, fmt.Errorf("BatchGetItem of %d tables", len(in.RequestItems))
+	}
+	table := slices.Collect(maps.Keys(in.RequestItems))[0]
+	req := in.RequestItems[table]
+	read := batchRead{consistent: req.ConsistentRead}
+	for _, k := range req.Keys {
+		read.keys = append(read.keys, k["pk"]["S"])
+	}
+	var held []map[string]map[string]string
+	b.mu.Lock()
+	if b.hold && len(req.Keys) > 1 {
+		b.hold = false
+		half := len(req.Keys) / 2
+		req.Keys, held = req.Keys[:half], req.Keys[half:]
+		read.deferred = len(held)
+	}
+	b.reads = append(b.reads, read)
+	b.mu.Unlock()
+	if held != nil {
+		if body, err = json.Marshal(batchGetRequest{RequestItems: map[string]keysAndAttributes{table: req}}); err != nil {
+			return nil, err
+		}
+	}
+	r = r.Clone(r.Context())
+	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	resp, err := b.base.RoundTrip(r)
+	if err != nil || held == nil || resp.StatusCode != http.StatusOK {
+		return resp, err
+	}
+	var out map[string]json.RawMessage
+	err = json.NewDecoder(resp.Body).Decode(&out)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	if out["UnprocessedKeys"], err = json.Marshal(map[string]keysAndAttributes{table: {Keys: held, ConsistentRead: req.ConsistentRead}}); err != nil {
+		return nil, err
+	}
+	if body, err = json.Marshal(out); err != nil {
+		return nil, err
+	}
+	resp.Header.Del("X-Amz-Crc32") // the body changed
+	resp.Body, resp.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	return resp, nil
+}
+
+// GetBatch reads strongly consistent batches of at most 100 distinct ids, one
+// BatchGetItem each and no GetItem, follows the keys DynamoDB leaves unprocessed, and
+// answers every id as Get does.
+func TestGetBatchOnTheWire(t *testing.T) {
+	ctx := t.Context()
+	wire := &batchWire{base: http.DefaultTransport}
+	c := dynamodb.New(dynamodb.Options{
+		Region:       "us-east-1",
+		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
+		BaseEndpoint: aws.String(testenv.DynamoDB(t)),
+		HTTPClient:   &http.Client{Transport: wire, Timeout: 30 * time.Second},
+	})
+	s := dynamokeys.New(c, testenv.DynamoTable(t, "keys"))
+	if err := s.CreateTable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const n = 250
+	var ids []string
+	for i := range n {
+		id := fmt.Sprintf("er_%03d", i)
+		if err := s.Create(ctx, id, []byte(id+"-key")); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	for _, id := range []string{"er_042", "er_199"} {
+		if err := s.Destroy(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids = append(ids, "absent", "er_000", "er_042") // 251 distinct ids, two repeated
+	check := func(keys [][]byte, errs []error) {
+		t.Helper()
+		for i, id := range ids {
+			switch id {
+			case "absent":
+				if !errors.Is(errs[i], envelope.ErrMissing) {
+					t.Errorf("%s: %q, %v; want ErrMissing", id, keys[i], errs[i])
+				}
+			case "er_042", "er_199":
+				if _, ok := envelope.ShreddedAt(errs[i]); !ok || keys[i] != nil {
+					t.Errorf("%s: %q, %v; want ErrShredded", id, keys[i], errs[i])
+				}
+			default:
+				if errs[i] != nil || string(keys[i]) != id+"-key" {
+					t.Errorf("%s: %q, %v; want its key", id, keys[i], errs[i])
+				}
+			}
+		}
+	}
+	calls := func() (int, []batchRead) {
+		wire.mu.Lock()
+		defer wire.mu.Unlock()
+		gets, reads := wire.gets, wire.reads
+		wire.gets, wire.reads = 0, nil
+		return gets, reads
+	}
+	calls()
+	check(s.GetBatch(ctx, ids))
+	gets, reads := calls()
+	if gets != 0 || len(reads) != 3 {
+		t.Fatalf("GetBatch of 251 distinct ids: %d GetItem, %d BatchGetItem calls; want 0 and 3", gets, len(reads))
+	}
+	asked := map[string]int{}
+	for _, r := range reads {
+		if len(r.keys) > 100 || !r.consistent {
+			t.Errorf("a BatchGetItem of %d keys, consistent %v; want at most 100, strongly consistent", len(r.keys), r.consistent)
+		}
+		for _, k := range r.keys {
+			asked[k]++
+		}
+	}
+	for id, times := range asked {
+		if times != 1 {
+			t.Errorf("%s asked for %d times", id, times)
+		}
+	}
+	if len(asked) != n+1 {
+		t.Errorf("%d ids asked for, want %d", len(asked), n+1)
+	}
+
+	// Keys left unprocessed are asked for again, and answered.
+	wire.mu.Lock()
+	wire.hold = true
+	wire.mu.Unlock()
+	check(s.GetBatch(ctx, ids))
+	_, reads = calls()
+	if len(reads) != 4 || reads[0].deferred != 50 || len(reads[1].keys) != 50 || !reads[1].consistent {
+		var got []string
+		for _, r := range reads {
+			got = append(got, fmt.Sprintf("%d keys (%d unprocessed, consistent %v)", len(r.keys), r.deferred, r.consistent))
+		}
+		t.Fatalf("reads after 50 keys were left unprocessed: %v; want the 50 read again in the second call, then two more", got)
+	}
+	if !slices.Equal(reads[1].keys, reads[0].keys[50:]) {
+		t.Errorf("second read asked for %v, want the unprocessed %v", reads[1].keys, reads[0].keys[50:])
+	}
+
+	// A failed read fails each of its ids, not as missing.
+	_, errs := dynamokeys.New(c, "no-such-table").GetBatch(ctx, ids[:3])
+	for i, err := range errs {
+		if err == nil || errors.Is(err, envelope.ErrMissing) || retry.IsPermanent(err) {
+			t.Errorf("GetBatch on a missing table: %s: %v, want a transient error", ids[i], err)
+		}
 	}
 }

@@ -7,7 +7,9 @@
 // contexts, and, when the store implements envelope.Replacer, compare-and-replace; when it
 // also implements envelope.Lister, listing the live keys and a KEK rotation by RewrapAll
 // (keys sealed under one KEK open under the next alone, shredded keys stay shredded, a
-// shred racing the rewrap is not undone, a second run changes nothing).
+// shred racing the rewrap is not undone, a second run changes nothing); when it implements
+// envelope.BatchGetter, reading keys, tombstones, absent, repeated and invalid ids in one
+// GetBatch of more than 100 ids, each answered as Get answers it.
 package keystoretest
 
 import (
@@ -50,6 +52,7 @@ func Run(t *testing.T, newStore func(t *testing.T) envelope.KeyStore) {
 		{"Replace", testReplace},
 		{"Live", testLive},
 		{"RewrapAll", testRewrapAll},
+		{"GetBatch", testGetBatch},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -259,6 +262,90 @@ func testReplace(t *testing.T, s envelope.KeyStore) {
 	}
 	if _, err := s.Get(ctx, "er_1"); !errors.Is(err, envelope.ErrShredded) {
 		t.Fatalf("Replace resurrected a destroyed key: Get = %v", err)
+	}
+}
+
+func testGetBatch(t *testing.T, s envelope.KeyStore) {
+	bg, ok := s.(envelope.BatchGetter)
+	if !ok {
+		t.Logf("%T does not implement envelope.BatchGetter; Sealer.OpenBatch reads its keys one by one", s)
+		return
+	}
+	ctx := t.Context()
+	const n = 230 // more than two reads of 100 keys on DynamoDB
+	key := func(i int) []byte { return fmt.Appendf(nil, "wrapped-%03d", i) }
+	var ids []string
+	for i := range n {
+		id := fmt.Sprintf("er_%03d", i)
+		mustCreate(t, s, id, key(i))
+		ids = append(ids, id)
+	}
+	shredded := map[string]bool{"er_007": true, "er_150": true, "er_229": true, "never-had-a-key": true}
+	before := time.Now()
+	for id := range shredded {
+		if err := s.Destroy(ctx, id); err != nil {
+			t.Fatalf("Destroy(%q): %v", id, err)
+		}
+	}
+	after := time.Now()
+	// Absent ids, a tombstone without a key, a repeated id and an empty one, among the keys.
+	ids = append(ids, "absent-1", "never-had-a-key", "er_001", "er_150", "", "absent-2", "er_001")
+	ids = append([]string{"absent-0"}, ids...)
+	got, errs := bg.GetBatch(ctx, ids)
+	if len(got) != len(ids) || len(errs) != len(ids) {
+		t.Fatalf("GetBatch of %d ids = %d keys, %d errors", len(ids), len(got), len(errs))
+	}
+	for i, id := range ids {
+		var i0 int
+		_, scanErr := fmt.Sscanf(id, "er_%03d", &i0)
+		switch {
+		case id == "":
+			if errs[i] == nil || errors.Is(errs[i], envelope.ErrMissing) || errors.Is(errs[i], envelope.ErrShredded) {
+				t.Errorf("GetBatch: empty id: %q, %v; want an error that is neither missing nor shredded", got[i], errs[i])
+			}
+		case shredded[id]:
+			at, ok := envelope.ShreddedAt(errs[i])
+			if !ok || errors.Is(errs[i], envelope.ErrMissing) || got[i] != nil {
+				t.Errorf("GetBatch: %q = %q, %v; want ErrShredded (a tombstone)", id, got[i], errs[i])
+			} else if at.Before(before.Add(-time.Millisecond)) || at.After(after.Add(time.Millisecond)) {
+				t.Errorf("GetBatch: %q destroyed at %v, want between %v and %v", id, at, before, after)
+			}
+		case scanErr != nil: // an id never stored
+			if !errors.Is(errs[i], envelope.ErrMissing) || errors.Is(errs[i], envelope.ErrShredded) || got[i] != nil {
+				t.Errorf("GetBatch: %q = %q, %v; want ErrMissing, not ErrShredded", id, got[i], errs[i])
+			}
+		default:
+			if errs[i] != nil || !bytes.Equal(got[i], key(i0)) {
+				t.Errorf("GetBatch: %q = %q, %v; want %q", id, got[i], errs[i], key(i0))
+			}
+		}
+		// Each id is answered as Get answers it.
+		w, err := s.Get(ctx, id)
+		if !bytes.Equal(w, got[i]) || (err == nil) != (errs[i] == nil) ||
+			errors.Is(err, envelope.ErrMissing) != errors.Is(errs[i], envelope.ErrMissing) ||
+			errors.Is(err, envelope.ErrShredded) != errors.Is(errs[i], envelope.ErrShredded) {
+			t.Errorf("GetBatch: %q = %q, %v; Get = %q, %v", id, got[i], errs[i], w, err)
+		}
+	}
+	// A repeated id gets a copy of its own.
+	first, last := got[2], got[len(got)-1] // er_001 at both
+	first[0] ^= 0xff
+	if !bytes.Equal(last, key(1)) {
+		t.Errorf("GetBatch: changing the key returned for one index changed another's to %q", last)
+	}
+	if again, err := s.Get(ctx, "er_001"); err != nil || !bytes.Equal(again, key(1)) {
+		t.Errorf("Get after mutating a returned key = %q, %v: the store must keep its own copy", again, err)
+	}
+	if got, errs := bg.GetBatch(ctx, nil); len(got) != 0 || len(errs) != 0 {
+		t.Errorf("GetBatch of no ids = %d keys, %d errors", len(got), len(errs))
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	_, errs = bg.GetBatch(cancelled, ids[:3])
+	for i, err := range errs {
+		if err == nil || errors.Is(err, envelope.ErrMissing) || errors.Is(err, envelope.ErrShredded) {
+			t.Errorf("GetBatch with a cancelled context: %q: %v, want a context error", ids[i], err)
+		}
 	}
 }
 
