@@ -113,11 +113,16 @@ fuzz:
 clean:
 	rm -rf .tools .bench
 
+# COST_BASELINE is the revision whose services make bench's cost table measures beside this tree's.
+COST_BASELINE ?= 52a4fcf
+
 ## bench: measure erasure cost against corpus size, the seeds' approach beside it, end-to-end latency, throughput and memory; writes .bench/results.json;
-## then throughput with 1, 2 and 4 instances of every deleter under injected store latency and CPU per erasure per service, without and
+## then each service's CPU, allocations and backend calls per erasure on the separate-process topology, at a low rate and for a backlog, beside
+## COST_BASELINE's services (cost/... in .bench/results.json); then throughput with 1, 2 and 4 instances of every deleter under injected store latency and CPU per erasure per service, without and
 ## with a CPU limit of 50m per deleter instance (a cgroup quota, as a pod's limit), batched and not (480 erasures a phase there, so that the partitions' hash shares of the requests even out); writes .bench/scaling.json and .bench/scaling-cpu-limited.json
 bench: tools
 	cd bench && go run ./cmd/benchrun -out ../.bench/results.json
+	cd chaos && go run ./cmd/cost -baseline $(COST_BASELINE) -out ../.bench/results.json
 	cd chaos && go run ./cmd/scaling -out ../.bench/scaling.json
 	cd chaos && go run ./cmd/scaling -n 480 -batch-max ',1' -instance-cpu 50m -out ../.bench/scaling-cpu-limited.json
 

@@ -8,58 +8,65 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// groupLinger is how long the first of concurrent unconditional writes waits for others
-// to join its BatchWriteItem calls.
-const groupLinger = 2 * time.Millisecond
-
 // groupTimeout bounds one group's calls: the group outlives the context of the write that
-// started it, since other writes wait on it.
+// leads it, since other writes wait on it.
 const groupTimeout = 30 * time.Second
 
 // groupWriter shares BatchWriteItem calls among concurrent unconditional writes (group
-// commit): the first write of a group waits groupLinger, then applies every write queued
-// by then, batchWriteMax items a call. Each write returns once all of its items were
-// applied, or with the error of a call that held one of them.
+// commit): a write made while no group is being applied is applied at once, alone; the
+// writes made meanwhile wait and are applied together next, batchWriteMax items a call,
+// by the first of them. So writes share calls as they overlap, and a write alone waits
+// for nothing. Each write returns once all of its items were applied, or with the error
+// of a call that held one of them.
 type groupWriter struct {
 	mu      sync.Mutex
 	pending []*groupWrite
-	leading bool
+	leading bool // a group is being applied
 }
 
 type groupWrite struct {
 	items []map[string]types.AttributeValue
 	err   error
 	done  chan struct{}
+	lead  chan struct{} // this write applies the pending group
 }
 
 // write applies items (puts, no condition) through s's group and returns when they are
 // applied. An item keyed like another in the same group replaces it (the later write wins).
+// It waits for its group even when ctx ends, as other writes may wait on it.
 func (g *groupWriter) write(ctx context.Context, s *Store, op string, items ...map[string]types.AttributeValue) error {
 	if len(items) == 0 {
 		return nil
 	}
-	w := &groupWrite{items: items, done: make(chan struct{})}
+	w := &groupWrite{items: items, done: make(chan struct{}), lead: make(chan struct{}, 1)}
 	g.mu.Lock()
 	g.pending = append(g.pending, w)
-	lead := !g.leading
-	g.leading = true
-	g.mu.Unlock()
-	if lead {
-		time.Sleep(groupLinger)
-		g.mu.Lock()
-		group := g.pending
-		g.pending, g.leading = nil, false
-		g.mu.Unlock()
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), groupTimeout)
-		g.flush(fctx, s, op, group)
-		cancel()
+	if !g.leading {
+		g.leading = true
+		w.lead <- struct{}{}
 	}
+	g.mu.Unlock()
 	select {
 	case <-w.done:
 		return w.err
-	case <-ctx.Done():
-		return ctx.Err()
+	case <-w.lead:
 	}
+	g.mu.Lock()
+	group := g.pending
+	g.pending = nil
+	g.mu.Unlock()
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), groupTimeout)
+	g.flush(fctx, s, op, group)
+	cancel()
+	g.mu.Lock()
+	if len(g.pending) > 0 {
+		g.pending[0].lead <- struct{}{} // the writes made meanwhile go next
+	} else {
+		g.leading = false
+	}
+	g.mu.Unlock()
+	<-w.done
+	return w.err
 }
 
 // flush applies the group's items, batchWriteMax a call and the calls side by side, and
