@@ -26,7 +26,8 @@ type CostConfig struct {
 	// run, before this tree's, on stand-ins built from it; "" measures this tree alone.
 	Baseline string
 	// Profiles, when set, is a directory for a CPU profile of each service over the first
-	// ProfileSeconds (default 10) of the backlog phase: <revision or "current">-<service>.pprof.
+	// ProfileSeconds (default 10) of the backlog phase once the services face it (the
+	// intake's: after the submissions): <revision or "current">-<service>.pprof.
 	Profiles       string
 	ProfileSeconds int
 	ByOperation    bool      // count calls by backend and operation (backend:op), not by backend alone
@@ -196,14 +197,14 @@ func costRun(ctx context.Context, root, dir, label string, cfg CostConfig, logf 
 		if name == "backlog" {
 			n = cfg.Backlog
 		}
-		var profiled func()
-		if name == "backlog" && cfg.Profiles != "" {
-			profiled = sys.profile(ctx, cfg.Profiles, label, cfg.ProfileSeconds, logf)
+		profiled := func() {}
+		profile := func() {
+			if cfg.Profiles != "" {
+				profiled = sys.profile(ctx, cfg.Profiles, label, cfg.ProfileSeconds, logf)
+			}
 		}
-		ph, err := sys.costPhase(ctx, w, name, subs[:n], cfg.ByOperation)
-		if profiled != nil {
-			profiled()
-		}
+		ph, err := sys.costPhase(ctx, w, name, subs[:n], cfg.ByOperation, profile)
+		profiled()
 		if err != nil {
 			return nil, fmt.Errorf("%s phase: %w", name, err)
 		}
@@ -224,7 +225,8 @@ var backlogged = []string{"aggregator", "audit-verifier", "dataset-deleter", "qd
 // submitted while every service but the intake is stopped, then those services started
 // again (their new processes' whole CPU time and counters are the phase's, start-up
 // included).
-func (s *System) costPhase(ctx context.Context, w *Watcher, name string, subs []*Subject, byOp bool) (*CostPhase, error) {
+// With the backlog, profile is called once the services face it.
+func (s *System) costPhase(ctx context.Context, w *Watcher, name string, subs []*Subject, byOp bool, profile func()) (*CostPhase, error) {
 	cpu0, m0 := cpuOf(s.cpuProcs()), s.scrapeServices(ctx)
 	start := time.Now()
 	ph := &CostPhase{Name: name, Erasures: len(subs), Services: map[string]ServiceCost{}, StandIns: map[string]float64{}}
@@ -252,6 +254,7 @@ func (s *System) costPhase(ctx context.Context, w *Watcher, name string, subs []
 				return nil, err
 			}
 		}
+		profile()
 		for _, id := range ids {
 			status, err := w.waitReceipt(ctx, id, 10*time.Minute)
 			if err != nil {
