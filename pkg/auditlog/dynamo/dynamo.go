@@ -57,6 +57,7 @@ type Store struct {
 	c        *dynamodb.Client
 	table    string
 	pageSize int32
+	reqs     requestCalls
 }
 
 var _ auditlog.Table = (*Store)(nil)
@@ -74,6 +75,7 @@ func New(client *dynamodb.Client, table string, opts ...Option) *Store {
 	for _, o := range opts {
 		o(s)
 	}
+	s.initRequestCalls()
 	return s
 }
 
@@ -159,7 +161,9 @@ func (s *Store) RawEvents(ctx context.Context, tenant, subjectHash string) ([]au
 
 // PutRequest inserts r or replaces the stored request when r.Attempt >= its attempt. It
 // writes r's index entries (see ListRequests) before the request itself, so a crash in
-// between leaves entries that ListRequests skips until the request is written.
+// between leaves entries that ListRequests skips until the request is written. The
+// entries of concurrent calls share BatchWriteItem calls; the request is one conditional
+// PutItem.
 func (s *Store) PutRequest(ctx context.Context, r auditlog.Request) error {
 	if r.RequestID == "" {
 		return retry.Permanent(errors.New("auditlog/dynamo: request needs a request id"))
@@ -170,11 +174,18 @@ func (s *Store) PutRequest(ctx context.Context, r auditlog.Request) error {
 	return s.putAttempt(ctx, "put request", reqPK(r.RequestID), "REQUEST", r, r.Attempt)
 }
 
-// GetRequest returns the request or auditlog.ErrNotFound.
+// GetRequest returns the request or auditlog.ErrNotFound. Concurrent calls share
+// strongly consistent BatchGetItem calls, each started after the calls it carries.
 func (s *Store) GetRequest(ctx context.Context, requestID string) (auditlog.Request, error) {
 	var r auditlog.Request
-	err := s.get(ctx, "get request", reqPK(requestID), "REQUEST", &r)
-	return r, err
+	item, err := s.getRequest(ctx, requestID)
+	if err != nil {
+		return r, err
+	}
+	if item == nil {
+		return r, auditlog.ErrNotFound
+	}
+	return r, decode(item, &r)
 }
 
 // PutReport stores d unless a report of a later attempt is stored for its request and store.
