@@ -2,7 +2,9 @@ package intake_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -157,5 +159,65 @@ func TestAnswerNamesTheGate(t *testing.T) {
 	}
 	if again := e.submit(t, body(t, func(m map[string]any) { m["dry_run"] = true }), append(bearer(acmeToken), "Idempotency-Key", "dry-1")...); again.State != "" {
 		t.Errorf("the key of a confirmed dry run again: state %q, want none", again.State)
+	}
+}
+
+// Submissions that arrive together share the audit table's calls: the key look-ups, the
+// reads of the legal holds and the index entries go in shared calls, while each request
+// is still one conditional write of its own, made before its answer. Each request is
+// found as soon as it is answered, published once, and a hold placed before the burst
+// binds the requests it covers.
+func TestConcurrentSubmissionsShareCalls(t *testing.T) {
+	e, _ := gated(t, nil)
+	table := onDynamo(t, e, 5*time.Millisecond)
+	hold := `{"tenant_id": "acme", "subject_id": "held", "store": "dataset", "legal_basis": "GDPR Art. 17(3)(e)"}`
+	if code, b := e.do(t, "POST", "/v1/holds", hold, bearer(dpo1Token)...); code != http.StatusCreated {
+		t.Fatalf("hold: %d %s", code, b)
+	}
+	const n, held = 24, 4 // every sixth subject is held
+	subject := func(i int) string {
+		if i%6 == 0 {
+			return "held"
+		}
+		return fmt.Sprintf("subject-%d", i)
+	}
+	before := tableCalls(t, table)
+	ids := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			b := body(t, func(m map[string]any) { m["subject_id"] = subject(i) })
+			code, resp := e.do(t, "POST", "/v1/erasures", b, append(bearer(acmeToken), "Idempotency-Key", fmt.Sprintf("order-%d", i))...)
+			if code != http.StatusAccepted {
+				t.Errorf("submission %d: %d %s", i, code, resp)
+				return
+			}
+			ids[i] = decode[intake.Accepted](t, resp).RequestID
+			if r, err := e.store.GetRequest(context.Background(), ids[i]); err != nil || r.RequestID != ids[i] {
+				t.Errorf("request %d right after its answer: %+v, %v", i, r, err)
+			}
+		})
+	}
+	wg.Wait()
+	got, total := since(before, tableCalls(t, table))
+	t.Logf("%d submissions at once: %v audit-table calls (%.2f per submission)", n, got, total/n)
+	if got["PutItem"] != n+held {
+		t.Errorf("%v PutItem calls, want one per request and one per held request's workflow record (%d)", got["PutItem"], n+held)
+	}
+	if got["BatchWriteItem"] >= n/2 || got["Query"] >= n/2 {
+		t.Errorf("index writes in %v calls and hold reads in %v, want them shared (fewer than %d each)", got["BatchWriteItem"], got["Query"], n/2)
+	}
+	if total >= 3*n {
+		t.Errorf("%v calls for %d submissions, want fewer than 3 each", total, n)
+	}
+	for i, id := range ids {
+		pub := e.of(t, id)
+		if len(pub) != 1 {
+			t.Errorf("request %d published %d times", i, len(pub))
+			continue
+		}
+		if exempt := len(pub[0].Exempt) == 1 && pub[0].Exempt[0].Store == "dataset"; exempt != (subject(i) == "held") {
+			t.Errorf("request %d of %s published with exemptions %+v", i, subject(i), pub[0].Exempt)
+		}
 	}
 }
