@@ -50,8 +50,13 @@ type op[In, Out any] struct {
 func (c *Calls[In, Out]) Submit(ctx context.Context, in In) (Out, error) {
 	o := &op[In, Out]{ctx: ctx, in: in, done: make(chan struct{})}
 	c.mu.Lock()
+	if c.running < max(c.Running, 1) { // then none waits: o's call starts now, on this goroutine
+		c.running++
+		c.mu.Unlock()
+		c.run([]*op[In, Out]{o})
+		return o.out, o.err
+	}
 	c.waiting = append(c.waiting, o)
-	c.startLocked()
 	c.mu.Unlock()
 	select {
 	case <-o.done:
@@ -80,7 +85,7 @@ func (c *Calls[In, Out]) Waiting() int {
 }
 
 // startLocked starts calls for the waiting operations while fewer than Running are in
-// flight; c.mu is held.
+// flight, each on a goroutine of its own; c.mu is held.
 func (c *Calls[In, Out]) startLocked() {
 	for c.running < max(c.Running, 1) && len(c.waiting) > 0 {
 		n := len(c.waiting)
