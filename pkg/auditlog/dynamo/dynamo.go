@@ -57,7 +57,7 @@ type Store struct {
 	c        *dynamodb.Client
 	table    string
 	pageSize int32
-	reqs     requestCalls
+	reqs     requestCalls // request reads and index writes shared by concurrent callers
 }
 
 var _ auditlog.Table = (*Store)(nil)

@@ -47,6 +47,7 @@ type requestCalls struct {
 	indexes coalesce.Calls[auditlog.Request, struct{}]
 }
 
+// initRequestCalls sets up s.reqs.
 func (s *Store) initRequestCalls() {
 	s.reqs.gets = coalesce.Calls[string, map[string]types.AttributeValue]{Do: s.getRequests, Max: batchGetMax}
 	s.reqs.indexes = coalesce.Calls[auditlog.Request, struct{}]{Do: s.putRequestIndexes, Max: batchWriteMax / 2}

@@ -170,7 +170,7 @@ func (s *Store) Holds(ctx context.Context) ([]workflow.Hold, error) {
 	return slices.Clone(hs), err
 }
 
-// readHolds queries the holds once for the callers ops.
+// readHolds queries the holds once and answers every operation of ops with them.
 func (s *Store) readHolds(ctx context.Context, ops []struct{}) ([][]workflow.Hold, error) {
 	items, err := s.query(ctx, "holds", holdsPK)
 	if err != nil {
