@@ -225,7 +225,11 @@ func (s *Service) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	if !s.authorize(w, r, in.TenantID) || !s.limit(w, in.TenantID) {
 		return
 	}
-	req, err := s.SubmitWith(r.Context(), in, SubmitOptions{DryRun: body.DryRun, Channel: "http"})
+	sub, err := s.submit(r.Context(), in, SubmitOptions{DryRun: body.DryRun, Channel: "http"})
+	req, state := sub.req, string(sub.state)
+	if err == nil && sub.again {
+		state = s.gateState(r.Context(), req.RequestID)
+	}
 	switch {
 	case errors.Is(err, ErrInvalid):
 		s.reject(w, http.StatusBadRequest, metrics.ReasonInvalid, err.Error())
@@ -242,7 +246,7 @@ func (s *Service) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusAccepted, Accepted{
 			RequestID: req.RequestID, SubjectHash: req.SubjectHash, KeyID: req.KeyID, DueAt: req.DueAt,
 			StatusURL: "/v1/erasures/" + req.RequestID, ReceiptURL: "/v1/erasures/" + req.RequestID + "/receipt",
-			State: s.gateState(r.Context(), req.RequestID),
+			State: state,
 		})
 	}
 }

@@ -253,8 +253,24 @@ func (s *Service) Submit(ctx context.Context, in event.IntakeRequest) (event.Req
 
 // SubmitWith is Submit with the options of the privacy team's workflow.
 func (s *Service) SubmitWith(ctx context.Context, in event.IntakeRequest, opts SubmitOptions) (event.Requested, error) {
+	sub, err := s.submit(ctx, in, opts)
+	return sub.req, err
+}
+
+// submission is what submit did with a request.
+type submission struct {
+	req event.Requested
+	// state is the gate the request waits at, or PREVIEWED for a dry run; "" when it was
+	// published to run.
+	state workflow.State
+	// again: the idempotency key's earlier request was answered, and state is unknown.
+	again bool
+}
+
+// submit is SubmitWith, saying what it did.
+func (s *Service) submit(ctx context.Context, in event.IntakeRequest, opts SubmitOptions) (submission, error) {
 	if err := s.Validate(&in); err != nil {
-		return event.Requested{}, err
+		return submission{}, err
 	}
 	now := s.now()
 	req := event.Requested{
@@ -281,19 +297,19 @@ func (s *Service) SubmitWith(ctx context.Context, in event.IntakeRequest, opts S
 		prev, err := s.Store.GetRequest(ctx, req.RequestID)
 		switch {
 		case err == nil && (prev.SubjectHash != req.SubjectHash || prev.Scope != req.Scope || prev.Regulation != req.Regulation):
-			return event.Requested{}, ErrConflict
+			return submission{}, ErrConflict
 		case err == nil:
 			req.RequestedAt, req.DueAt, req.InventoryVersion, req.ExpectedStores = prev.RequestedAt, prev.DueAt, prev.InventoryVersion, prev.ExpectedStores
-			return req, nil // already accepted
+			return submission{req: req, again: true}, nil // already accepted
 		case !errors.Is(err, auditlog.ErrNotFound):
-			return event.Requested{}, s.unavailable(ErrStateStoreUnavailable, req.TenantID, err)
+			return submission{}, s.unavailable(ErrStateStoreUnavailable, req.TenantID, err)
 		}
 	}
-	if gated, err := s.gate(ctx, &req, in.Source, opts); gated || err != nil {
-		return req, err
+	if state, err := s.gate(ctx, &req, in.Source, opts); state != "" || err != nil {
+		return submission{req: req, state: state}, err
 	}
 	if err := s.publish(ctx, &req); err != nil {
-		return event.Requested{}, err
+		return submission{}, err
 	}
 	s.keepHeld(ctx, &req, in.Source)
 	if err := s.Store.PutRequest(ctx, auditlog.RequestOf(&req)); err != nil {
@@ -304,7 +320,7 @@ func (s *Service) SubmitWith(ctx context.Context, in event.IntakeRequest, opts S
 		zap.String("subject_hash", req.SubjectHash), zap.String("regulation", req.Regulation), zap.String("scope", string(req.Scope)),
 		zap.String("source", in.Source))
 	metrics.Or(s.Metrics).Requests.WithLabelValues(req.TenantID, req.Regulation, or(opts.Channel, "api")).Inc()
-	return req, nil
+	return submission{req: req}, nil
 }
 
 // publish seals req's identifiers (when a Sealer is configured) and publishes it.

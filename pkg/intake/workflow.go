@@ -79,14 +79,15 @@ func (w *Windows) UnmarshalText(b []byte) error {
 func (w Windows) MarshalText() ([]byte, error) { return marshalDurations(w), nil }
 
 // gate records req in the workflow when it must pass a gate before it runs (a dry run is
-// published as one, and recorded PREVIEWED) and reports whether it did; an ungated request
-// gets the exemptions of the legal holds covering it and is published by the caller.
-func (s *Service) gate(ctx context.Context, req *event.Requested, actor string, opts SubmitOptions) (bool, error) {
+// published as one, and recorded PREVIEWED) and returns the state it recorded; an ungated
+// request gets the exemptions of the legal holds covering it and "", and is published by
+// the caller.
+func (s *Service) gate(ctx context.Context, req *event.Requested, actor string, opts SubmitOptions) (workflow.State, error) {
 	if s.Workflow == nil {
 		if opts.DryRun {
-			return true, fmt.Errorf("%w: dry runs are not enabled", ErrInvalid)
+			return "", fmt.Errorf("%w: dry runs are not enabled", ErrInvalid)
 		}
-		return false, s.admit(ctx, req, nil)
+		return "", s.admit(ctx, req, nil)
 	}
 	now := s.now()
 	rec := workflow.Record{
@@ -98,7 +99,7 @@ func (s *Service) gate(ctx context.Context, req *event.Requested, actor string, 
 	if opts.DryRun {
 		req.DryRun = true
 		if err := s.publish(ctx, req); err != nil {
-			return true, err
+			return "", err
 		}
 		if err := s.Store.PutRequest(ctx, auditlog.RequestOf(req)); err != nil {
 			s.log().Warn("request state not recorded", zap.String("request_id", req.RequestID), zap.Error(err))
@@ -111,22 +112,22 @@ func (s *Service) gate(ctx context.Context, req *event.Requested, actor string, 
 			s.log().Info("dry run kept without identifiers: confirming it needs them again", zap.String("request_id", req.RequestID))
 		}
 		if err := s.Workflow.Create(ctx, rec); err != nil {
-			return true, s.unavailable(ErrStateStoreUnavailable, req.TenantID, fmt.Errorf("record dry run: %w", err))
+			return "", s.unavailable(ErrStateStoreUnavailable, req.TenantID, fmt.Errorf("record dry run: %w", err))
 		}
 		s.log().Info("dry run requested", zap.String("request_id", req.RequestID), zap.String("tenant", req.TenantID))
-		return true, nil
+		return workflow.Previewed, nil
 	}
 	next := rec.Next()
 	if next == workflow.Released {
 		rec.State = workflow.Released
-		return false, s.admit(ctx, req, &rec)
+		return "", s.admit(ctx, req, &rec)
 	}
 	if err := s.seal(ctx, req); err != nil {
-		return true, err
+		return "", err
 	}
 	b, err := s.keepable(req)
 	if err != nil {
-		return true, err
+		return "", err
 	}
 	rec.Event, rec.State = b, next
 	if next == workflow.Scheduled {
@@ -134,11 +135,11 @@ func (s *Service) gate(ctx context.Context, req *event.Requested, actor string, 
 	}
 	rec.History = []workflow.Transition{{To: next, Actor: actor, At: now}}
 	if err := s.Workflow.Create(ctx, rec); err != nil {
-		return true, s.unavailable(ErrStateStoreUnavailable, req.TenantID, fmt.Errorf("record gated request: %w", err))
+		return "", s.unavailable(ErrStateStoreUnavailable, req.TenantID, fmt.Errorf("record gated request: %w", err))
 	}
 	s.log().Info("erasure gated", zap.String("request_id", req.RequestID), zap.String("tenant", req.TenantID),
 		zap.String("state", string(next)), zap.Time("execute_at", rec.ExecuteAt))
-	return true, nil
+	return next, nil
 }
 
 // seal seals req's identifiers without publishing it, so they can wait in the workflow.

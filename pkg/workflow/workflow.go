@@ -163,6 +163,8 @@ type Store interface {
 	// PutHold creates or replaces the hold h.ID.
 	PutHold(ctx context.Context, h Hold) error
 	// Holds returns every hold, released ones included, ordered by CreatedAt then ID.
+	// Every PutHold that returned before the call, in any process, is in its answer:
+	// holds are read anew for each call, never kept from an earlier one.
 	Holds(ctx context.Context) ([]Hold, error)
 }
 

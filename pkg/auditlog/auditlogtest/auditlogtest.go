@@ -68,6 +68,7 @@ func Run(t *testing.T, newStore func(t *testing.T) auditlog.Store) {
 		{"EventsPaginates", testEventsPaginate},
 		{"Requests", testRequests},
 		{"ListRequests", testListRequests},
+		{"RequestsConcurrent", testRequestsConcurrent},
 		{"ReportsKeepTheLatestAttempt", testReports},
 		{"CreateReportCreatesOnce", testCreateReport},
 		{"RequestState", testRequestState},

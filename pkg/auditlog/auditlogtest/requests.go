@@ -2,7 +2,10 @@ package auditlogtest
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -82,5 +85,66 @@ func testListRequests(t *testing.T, s auditlog.Store) {
 				t.Errorf("ListRequests(%q): %s differs from GetRequest: %s vs %s (%v)", tc.tenant, r.RequestID, js(r), js(stored), err)
 			}
 		}
+	}
+}
+
+// testRequestsConcurrent writes and reads requests from many goroutines at once, as
+// intake handlers and aggregator records do: each writer finds its request as soon as
+// PutRequest returned, a request written twice at once is stored once, a later attempt
+// written beside an earlier one stays, and every request is listed once.
+func testRequestsConcurrent(t *testing.T, s auditlog.Store) {
+	ctx := context.Background()
+	const n = 40
+	req := func(i, attempt int) auditlog.Request {
+		return auditlog.Request{
+			RequestID: fmt.Sprintf("c-%02d", i), TenantID: []string{"acme", "globex"}[i%2], SubjectHash: Hash(fmt.Sprint(i)),
+			KeyID: "k1", Scope: event.ScopeSubject, Regulation: "GDPR", RequestedAt: T0.Add(time.Duration(i) * time.Millisecond),
+			InventoryVersion: fmt.Sprintf("v%d", attempt), ExpectedStores: []string{"qdrant"}, Attempt: attempt,
+		}
+	}
+	var wg sync.WaitGroup
+	for i := range n {
+		writes := []auditlog.Request{req(i, 1)}
+		switch i % 4 {
+		case 1: // written twice at once
+			writes = append(writes, req(i, 1))
+		case 2: // a later attempt beside the first
+			writes = append(writes, req(i, 2))
+		}
+		for _, r := range writes {
+			wg.Go(func() {
+				if err := s.PutRequest(ctx, r); err != nil {
+					t.Errorf("PutRequest(%s attempt %d): %v", r.RequestID, r.Attempt, err)
+					return
+				}
+				got, err := s.GetRequest(ctx, r.RequestID)
+				if err != nil || got.Attempt < r.Attempt {
+					t.Errorf("GetRequest(%s) right after its write = attempt %d, %v; want at least %d", r.RequestID, got.Attempt, err, r.Attempt)
+				}
+			})
+		}
+		wg.Go(func() {
+			if _, err := s.GetRequest(ctx, fmt.Sprintf("missing-%02d", i)); !errors.Is(err, auditlog.ErrNotFound) {
+				t.Errorf("GetRequest of an unknown request beside the writes: %v, want ErrNotFound", err)
+			}
+		})
+	}
+	wg.Wait()
+	all, err := s.ListRequests(ctx, "")
+	must(t, err)
+	if len(all) != n {
+		t.Fatalf("ListRequests = %d requests, want %d, each once", len(all), n)
+	}
+	for i, r := range all {
+		want := req(i, 1)
+		if i%4 == 2 {
+			want = req(i, 2)
+		}
+		if !sameJSON(r, want) {
+			t.Errorf("ListRequests[%d] = %s, want %s", i, js(r), js(want))
+		}
+	}
+	if acme, err := s.ListRequests(ctx, "acme"); err != nil || len(acme) != n/2 {
+		t.Errorf("ListRequests(acme) = %d requests, %v; want %d", len(acme), err, n/2)
 	}
 }

@@ -194,13 +194,13 @@ func (s *Store) Schedule(ctx context.Context, tasks ...auditlog.Task) error {
 		dues = append(dues, cur)
 	}
 	// in this order, each step shared with concurrent writes (group commit)
-	if err := s.group.write(ctx, s, "schedule", entries...); err != nil {
+	if err := s.write(ctx, entries...); err != nil {
 		return err
 	}
 	if err := s.batchWrite(ctx, "schedule", stale); err != nil {
 		return err
 	}
-	if err := s.group.write(ctx, s, "schedule", dues...); err != nil {
+	if err := s.write(ctx, dues...); err != nil {
 		return err
 	}
 	c := key("SCHED", "CURSOR")

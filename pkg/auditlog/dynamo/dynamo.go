@@ -40,6 +40,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/lethe-erasure/lethe/pkg/coalesce"
 	"github.com/lethe-erasure/lethe/pkg/dynamoerr"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -56,7 +57,8 @@ type Store struct {
 	c        *dynamodb.Client
 	table    string
 	pageSize int32
-	group    groupWriter
+	group    coalesce.Calls[[]map[string]types.AttributeValue, error] // unconditional writes shared by concurrent callers
+	reqs     requestCalls                                             // request reads and index writes shared by concurrent callers
 }
 
 var _ auditlog.Table = (*Store)(nil)
@@ -74,6 +76,8 @@ func New(client *dynamodb.Client, table string, opts ...Option) *Store {
 	for _, o := range opts {
 		o(s)
 	}
+	s.initRequestCalls()
+	s.initGroup()
 	return s
 }
 
@@ -159,7 +163,9 @@ func (s *Store) RawEvents(ctx context.Context, tenant, subjectHash string) ([]au
 
 // PutRequest inserts r or replaces the stored request when r.Attempt >= its attempt. It
 // writes r's index entries (see ListRequests) before the request itself, so a crash in
-// between leaves entries that ListRequests skips until the request is written.
+// between leaves entries that ListRequests skips until the request is written. The
+// entries of concurrent calls share BatchWriteItem calls; the request is one conditional
+// PutItem.
 func (s *Store) PutRequest(ctx context.Context, r auditlog.Request) error {
 	if r.RequestID == "" {
 		return retry.Permanent(errors.New("auditlog/dynamo: request needs a request id"))
@@ -170,11 +176,18 @@ func (s *Store) PutRequest(ctx context.Context, r auditlog.Request) error {
 	return s.putAttempt(ctx, "put request", reqPK(r.RequestID), "REQUEST", r, r.Attempt)
 }
 
-// GetRequest returns the request or auditlog.ErrNotFound.
+// GetRequest returns the request or auditlog.ErrNotFound. Concurrent calls share
+// strongly consistent BatchGetItem calls, each started after the calls it carries.
 func (s *Store) GetRequest(ctx context.Context, requestID string) (auditlog.Request, error) {
 	var r auditlog.Request
-	err := s.get(ctx, "get request", reqPK(requestID), "REQUEST", &r)
-	return r, err
+	item, err := s.getRequest(ctx, requestID)
+	if err != nil {
+		return r, err
+	}
+	if item == nil {
+		return r, auditlog.ErrNotFound
+	}
+	return r, decode(item, &r)
 }
 
 // PutReport stores d unless a report of a later attempt is stored for its request and store.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -203,6 +205,66 @@ func TestDynamo(t *testing.T) {
 		}
 	})
 
+	t.Run("ConcurrentRequestCallsShareBatches", func(t *testing.T) {
+		hold := &holding{base: http.DefaultTransport, calls: map[string]int{}}
+		s := New(dynamodb.New(e.client.Options(), func(o *dynamodb.Options) { o.HTTPClient = &http.Client{Transport: hold} }), e.store(t).table)
+		req := func(i int) auditlog.Request {
+			return auditlog.Request{RequestID: fmt.Sprintf("r%02d", i), TenantID: "acme", Attempt: 1, RequestedAt: auditlogtest.T0.Add(time.Duration(i))}
+		}
+		// The first writer's index entries are held in flight; twelve writers wait meanwhile
+		// and then share one BatchWriteItem call. Each request stays one conditional PutItem.
+		release := hold.next("BatchWriteItem")
+		var wg sync.WaitGroup
+		put := func(r auditlog.Request) {
+			if err := s.PutRequest(ctx, r); err != nil {
+				t.Errorf("PutRequest(%s): %v", r.RequestID, err)
+			}
+		}
+		wg.Go(func() { put(req(0)) })
+		hold.waitHeld(t)
+		for i := 1; i <= 12; i++ {
+			wg.Go(func() { put(req(i)) })
+		}
+		waitFor(t, func() bool { return s.reqs.indexes.Waiting() == 12 })
+		release()
+		wg.Wait()
+		if got := hold.count("BatchWriteItem"); got != 2 {
+			t.Errorf("13 concurrent PutRequests made %d BatchWriteItem calls, want 2", got)
+		}
+		if got := hold.count("PutItem"); got != 13 {
+			t.Errorf("13 concurrent PutRequests made %d PutItem calls, want 13", got)
+		}
+		// Readers that come while a read is in flight share the next BatchGetItem call,
+		// each with its own answer.
+		release = hold.next("BatchGetItem")
+		wg.Go(func() {
+			if r, err := s.GetRequest(ctx, "r00"); err != nil || r.RequestID != "r00" {
+				t.Errorf("GetRequest(r00) = %+v, %v", r, err)
+			}
+		})
+		hold.waitHeld(t)
+		for _, id := range []string{"r01", "r05", "r05", "r12", "missing"} {
+			wg.Go(func() {
+				r, err := s.GetRequest(ctx, id)
+				switch {
+				case id == "missing" && !errors.Is(err, auditlog.ErrNotFound):
+					t.Errorf("GetRequest(missing) = %v, want ErrNotFound", err)
+				case id != "missing" && (err != nil || r.RequestID != id):
+					t.Errorf("GetRequest(%s) = %+v, %v", id, r, err)
+				}
+			})
+		}
+		waitFor(t, func() bool { return s.reqs.gets.Waiting() == 5 })
+		release()
+		wg.Wait()
+		if got := hold.count("BatchGetItem"); got != 2 {
+			t.Errorf("6 concurrent GetRequests made %d BatchGetItem calls, want 2", got)
+		}
+		if got, err := s.ListRequests(ctx, "acme"); err != nil || len(got) != 13 {
+			t.Errorf("ListRequests = %d requests, %v; want the 13 written", len(got), err)
+		}
+	})
+
 	t.Run("CreateTableIsIdempotent", func(t *testing.T) {
 		s := e.store(t)
 		must(t, s.CreateTable(ctx))
@@ -272,6 +334,70 @@ func (s *Store) putEventItem(ctx context.Context, sub deletion.Subject, id strin
 		item["data"] = data
 	}
 	return s.put(ctx, "put raw event", item, "", nil)
+}
+
+// holding is a transport that counts calls by operation and can hold the next call of an
+// operation in flight until released.
+type holding struct {
+	base http.RoundTripper
+
+	mu      sync.Mutex
+	calls   map[string]int
+	op      string        // the operation whose next call is held
+	gate    chan struct{} // closed to release it
+	entered chan struct{} // closed once it is held
+}
+
+func (h *holding) RoundTrip(r *http.Request) (*http.Response, error) {
+	op := strings.TrimPrefix(r.Header.Get("X-Amz-Target"), "DynamoDB_20120810.")
+	h.mu.Lock()
+	h.calls[op]++
+	var gate chan struct{}
+	if op == h.op {
+		gate, h.op = h.gate, ""
+		close(h.entered)
+	}
+	h.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+	return h.base.RoundTrip(r)
+}
+
+// next holds the next call of op; the function it returns releases it.
+func (h *holding) next(op string) func() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.op, h.gate, h.entered = op, make(chan struct{}), make(chan struct{})
+	return func() { close(h.gate) }
+}
+
+// waitHeld waits until the call next named is held.
+func (h *holding) waitHeld(t *testing.T) {
+	t.Helper()
+	h.mu.Lock()
+	entered := h.entered
+	h.mu.Unlock()
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the held call was never made")
+	}
+}
+
+func (h *holding) count(op string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.calls[op]
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+	}
 }
 
 func must(t testing.TB, err error) {

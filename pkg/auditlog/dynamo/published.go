@@ -28,7 +28,7 @@ func (s *Store) MarkPublished(ctx context.Context, requestID, receiptID string) 
 	if err != nil {
 		return err
 	}
-	return s.group.write(ctx, s, "mark published", item)
+	return s.write(ctx, item)
 }
 
 // Published reports whether requestID's receipt was marked published (a consistent read).

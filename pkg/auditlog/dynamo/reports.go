@@ -35,7 +35,7 @@ func (s *Store) AppendReports(ctx context.Context, ds ...event.StoreDone) error 
 		item["sk"] = str(reportSK(d.Store) + "#" + hex.EncodeToString(sum[:16]))
 		items = append(items, item)
 	}
-	return s.group.write(ctx, s, "append reports", items...)
+	return s.write(ctx, items...)
 }
 
 // isReport reports whether sk is the sort key of a report: REPORT#<store>, written by
@@ -59,8 +59,8 @@ func (s *Store) PutLinkedReceipt(ctx context.Context, r event.Receipt) error {
 		return err
 	}
 	item["seq"] = num(r.Seq)
-	if err := s.group.write(ctx, s, "put receipt index", idx); err != nil {
+	if err := s.write(ctx, idx); err != nil {
 		return err
 	}
-	return s.group.write(ctx, s, "put linked receipt", item)
+	return s.write(ctx, item)
 }

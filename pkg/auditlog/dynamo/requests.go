@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
+	"github.com/lethe-erasure/lethe/pkg/coalesce"
 	"github.com/lethe-erasure/lethe/pkg/retry"
 )
 
@@ -36,17 +37,84 @@ func requestIndexSK(r auditlog.Request) string {
 	return r.RequestedAt.UTC().Format(indexTime) + "#" + esc(r.RequestID)
 }
 
-// putRequestIndex writes r's index entries in the tenant's partition and in the partition
-// of all tenants, in one BatchWriteItem call. Rewriting them (a later attempt) is
-// idempotent.
-func (s *Store) putRequestIndex(ctx context.Context, r auditlog.Request) error {
-	var writes []types.WriteRequest
-	for _, pk := range []string{requestIndexPK(r.TenantID), allRequestsPK} {
-		item := key(pk, requestIndexSK(r))
-		item["request_id"] = str(r.RequestID)
-		writes = append(writes, types.WriteRequest{PutRequest: &types.PutRequest{Item: item}})
+// requestCalls are the request reads and index writes that concurrent callers share
+// (coalesce.Calls): GetRequest's, one BatchGetItem call for up to batchGetMax requests,
+// and PutRequest's index entries, one BatchWriteItem call for the entries of up to
+// batchWriteMax/2 requests. Each call starts after every operation it carries was asked
+// for, and each caller returns once the call carrying its operation returned.
+type requestCalls struct {
+	gets    coalesce.Calls[string, map[string]types.AttributeValue]
+	indexes coalesce.Calls[auditlog.Request, struct{}]
+}
+
+// initRequestCalls sets up s.reqs.
+func (s *Store) initRequestCalls() {
+	s.reqs.gets = coalesce.Calls[string, map[string]types.AttributeValue]{Do: s.getRequests, Max: batchGetMax}
+	s.reqs.indexes = coalesce.Calls[auditlog.Request, struct{}]{Do: s.putRequestIndexes, Max: batchWriteMax / 2}
+}
+
+// getRequest returns the item of the request, nil when it is not stored.
+func (s *Store) getRequest(ctx context.Context, requestID string) (map[string]types.AttributeValue, error) {
+	return s.reqs.gets.Submit(ctx, requestID)
+}
+
+// getRequests reads the items of the requests ids in one strongly consistent BatchGetItem
+// call, and returns them in the order of ids, nil where a request is not stored.
+func (s *Store) getRequests(ctx context.Context, ids []string) ([]map[string]types.AttributeValue, error) {
+	seen := map[string]bool{}
+	var keys []map[string]types.AttributeValue
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			keys = append(keys, key(reqPK(id), "REQUEST"))
+		}
 	}
-	return s.batchWrite(ctx, "put request index", writes)
+	got, err := s.batchGet(ctx, "get request", keys)
+	if err != nil {
+		return nil, err
+	}
+	byPK := make(map[string]map[string]types.AttributeValue, len(got))
+	for _, it := range got {
+		if pk, ok := it["pk"].(*types.AttributeValueMemberS); ok {
+			byPK[pk.Value] = it
+		}
+	}
+	out := make([]map[string]types.AttributeValue, len(ids))
+	for i, id := range ids {
+		out[i] = byPK[reqPK(id)]
+	}
+	return out, nil
+}
+
+// putRequestIndex writes r's index entries in the tenant's partition and in the partition
+// of all tenants, in a BatchWriteItem call it may share with concurrent callers. Rewriting
+// them (a later attempt) is idempotent.
+func (s *Store) putRequestIndex(ctx context.Context, r auditlog.Request) error {
+	_, err := s.reqs.indexes.Submit(ctx, r)
+	return err
+}
+
+// putRequestIndexes writes the index entries of rs, each once, in one BatchWriteItem
+// call.
+func (s *Store) putRequestIndexes(ctx context.Context, rs []auditlog.Request) ([]struct{}, error) {
+	seen := map[[2]string]bool{}
+	var writes []types.WriteRequest
+	for _, r := range rs {
+		for _, pk := range []string{requestIndexPK(r.TenantID), allRequestsPK} {
+			k := [2]string{pk, requestIndexSK(r)}
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			item := key(k[0], k[1])
+			item["request_id"] = str(r.RequestID)
+			writes = append(writes, types.WriteRequest{PutRequest: &types.PutRequest{Item: item}})
+		}
+	}
+	if err := s.batchWrite(ctx, "put request index", writes); err != nil {
+		return nil, err
+	}
+	return make([]struct{}, len(rs)), nil
 }
 
 // ListRequests returns the tenant's requests ("" for every tenant) ordered by RequestedAt

@@ -12,6 +12,7 @@
 // with version = the record's Version, PutHold without a condition: single-item writes
 // only, so replicas never overwrite each other's changes. Every read is strongly
 // consistent; List and Holds query their partition, following pages, and sort in memory.
+// Concurrent Holds calls share a query, started after each of them was made.
 //
 // Errors: a failed condition becomes workflow.ErrExists, ErrConflict or ErrNotFound.
 // Malformed requests and undecodable items are retry.Permanent; throttling, 5xx, network
@@ -24,12 +25,14 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/lethe-erasure/lethe/pkg/coalesce"
 	"github.com/lethe-erasure/lethe/pkg/dynamoerr"
 	"github.com/lethe-erasure/lethe/pkg/retry"
 	"github.com/lethe-erasure/lethe/pkg/workflow"
@@ -47,6 +50,7 @@ type Store struct {
 	c        *dynamodb.Client
 	table    string
 	pageSize int32
+	holds    coalesce.Calls[struct{}, []workflow.Hold] // Holds' queries, shared by concurrent callers
 }
 
 var _ workflow.Store = (*Store)(nil)
@@ -65,6 +69,7 @@ func New(client *dynamodb.Client, table string, opts ...Option) *Store {
 	for _, o := range opts {
 		o(s)
 	}
+	s.holds.Do = s.readHolds
 	return s
 }
 
@@ -157,21 +162,33 @@ func (s *Store) PutHold(ctx context.Context, h workflow.Hold) error {
 	return s.put(ctx, "put hold", item, "", nil)
 }
 
-// Holds implements workflow.Store: one query of the holds' partition.
+// Holds implements workflow.Store: one query of the holds' partition. Concurrent calls
+// share a query that starts after each of them was made (coalesce.Calls), so every hold
+// stored before a call is in its answer; nothing is kept from one query to the next.
 func (s *Store) Holds(ctx context.Context) ([]workflow.Hold, error) {
+	hs, err := s.holds.Submit(ctx, struct{}{})
+	return slices.Clone(hs), err
+}
+
+// readHolds queries the holds once and answers every operation of ops with them.
+func (s *Store) readHolds(ctx context.Context, ops []struct{}) ([][]workflow.Hold, error) {
 	items, err := s.query(ctx, "holds", holdsPK)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]workflow.Hold, 0, len(items))
+	hs := make([]workflow.Hold, 0, len(items))
 	for _, it := range items {
 		var h workflow.Hold
 		if err := decode(it, &h); err != nil {
 			return nil, err
 		}
-		out = append(out, h)
+		hs = append(hs, h)
 	}
-	workflow.SortHolds(out)
+	workflow.SortHolds(hs)
+	out := make([][]workflow.Hold, len(ops))
+	for i := range out {
+		out[i] = hs
+	}
 	return out, nil
 }
 

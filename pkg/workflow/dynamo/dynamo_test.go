@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -159,6 +160,38 @@ func TestDynamo(t *testing.T) {
 		}
 	})
 
+	// Holds callers that come while a query is in flight share the next query, each
+	// answered in full.
+	t.Run("ConcurrentHoldsShareAQuery", func(t *testing.T) {
+		hold := &holding{base: http.DefaultTransport}
+		s := New(e.newClient(t, hold), e.table(t))
+		for i := range 3 {
+			must(t, s.PutHold(ctx, workflow.Hold{ID: fmt.Sprintf("hold_%d", i), TenantID: "acme", CreatedAt: workflowtest.T0}))
+		}
+		read := func() {
+			if hs, err := s.Holds(ctx); err != nil || len(hs) != 3 {
+				t.Errorf("Holds = %d holds, %v; want 3", len(hs), err)
+			}
+		}
+		var wg sync.WaitGroup
+		hold.holdNext()
+		wg.Go(read)
+		<-hold.held
+		for range 10 {
+			wg.Go(read)
+		}
+		for deadline := time.Now().Add(10 * time.Second); s.holds.Waiting() < 10; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the readers never waited")
+			}
+		}
+		close(hold.release)
+		wg.Wait()
+		if n := hold.queries.Load(); n != 2 {
+			t.Errorf("11 concurrent Holds calls made %d queries, want 2", n)
+		}
+	})
+
 	// The workflow shares the audit table with the audit store: a record and a request of
 	// one id, a hold and the audit store's items stay apart.
 	t.Run("SharesTheAuditTable", func(t *testing.T) {
@@ -239,6 +272,32 @@ func raw(t *testing.T, s *Store, pk, sk string) map[string]types.AttributeValue 
 }
 
 func second[T any](_ T, err error) error { return err }
+
+// holding counts Query calls and can hold the next one until release is closed.
+type holding struct {
+	base    http.RoundTripper
+	queries atomic.Int64
+	armed   atomic.Bool
+	held    chan struct{} // closed when the next query is held
+	release chan struct{}
+}
+
+// holdNext holds the next query.
+func (h *holding) holdNext() {
+	h.held, h.release = make(chan struct{}), make(chan struct{})
+	h.armed.Store(true)
+}
+
+func (h *holding) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Header.Get("X-Amz-Target") == "DynamoDB_20120810.Query" {
+		h.queries.Add(1)
+		if h.armed.CompareAndSwap(true, false) {
+			close(h.held)
+			<-h.release
+		}
+	}
+	return h.base.RoundTrip(r)
+}
 
 func must(t testing.TB, err error) {
 	t.Helper()

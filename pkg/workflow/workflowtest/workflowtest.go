@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -54,6 +55,7 @@ func Run(t *testing.T, f Fixture) {
 		{"Swap", testSwap},
 		{"List", testList},
 		{"Holds", testHolds},
+		{"HoldsBindAtOnce", testHoldsConcurrent},
 		{"KeysDoNotCollide", testKeys},
 		{"RacingCreate", testRacingCreate},
 		{"RacingSwap", testRacingSwap},
@@ -235,6 +237,46 @@ func testHolds(t *testing.T, f Fixture) {
 	}
 	if rs, _ := s.List(ctx); len(rs) != 1 {
 		t.Errorf("List = %d records, want the one record beside the holds", len(rs))
+	}
+}
+
+// testHoldsConcurrent places holds on one store while both stores of a pair read them:
+// every reader finds each hold whose PutHold returned before its call, however many
+// reads run at once, and changing an answer changes no other.
+func testHoldsConcurrent(t *testing.T, f Fixture) {
+	ctx := context.Background()
+	stores := pair(t, f)
+	const n = 16
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			h := workflow.Hold{ID: fmt.Sprintf("hold_%02d", i), TenantID: "acme", LegalBasis: "GDPR Art. 17(3)(e)", CreatedAt: T0}
+			if err := stores[0].PutHold(ctx, h); err != nil {
+				t.Errorf("PutHold(%s): %v", h.ID, err)
+				return
+			}
+			for _, s := range stores {
+				hs, err := s.Holds(ctx)
+				if err != nil || !slices.ContainsFunc(hs, func(g workflow.Hold) bool { return g.ID == h.ID }) {
+					t.Errorf("Holds right after PutHold(%s) returned = %d holds, %v; the hold is missing", h.ID, len(hs), err)
+					return
+				}
+				hs[0].ID = "changed by a caller"
+			}
+		})
+		wg.Go(func() {
+			if _, err := stores[i%2].Holds(ctx); err != nil {
+				t.Errorf("Holds beside the writes: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	for _, s := range stores {
+		hs, err := s.Holds(ctx)
+		must(t, err)
+		if len(hs) != n || hs[0].ID != "hold_00" {
+			t.Errorf("Holds after the writes = %d holds starting %q, want %d starting hold_00", len(hs), hs[0].ID, n)
+		}
 	}
 }
 
