@@ -47,6 +47,36 @@ type Watchdog struct {
 	done map[string]struct{} // requests known to have a receipt
 }
 
+// received returns which of reqs have a receipt: read together where the store can
+// (auditlog.ReceiptsReader), else one by one.
+func (w *Watchdog) received(ctx context.Context, reqs []auditlog.Request) (map[string]bool, error) {
+	out := map[string]bool{}
+	if rr, ok := w.Store.(auditlog.ReceiptsReader); ok {
+		ids := make([]string, len(reqs))
+		for i, r := range reqs {
+			ids[i] = r.RequestID
+		}
+		rs, err := rr.ReceiptsOf(ctx, ids)
+		if err != nil {
+			return nil, fmt.Errorf("watchdog: %w", err)
+		}
+		for _, r := range rs {
+			out[r.RequestID] = true
+		}
+		return out, nil
+	}
+	for _, r := range reqs {
+		_, err := w.Store.GetReceipt(ctx, r.RequestID)
+		switch {
+		case err == nil:
+			out[r.RequestID] = true
+		case !errors.Is(err, auditlog.ErrNotFound):
+			return nil, fmt.Errorf("watchdog: %w", err)
+		}
+	}
+	return out, nil
+}
+
 // Run sweeps every Interval until ctx is done.
 func (w *Watchdog) Run(ctx context.Context) error {
 	interval := w.Interval
@@ -78,17 +108,20 @@ func (w *Watchdog) Sweep(ctx context.Context) error {
 	overdue := map[string]int{}
 	var out []*kgo.Record
 	var announce []func()
+	open := reqs[:0:0]
 	for _, r := range reqs {
-		if w.completed(r.RequestID) {
-			continue
+		if !w.completed(r.RequestID) {
+			open = append(open, r)
 		}
-		_, err := w.Store.GetReceipt(ctx, r.RequestID)
-		if err == nil {
+	}
+	received, err := w.received(ctx, open)
+	if err != nil {
+		return err
+	}
+	for _, r := range open {
+		if received[r.RequestID] {
 			w.finish(r.RequestID)
 			continue
-		}
-		if !errors.Is(err, auditlog.ErrNotFound) {
-			return fmt.Errorf("watchdog: %w", err)
 		}
 		if now.After(r.DueAt) {
 			overdue[r.TenantID]++

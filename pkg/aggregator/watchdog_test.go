@@ -7,12 +7,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
+	"github.com/lethe-erasure/lethe/pkg/auditlog/dynamo"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/metrics"
+	"github.com/lethe-erasure/lethe/pkg/testenv"
 )
 
 type capture struct {
@@ -49,12 +54,30 @@ func (c *capture) overdues(t *testing.T) []event.Overdue {
 	return out
 }
 
-func TestWatchdogAnnouncesEachThresholdOnce(t *testing.T) {
-	ctx := context.Background()
-	store, err := auditlog.OpenDir(t.TempDir())
+// watchdogStores are the audit stores the watchdog tests run on: the directory store,
+// whose receipts it reads one by one, and DynamoDB, whose it reads together.
+func watchdogStores(t *testing.T) map[string]auditlog.Store {
+	dir, err := auditlog.OpenDir(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
+	c := dynamodb.New(dynamodb.Options{BaseEndpoint: aws.String(testenv.DynamoDB(t)), Region: "us-east-1",
+		Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")})
+	ddb := dynamo.New(c, testenv.DynamoTable(t, "watchdog"))
+	if err := ddb.CreateTable(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return map[string]auditlog.Store{"dir": dir, "dynamodb": ddb}
+}
+
+func TestWatchdogAnnouncesEachThresholdOnce(t *testing.T) {
+	for name, store := range watchdogStores(t) {
+		t.Run(name, func(t *testing.T) { testWatchdogThresholds(t, store) })
+	}
+}
+
+func testWatchdogThresholds(t *testing.T, store auditlog.Store) {
+	ctx := context.Background()
 	t0 := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 	open := auditlog.Request{RequestID: "r-open", TenantID: "acme", SubjectHash: "h1", Regulation: "GDPR", Scope: event.ScopeSubject,
 		RequestedAt: t0, DueAt: t0.Add(100 * time.Hour), ExpectedStores: []string{"qdrant", "redis"}, Attempt: 1}

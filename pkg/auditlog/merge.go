@@ -86,3 +86,11 @@ func union(a, b []string) []string {
 type ReportLog interface {
 	AppendReports(ctx context.Context, ds ...event.StoreDone) error
 }
+
+// ReceiptsReader is an optional capability of a Store, found by type assertion: the
+// receipts of several requests read together (DynamoDB: BatchGetItem, 100 a call).
+type ReceiptsReader interface {
+	// ReceiptsOf returns the stored receipts of requestIDs (no duplicates); requests
+	// without a receipt are left out.
+	ReceiptsOf(ctx context.Context, requestIDs []string) ([]event.Receipt, error)
+}

@@ -100,6 +100,13 @@ func (s *Store) Receipts(ctx context.Context, tenant string) ([]event.Receipt, e
 	return rs, nil
 }
 
+var _ auditlog.ReceiptsReader = (*Store)(nil)
+
+// ReceiptsOf reads the receipts of ids (auditlog.ReceiptsReader).
+func (s *Store) ReceiptsOf(ctx context.Context, ids []string) ([]event.Receipt, error) {
+	return s.batchGetReceipts(ctx, ids)
+}
+
 // batchGetReceipts reads the receipts of ids (no duplicates). Missing receipts are left out.
 func (s *Store) batchGetReceipts(ctx context.Context, ids []string) ([]event.Receipt, error) {
 	keys := make([]map[string]types.AttributeValue, len(ids))
