@@ -16,6 +16,8 @@ import (
 	"sync"
 	"text/tabwriter"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // CostConfig configures Cost. Zero values take the defaults.
@@ -222,8 +224,8 @@ var backlogged = []string{"aggregator", "audit-verifier", "dataset-deleter", "qd
 
 // costPhase erases subs and measures what each process spent: for the low-rate phase one
 // at a time, each submitted after the last one's receipt; for the backlog, all of them
-// submitted while every service but the intake is stopped, then those services started
-// again (their new processes' whole CPU time and counters are the phase's, start-up
+// submitted (16 at a time) while every service but the intake is stopped, then those
+// services started again (their new processes' whole CPU time and counters are the phase's, start-up
 // included).
 // With the backlog, profile is called once the services face it.
 func (s *System) costPhase(ctx context.Context, w *Watcher, name string, subs []*Subject, byOp bool, profile func()) (*CostPhase, error) {
@@ -241,13 +243,9 @@ func (s *System) costPhase(ctx context.Context, w *Watcher, name string, subs []
 			delete(m0, svc)
 		}
 		start = time.Now()
-		var ids []string
-		for _, sub := range subs {
-			id, _, err := s.Submit(ctx, sub, fmt.Sprintf("cost-%d", sub.Index))
-			if err != nil {
-				return nil, err
-			}
-			ids = append(ids, id)
+		ids, err := s.submitAll(ctx, subs)
+		if err != nil {
+			return nil, err
 		}
 		for _, svc := range backlogged {
 			if _, err := s.AddInstance(ctx, svc); err != nil {
@@ -359,6 +357,21 @@ func fetchTo(ctx context.Context, cl *http.Client, url, path string) error {
 		return err
 	}
 	return os.WriteFile(path, b, 0o644)
+}
+
+// submitAll submits the erasure of every subject, 16 at a time, and returns the request
+// ids.
+func (s *System) submitAll(ctx context.Context, subs []*Subject) ([]string, error) {
+	ids := make([]string, len(subs))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
+	for i, sub := range subs {
+		g.Go(func() (err error) {
+			ids[i], _, err = s.Submit(gctx, sub, fmt.Sprintf("cost-%d", sub.Index))
+			return err
+		})
+	}
+	return ids, g.Wait()
 }
 
 func isService(name string) bool {

@@ -203,14 +203,32 @@ func (s *Store) Schedule(ctx context.Context, tasks ...auditlog.Task) error {
 	if err := s.write(ctx, dues...); err != nil {
 		return err
 	}
+	if s.cursorAtOrBefore(first) {
+		return nil
+	}
 	c := key("SCHED", "CURSOR")
 	c["cursor_hour"] = str(first)
 	err = s.put(ctx, "schedule cursor", c, "attribute_not_exists(pk) OR cursor_hour > :b",
 		map[string]types.AttributeValue{":b": str(first)})
-	if isConditionFailed(err) {
-		return nil // the cursor is at that bucket or before it already
+	if err != nil && !isConditionFailed(err) { // failed condition: the cursor is at that bucket or before it already
+		return err
 	}
-	return err
+	s.cursor.Lock()
+	if s.cursor.atMost == "" || first < s.cursor.atMost {
+		s.cursor.atMost = first
+	}
+	s.cursor.Unlock()
+	return nil
+}
+
+// cursorAtOrBefore reports whether the schedule's cursor is known to be at bucket b or
+// before it, so that Schedule need not move it: this process saw it at or before a bucket
+// no later than b, and b is after now's. Due moves the cursor forward to now's bucket at
+// most, and Schedule only moves it back, so the cursor is still at or before b.
+func (s *Store) cursorAtOrBefore(b string) bool {
+	s.cursor.Lock()
+	defer s.cursor.Unlock()
+	return s.cursor.atMost != "" && s.cursor.atMost <= b && b > bucketOf(time.Now())
 }
 
 func taskPK(id string) string { return "TASK#" + esc(id) }

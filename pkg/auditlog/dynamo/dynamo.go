@@ -38,6 +38,7 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/lethe-erasure/lethe/pkg/coalesce"
@@ -58,7 +59,11 @@ type Store struct {
 	table    string
 	pageSize int32
 	group    coalesce.Calls[[]map[string]types.AttributeValue, error] // unconditional writes shared by concurrent callers
-	reqs     requestCalls                                             // request reads and index writes shared by concurrent callers
+	cursor   struct {
+		sync.Mutex
+		atMost string // a bucket the schedule's cursor was at or before when last written or checked
+	}
+	reqs requestCalls // request reads and index writes shared by concurrent callers
 }
 
 var _ auditlog.Table = (*Store)(nil)
