@@ -225,8 +225,7 @@ var backlogged = []string{"aggregator", "audit-verifier", "dataset-deleter", "qd
 // costPhase erases subs and measures what each process spent: for the low-rate phase one
 // at a time, each submitted after the last one's receipt; for the backlog, all of them
 // submitted (16 at a time) while every service but the intake is stopped, then those
-// services started again (their new processes' whole CPU time and counters are the phase's, start-up
-// included).
+// services started again, measured from when they are up (their start-up left out).
 // With the backlog, profile is called once the services face it.
 func (s *System) costPhase(ctx context.Context, w *Watcher, name string, subs []*Subject, byOp bool, profile func()) (*CostPhase, error) {
 	cpu0, m0 := cpuOf(s.cpuProcs()), s.scrapeServices(ctx)
@@ -251,6 +250,11 @@ func (s *System) costPhase(ctx context.Context, w *Watcher, name string, subs []
 			if _, err := s.AddInstance(ctx, svc); err != nil {
 				return nil, err
 			}
+		}
+		// from here: what they spent on starting up is not the backlog's
+		cpuUp, mUp := cpuOf(s.cpuProcs()), s.scrapeServices(ctx)
+		for _, svc := range backlogged {
+			cpu0[svc], m0[svc] = cpuUp[svc], mUp[svc]
 		}
 		profile()
 		for _, id := range ids {
