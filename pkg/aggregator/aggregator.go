@@ -172,7 +172,7 @@ func (a *Aggregator) Handle(ctx context.Context, rec *kgo.Record) error {
 			if err := a.lookFirst(ctx, d.RequestID); err != nil {
 				return err
 			}
-			if err := rl.AppendReports(ctx, d); err != nil {
+			if err := rl.AppendReport(ctx, d, rec.Offset); err != nil {
 				return fmt.Errorf("aggregator: record report: %w", err)
 			}
 		} else if err := a.putReport(ctx, d); err != nil {

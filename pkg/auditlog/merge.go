@@ -51,8 +51,7 @@ func MergeReports(prev, next event.StoreDone) event.StoreDone {
 func IsFound(d event.StoreDone) bool { return d.Status == "" }
 
 // FoldReports merges the reports of each store (by Store, a find's name included) with
-// MergeReports and returns one per store, ordered by store name. The order of ds does not
-// change what is kept.
+// MergeReports, in the order of ds, and returns one per store, ordered by store name.
 func FoldReports(ds []event.StoreDone) []event.StoreDone {
 	by := map[string]int{}
 	var out []event.StoreDone
@@ -81,10 +80,12 @@ func union(a, b []string) []string {
 
 // ReportLog is an optional capability of a Store, found by type assertion: a store that
 // keeps each report as a record of its own and folds a store's records when it reads them
-// (FoldReports in Reports and RequestState). Appending needs no read and no condition, so
-// concurrent appends can share calls; appending the same report again changes nothing.
+// (FoldReports in Reports and RequestState), in the order of their seq (the offset of the
+// record that carried the report), as a writer merging them as they came would have.
+// Appending needs no read and no condition, so concurrent appends can share calls;
+// appending the same report with the same seq again changes nothing.
 type ReportLog interface {
-	AppendReports(ctx context.Context, ds ...event.StoreDone) error
+	AppendReport(ctx context.Context, d event.StoreDone, seq int64) error
 }
 
 // ReceiptsReader is an optional capability of a Store, found by type assertion: the

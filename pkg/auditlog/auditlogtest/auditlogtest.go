@@ -332,8 +332,9 @@ func testRequestState(t *testing.T, s auditlog.Store) {
 }
 
 // testReportLog checks a store that appends reports (auditlog.ReportLog), when it is one:
-// a store's records, appended in any order, twice, concurrently or beside a report
-// PutReport wrote, read as their fold (auditlog.FoldReports) in Reports and RequestState.
+// a store's records, appended out of seq order, twice, concurrently or beside a report
+// PutReport wrote, read as their fold in seq order (auditlog.FoldReports) in Reports and
+// RequestState.
 func testReportLog(t *testing.T, s auditlog.Store) {
 	rl, ok := s.(auditlog.ReportLog)
 	if !ok {
@@ -347,9 +348,10 @@ func testReportLog(t *testing.T, s auditlog.Store) {
 	must(t, s.PutRequest(ctx, auditlog.Request{RequestID: "req-1", TenantID: "acme", ExpectedStores: []string{"qdrant", "redis"}, Attempt: 1}))
 	must(t, s.PutReport(ctx, rep("req-1", "qdrant", 1, event.StatusDeleted, 4)))
 	ok1 := rep("req-1", "redis", 1, event.StatusDeleted, 2, "run-1")
-	must(t, rl.AppendReports(ctx, ok1, rep("req-1", "redis#found", 1, "", 3, "run-1")))
-	must(t, rl.AppendReports(ctx, ok1)) // a redelivery
-	must(t, rl.AppendReports(ctx, rep("req-1", "redis", 1, event.StatusFailed, 0, "run-2")))
+	must(t, rl.AppendReport(ctx, ok1, 10))
+	must(t, rl.AppendReport(ctx, rep("req-1", "redis#found", 1, "", 3, "run-1"), 4))
+	must(t, rl.AppendReport(ctx, ok1, 10)) // a redelivery
+	must(t, rl.AppendReport(ctx, rep("req-1", "redis", 1, event.StatusFailed, 0, "run-2"), 11))
 	check := func(what string, got []event.StoreDone, wantAttempt int, wantStatus event.Status, wantDeleted int64) {
 		t.Helper()
 		if len(got) != 3 || got[0].Store != "qdrant" || got[1].Store != "redis" || got[2].Store != "redis#found" {
@@ -369,16 +371,26 @@ func testReportLog(t *testing.T, s auditlog.Store) {
 	if runs := got[1].FoundRuns; len(runs) != 2 {
 		t.Errorf("the fold names runs %v, want both runs", runs)
 	}
-	must(t, rl.AppendReports(ctx, rep("req-1", "redis", 2, event.StatusNothingFound, 0)))
+	must(t, rl.AppendReport(ctx, rep("req-1", "redis", 2, event.StatusNothingFound, 0), 12))
 	st, err := s.RequestState(ctx, "req-1")
 	must(t, err)
 	check("RequestState after a later attempt", st.Reports, 2, event.StatusNothingFound, 0)
+
+	// two runs' reports that tie: the fold keeps what merging them in seq order keeps, not
+	// what their order of arrival would
+	first, second := rep("req-o", "redis", 1, event.StatusDeleted, 2, "run-a"), rep("req-o", "redis", 1, event.StatusDeleted, 2, "run-b")
+	second.Locations, second.FinishedAt = []event.LocationCount{{Location: "other:acme", Deleted: 2}}, T0.Add(time.Second)
+	must(t, rl.AppendReport(ctx, second, 21))
+	must(t, rl.AppendReport(ctx, first, 20))
+	if got, err := s.Reports(ctx, "req-o"); err != nil || len(got) != 1 || !sameJSON(got[0], auditlog.MergeReports(first, second)) {
+		t.Errorf("Reports of two tied runs = %s, %v; want %s", js(got), err, js(auditlog.MergeReports(first, second)))
+	}
 
 	// concurrent appends share calls and each is read back, the same key twice in a group too
 	var g errgroup.Group
 	for i := range 60 {
 		g.Go(func() error {
-			return rl.AppendReports(ctx, rep(fmt.Sprintf("req-c%d", i%3), fmt.Sprintf("store-%02d", i%20), 1, event.StatusDeleted, int64(i%20)))
+			return rl.AppendReport(ctx, rep(fmt.Sprintf("req-c%d", i%3), fmt.Sprintf("store-%02d", i%20), 1, event.StatusDeleted, int64(i%20)), int64(i))
 		})
 	}
 	must(t, g.Wait())
@@ -389,8 +401,8 @@ func testReportLog(t *testing.T, s auditlog.Store) {
 			t.Errorf("req-c%d has %d stores after concurrent appends, want 20", i, len(got))
 		}
 	}
-	if err := rl.AppendReports(ctx, rep("req-1", "", 1, event.StatusDeleted, 0)); err == nil {
-		t.Error("AppendReports without a store succeeded")
+	if err := rl.AppendReport(ctx, rep("req-1", "", 1, event.StatusDeleted, 0), 13); err == nil {
+		t.Error("AppendReport without a store succeeded")
 	}
 }
 

@@ -154,16 +154,19 @@ func (s *Store) Schedule(ctx context.Context, tasks ...auditlog.Task) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	keys := make([]map[string]types.AttributeValue, len(ids))
+	keys := make([][2]string, len(ids))
 	for i, id := range ids {
-		keys[i] = key(taskPK(id), "TASK")
+		keys[i] = [2]string{taskPK(id), "TASK"}
 	}
-	got, err := s.batchGet(ctx, "schedule", keys)
+	got, err := s.read(ctx, keys...)
 	if err != nil {
 		return err
 	}
 	old := map[string]time.Time{} // by due record pk
 	for _, it := range got {
+		if it == nil {
+			continue
+		}
 		pk, _ := it["pk"].(*types.AttributeValueMemberS)
 		var d taskDue
 		if pk == nil {

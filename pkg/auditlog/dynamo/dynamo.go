@@ -11,7 +11,7 @@
 //	REQIDX#<tenant>                  <requested at>#<request id>   request index entry
 //	REQIDX                           <requested at>#<request id>   request index entry (all tenants)
 //	REQ#<request id>                 REPORT#<store>            a store's report (attempt)
-//	REQ#<request id>                 REPORT#<store>#<digest>   a store's report, one of several (AppendReports)
+//	REQ#<request id>                 REPORT#<store>#<seq>#<digest>   a store's report, one of several (AppendReport)
 //	REQ#<request id>                 RECEIPT                   the receipt (seq)
 //	REQ#<request id>                 PUBLISHED                 the receipt was published (PublishMarker)
 //	TEN#<tenant>                     HEAD                      the chain's head (seq)
@@ -58,7 +58,8 @@ type Store struct {
 	c        *dynamodb.Client
 	table    string
 	pageSize int32
-	group    coalesce.Calls[[]map[string]types.AttributeValue, error] // unconditional writes shared by concurrent callers
+	group    coalesce.Calls[[]map[string]types.AttributeValue, error]       // unconditional writes shared by concurrent callers
+	reads    coalesce.Calls[[][2]string, []map[string]types.AttributeValue] // item reads shared by concurrent callers
 	cursor   struct {
 		sync.Mutex
 		atMost string // a bucket the schedule's cursor was at or before when last written or checked
@@ -83,6 +84,7 @@ func New(client *dynamodb.Client, table string, opts ...Option) *Store {
 	}
 	s.initRequestCalls()
 	s.initGroup()
+	s.initItemReads()
 	return s
 }
 
@@ -275,11 +277,18 @@ func (s *Store) RequestState(ctx context.Context, requestID string) (auditlog.Re
 	return st, nil
 }
 
-// GetReceipt returns the request's receipt or auditlog.ErrNotFound.
+// GetReceipt returns the request's receipt or auditlog.ErrNotFound, read in a call shared
+// with concurrent reads.
 func (s *Store) GetReceipt(ctx context.Context, requestID string) (event.Receipt, error) {
+	items, err := s.read(ctx, [2]string{reqPK(requestID), "RECEIPT"})
+	if err != nil {
+		return event.Receipt{}, err
+	}
+	if items[0] == nil {
+		return event.Receipt{}, auditlog.ErrNotFound
+	}
 	var r event.Receipt
-	err := s.get(ctx, "get receipt", reqPK(requestID), "RECEIPT", &r)
-	return r, err
+	return r, decode(items[0], &r)
 }
 
 // Head returns the tenant's head, the zero Head when it has none.

@@ -75,3 +75,51 @@ func (s *Store) applyGroup(ctx context.Context, writes [][]map[string]types.Attr
 	wg.Wait()
 	return errs, nil
 }
+
+// initItemReads sets up s.reads: the item reads of concurrent callers (receipts,
+// schedules) in shared strongly consistent BatchGetItem calls, each started after every
+// read it carries was asked for.
+func (s *Store) initItemReads() {
+	s.reads = coalesce.Calls[[][2]string, []map[string]types.AttributeValue]{Do: s.readItems, Max: batchGetMax}
+}
+
+// read returns the items of keys (pk, sk), in order, nil where one is not stored, read in
+// a call shared with concurrent reads.
+func (s *Store) read(ctx context.Context, keys ...[2]string) ([]map[string]types.AttributeValue, error) {
+	return s.reads.Submit(ctx, keys)
+}
+
+// readItems reads the items of every read's keys, each key once, and returns each read's
+// items in the order of its keys.
+func (s *Store) readItems(ctx context.Context, reads [][][2]string) ([][]map[string]types.AttributeValue, error) {
+	seen := map[[2]string]bool{}
+	var keys []map[string]types.AttributeValue
+	for _, r := range reads {
+		for _, k := range r {
+			if !seen[k] {
+				seen[k] = true
+				keys = append(keys, key(k[0], k[1]))
+			}
+		}
+	}
+	got, err := s.batchGet(ctx, "read", keys)
+	if err != nil {
+		return nil, err
+	}
+	byKey := make(map[[2]string]map[string]types.AttributeValue, len(got))
+	for _, it := range got {
+		pk, ok1 := it["pk"].(*types.AttributeValueMemberS)
+		sk, ok2 := it["sk"].(*types.AttributeValueMemberS)
+		if ok1 && ok2 {
+			byKey[[2]string{pk.Value, sk.Value}] = it
+		}
+	}
+	out := make([][]map[string]types.AttributeValue, len(reads))
+	for i, r := range reads {
+		out[i] = make([]map[string]types.AttributeValue, len(r))
+		for j, k := range r {
+			out[i][j] = byKey[k]
+		}
+	}
+	return out, nil
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -16,30 +17,28 @@ import (
 
 var _ auditlog.ReportLog = (*Store)(nil)
 
-// AppendReports stores each of ds as an item of its own, (REQ#<request id>,
-// REPORT#<store>#<digest of the report>), beside the request's other reports: unconditional
-// writes, in BatchWriteItem calls shared with concurrent writes (group commit). Reports and
-// RequestState fold each store's items with auditlog.MergeReports, so a report appended
-// twice, or reports appended in any order, read the same.
-func (s *Store) AppendReports(ctx context.Context, ds ...event.StoreDone) error {
-	items := make([]map[string]types.AttributeValue, 0, len(ds))
-	for _, d := range ds {
-		if d.RequestID == "" || d.Store == "" {
-			return retry.Permanent(errors.New("auditlog/dynamo: report needs a request id and a store"))
-		}
-		item, err := attemptRecord(reqPK(d.RequestID), "", d, d.Attempt)
-		if err != nil {
-			return err
-		}
-		sum := sha256.Sum256([]byte(item["data"].(*types.AttributeValueMemberS).Value))
-		item["sk"] = str(reportSK(d.Store) + "#" + hex.EncodeToString(sum[:16]))
-		items = append(items, item)
+// AppendReport stores d as an item of its own, (REQ#<request id>,
+// REPORT#<store>#<seq, 20 digits>#<digest of the report>), beside the request's other
+// reports: an unconditional write, in a BatchWriteItem call shared with concurrent writes
+// (group commit). Reports and RequestState fold each store's items with
+// auditlog.MergeReports in sort key order: a report written by PutReport or CreateReport
+// first, then by seq, so the same report appended twice reads the same, and reports read
+// as a writer merging them in seq order would have kept them.
+func (s *Store) AppendReport(ctx context.Context, d event.StoreDone, seq int64) error {
+	if d.RequestID == "" || d.Store == "" {
+		return retry.Permanent(errors.New("auditlog/dynamo: report needs a request id and a store"))
 	}
-	return s.write(ctx, items...)
+	item, err := attemptRecord(reqPK(d.RequestID), "", d, d.Attempt)
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256([]byte(item["data"].(*types.AttributeValueMemberS).Value))
+	item["sk"] = str(fmt.Sprintf("%s#%020d#%s", reportSK(d.Store), max(seq, 0), hex.EncodeToString(sum[:16])))
+	return s.write(ctx, item)
 }
 
 // isReport reports whether sk is the sort key of a report: REPORT#<store>, written by
-// PutReport and CreateReport, or REPORT#<store>#<digest>, written by AppendReports.
+// PutReport and CreateReport, or REPORT#<store>#<seq>#<digest>, written by AppendReport.
 func isReport(sk string) bool { return strings.HasPrefix(sk, reportPrefix) }
 
 var _ auditlog.LinkedReceiptWriter = (*Store)(nil)
