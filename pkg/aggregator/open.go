@@ -36,7 +36,7 @@ const (
 // process read them when it first saw the request (what other processes, or this one
 // before a restart, stored) and stored them since. With it, a record costs its write and
 // no read but the first of its request's: the request is read again (RequestState, in
-// complete) only when the view says it can complete, or when it could not for FirstReread
+// complete) only when the view says it may complete (ready), or when it could not for FirstReread
 // after its last record (records another process stored meanwhile are then found). Safe
 // for concurrent use.
 type openView struct {
@@ -93,7 +93,7 @@ func (o *openView) load(requestID string, st auditlog.RequestState, now time.Tim
 	o.m[requestID] = e
 }
 
-// request notes r and returns whether the request can complete in this view.
+// request notes r and returns whether the request may complete (ready).
 func (o *openView) request(r auditlog.Request, now time.Time) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -107,8 +107,8 @@ func (o *openView) request(r auditlog.Request, now time.Time) bool {
 	return e.ready(now)
 }
 
-// report folds d into its store's report and returns whether the request can complete in
-// this view.
+// report folds d into its store's report and returns whether the request may complete
+// (ready).
 func (o *openView) report(d event.StoreDone, now time.Time) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -123,6 +123,9 @@ func (o *openView) report(d event.StoreDone, now time.Time) bool {
 	return e.ready(now)
 }
 
+// ready reports whether the request may complete: the view builds its receipt, or holds a
+// report of every expected store and still does not (a find another process stored may
+// be what it lacks), so that the store is worth reading now.
 func (e *viewed) ready(now time.Time) bool {
 	if e.req == nil || e.published {
 		return false
@@ -131,8 +134,15 @@ func (e *viewed) ready(now time.Time) bool {
 	for _, d := range e.reports {
 		reports = append(reports, d)
 	}
-	_, ok := Build(*e.req, reports, now)
-	return ok
+	if _, ok := Build(*e.req, reports, now); ok {
+		return true
+	}
+	for _, name := range e.req.ExpectedStores {
+		if d, ok := e.reports[name]; !ok || IsFound(d) {
+			return false
+		}
+	}
+	return true
 }
 
 // publish marks id published in the view, keeping nothing else of it.
