@@ -273,9 +273,12 @@ func sameVerification(a, b event.Verification) bool {
 // what it had read when it issued it: a twin of the request's latest record (the same
 // attempt published again, with its own requested_at) and the reports of the runs that had
 // finished by then (a redelivered record's run after the receipt changes the reports, never
-// the receipt).
+// the receipt), or of the records it had handled by then: the aggregator handles a
+// request's records of each topic in order, so what it had read is a first part of its
+// store.done records with a first part of its store.found records (it may lag behind a run
+// that finished before the receipt).
 func restsOnAnEarlierState(rb *Rebuilt, stored event.Receipt) bool {
-	reports := [][]event.StoreDone{rb.ReportList(), rb.ReportsUntil(stored.CompletedAt)}
+	reports := append([][]event.StoreDone{rb.ReportList(), rb.ReportsUntil(stored.CompletedAt)}, rb.handledStates()...)
 	for _, req := range append([]auditlog.Request{*rb.Request}, rb.Twins...) {
 		for _, ds := range reports {
 			if r, ok := aggregator.Build(req, ds, stored.CompletedAt); ok && len(receiptDiff(r, stored)) == 0 {

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -356,6 +357,39 @@ func (t *Trail) request(id, tenant string) *Rebuilt {
 		rb.TenantID = tenant
 	}
 	return rb
+}
+
+// handledStates returns the reports as the aggregator kept them after each first part of
+// the request's store.done records together with each first part of its store.found
+// records (each topic's records in the order they were read).
+func (r *Rebuilt) handledStates() [][]event.StoreDone {
+	var done, found []event.StoreDone
+	for _, d := range r.Runs {
+		if strings.HasSuffix(d.Store, aggregator.FoundSuffix) {
+			found = append(found, d)
+		} else {
+			done = append(done, d)
+		}
+	}
+	var out [][]event.StoreDone
+	for i := range len(done) + 1 {
+		for j := range len(found) + 1 {
+			kept := map[string]event.StoreDone{}
+			for _, d := range append(slices.Clone(done[:i]), found[:j]...) {
+				if old, ok := kept[d.Store]; ok {
+					d = aggregator.Merge(old, d)
+				}
+				kept[d.Store] = d
+			}
+			ds := make([]event.StoreDone, 0, len(kept))
+			for _, d := range kept {
+				ds = append(ds, d)
+			}
+			sort.Slice(ds, func(i, j int) bool { return ds[i].Store < ds[j].Store })
+			out = append(out, ds)
+		}
+	}
+	return out
 }
 
 // ReportsUntil returns the reports as the aggregator kept them from the runs that finished

@@ -399,3 +399,42 @@ func TestStateAfterTheReceiptIsNoMismatch(t *testing.T) {
 		t.Errorf("a tampered receipt: findings %v, want receipt_mismatch", kinds)
 	}
 }
+
+// TestReceiptFromRecordsHandledBeforeALaterRunIsNoMismatch: a receipt issued while the
+// aggregator had not yet handled a run that had finished earlier (it lagged behind the
+// deleter) rests on the records it had handled; it is no mismatch, and a tampered one
+// still is.
+func TestReceiptFromRecordsHandledBeforeALaterRunIsNoMismatch(t *testing.T) {
+	e := setup(t)
+	e.handle(t, request("r-8", "acme", 1))
+	e.handle(t, success("r-8", "acme", 1)...)
+	stored, err := e.store.GetReceipt(context.Background(), "r-8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	earlier := stored.CompletedAt.Add(-time.Second) // finished before the receipt, handled after it
+	second := event.StoreDone{
+		RequestID: "r-8", TenantID: "acme", Store: "redis", Kind: kinds["redis"], Status: event.StatusNothingFound,
+		Locations:    []event.LocationCount{{Location: "other:acme", Deleted: 0}},
+		Verification: event.Verification{Method: "read-back", Remaining: 0, DiscoveryRunAt: &earlier},
+		Attempt:      1, StartedAt: earlier, FinishedAt: earlier,
+	}
+	e.handle(t, encode(event.TopicStoreDone, "r-8", event.Done, &second))
+	e.publish(t, receiptRecord(stored))
+	findings := func() []replay.Kind {
+		var out []replay.Kind
+		for _, f := range replay.Compare(context.Background(), rebuild(t, e), e.view()).Findings {
+			if f.RequestID == "r-8" {
+				out = append(out, f.Kind)
+			}
+		}
+		return out
+	}
+	if got := findings(); len(got) != 0 {
+		t.Fatalf("findings %v, want none: the receipt rests on the records handled when it was issued", got)
+	}
+	e.rewrite(t, "r-8", func(r *event.Receipt) { r.Stores[0].Deleted++; r.Hash = auditlog.HashReceipt(*r) })
+	if got := findings(); !slices.Contains(got, replay.KindReceiptMismatch) {
+		t.Errorf("a tampered receipt: findings %v, want receipt_mismatch", got)
+	}
+}
