@@ -155,14 +155,6 @@ func (o *openView) publish(id string, now time.Time) {
 	o.m[id] = &viewed{published: true, touched: now}
 }
 
-// published reports whether id's receipt is published as far as the view knows.
-func (o *openView) isPublished(id string) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	e, ok := o.m[id]
-	return ok && e.published
-}
-
 // due returns the requests to read again at now, each next due after a wait that doubles
 // up to MaxReread; it forgets those without a record for ForgetOpen.
 func (o *openView) due(now time.Time) []string {

@@ -112,8 +112,10 @@ type RedisHook struct{}
 
 var _ redis.Hook = RedisHook{}
 
+// DialHook counts nothing: a connection is not a call.
 func (RedisHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
+// ProcessHook counts a command by its name.
 func (RedisHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		Total.WithLabelValues(Redis, "", cmd.Name()).Inc()
@@ -121,6 +123,7 @@ func (RedisHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
+// ProcessPipelineHook counts a pipeline or transaction once.
 func (RedisHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		Total.WithLabelValues(Redis, "", "pipeline").Inc()
@@ -134,6 +137,7 @@ type KafkaHook struct{}
 
 var _ kgo.HookBrokerWrite = KafkaHook{}
 
+// OnBrokerWrite counts a request written to a broker by its type.
 func (KafkaHook) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, _ error) {
 	Total.WithLabelValues(Kafka, "", kmsg.NameForKey(key)).Inc()
 }
