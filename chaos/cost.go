@@ -86,11 +86,15 @@ func (p CostPhase) CPU() float64 {
 }
 
 // Calls is the sum over services of the calls per erasure to backend (a key of
-// ServiceCost.Calls).
+// ServiceCost.Calls, counted by operation or not).
 func (p CostPhase) Calls(backend string) float64 {
 	var sum float64
 	for _, c := range p.Services {
-		sum += c.Calls[backend]
+		for b, n := range c.Calls {
+			if b == backend || strings.HasPrefix(b, backend+":") {
+				sum += n
+			}
+		}
 	}
 	return sum
 }
