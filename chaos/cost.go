@@ -251,14 +251,20 @@ func (s *System) costPhase(ctx context.Context, w *Watcher, name string, subs []
 			return nil, err
 		}
 		for _, svc := range backlogged {
-			if _, err := s.AddInstance(ctx, svc); err != nil {
+			p, err := s.AddInstance(ctx, svc)
+			if err != nil {
 				return nil, err
 			}
-		}
-		// from here: what they spent on starting up is not the backlog's
-		cpuUp, mUp := cpuOf(s.cpuProcs()), s.scrapeServices(ctx)
-		for _, svc := range backlogged {
-			cpu0[svc], m0[svc] = cpuUp[svc], mUp[svc]
+			// from here, as soon as it listens: what it spent on starting up is not the
+			// backlog's (it has not joined its group yet)
+			up, err := p.CPU()
+			if err != nil {
+				return nil, err
+			}
+			cpu0[svc] = up
+			if m0[svc], err = scrape(ctx, &http.Client{Timeout: 5 * time.Second}, p.Port); err != nil {
+				return nil, err
+			}
 		}
 		profile()
 		for _, id := range ids {
