@@ -113,8 +113,9 @@ fuzz:
 clean:
 	rm -rf .tools .bench
 
-# COST_BASELINE is the revision whose services make bench's cost table measures beside this tree's.
-COST_BASELINE ?= 52a4fcf
+# COST_BASELINE is the revision whose services make bench's cost table measures beside this tree's:
+# the services before the cost work, with the backend call counter already in.
+COST_BASELINE ?= 358ebb4
 
 ## bench: measure erasure cost against corpus size, the seeds' approach beside it, end-to-end latency, throughput and memory; writes .bench/results.json;
 ## then each service's CPU, allocations and backend calls per erasure on the separate-process topology, at a low rate and for a backlog, beside

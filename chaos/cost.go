@@ -99,6 +99,17 @@ func (p CostPhase) Calls(backend string) float64 {
 	return sum
 }
 
+// counted reports whether the phase's services count their backend calls (a baseline
+// built before lethe_backend_calls_total does not).
+func (p CostPhase) counted() bool {
+	for _, c := range p.Services {
+		if c.Calls != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // CostRun is the phases of one build.
 type CostRun struct {
 	Revision string // the baseline's revision; "" for this tree
@@ -494,10 +505,11 @@ func (r *CostResult) Figures() []Figure {
 func (run *CostRun) figures(prefix, note string) []Figure {
 	var out []Figure
 	for _, ph := range run.Phases {
-		out = append(out,
-			Figure{prefix + "lethe/" + ph.Name + "/cpu_ms_per_erasure", round3(ph.CPU()), "ms",
-				strings.TrimPrefix(fmt.Sprintf("%s; %d erasures, %d COMPLETE, in %s on %s; the services' CPU summed, the stand-ins' left out", note, ph.Erasures, ph.Complete, ph.Wall.Round(time.Millisecond), run.Kafka), "; ")},
-			Figure{prefix + "lethe/" + ph.Name + "/audit_table_calls_per_erasure", round3(ph.Calls(AuditTableCalls)), "calls", note})
+		out = append(out, Figure{prefix + "lethe/" + ph.Name + "/cpu_ms_per_erasure", round3(ph.CPU()), "ms",
+			strings.TrimPrefix(fmt.Sprintf("%s; %d erasures, %d COMPLETE, in %s on %s; the services' CPU summed, the stand-ins' left out", note, ph.Erasures, ph.Complete, ph.Wall.Round(time.Millisecond), run.Kafka), "; ")})
+		if ph.counted() {
+			out = append(out, Figure{prefix + "lethe/" + ph.Name + "/audit_table_calls_per_erasure", round3(ph.Calls(AuditTableCalls)), "calls", note})
+		}
 		for _, svc := range sortedKeys(ph.Services) {
 			c := ph.Services[svc]
 			p := prefix + svc + "/" + ph.Name + "/"
