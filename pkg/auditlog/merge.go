@@ -13,14 +13,14 @@ import (
 // more than once (redelivery after a crash or a rebalance): the second run finds what the
 // first deleted gone and reports less, or a passing store error. So a successful report
 // is not replaced by a failed one, and of two successful ones the one that deleted more
-// is kept. Either report may be a find (aggregator.FoundReport: what a deleter found before it
-// deleted) or carry one merged earlier: the kept report's count of each location is the
-// larger of the two (counts are never added: the same run may be reported twice), and a
-// successful report that thereby counts something is DELETED, not NOTHING_FOUND. That
-// is sound because a successful report verified the store clean after the find, so all
-// that was found was deleted within the attempt. MergeReports is commutative in what it keeps,
-// so the order in which finds and reports arrive does not matter. The kept report names
-// the found runs of both (StoreDone.FoundRuns).
+// is kept (of two that deleted as much, next). Either report may be a find
+// (aggregator.FoundReport: what a deleter found before it deleted) or carry one merged
+// earlier: the kept report's count of each location is the larger of the two (counts are
+// never added: the same run may be reported twice), and a successful report that thereby
+// counts something is DELETED, not NOTHING_FOUND. That is sound because a successful
+// report verified the store clean after the find, so all that was found was deleted
+// within the attempt. Whether a find or a report arrives first does not change what is
+// kept. The kept report names the found runs of both (StoreDone.FoundRuns).
 func MergeReports(prev, next event.StoreDone) event.StoreDone {
 	if next.Attempt != prev.Attempt {
 		if next.Attempt > prev.Attempt {
