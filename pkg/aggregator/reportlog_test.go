@@ -17,6 +17,7 @@ import (
 	"github.com/lethe-erasure/lethe/pkg/aggregator"
 	"github.com/lethe-erasure/lethe/pkg/auditlog"
 	"github.com/lethe-erasure/lethe/pkg/auditlog/dynamo"
+	"github.com/lethe-erasure/lethe/pkg/awsclient"
 	"github.com/lethe-erasure/lethe/pkg/calls"
 	"github.com/lethe-erasure/lethe/pkg/event"
 	"github.com/lethe-erasure/lethe/pkg/testenv"
@@ -35,7 +36,7 @@ func setupDynamo(t *testing.T) *dynamoEnv {
 	t.Helper()
 	b := testenv.Kafka(t, 3, event.TopicRequested, event.TopicStoreDone, event.TopicCompleted, event.TopicSuppressions)
 	c := dynamodb.New(dynamodb.Options{BaseEndpoint: aws.String(testenv.DynamoDB(t)), Region: "us-east-1",
-		Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""), APIOptions: []func(*middleware.Stack) error{calls.AWS}})
+		Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""), APIOptions: []func(*middleware.Stack) error{awsclient.CountCalls}})
 	table := testenv.DynamoTable(t, "agg-reportlog")
 	st := dynamo.New(c, table)
 	if err := st.CreateTable(context.Background()); err != nil {

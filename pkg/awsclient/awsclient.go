@@ -11,8 +11,6 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/smithy-go/middleware"
-
-	"github.com/lethe-erasure/lethe/pkg/calls"
 )
 
 // IdleConns is how many idle connections to one endpoint an HTTP client keeps: as many as
@@ -24,10 +22,10 @@ import (
 const IdleConns = 256
 
 // LoadConfig loads the SDK's default configuration (environment, shared files, instance
-// role) with HTTPClient and the backend call counter (calls.AWS).
+// role) with HTTPClient and the backend call counter (CountCalls).
 func LoadConfig(ctx context.Context) (aws.Config, error) {
 	return awsconfig.LoadDefaultConfig(ctx, awsconfig.WithHTTPClient(HTTPClient()),
-		awsconfig.WithAPIOptions([]func(*middleware.Stack) error{calls.AWS}))
+		awsconfig.WithAPIOptions([]func(*middleware.Stack) error{CountCalls}))
 }
 
 // HTTPClient is the SDK's default HTTP client keeping IdleConns idle connections per host.

@@ -23,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
@@ -155,7 +156,7 @@ func (c Config) Options() []kgo.Opt {
 		// A produce that cannot complete fails after this and is retried by the caller with
 		// backoff (and logged) instead of blocking silently.
 		kgo.RecordDeliveryTimeout(15 * time.Second),
-		kgo.WithHooks(calls.KafkaHook{}),
+		kgo.WithHooks(callCounter{}),
 	}
 	if c.ClientID != "" {
 		opts = append(opts, kgo.ClientID(c.ClientID))
@@ -293,4 +294,15 @@ func firstOf(m map[string]error, order []string) error {
 		}
 	}
 	return nil
+}
+
+// callCounter counts each request a Kafka client writes to a broker, by request type
+// (Produce, Fetch, OffsetCommit, Heartbeat, ...).
+type callCounter struct{}
+
+var _ kgo.HookBrokerWrite = callCounter{}
+
+// OnBrokerWrite counts a request written to a broker by its type.
+func (callCounter) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, _ error) {
+	calls.Count(calls.Kafka, "", kmsg.NameForKey(key))
 }

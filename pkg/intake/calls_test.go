@@ -16,6 +16,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/lethe-erasure/lethe/pkg/auditlog/dynamo"
+	"github.com/lethe-erasure/lethe/pkg/awsclient"
 	"github.com/lethe-erasure/lethe/pkg/calls"
 	"github.com/lethe-erasure/lethe/pkg/intake"
 	"github.com/lethe-erasure/lethe/pkg/testenv"
@@ -23,7 +24,7 @@ import (
 )
 
 // onDynamo gives e's intake the audit table and the workflow on DynamoDB, as the intake
-// service has them, through a client that counts its calls (calls.AWS) and whose every
+// service has them, through a client that counts its calls (awsclient.CountCalls) and whose every
 // round trip takes at least latency. It returns the table's name.
 func onDynamo(t *testing.T, e *env, latency time.Duration) string {
 	t.Helper()
@@ -31,7 +32,7 @@ func onDynamo(t *testing.T, e *env, latency time.Duration) string {
 		Region:       "us-east-1",
 		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
 		BaseEndpoint: aws.String(testenv.DynamoDB(t)),
-		APIOptions:   []func(*middleware.Stack) error{calls.AWS},
+		APIOptions:   []func(*middleware.Stack) error{awsclient.CountCalls},
 		HTTPClient:   &http.Client{Transport: slowTransport{latency}, Timeout: 30 * time.Second},
 	})
 	table := testenv.DynamoTable(t, "audit")

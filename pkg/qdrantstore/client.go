@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/qdrant/go-client/qdrant"
@@ -52,7 +53,7 @@ func Dial(addr, apiKey string) (*qdrant.Client, error) {
 		Port:                   p,
 		APIKey:                 apiKey,
 		SkipCompatibilityCheck: true,
-		GrpcOptions:            []grpc.DialOption{reconnect, grpc.WithChainUnaryInterceptor(calls.GRPC)},
+		GrpcOptions:            []grpc.DialOption{reconnect, grpc.WithChainUnaryInterceptor(countCalls)},
 	})
 }
 
@@ -62,4 +63,10 @@ func Check(client *qdrant.Client) metrics.Check {
 		_, err := client.HealthCheck(ctx)
 		return err
 	}}
+}
+
+// countCalls is a unary client interceptor that counts each Qdrant RPC by method.
+func countCalls(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	calls.Count(calls.Qdrant, "", method[strings.LastIndexByte(method, '/')+1:])
+	return invoker(ctx, method, req, reply, cc, opts...)
 }

@@ -38,7 +38,7 @@ func (s Settings) Client(log *zap.Logger) (redis.UniversalClient, error) {
 			zap.Bool("redis_password", opts.Password != ""), zap.Bool("redis_tls", opts.TLSConfig != nil))
 	}
 	c := redis.NewUniversalClient(opts)
-	c.AddHook(calls.RedisHook{})
+	c.AddHook(callCounter{})
 	return c, nil
 }
 
@@ -54,4 +54,28 @@ func ClientFromEnv(log *zap.Logger) (redis.UniversalClient, error) {
 // Check is the readiness check of client: PING must answer.
 func Check(client redis.UniversalClient) metrics.Check {
 	return metrics.Check{Name: "redis", Fn: func(ctx context.Context) error { return client.Ping(ctx).Err() }}
+}
+
+// callCounter counts each Redis command, and each pipeline or transaction as one call.
+type callCounter struct{}
+
+var _ redis.Hook = callCounter{}
+
+// DialHook counts nothing: a connection is not a call.
+func (callCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+// ProcessHook counts a command by its name.
+func (callCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		calls.Count(calls.Redis, "", cmd.Name())
+		return next(ctx, cmd)
+	}
+}
+
+// ProcessPipelineHook counts a pipeline or transaction once.
+func (callCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		calls.Count(calls.Redis, "", "pipeline")
+		return next(ctx, cmds)
+	}
 }
