@@ -374,19 +374,7 @@ func (r *Rebuilt) handledStates() [][]event.StoreDone {
 	var out [][]event.StoreDone
 	for i := range len(done) + 1 {
 		for j := range len(found) + 1 {
-			kept := map[string]event.StoreDone{}
-			for _, d := range append(slices.Clone(done[:i]), found[:j]...) {
-				if old, ok := kept[d.Store]; ok {
-					d = aggregator.Merge(old, d)
-				}
-				kept[d.Store] = d
-			}
-			ds := make([]event.StoreDone, 0, len(kept))
-			for _, d := range kept {
-				ds = append(ds, d)
-			}
-			sort.Slice(ds, func(i, j int) bool { return ds[i].Store < ds[j].Store })
-			out = append(out, ds)
+			out = append(out, auditlog.FoldReports(append(slices.Clone(done[:i]), found[:j]...)))
 		}
 	}
 	return out
@@ -395,20 +383,11 @@ func (r *Rebuilt) handledStates() [][]event.StoreDone {
 // ReportsUntil returns the reports as the aggregator kept them from the runs that finished
 // by at, ordered by store name.
 func (r *Rebuilt) ReportsUntil(at time.Time) []event.StoreDone {
-	kept := map[string]event.StoreDone{}
+	var finished []event.StoreDone
 	for _, d := range r.Runs {
-		if d.FinishedAt.After(at) {
-			continue
+		if !d.FinishedAt.After(at) {
+			finished = append(finished, d)
 		}
-		if old, ok := kept[d.Store]; ok {
-			d = aggregator.Merge(old, d)
-		}
-		kept[d.Store] = d
 	}
-	ds := make([]event.StoreDone, 0, len(kept))
-	for _, d := range kept {
-		ds = append(ds, d)
-	}
-	sort.Slice(ds, func(i, j int) bool { return ds[i].Store < ds[j].Store })
-	return ds
+	return auditlog.FoldReports(finished)
 }
