@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,12 +31,38 @@ type Proxy struct {
 	mu    sync.Mutex
 	l     net.Listener
 	conns map[net.Conn]bool
+
+	relay *httputil.ReverseProxy // NewHTTPProxy's: one store connection per request
+	srv   *http.Server           // while up, with relay
 }
 
 // NewProxy listens on a free port and forwards to target.
 func NewProxy(target string) (*Proxy, error) {
 	p := &Proxy{Target: target, conns: map[net.Conn]bool{}}
 	return p, p.Up()
+}
+
+// NewHTTPProxy is NewProxy for an HTTP/1.1 store that closes its connection after every
+// answer, as moto's server does (Connection: close), where the service it stands in for
+// keeps connections open (S3). It keeps its clients' connections open and opens one to the
+// store per request, so a client pays for connections as it would against the service.
+// The latency delays each request; Down closes the clients' connections too.
+func NewHTTPProxy(target string) (*Proxy, error) {
+	p := &Proxy{Target: target, conns: map[net.Conn]bool{}}
+	store := &url.URL{Scheme: "http", Host: target}
+	p.relay = &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
+		r.SetURL(store)
+		r.Out.Host = r.In.Host // signed by the client
+	}}
+	return p, p.Up()
+}
+
+// ServeHTTP relays one request of an HTTP proxy after its latency.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if d := p.Latency(); d > 0 {
+		time.Sleep(d)
+	}
+	p.relay.ServeHTTP(w, r)
 }
 
 // Addr is the proxy's address.
@@ -59,6 +88,11 @@ func (p *Proxy) Up() error {
 	}
 	p.l = l
 	p.Port = l.Addr().(*net.TCPAddr).Port
+	if p.relay != nil {
+		p.srv = &http.Server{Handler: p, ReadHeaderTimeout: time.Minute}
+		go func(srv *http.Server) { _ = srv.Serve(l) }(p.srv)
+		return nil
+	}
 	go p.accept(l)
 	return nil
 }
@@ -70,6 +104,10 @@ func (p *Proxy) Down() {
 	if p.l != nil {
 		p.l.Close()
 		p.l = nil
+	}
+	if p.srv != nil {
+		p.srv.Close() // the listener and every client connection
+		p.srv = nil
 	}
 	for c := range p.conns {
 		c.Close()

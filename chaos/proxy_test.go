@@ -2,10 +2,16 @@ package chaos
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httptrace"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -131,4 +137,73 @@ func pipelined(addr string, conn, msgs int) error {
 		}
 	}
 	return nil
+}
+
+// An HTTP proxy keeps its client's connection open in front of a store that closes every
+// connection, forwards requests (the Host the client signed included) after the latency,
+// and cuts its clients off while down.
+func TestHTTPProxyKeepsConnections(t *testing.T) {
+	const latency = 20 * time.Millisecond
+	var storeConns atomic.Int64
+	store := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Connection", "close")
+		body, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "%s %s %s", r.Method, r.Host, body)
+	}))
+	store.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			storeConns.Add(1)
+		}
+	}
+	store.Start()
+	defer store.Close()
+	p, err := NewHTTPProxy(store.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Down)
+	p.SetLatency(latency)
+	var fresh atomic.Int64
+	trace := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) {
+		if !i.Reused {
+			fresh.Add(1)
+		}
+	}})
+	cl := &http.Client{Transport: &http.Transport{}}
+	call := func(i int) error {
+		req, _ := http.NewRequestWithContext(trace, http.MethodPut, "http://"+p.Addr()+"/b/k", strings.NewReader(fmt.Sprint(i)))
+		req.Host = "bucket.example"
+		start := time.Now()
+		resp, err := cl.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		got, _ := io.ReadAll(resp.Body)
+		if want := fmt.Sprintf("PUT bucket.example %d", i); string(got) != want {
+			return fmt.Errorf("answer %q, want %q", got, want)
+		}
+		if rt := time.Since(start); rt < latency {
+			return fmt.Errorf("round trip took %s, less than the injected %s", rt, latency)
+		}
+		return nil
+	}
+	for i := range 10 {
+		if err := call(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fresh.Load() != 1 || storeConns.Load() != 10 {
+		t.Fatalf("10 requests: the client opened %d connections (want 1), the store saw %d (want 10)", fresh.Load(), storeConns.Load())
+	}
+	p.Down()
+	if err := call(10); err == nil {
+		t.Fatal("a request through a proxy that is down succeeded")
+	}
+	if err := p.Up(); err != nil {
+		t.Fatal(err)
+	}
+	if err := call(11); err != nil {
+		t.Fatal(err)
+	}
 }

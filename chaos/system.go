@@ -209,7 +209,11 @@ func start(ctx context.Context, root, dir string, nodes int, partitions int32, s
 	}
 	go superviseStore(s.Stores["dynamodb"])
 	for _, n := range Stores {
-		if s.Proxies[n], err = NewProxy("127.0.0.1:" + p(n)); err != nil {
+		proxy := NewProxy
+		if n == "s3" && s3srv == S3Moto {
+			proxy = NewHTTPProxy
+		}
+		if s.Proxies[n], err = proxy("127.0.0.1:" + p(n)); err != nil {
 			return nil, err
 		}
 	}
