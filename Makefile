@@ -124,8 +124,8 @@ COST_BASELINE ?= 358ebb4
 bench: tools
 	cd bench && go run ./cmd/benchrun -out ../.bench/results.json
 	cd chaos && go run ./cmd/cost -baseline $(COST_BASELINE) -out ../.bench/results.json
-	cd chaos && go run ./cmd/scaling -out ../.bench/scaling.json
-	cd chaos && go run ./cmd/scaling -n 480 -batch-max ',1' -instance-cpu 50m -out ../.bench/scaling-cpu-limited.json
+	cd chaos && go run ./cmd/scaling -s3 gofakes3 -out ../.bench/scaling.json
+	cd chaos && go run ./cmd/scaling -s3 gofakes3 -n 480 -batch-max ',1' -instance-cpu 50m -out ../.bench/scaling-cpu-limited.json
 
 ## bench-storage: the embedded audit and workflow stores on the write-ahead log, bbolt and a JSON file, side by side (docs/storage.md)
 bench-storage:

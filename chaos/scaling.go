@@ -78,6 +78,7 @@ type ScalingConfig struct {
 	Deadline   time.Duration // how long a phase may take; default 5m
 	Dir        string        // logs and broker data; default a new temporary directory
 	Log        io.Writer     // progress; default none
+	S3         string        // the S3 server: S3Moto (default) or S3Gofakes3
 }
 
 func (c *ScalingConfig) defaults() {
@@ -92,6 +93,9 @@ func (c *ScalingConfig) defaults() {
 	}
 	if len(c.Batchings) == 0 {
 		c.Batchings = []string{""}
+	}
+	if c.S3 == "" {
+		c.S3 = S3Moto
 	}
 	if c.Partitions <= 0 {
 		c.Partitions = 12
@@ -179,7 +183,7 @@ func Scaling(ctx context.Context, cfg ScalingConfig) (*ScalingResult, error) {
 	logf := timestamped(cfg.Log)
 	// No re-verification sweeps: a sweep a minute after each receipt would land in a later
 	// phase and be measured as part of its work.
-	sys, err := start(ctx, root, cfg.Dir, 1, cfg.Partitions, S3Moto, []string{"LETHE_SWEEPS=off"})
+	sys, err := start(ctx, root, cfg.Dir, 1, cfg.Partitions, cfg.S3, []string{"LETHE_SWEEPS=off"})
 	if err != nil {
 		return nil, err
 	}

@@ -60,6 +60,7 @@ func run() (code int) {
 	})
 	flag.StringVar(&cfg.Dir, "dir", "", "directory for logs and broker data (default: a new temporary directory)")
 	flag.StringVar(&out, "out", "", "write the figures as JSON to this file")
+	flag.StringVar(&cfg.S3, "s3", chaos.S3Moto, "the S3 server: moto or gofakes3")
 	flag.BoolVar(&quick, "quick", false, "a smoke run: 24 erasures per phase, 1 and 2 instances, default batching only")
 	flag.Parse()
 	if quick {
