@@ -54,19 +54,6 @@ func table(params any) string {
 		for name := range in.RequestItems {
 			return name
 		}
-	case *dynamodb.TransactWriteItemsInput:
-		for _, it := range in.TransactItems {
-			switch {
-			case it.Put != nil:
-				return deref(it.Put.TableName)
-			case it.Update != nil:
-				return deref(it.Update.TableName)
-			case it.Delete != nil:
-				return deref(it.Delete.TableName)
-			case it.ConditionCheck != nil:
-				return deref(it.ConditionCheck.TableName)
-			}
-		}
 	}
 	return deref(t)
 }

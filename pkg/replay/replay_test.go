@@ -378,26 +378,26 @@ func TestStateAfterTheReceiptIsNoMismatch(t *testing.T) {
 	}
 	e.handle(t, encode(event.TopicRequested, "r-7", event.Request, &twin), encode(event.TopicStoreDone, "r-7", event.Done, &late))
 	e.publish(t, receiptRecord(stored))
-	findings := func() []replay.Finding {
-		var out []replay.Finding
-		for _, f := range replay.Compare(context.Background(), rebuild(t, e), e.view()).Findings {
-			if f.RequestID == "r-7" {
-				out = append(out, f)
-			}
-		}
-		return out
-	}
-	if got := findings(); len(got) != 0 {
-		t.Fatalf("findings %+v, want none: the receipt rests on the state it was issued from", got)
+	if got := findingKinds(t, e, "r-7"); len(got) != 0 {
+		t.Fatalf("findings %v, want none: the receipt rests on the state it was issued from", got)
 	}
 	e.rewrite(t, "r-7", func(r *event.Receipt) { r.Regulation = "CCPA"; r.Hash = auditlog.HashReceipt(*r) })
-	var kinds []replay.Kind
-	for _, f := range findings() {
-		kinds = append(kinds, f.Kind)
+	if got := findingKinds(t, e, "r-7"); !slices.Contains(got, replay.KindReceiptMismatch) {
+		t.Errorf("a tampered receipt: findings %v, want receipt_mismatch", got)
 	}
-	if !slices.Contains(kinds, replay.KindReceiptMismatch) {
-		t.Errorf("a tampered receipt: findings %v, want receipt_mismatch", kinds)
+}
+
+// findingKinds compares the trail rebuilt from e's records with its view and returns the
+// kinds of the findings on requestID.
+func findingKinds(t *testing.T, e *env, requestID string) []replay.Kind {
+	t.Helper()
+	var out []replay.Kind
+	for _, f := range replay.Compare(context.Background(), rebuild(t, e), e.view()).Findings {
+		if f.RequestID == requestID {
+			out = append(out, f.Kind)
+		}
 	}
+	return out
 }
 
 // TestReceiptFromRecordsHandledBeforeALaterRunIsNoMismatch: a receipt issued while the
@@ -421,20 +421,11 @@ func TestReceiptFromRecordsHandledBeforeALaterRunIsNoMismatch(t *testing.T) {
 	}
 	e.handle(t, encode(event.TopicStoreDone, "r-8", event.Done, &second))
 	e.publish(t, receiptRecord(stored))
-	findings := func() []replay.Kind {
-		var out []replay.Kind
-		for _, f := range replay.Compare(context.Background(), rebuild(t, e), e.view()).Findings {
-			if f.RequestID == "r-8" {
-				out = append(out, f.Kind)
-			}
-		}
-		return out
-	}
-	if got := findings(); len(got) != 0 {
+	if got := findingKinds(t, e, "r-8"); len(got) != 0 {
 		t.Fatalf("findings %v, want none: the receipt rests on the records handled when it was issued", got)
 	}
 	e.rewrite(t, "r-8", func(r *event.Receipt) { r.Stores[0].Deleted++; r.Hash = auditlog.HashReceipt(*r) })
-	if got := findings(); !slices.Contains(got, replay.KindReceiptMismatch) {
+	if got := findingKinds(t, e, "r-8"); !slices.Contains(got, replay.KindReceiptMismatch) {
 		t.Errorf("a tampered receipt: findings %v, want receipt_mismatch", got)
 	}
 }
